@@ -1,0 +1,3 @@
+module github.com/oikos-hq/oikos/migrations
+
+go 1.26.0
