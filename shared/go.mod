@@ -20,3 +20,13 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 	mvdan.cc/sh/v3 v3.14.1 // indirect
 )
+
+require (
+	github.com/oikos-hq/oikos/migrations v0.0.0
+	github.com/oikos-hq/oikos/seeds v0.0.0
+)
+
+replace (
+	github.com/oikos-hq/oikos/migrations => ../migrations
+	github.com/oikos-hq/oikos/seeds => ../seeds
+)
