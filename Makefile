@@ -1,0 +1,51 @@
+# Oikos — build, test and run. Every target works on a fresh machine with Go, Node and the
+# PostgreSQL 15 server binaries on PATH; nothing else has to be running.
+
+GO        ?= go
+MODULES   := shared migrations seeds api scheduler agent deploy
+PKGS      := $(foreach m,$(MODULES),./$(m)/...)
+FUZZTIME  ?= 10s
+BIN       := bin
+
+.PHONY: all build test test-go fuzz bench up vet fmt tidy clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/oikos-api ./api/cmd/oikos-api
+	$(GO) build -o $(BIN)/oikos ./api/cmd/oikos
+	$(GO) build -o $(BIN)/oikos-scheduler ./scheduler/cmd/oikos-scheduler
+	$(GO) build -o $(BIN)/oikos-agent ./agent/cmd/oikos-agent
+	$(GO) build -o $(BIN)/labsim ./shared/cmd/labsim
+	$(GO) build -o $(BIN)/oikos-local ./deploy/cmd/oikos-local
+
+# The whole suite with -race against a private PostgreSQL started for the run, then every
+# fuzz target for FUZZTIME each.
+test: build
+	./scripts/test-deps.sh
+	./$(BIN)/oikos-local test -- $(GO) test -race -count=1 -timeout 40m $(PKGS)
+	./scripts/fuzz.sh $(FUZZTIME)
+
+fuzz:
+	./scripts/fuzz.sh $(FUZZTIME)
+
+# Benchmarks named in the issues; figures go to docs/benchmarks.md.
+bench: build
+	./$(BIN)/oikos-local test -- $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $(PKGS)
+
+# The whole system locally: private Postgres, lab simulator, api, scheduler, agent.
+up: build
+	./$(BIN)/oikos-local up
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -l -w $(MODULES)
+
+tidy:
+	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy) || exit 1; done
+
+clean:
+	rm -rf $(BIN)

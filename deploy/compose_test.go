@@ -1,0 +1,99 @@
+package deploy_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+func loadCompose(t *testing.T, env []string) (*types.Project, error) {
+	t.Helper()
+	opts, err := cli.NewProjectOptions([]string{"../docker-compose.yml"},
+		cli.WithWorkingDirectory(".."), cli.WithEnv(env), cli.WithName("oikos"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opts.LoadProject(context.Background())
+}
+
+// The compose file is validated by the compose specification's own loader, since no Docker
+// engine runs here: services, health-gated start order, the scheduler's key as a secret, and
+// build arguments that name real commands.
+func TestComposeFile(t *testing.T) {
+	p, err := loadCompose(t, []string{"OIKOS_OPERATOR_TOKEN=oik_test"})
+	if err != nil {
+		t.Fatalf("compose file does not load: %v", err)
+	}
+	for _, name := range []string{"postgres", "api", "scheduler", "agent"} {
+		if _, ok := p.Services[name]; !ok {
+			t.Fatalf("service %s missing", name)
+		}
+	}
+	api := p.Services["api"]
+	if d, ok := api.DependsOn["postgres"]; !ok || d.Condition != types.ServiceConditionHealthy {
+		t.Errorf("api must wait for a healthy postgres, got %+v", api.DependsOn)
+	}
+	for _, name := range []string{"scheduler", "agent"} {
+		s := p.Services[name]
+		if d, ok := s.DependsOn["api"]; !ok || d.Condition != types.ServiceConditionHealthy {
+			t.Errorf("%s must wait for a healthy api (it migrates), got %+v", name, s.DependsOn)
+		}
+		if got := s.Environment["OIKOS_API_URL"]; got == nil || *got != "http://api:8080" {
+			t.Errorf("%s OIKOS_API_URL = %v", name, got)
+		}
+	}
+	sched := p.Services["scheduler"]
+	if len(sched.Secrets) != 1 || sched.Secrets[0].Source != "oikos_ssh_key" {
+		t.Errorf("scheduler must receive the SSH key as a secret, got %+v", sched.Secrets)
+	}
+	for name, s := range p.Services {
+		if name == "scheduler" {
+			continue
+		}
+		if len(s.Secrets) > 0 {
+			t.Errorf("%s must not hold the SSH key: only the scheduler does", name)
+		}
+		if db := s.Environment["OIKOS_DATABASE_URL"]; name != "postgres" && (db == nil || !strings.Contains(*db, "@postgres:5432/")) {
+			t.Errorf("%s OIKOS_DATABASE_URL = %v", name, db)
+		}
+	}
+	// Every image is built from a command that exists in the workspace.
+	dirs := map[string]string{"oikos-api": "api/cmd/oikos-api", "oikos-scheduler": "scheduler/cmd/oikos-scheduler", "oikos-agent": "agent/cmd/oikos-agent"}
+	for _, name := range []string{"api", "scheduler", "agent"} {
+		b := p.Services[name].Build
+		if b == nil || b.Args["CMD"] == nil {
+			t.Fatalf("%s has no build CMD", name)
+		}
+		dir, ok := dirs[*b.Args["CMD"]]
+		if !ok {
+			t.Fatalf("%s builds unknown command %s", name, *b.Args["CMD"])
+		}
+		if _, err := os.Stat(filepath.Join("..", dir, "main.go")); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// The Dockerfile knows every command compose asks for.
+	df, err := os.ReadFile("docker/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cmd := range dirs {
+		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(cmd) + `\b`).Match(df) {
+			t.Errorf("Dockerfile does not build %s", cmd)
+		}
+	}
+}
+
+// Without an operator token compose refuses to start, saying which variable is missing.
+func TestComposeRequiresOperatorToken(t *testing.T) {
+	_, err := loadCompose(t, nil)
+	if err == nil || !strings.Contains(err.Error(), "OIKOS_OPERATOR_TOKEN") {
+		t.Fatalf("want an error naming OIKOS_OPERATOR_TOKEN, got %v", err)
+	}
+}

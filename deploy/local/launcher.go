@@ -1,0 +1,316 @@
+// Package local runs the whole of Oikos on one machine without Docker: a private PostgreSQL
+// started from the binaries on PATH (unless OIKOS_DATABASE_URL names a server), the lab
+// simulator with the seeded fleet, and the three daemons. It backs `make up`, and `make test`
+// uses its Postgres half to give the test suite a server.
+package local
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/oikos-hq/oikos/shared/pgcluster"
+)
+
+// Options configure a local stack.
+type Options struct {
+	Root    string    // repository root: binaries in Root/bin, state in Root/.local
+	Stdout  io.Writer // where the children's logs go
+	Getenv  func(string) string
+	APIAddr string // default 127.0.0.1:8080
+	SchAddr string // default 127.0.0.1:8091
+	AgtAddr string // default 127.0.0.1:8092
+	// Labsim may be turned off (tests of the launcher that must not bind the fleet's ports).
+	NoLabsim bool
+}
+
+// Stack is a running local system.
+type Stack struct {
+	opts     Options
+	cluster  *pgcluster.Cluster
+	children []*child
+	DBURL    string
+	Token    string
+}
+
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func (o *Options) defaults() {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.APIAddr == "" {
+		o.APIAddr = "127.0.0.1:8080"
+	}
+	if o.SchAddr == "" {
+		o.SchAddr = "127.0.0.1:8091"
+	}
+	if o.AgtAddr == "" {
+		o.AgtAddr = "127.0.0.1:8092"
+	}
+}
+
+// StartPostgres returns a database URL: OIKOS_DATABASE_URL when set, else a private
+// cluster's, started in dir.
+func StartPostgres(ctx context.Context, getenv func(string) string, dir string, fast bool, log io.Writer) (string, *pgcluster.Cluster, error) {
+	if u := getenv("OIKOS_DATABASE_URL"); u != "" {
+		return u, nil, nil
+	}
+	var logFile *os.File
+	if f, ok := log.(*os.File); ok {
+		logFile = f
+	}
+	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dir, Fast: fast, Log: logFile})
+	if err != nil {
+		return "", nil, err
+	}
+	return c.URL("postgres"), c, nil
+}
+
+// Up starts everything and returns once every daemon answers /healthz.
+func Up(ctx context.Context, opts Options) (*Stack, error) {
+	opts.defaults()
+	s := &Stack{opts: opts}
+	state := filepath.Join(opts.Root, ".local")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, err
+	}
+	url, cluster, err := StartPostgres(ctx, opts.Getenv, filepath.Join(state, "pg"), false, opts.Stdout)
+	if err != nil {
+		return nil, err
+	}
+	s.cluster, s.DBURL = cluster, url
+	fail := func(err error) (*Stack, error) {
+		s.Down()
+		return nil, err
+	}
+	keyFile, pubFile, err := ensureSSHKey(filepath.Join(state, "ssh"))
+	if err != nil {
+		return fail(err)
+	}
+	s.Token, err = ensureToken(filepath.Join(state, "operator-token"), opts.Getenv("OIKOS_OPERATOR_TOKEN"))
+	if err != nil {
+		return fail(err)
+	}
+	bin := filepath.Join(opts.Root, "bin")
+	base := []string{"OIKOS_DATABASE_URL=" + url}
+	if !opts.NoLabsim {
+		if err := s.spawn("labsim", filepath.Join(bin, "labsim"), []string{
+			"--inventory", filepath.Join(opts.Root, "seeds", "inventory.yaml"),
+			"--state-dir", filepath.Join(state, "labsim"),
+			"--authorized-keys", pubFile,
+			"--control", "127.0.0.1:7070",
+		}, nil); err != nil {
+			return fail(err)
+		}
+	}
+	if err := s.spawn("oikos-api", filepath.Join(bin, "oikos-api"), nil, append(base,
+		"OIKOS_API_ADDR="+opts.APIAddr, "OIKOS_OPERATOR_TOKEN="+s.Token)); err != nil {
+		return fail(err)
+	}
+	if err := waitHealthy(ctx, "http://"+opts.APIAddr+"/readyz", 90*time.Second); err != nil {
+		return fail(fmt.Errorf("oikos-api: %w", err))
+	}
+	if err := s.spawn("oikos-scheduler", filepath.Join(bin, "oikos-scheduler"), nil, append(base,
+		"OIKOS_SCHEDULER_ADDR="+opts.SchAddr, "OIKOS_SSH_KEY_FILE="+keyFile, "OIKOS_API_URL=http://"+opts.APIAddr)); err != nil {
+		return fail(err)
+	}
+	if err := s.spawn("oikos-agent", filepath.Join(bin, "oikos-agent"), nil, append(base,
+		"OIKOS_AGENT_ADDR="+opts.AgtAddr, "OIKOS_API_URL=http://"+opts.APIAddr)); err != nil {
+		return fail(err)
+	}
+	for name, addr := range map[string]string{"oikos-scheduler": opts.SchAddr, "oikos-agent": opts.AgtAddr} {
+		if err := waitHealthy(ctx, "http://"+addr+"/readyz", 60*time.Second); err != nil {
+			return fail(fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return s, nil
+}
+
+// Wait blocks until ctx ends or a child exits; it returns the child's failure.
+func (s *Stack) Wait(ctx context.Context) error {
+	cases := make(chan *child, len(s.children))
+	for _, c := range s.children {
+		go func() {
+			<-c.done
+			cases <- c
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case c := <-cases:
+		return fmt.Errorf("%s exited: %v", c.name, c.err)
+	}
+}
+
+// Down stops the children in reverse order of start (SIGTERM, then SIGKILL after a grace
+// period) and then the private Postgres. Safe to call twice.
+func (s *Stack) Down() {
+	for i := len(s.children) - 1; i >= 0; i-- {
+		c := s.children[i]
+		select {
+		case <-c.done:
+			continue
+		default:
+		}
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+			<-c.done
+		}
+	}
+	s.children = nil
+	if s.cluster != nil {
+		_ = s.cluster.Stop()
+		s.cluster = nil
+	}
+}
+
+// PIDs returns the process ids of the children and of Postgres (for the smoke test).
+func (s *Stack) PIDs() []int {
+	var out []int
+	for _, c := range s.children {
+		out = append(out, c.cmd.Process.Pid)
+	}
+	return out
+}
+
+func (s *Stack) spawn(name, path string, args, env []string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("%s not built (%s): run `make build` first", name, path)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	pw := &prefixWriter{prefix: name + " | ", w: s.opts.Stdout}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	// Own process group, and SIGTERM if the launcher dies, so nothing outlives `make up`.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	s.children = append(s.children, c)
+	return nil
+}
+
+func waitHealthy(ctx context.Context, url string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var last error
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Errorf("%s answered %d", url, resp.StatusCode)
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("not ready within %s: %v", limit, last)
+}
+
+// ensureSSHKey creates (once) the ed25519 key the scheduler uses for the fleet and returns
+// the private key file and the authorized-keys file for the simulator.
+func ensureSSHKey(dir string) (string, string, error) {
+	keyFile, pubFile := filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "id_ed25519.pub")
+	if _, err := os.Stat(keyFile); err == nil {
+		return keyFile, pubFile, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", err
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "oikos-local scheduler")
+	if err != nil {
+		return "", "", err
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		return "", "", err
+	}
+	return keyFile, pubFile, os.WriteFile(pubFile, ssh.MarshalAuthorizedKey(sshPub), 0o644)
+}
+
+// ensureToken returns the operator token: the given one, else the one stored in file, else a
+// new one written there, so `make up` prints the same token on every run.
+func ensureToken(file, given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	if b, err := os.ReadFile(file); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	tok := "oik_" + hex.EncodeToString(b[:])
+	return tok, os.WriteFile(file, []byte(tok+"\n"), 0o600)
+}
+
+// prefixWriter prefixes each line of a child's output with its name.
+type prefixWriter struct {
+	prefix string
+	w      io.Writer
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.buf = append(p.buf, b...)
+	for {
+		i := strings.IndexByte(string(p.buf), '\n')
+		if i < 0 {
+			break
+		}
+		if _, err := io.WriteString(p.w, p.prefix+string(p.buf[:i+1])); err != nil {
+			return 0, err
+		}
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}

@@ -1,0 +1,34 @@
+// Package app is the scheduler's composition root: it reads the configuration, connects to
+// Postgres, refuses a stale schema, wires the check runner and the executor, and serves
+// health until the context ends.
+package app
+
+import (
+	"context"
+	"os"
+
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/shared/daemon"
+	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/schema"
+)
+
+// Run starts the scheduler and blocks until ctx ends.
+func Run(ctx context.Context, log zerolog.Logger) error {
+	cfg, err := LoadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	pool, err := pg.Connect(ctx, cfg.DatabaseURL, 20, log)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := schema.Wait(ctx, pool, cfg.SchemaWait, log); err != nil {
+		return err
+	}
+	health := daemon.NewHealth()
+	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
+	return daemon.Serve(ctx, log, cfg.Addr, health.Mux(), nil)
+}
