@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/oikos-hq/oikos/agent/internal/app"
+	"github.com/oikos-hq/oikos/agent/app"
 	"github.com/oikos-hq/oikos/shared/daemon"
 )
 

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/oikos-hq/oikos/api/internal/app"
+	"github.com/oikos-hq/oikos/api/app"
 	"github.com/oikos-hq/oikos/shared/daemon"
 )
 

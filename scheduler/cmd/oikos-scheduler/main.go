@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/oikos-hq/oikos/scheduler/internal/app"
+	"github.com/oikos-hq/oikos/scheduler/app"
 	"github.com/oikos-hq/oikos/shared/daemon"
 )
 
