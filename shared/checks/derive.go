@@ -52,6 +52,9 @@ const (
 const (
 	StateDestroyed  = "destroyed"
 	StateDeprecated = "deprecated"
+	// StatePlanned and StateProvisioning are entities that do not exist on the fleet yet.
+	StatePlanned      = "planned"
+	StateProvisioning = "provisioning"
 )
 
 // Entity attributes derivation reads.

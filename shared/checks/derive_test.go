@@ -490,6 +490,11 @@ func TestDerive(t *testing.T) {
 			skips: []skipWant{{"http", "", "entity is deprecated"}},
 		},
 		{
+			name:   "planned entity derives nothing until it is live",
+			target: withState(jellyfin, "planned"), lookup: fleet,
+			skips: []skipWant{{"proxmox-guest", "", "it is not live yet"}, {"ssh-script", "cpu", "it is not live yet"}},
+		},
+		{
 			name:   "unknown type",
 			target: ent("toaster", "kitchen", nil), lookup: fleet,
 			warnings: []string{`entity type "toaster" is not in the ontology`},

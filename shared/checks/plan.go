@@ -159,11 +159,17 @@ func plan(t Target, o *ontology.Ontology) entityPlan {
 		}
 	}
 
-	if t.State == StateDestroyed || t.State == StateDeprecated {
+	if t.State == StateDestroyed || t.State == StateDeprecated || t.State == StatePlanned || t.State == StateProvisioning {
+		// Retired entities and ones that do not exist yet derive nothing: probing them would
+		// only report them down and drown real outages.
 		p.inactive = true
+		why := "its checks are retired"
+		if t.State == StatePlanned || t.State == StateProvisioning {
+			why = "it is not live yet"
+		}
 		for i := range p.specs {
 			if p.specs[i].skip == "" {
-				p.specs[i].skip = "entity is " + t.State + ": its checks are retired"
+				p.specs[i].skip = "entity is " + t.State + ": " + why
 			}
 		}
 		return p
