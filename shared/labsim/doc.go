@@ -1,0 +1,14 @@
+// Package labsim is a fake homelab that speaks real SSH. Each machine of a Fleet — Proxmox
+// hosts with their LXCs and VMs, plain Linux hosts, a macOS-like workstation — gets its own
+// SSH listener (golang.org/x/crypto/ssh), its own persistent host key and its own directory
+// under the state directory. Commands are never run on the real machine: they are
+// interpreted by labsim/shell, every path is mapped into the machine's sandbox (labsim/sandbox)
+// and only simulated programs written in Go run (labsim/coreutils, labsim/system and the
+// Proxmox tools pct, qm, pveam and pvesh here, which print exactly what
+// design/PROXMOX.md describes). Tests can therefore send `rm -rf /` safely.
+//
+// Faults can be injected per host or guest while the simulator runs — down, refusing
+// authentication, slow, hanging commands, disconnecting mid-output, a changed host key, a
+// guest agent that does not answer — in process or through a loopback control API. An HTTP
+// listener answers ingress routes by Host header so HTTP checks have something to probe.
+package labsim

@@ -1,0 +1,92 @@
+package labsim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Fault is what can go wrong with a host or a guest. The zero Fault is a healthy machine.
+//
+// Host faults: Down closes the listener and every open connection (a dial is refused at
+// once); Refusing fails SSH authentication; ChangedHostKey serves a different host key;
+// Delay, Hang and DisconnectMidOutput apply to every command. Setting Down, Refusing or
+// ChangedHostKey also drops the host's open connections, as the reboot or reinstall behind
+// them would, so the next command has to connect again and meets the fault.
+//
+// Guest faults apply to commands that enter the guest (pct exec, qm guest exec) and to its
+// HTTP routes: Delay, Hang, DisconnectMidOutput (of the host's SSH connection carrying
+// them) and GuestAgentDown (qm guest exec answers "QEMU guest agent is not running").
+type Fault struct {
+	Down                bool
+	Refusing            bool
+	Delay               time.Duration
+	Hang                bool
+	DisconnectMidOutput bool
+	ChangedHostKey      bool
+	GuestAgentDown      bool
+}
+
+// IsZero reports whether the fault is healthy.
+func (f Fault) IsZero() bool { return f == Fault{} }
+
+// faultJSON is the wire form of a Fault: the delay is a Go duration string ("250ms").
+type faultJSON struct {
+	Down                bool   `json:"down,omitempty"`
+	Refusing            bool   `json:"refusing,omitempty"`
+	Delay               string `json:"delay,omitempty"`
+	Hang                bool   `json:"hang,omitempty"`
+	DisconnectMidOutput bool   `json:"disconnect_mid_output,omitempty"`
+	ChangedHostKey      bool   `json:"changed_host_key,omitempty"`
+	GuestAgentDown      bool   `json:"guest_agent_down,omitempty"`
+}
+
+// MarshalJSON renders the fault with snake_case keys and the delay as a duration string.
+func (f Fault) MarshalJSON() ([]byte, error) {
+	j := faultJSON{Down: f.Down, Refusing: f.Refusing, Hang: f.Hang, DisconnectMidOutput: f.DisconnectMidOutput,
+		ChangedHostKey: f.ChangedHostKey, GuestAgentDown: f.GuestAgentDown}
+	if f.Delay > 0 {
+		j.Delay = f.Delay.String()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes.
+func (f *Fault) UnmarshalJSON(b []byte) error {
+	var j faultJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	var d time.Duration
+	if j.Delay != "" {
+		var err error
+		if d, err = time.ParseDuration(j.Delay); err != nil {
+			return fmt.Errorf("delay: %w", err)
+		}
+		if d < 0 {
+			return fmt.Errorf("delay: negative duration %q", j.Delay)
+		}
+	}
+	*f = Fault{Down: j.Down, Refusing: j.Refusing, Delay: d, Hang: j.Hang, DisconnectMidOutput: j.DisconnectMidOutput,
+		ChangedHostKey: j.ChangedHostKey, GuestAgentDown: j.GuestAgentDown}
+	return nil
+}
+
+// wait applies Delay and Hang before a command; false means ctx ended first.
+func (f Fault) wait(ctx context.Context) bool {
+	if f.Delay > 0 {
+		t := time.NewTimer(f.Delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+	if f.Hang {
+		<-ctx.Done()
+		return false
+	}
+	return ctx.Err() == nil
+}

@@ -1,0 +1,58 @@
+package labsim
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// serveIngress answers HTTP by Host header: a known route answers 200 "ok <name>" while
+// what serves it is up (its guest running, its unit active, its host not down), 502 when it
+// is not, and 404 for names the fleet does not route.
+func (s *Sim) serveIngress(w http.ResponseWriter, r *http.Request) {
+	name := strings.ToLower(r.Host)
+	if h, _, err := net.SplitHostPort(name); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(name, ".")
+	t, ok := s.fleet.Routes[name]
+	if !ok {
+		http.Error(w, "404 page not found", http.StatusNotFound)
+		return
+	}
+	s.mu.Lock()
+	h, hok := s.hosts[t.Host]
+	var up bool
+	var f Fault
+	var unitOwner *machine
+	if hok {
+		up = !h.fault.Down
+		f = h.fault
+		unitOwner = h.m
+		if t.VMID > 0 {
+			g, gok := h.guests[t.VMID]
+			up = up && gok && g.running()
+			if gok {
+				f.Delay += g.fault.Delay
+				f.Hang = f.Hang || g.fault.Hang
+				unitOwner = g.m
+			}
+		}
+	}
+	s.mu.Unlock()
+	if !f.wait(r.Context()) {
+		return
+	}
+	if up && t.Unit != "" && unitOwner != nil {
+		if active, exists := unitOwner.sys.UnitActive(t.Unit); exists && !active {
+			up = false
+		}
+	}
+	if !up {
+		http.Error(w, "502 Bad Gateway", http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "ok %s\n", name)
+}

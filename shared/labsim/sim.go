@@ -1,0 +1,516 @@
+package labsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/oikos-hq/oikos/shared/safego"
+)
+
+// Options configure a Sim. The zero value of each field has a documented default.
+type Options struct {
+	// StateDir holds host keys and every machine's sandbox directory. Required.
+	StateDir string
+	// AuthorizedKeys are the client keys accepted; empty accepts any key.
+	AuthorizedKeys []ssh.PublicKey
+	// Listen maps a declared address to the address actually bound; nil binds the declared
+	// address. Tests return "127.0.0.1:0" to get a free port.
+	Listen func(declared string) string
+	// ControlAddr is the loopback address of the control API ("" disables it).
+	ControlAddr string
+	// Logger receives connection and fault events.
+	Logger zerolog.Logger
+	// Clock is the machines' clock (date, uptime, touch, find -mmin); nil means time.Now.
+	Clock func() time.Time
+}
+
+// Sentinel errors.
+var (
+	// ErrUnknownHost means no host of the fleet has that name.
+	ErrUnknownHost = errors.New("labsim: unknown host")
+	// ErrUnknownGuest means the host has no guest with that vmid.
+	ErrUnknownGuest = errors.New("labsim: unknown guest")
+	// ErrUnknownAddress means DialContext was given an address no host declares.
+	ErrUnknownAddress = errors.New("labsim: no simulated host at that address")
+	// ErrNotStarted means the simulator is not running.
+	ErrNotStarted = errors.New("labsim: not started")
+)
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// Sim is a running (or ready to run) simulated homelab.
+type Sim struct {
+	fleet     Fleet
+	opts      Options
+	log       zerolog.Logger
+	templates []template
+
+	mu       sync.Mutex
+	hosts    map[string]*hostRT
+	order    []string
+	declared map[string]string // declared address → host name
+	started  bool
+	stopped  bool
+
+	httpLn     net.Listener
+	httpSrv    *http.Server
+	controlLn  net.Listener
+	controlSrv *http.Server
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// New validates the fleet, loads or creates host keys and prepares every machine's sandbox.
+// Nothing listens until Start.
+func New(fleet Fleet, opts Options) (*Sim, error) {
+	if opts.StateDir == "" {
+		return nil, errors.New("labsim: Options.StateDir is required")
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if fleet.HTTPAddr == "" {
+		fleet.HTTPAddr = DefaultHTTPAddr
+	}
+	stateDir, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("labsim: state dir: %w", err)
+	}
+	opts.StateDir = stateDir
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("labsim: create state dir: %w", err)
+	}
+	s := &Sim{
+		fleet:     fleet,
+		opts:      opts,
+		log:       opts.Logger.With().Str("component", "labsim").Logger(),
+		templates: templateCache(fleet.Templates),
+		hosts:     map[string]*hostRT{},
+		declared:  map[string]string{},
+	}
+	for _, h := range fleet.Hosts {
+		if !validName.MatchString(h.Name) {
+			return nil, fmt.Errorf("labsim: invalid host name %q", h.Name)
+		}
+		if _, dup := s.hosts[h.Name]; dup {
+			return nil, fmt.Errorf("labsim: duplicate host %q", h.Name)
+		}
+		if _, _, err := net.SplitHostPort(h.Addr); err != nil {
+			return nil, fmt.Errorf("labsim: host %s: address %q: %w", h.Name, h.Addr, err)
+		}
+		if other, dup := s.declared[h.Addr]; dup {
+			return nil, fmt.Errorf("labsim: hosts %s and %s declare the same address %s", other, h.Name, h.Addr)
+		}
+		switch h.Kind {
+		case KindProxmox, KindLinux, KindDarwin:
+		default:
+			return nil, fmt.Errorf("labsim: host %s: unknown kind %q", h.Name, h.Kind)
+		}
+		rt, err := s.newHost(h)
+		if err != nil {
+			return nil, err
+		}
+		s.hosts[h.Name] = rt
+		s.order = append(s.order, h.Name)
+		s.declared[h.Addr] = h.Name
+	}
+	return s, nil
+}
+
+// listenAddr is where a declared address is bound.
+func (s *Sim) listenAddr(declared string) string {
+	if s.opts.Listen != nil {
+		return s.opts.Listen(declared)
+	}
+	return declared
+}
+
+// Start binds every listener and serves until ctx ends or Stop is called. On error nothing
+// stays bound.
+func (s *Sim) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started || s.stopped {
+		s.mu.Unlock()
+		return errors.New("labsim: Start called twice")
+	}
+	s.started = true
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.mu.Unlock()
+
+	fail := func(err error) error {
+		s.Stop()
+		return err
+	}
+	for _, name := range s.order {
+		h := s.hosts[name]
+		s.mu.Lock()
+		down := h.fault.Down
+		s.mu.Unlock()
+		if down {
+			s.mu.Lock()
+			h.actual = s.listenAddr(h.cfg.Addr)
+			s.mu.Unlock()
+			continue
+		}
+		if err := s.bindHost(h, s.listenAddr(h.cfg.Addr)); err != nil {
+			return fail(err)
+		}
+	}
+	ln, err := net.Listen("tcp", s.listenAddr(s.fleet.HTTPAddr))
+	if err != nil {
+		return fail(fmt.Errorf("labsim: http listener %s: %w", s.fleet.HTTPAddr, err))
+	}
+	s.httpLn = ln
+	s.httpSrv = &http.Server{Handler: http.HandlerFunc(s.serveIngress), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return s.ctx }}
+	s.serveHTTP("ingress", s.httpSrv, ln)
+	if s.opts.ControlAddr != "" {
+		cln, err := net.Listen("tcp", s.opts.ControlAddr)
+		if err != nil {
+			return fail(fmt.Errorf("labsim: control listener %s: %w", s.opts.ControlAddr, err))
+		}
+		s.controlLn = cln
+		s.controlSrv = &http.Server{Handler: s.controlHandler(), ReadHeaderTimeout: 10 * time.Second}
+		s.serveHTTP("control", s.controlSrv, cln)
+	}
+	s.wg.Add(1)
+	safego.Go(s.log, "labsim-stop-on-ctx", func() {
+		defer s.wg.Done()
+		select {
+		case <-ctx.Done():
+			safego.Go(s.log, "labsim-stop", s.Stop)
+		case <-s.ctx.Done():
+		}
+	})
+	s.log.Info().Int("hosts", len(s.order)).Str("http", s.httpLn.Addr().String()).Msg("lab simulator started")
+	return nil
+}
+
+func (s *Sim) serveHTTP(name string, srv *http.Server, ln net.Listener) {
+	s.wg.Add(1)
+	safego.Go(s.log, "labsim-"+name, func() {
+		defer s.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error().Err(err).Str("server", name).Msg("http server stopped")
+		}
+	})
+}
+
+// Stop closes every listener and connection and waits for the simulator's goroutines. It is
+// safe to call more than once.
+func (s *Sim) Stop() {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.stopped = true
+		cancel := s.cancel
+		var lns []net.Listener
+		var conns []net.Conn
+		for _, h := range s.hosts {
+			if h.ln != nil {
+				lns = append(lns, h.ln)
+				h.ln = nil
+			}
+			for c := range h.conns {
+				conns = append(conns, c)
+			}
+		}
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		for _, ln := range lns {
+			ln.Close()
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		shutdown := func(srv *http.Server) {
+			if srv == nil {
+				return
+			}
+			ctx, done := context.WithTimeout(context.Background(), 2*time.Second)
+			defer done()
+			if err := srv.Shutdown(ctx); err != nil {
+				srv.Close()
+			}
+		}
+		shutdown(s.httpSrv)
+		shutdown(s.controlSrv)
+		s.wg.Wait()
+		s.mu.Lock()
+		for _, h := range s.hosts {
+			h.closeMachines()
+		}
+		s.mu.Unlock()
+		s.log.Info().Msg("lab simulator stopped")
+	})
+}
+
+func (s *Sim) host(name string) (*hostRT, error) {
+	h, ok := s.hosts[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownHost, name)
+	}
+	return h, nil
+}
+
+// Hosts lists the host names in fleet order.
+func (s *Sim) Hosts() []string { return append([]string(nil), s.order...) }
+
+// Addr is the address a host actually listens on ("" for an unknown host).
+func (s *Sim) Addr(host string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.hosts[host]; ok {
+		return h.actual
+	}
+	return ""
+}
+
+// HTTPAddr is the address the ingress HTTP listener is bound to ("" before Start).
+func (s *Sim) HTTPAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
+
+// ControlAddr is the address of the control API ("" when disabled or before Start).
+func (s *Sim) ControlAddr() string {
+	if s.controlLn == nil {
+		return ""
+	}
+	return s.controlLn.Addr().String()
+}
+
+// DialContext dials the listener behind a declared host address, so that a client
+// configured with the fleet's addresses reaches the simulator wherever it is bound. An
+// address no host declares is refused (never dialled) with ErrUnknownAddress.
+func (s *Sim) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	s.mu.Lock()
+	name, ok := s.declared[address]
+	var actual string
+	if ok {
+		actual = s.hosts[name].actual
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownAddress, address)
+	}
+	if actual == "" {
+		return nil, fmt.Errorf("%w: %s", ErrNotStarted, address)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, actual)
+}
+
+// HostKey is the host's normal SSH host key (nil for an unknown host).
+func (s *Sim) HostKey(host string) ssh.PublicKey {
+	h, ok := s.hosts[host]
+	if !ok {
+		return nil
+	}
+	return h.key.PublicKey()
+}
+
+// Connections is the number of SSH connections currently open to the host.
+func (s *Sim) Connections(host string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.hosts[host]; ok {
+		return len(h.conns)
+	}
+	return 0
+}
+
+// TotalConnections is the number of SSH connections the host has accepted since Start.
+func (s *Sim) TotalConnections(host string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.hosts[host]; ok {
+		return h.total
+	}
+	return 0
+}
+
+// SetHostFault replaces a host's fault.
+func (s *Sim) SetHostFault(host string, f Fault) error {
+	h, err := s.host(host)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	old := h.fault
+	h.fault = f
+	started := s.started && !s.stopped
+	var drop []net.Conn
+	if (f.Down && !old.Down) || (f.Refusing && !old.Refusing) || (f.ChangedHostKey && !old.ChangedHostKey) {
+		for c := range h.conns {
+			drop = append(drop, c)
+		}
+	}
+	var ln net.Listener
+	if f.Down && h.ln != nil {
+		ln, h.ln = h.ln, nil
+	}
+	actual := h.actual
+	s.mu.Unlock()
+	s.log.Info().Str("host", host).Interface("fault", f).Msg("host fault set")
+	if ln != nil {
+		ln.Close()
+	}
+	for _, c := range drop {
+		c.Close()
+	}
+	if !f.Down && old.Down && started {
+		// Rebind the same address so clients and DialContext keep working.
+		if err := s.bindHost(h, actual); err != nil {
+			return fmt.Errorf("labsim: bring %s back up: %w", host, err)
+		}
+	}
+	return nil
+}
+
+// SetGuestFault replaces a guest's fault.
+func (s *Sim) SetGuestFault(host string, vmid int, f Fault) error {
+	h, err := s.host(host)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := h.guests[vmid]
+	if !ok {
+		return fmt.Errorf("%w: %s/%d", ErrUnknownGuest, host, vmid)
+	}
+	g.fault = f
+	s.log.Info().Str("host", host).Int("vmid", vmid).Interface("fault", f).Msg("guest fault set")
+	return nil
+}
+
+// ClearFaults makes every host and guest healthy again.
+func (s *Sim) ClearFaults() error {
+	var errs []error
+	for _, name := range s.order {
+		if err := s.SetHostFault(name, Fault{}); err != nil {
+			errs = append(errs, err)
+		}
+		s.mu.Lock()
+		for _, g := range s.hosts[name].guests {
+			g.fault = Fault{}
+		}
+		s.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// HostFault returns a host's current fault.
+func (s *Sim) HostFault(host string) (Fault, error) {
+	h, err := s.host(host)
+	if err != nil {
+		return Fault{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return h.fault, nil
+}
+
+// SetGuestStatus starts or stops a guest from outside (as a test or the control API would).
+func (s *Sim) SetGuestStatus(host string, vmid int, running bool) error {
+	h, err := s.host(host)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := h.guests[vmid]
+	if !ok {
+		return fmt.Errorf("%w: %s/%d", ErrUnknownGuest, host, vmid)
+	}
+	g.setRunning(running, s.opts.Clock())
+	return nil
+}
+
+// GuestState is a snapshot of one guest, as GET /state reports it.
+type GuestState struct {
+	VMID   int    `json:"vmid"`
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Fault  Fault  `json:"fault"`
+}
+
+// HostState is a snapshot of one host, as GET /state reports it.
+type HostState struct {
+	Name             string       `json:"name"`
+	Kind             string       `json:"kind"`
+	Addr             string       `json:"addr"`
+	ActualAddr       string       `json:"actual_addr"`
+	Connections      int          `json:"connections"`
+	TotalConnections int          `json:"total_connections"`
+	Fault            Fault        `json:"fault"`
+	Guests           []GuestState `json:"guests"`
+}
+
+// State is a snapshot of the whole simulator.
+type State struct {
+	HTTPAddr string      `json:"http_addr"`
+	Hosts    []HostState `json:"hosts"`
+}
+
+// Snapshot returns the current state of every host and guest.
+func (s *Sim) Snapshot() State {
+	st := State{HTTPAddr: s.HTTPAddr()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, name := range s.order {
+		h := s.hosts[name]
+		hs := HostState{Name: name, Kind: h.cfg.Kind, Addr: h.cfg.Addr, ActualAddr: h.actual,
+			Connections: len(h.conns), TotalConnections: h.total, Fault: h.fault, Guests: []GuestState{}}
+		for _, g := range h.sortedGuests() {
+			hs.Guests = append(hs.Guests, GuestState{VMID: g.cfg.VMID, Kind: g.cfg.Kind, Name: g.displayName(), Status: g.cfg.Status, Fault: g.fault})
+		}
+		st.Hosts = append(st.Hosts, hs)
+	}
+	return st
+}
+
+// GuestStatus reports a guest's status ("running" or "stopped").
+func (s *Sim) GuestStatus(host string, vmid int) (string, error) {
+	h, err := s.host(host)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := h.guests[vmid]
+	if !ok {
+		return "", fmt.Errorf("%w: %s/%d", ErrUnknownGuest, host, vmid)
+	}
+	return g.cfg.Status, nil
+}
+
+// sortedGuests lists a host's guests by vmid; the caller holds s.mu.
+func (h *hostRT) sortedGuests() []*guestRT {
+	out := make([]*guestRT, 0, len(h.guests))
+	for _, g := range h.guests {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].cfg.VMID < out[j].cfg.VMID })
+	return out
+}

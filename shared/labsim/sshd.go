@@ -1,0 +1,247 @@
+package labsim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/shared/safego"
+)
+
+// handshakeTimeout bounds the SSH handshake so a silent client cannot hold a goroutine.
+const handshakeTimeout = 10 * time.Second
+
+// bindHost starts listening for host h on addr and serves it.
+func (s *Sim) bindHost(h *hostRT, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("labsim: listen for %s on %s: %w", h.cfg.Name, addr, err)
+	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrNotStarted
+	}
+	h.ln = ln
+	h.actual = ln.Addr().String()
+	s.mu.Unlock()
+	s.wg.Add(1)
+	safego.Go(s.log, "labsim-accept-"+h.cfg.Name, func() {
+		defer s.wg.Done()
+		s.acceptLoop(h, ln)
+	})
+	return nil
+}
+
+func (s *Sim) acceptLoop(h *hostRT, ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				s.log.Warn().Err(err).Str("host", h.cfg.Name).Msg("accept failed")
+			}
+			return
+		}
+		s.mu.Lock()
+		down, stopped := h.fault.Down, s.stopped
+		s.mu.Unlock()
+		if down || stopped {
+			c.Close()
+			continue
+		}
+		s.wg.Add(1)
+		safego.Go(s.log, "labsim-conn-"+h.cfg.Name, func() {
+			defer s.wg.Done()
+			s.serveConn(h, c)
+		})
+	}
+}
+
+// serverConfig builds the SSH server configuration for one connection, reading the host's
+// fault at handshake time.
+func (s *Sim) serverConfig(h *hostRT) *ssh.ServerConfig {
+	s.mu.Lock()
+	f := h.fault
+	s.mu.Unlock()
+	cfg := &ssh.ServerConfig{
+		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			if f.Refusing {
+				return nil, errors.New("authentication refused (fault)")
+			}
+			if len(s.opts.AuthorizedKeys) == 0 {
+				return &ssh.Permissions{}, nil
+			}
+			for _, k := range s.opts.AuthorizedKeys {
+				if bytes.Equal(k.Marshal(), key.Marshal()) {
+					return &ssh.Permissions{}, nil
+				}
+			}
+			return nil, errors.New("key not authorized")
+		},
+		ServerVersion: "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3",
+	}
+	if f.ChangedHostKey {
+		cfg.AddHostKey(h.altKey)
+	} else {
+		cfg.AddHostKey(h.key)
+	}
+	return cfg
+}
+
+func (s *Sim) serveConn(h *hostRT, c net.Conn) {
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(handshakeTimeout)); err != nil {
+		return
+	}
+	sc, chans, reqs, err := ssh.NewServerConn(c, s.serverConfig(h))
+	if err != nil {
+		s.log.Debug().Err(err).Str("host", h.cfg.Name).Msg("ssh handshake failed")
+		return
+	}
+	defer sc.Close()
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return
+	}
+	s.mu.Lock()
+	// A fault set while this connection shook hands must still end it.
+	if s.stopped || h.fault.Down || h.fault.Refusing {
+		s.mu.Unlock()
+		return
+	}
+	h.conns[c] = struct{}{}
+	h.total++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(h.conns, c)
+		s.mu.Unlock()
+	}()
+	s.log.Debug().Str("host", h.cfg.Name).Str("user", sc.User()).Str("remote", c.RemoteAddr().String()).Msg("ssh connection")
+
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	// Closing the connection ends every session's context, which stops their commands.
+	safego.Go(s.log, "labsim-conn-wait", func() {
+		_ = sc.Wait()
+		cancel()
+	})
+	var sessions sync.WaitGroup
+	defer sessions.Wait()
+	safego.Go(s.log, "labsim-global-requests", func() { ssh.DiscardRequests(reqs) })
+	drop := func() { c.Close() }
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			_ = nc.Reject(ssh.UnknownChannelType, "only session channels are supported")
+			continue
+		}
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			continue
+		}
+		sessions.Add(1)
+		safego.Go(s.log, "labsim-session-"+h.cfg.Name, func() {
+			defer sessions.Done()
+			s.serveSession(ctx, h, ch, creqs, drop)
+		})
+	}
+}
+
+// connKey carries the current connection's drop function to the Proxmox tools, which need it
+// for a guest's DisconnectMidOutput fault.
+type connKey struct{}
+
+// dropConn closes the SSH connection running the command in ctx, if any.
+func dropConn(ctx context.Context) {
+	if f, ok := ctx.Value(connKey{}).(func()); ok {
+		f()
+	}
+}
+
+func (s *Sim) serveSession(ctx context.Context, h *hostRT, ch ssh.Channel, reqs <-chan *ssh.Request, drop func()) {
+	defer ch.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	execReq := make(chan string, 1)
+	// The request loop ends when the client closes the channel: that cancels the command.
+	safego.Go(s.log, "labsim-session-requests", func() {
+		defer cancel()
+		started := false
+		for req := range reqs {
+			switch req.Type {
+			case "exec":
+				var payload struct{ Command string }
+				if started || ssh.Unmarshal(req.Payload, &payload) != nil {
+					_ = req.Reply(false, nil)
+					continue
+				}
+				started = true
+				_ = req.Reply(true, nil)
+				execReq <- payload.Command
+			case "env":
+				_ = req.Reply(true, nil)
+			default:
+				// No pty, shell or subsystem: this lab only runs commands.
+				_ = req.Reply(false, nil)
+			}
+		}
+	})
+	var cmd string
+	select {
+	case cmd = <-execReq:
+	case <-ctx.Done():
+		return
+	}
+	ctx = context.WithValue(ctx, connKey{}, drop)
+	code, ok := s.runCommand(ctx, h, ch, cmd, drop)
+	if !ok {
+		return
+	}
+	_ = ch.CloseWrite()
+	_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(code)}))
+}
+
+// runCommand applies the host's fault and runs cmd on the host's machine. ok is false when
+// no exit status must be sent (hung, dropped or cancelled).
+func (s *Sim) runCommand(ctx context.Context, h *hostRT, ch ssh.Channel, cmd string, drop func()) (int, bool) {
+	s.mu.Lock()
+	f := h.fault
+	s.mu.Unlock()
+	if !f.wait(ctx) {
+		return 0, false
+	}
+	start := time.Now()
+	stdio := shell.Stdio{Stdin: ch, Stdout: ch, Stderr: ch.Stderr()}
+	if f.DisconnectMidOutput {
+		var out, errb bytes.Buffer
+		stdio.Stdout, stdio.Stderr = &out, &errb
+		h.m.sh.Run(ctx, cmd, stdio)
+		writeHalfAndDrop(ch, out.Bytes(), drop)
+		return 0, false
+	}
+	code := h.m.sh.Run(ctx, cmd, stdio)
+	s.log.Debug().Str("host", h.cfg.Name).Str("command", cmd).Int("exit", code).Dur("took", time.Since(start)).Msg("exec")
+	if ctx.Err() != nil {
+		return code, false
+	}
+	return code, true
+}
+
+// writeHalfAndDrop sends the first half of out (at least one byte of a non-empty output) and
+// then closes the TCP connection under the session.
+func writeHalfAndDrop(w io.Writer, out []byte, drop func()) {
+	n := len(out) / 2
+	if n == 0 && len(out) > 0 {
+		n = 1
+	}
+	_, _ = w.Write(out[:n])
+	drop()
+}
