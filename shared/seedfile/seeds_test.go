@@ -338,6 +338,11 @@ func walkStrings(v any, key string, f func(key, v string)) {
 // labViolation says why a string attribute could reach outside the lab, or "".
 func labViolation(key, v string) string {
 	if ip := net.ParseIP(v); ip != nil {
+		// Gateways live only inside the simulated guest network (pct_create pings them from
+		// the simulated host); they are data, never dialled, and stay in the documentation range.
+		if key == "gateways" && docNet.Contains(ip) {
+			return ""
+		}
 		if !loopback.Contains(ip) {
 			return "address outside 127.0.0.0/8"
 		}
