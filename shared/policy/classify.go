@@ -1,0 +1,782 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+const (
+	// maxDepth bounds how deeply code inside code (bash -c inside ssh inside
+	// pct exec …) is followed; anything deeper is destructive.
+	maxDepth = 12
+	// maxCommandBytes bounds the command text; anything longer is destructive.
+	maxCommandBytes = 256 << 10
+	// maxNesting bounds how deeply brackets may nest in the raw text: past it
+	// the parser and the walk get slow, and no real command comes close.
+	maxNesting = 200
+	// maxWraps bounds how many wrappers (sudo, env, timeout …) may stack.
+	maxWraps = 64
+	// maxWork bounds the segments and re-parses one classification may do, so
+	// an adversarial command cannot make the gate slow.
+	maxWork = 4096
+	// maxArgScans bounds how many arguments of one unknown program are checked
+	// as commands it might run.
+	maxArgScans = 4
+)
+
+// Segment is one classified simple command: a program with its arguments, as
+// found anywhere in the command — a pipeline element, a list member, a
+// substitution, a function body, or the inner command of a wrapper.
+type Segment struct {
+	// Command is the source text the segment came from.
+	Command string `json:"command"`
+	// Program is the resolved program name ("rm" for `/bin/rm`, `\rm` or
+	// `busybox rm`); a program outside the system directories keeps its path.
+	Program string `json:"program,omitempty"`
+	Class   Class  `json:"class"`
+	Reason  string `json:"reason"`
+	// Rule names the policy rule that decided the class, "" when no rule
+	// applied (config_mutation by default) or the class came from shell
+	// structure (a redirection, a parse failure).
+	Rule string `json:"rule,omitempty"`
+	// Via names the transport the segment runs through when it does not run
+	// on the target itself: "ssh atlas", "pct exec 101", "qm guest exec 200",
+	// "docker exec web". The gate's host-only check looks only at segments
+	// with an empty Via.
+	Via string `json:"via,omitempty"`
+}
+
+// Result is the classification of one command.
+type Result struct {
+	// Class is the highest class of any segment, and never below the declared
+	// class.
+	Class Class `json:"class"`
+	// Reasons explain Class: the reasons of the segments that reached it, and
+	// the declared class when that is what decided.
+	Reasons  []string  `json:"reasons"`
+	Segments []Segment `json:"segments"`
+}
+
+// Classify classifies a shell command. The result is never below declared:
+// classification only escalates. reversible_low comes out only when declared
+// over a read_only command; an unknown declared class is treated as
+// destructive.
+func (p *Policy) Classify(command string, declared Class) Result {
+	c := p.getClassifier()
+	defer p.putClassifier(c)
+	return c.run(command, declared)
+}
+
+// classifier holds the per-call state of one classification. It is pooled by
+// the Policy and used by one goroutine at a time.
+type classifier struct {
+	p      *Policy
+	parser *syntax.Parser
+	reader strings.Reader
+	segs   []Segment
+	trace  map[string]bool
+	funcs  map[string]bool // functions defined so far in this command
+	work   int
+	full   bool
+
+	substFrame *frame
+	walkFn     func(syntax.Node) bool
+	cmdlines   []*cmdline // free list, so rule matching does not allocate
+}
+
+func newClassifier(p *Policy) *classifier {
+	c := &classifier{p: p, parser: syntax.NewParser(syntax.Variant(syntax.LangBash))}
+	c.walkFn = c.visitSubst
+	return c
+}
+
+// parse parses shell source with the classifier's parser. The tree it returns
+// stays valid across later parses.
+func (c *classifier) parse(src string) (*syntax.File, error) {
+	c.reader.Reset(src)
+	return c.parser.Parse(&c.reader, "")
+}
+
+func (c *classifier) getCmdline() *cmdline {
+	if n := len(c.cmdlines); n > 0 {
+		cl := c.cmdlines[n-1]
+		c.cmdlines = c.cmdlines[:n-1]
+		return cl
+	}
+	return &cmdline{}
+}
+
+func (c *classifier) putCmdline(cl *cmdline) { c.cmdlines = append(c.cmdlines, cl) }
+
+// frame is the context a piece of shell code is classified in.
+type frame struct {
+	src   string // the text node positions refer to
+	depth int
+	wraps int    // wrappers and nested code around this frame
+	via   string // transport, "" on the target itself
+	chain string // wrappers around the code, for reasons
+	// floor is the lowest class any segment of this frame may have, with why:
+	// code whose text is only partly known is at least config_mutation.
+	floor    Class
+	floorWhy string
+}
+
+// child returns the frame for code or an argv nested inside wrapper.
+func (f *frame) child(wrapper string) *frame {
+	n := *f
+	n.wraps++
+	if wrapper != "" {
+		if n.chain == "" {
+			n.chain = wrapper
+		} else {
+			n.chain += " → " + wrapper
+		}
+	}
+	return &n
+}
+
+// withVia returns a child frame whose commands run through a transport.
+func (f *frame) withVia(via string) *frame {
+	n := f.child(via)
+	if n.via == "" {
+		n.via = via
+	} else {
+		n.via += " → " + via
+	}
+	return n
+}
+
+// atLeast raises the frame's floor.
+func (f *frame) atLeast(c Class, why string) {
+	if c.Rank() > f.floor.Rank() {
+		f.floor, f.floorWhy = c, why
+	}
+}
+
+func (c *classifier) run(command string, declared Class) (res Result) {
+	c.segs, c.work, c.full = c.segs[:0], 0, false
+	clear(c.funcs)
+	top := &frame{src: command}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				c.segs = append(c.segs, Segment{Command: command, Class: Destructive,
+					Reason: fmt.Sprintf("classifier error (%v); failing closed", r)})
+			}
+		}()
+		switch {
+		case c.p.failed != nil:
+			c.add(top, Segment{Command: command, Class: Destructive,
+				Reason: "the policy failed to compile (" + c.p.failed.Error() + "); every command is destructive"})
+		case len(command) > maxCommandBytes:
+			c.add(top, Segment{Command: command[:80] + "…", Class: Destructive,
+				Reason: fmt.Sprintf("command longer than %d bytes; not verified", maxCommandBytes)})
+		case nesting(command) > maxNesting:
+			c.add(top, Segment{Command: command, Class: Destructive,
+				Reason: fmt.Sprintf("brackets or pipelines nested more than %d deep; not verified", maxNesting)})
+		default:
+			c.code(top, stdin{})
+		}
+	}()
+
+	res.Segments = slices.Clone(c.segs)
+	if res.Segments == nil {
+		res.Segments = []Segment{}
+	}
+	found := ReadOnly
+	for _, s := range res.Segments {
+		found = Max(found, s.Class)
+	}
+	res.Class = Max(found, declared)
+	for _, s := range res.Segments {
+		if s.Class == res.Class && !slices.Contains(res.Reasons, s.Reason) {
+			res.Reasons = append(res.Reasons, s.Reason)
+		}
+	}
+	switch {
+	case declared != "" && !declared.Valid():
+		res.Reasons = append(res.Reasons, fmt.Sprintf("declared risk %q is not a class; treated as destructive", string(declared)))
+	case declared.Rank() > found.Rank():
+		res.Reasons = append(res.Reasons, fmt.Sprintf("declared %s; the classifier never lowers a declared risk", declared))
+	}
+	if len(res.Segments) == 0 && len(res.Reasons) == 0 {
+		res.Reasons = append(res.Reasons, "no command runs")
+	}
+	return res
+}
+
+// nesting estimates how deeply the parser would nest: the depth of ( and {
+// in the raw text, quotes ignored, or a fifth of the count of | and & (each
+// pipe or && nests one binary command in the next). A cheap over-estimate
+// that keeps absurd inputs away from the parser.
+func nesting(s string) int {
+	depth, most, ops := 0, 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(', '{':
+			depth++
+			most = max(most, depth)
+		case ')', '}':
+			depth--
+		case '|', '&':
+			ops++
+		}
+	}
+	return max(most, ops/5)
+}
+
+// add records a segment, applying the frame's floor, wrapper chain and
+// transport.
+func (c *classifier) add(f *frame, s Segment) {
+	if c.full {
+		return
+	}
+	c.work++
+	if c.work > maxWork {
+		c.full = true
+		c.segs = append(c.segs, Segment{Command: f.src, Class: Destructive,
+			Reason: fmt.Sprintf("more than %d commands to verify; failing closed", maxWork)})
+		return
+	}
+	if f.floor.Rank() > s.Class.Rank() {
+		s.Class = f.floor
+		s.Reason = f.floorWhy + "; " + s.Reason
+		s.Rule = ""
+	}
+	if f.chain != "" {
+		s.Reason += " (inside " + f.chain + ")"
+	}
+	if s.Via == "" {
+		s.Via = f.via
+	}
+	c.segs = append(c.segs, s)
+}
+
+// code parses f.src as shell and classifies every statement in it.
+func (c *classifier) code(f *frame, in stdin) {
+	if c.full {
+		return
+	}
+	if f.depth > maxDepth {
+		c.add(f, Segment{Command: f.src, Class: Destructive,
+			Reason: fmt.Sprintf("code nested more than %d levels deep; not verified", maxDepth)})
+		return
+	}
+	c.work++
+	file, err := c.parse(f.src)
+	if err != nil {
+		c.add(f, Segment{Command: f.src, Class: Destructive,
+			Reason: "does not parse as shell (" + err.Error() + "), so nothing in it can be verified"})
+		return
+	}
+	c.stmts(file.Stmts, f, in)
+}
+
+// nestedCode classifies a string that a wrapper runs as shell code.
+func (c *classifier) nestedCode(code word, f *frame, in stdin, wrapper string) {
+	n := f.child(wrapper)
+	n.src, n.depth = code.val, f.depth+1
+	if code.dyn {
+		n.atLeast(ConfigMutation, "the code run by "+wrapper+" is only partly known before it runs")
+	}
+	c.code(n, in)
+}
+
+func (c *classifier) stmts(list []*syntax.Stmt, f *frame, in stdin) {
+	for _, st := range list {
+		c.stmt(st, f, in)
+	}
+}
+
+func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
+	if c.full || st == nil {
+		return
+	}
+	sin := in
+	for _, r := range st.Redirs {
+		switch r.Op {
+		case syntax.RdrIn:
+			sin = stdin{kind: stdinOther, producer: "the file " + nodeText(f.src, r.Word)}
+		case syntax.Hdoc, syntax.DashHdoc:
+			w := heredocText(f.src, r)
+			sin = stdin{kind: stdinText, text: w.val, dyn: w.dyn, producer: "a here-document"}
+		case syntax.WordHdoc:
+			w := resolveParts(f.src, r.Word.Parts)
+			sin = stdin{kind: stdinText, text: w.val + "\n", dyn: w.dyn, producer: "a here-string"}
+		}
+	}
+	c.redirects(st, f)
+
+	switch cmd := st.Cmd.(type) {
+	case nil:
+	case *syntax.CallExpr:
+		c.call(st, cmd, f, sin)
+	case *syntax.BinaryCmd:
+		if cmd.Op == syntax.Pipe || cmd.Op == syntax.PipeAll {
+			c.stmt(cmd.X, f, sin)
+			c.stmt(cmd.Y, f, c.pipeSource(cmd.X, f))
+		} else {
+			c.stmt(cmd.X, f, sin)
+			c.stmt(cmd.Y, f, sin)
+		}
+	case *syntax.Block:
+		c.stmts(cmd.Stmts, f, sin)
+	case *syntax.Subshell:
+		c.stmts(cmd.Stmts, f, sin)
+	case *syntax.IfClause:
+		for cl := cmd; cl != nil; cl = cl.Else {
+			c.stmts(cl.Cond, f, sin)
+			c.stmts(cl.Then, f, sin)
+		}
+	case *syntax.WhileClause:
+		c.stmts(cmd.Cond, f, sin)
+		c.stmts(cmd.Do, f, sin)
+	case *syntax.ForClause:
+		c.subst(cmd.Loop, f)
+		c.stmts(cmd.Do, f, sin)
+	case *syntax.CaseClause:
+		c.subst(cmd.Word, f)
+		for _, item := range cmd.Items {
+			for _, p := range item.Patterns {
+				c.subst(p, f)
+			}
+			c.stmts(item.Stmts, f, sin)
+		}
+	case *syntax.FuncDecl:
+		// A function body runs only when called, but it is classified as if
+		// it ran: the call site may be anywhere, including later in the
+		// same command. Calls after the definition then name the function,
+		// whose body has been accounted for.
+		c.stmt(cmd.Body, f, stdin{})
+		if cmd.Name != nil {
+			if c.funcs == nil {
+				c.funcs = map[string]bool{}
+			}
+			c.funcs[cmd.Name.Value] = true
+		}
+	case *syntax.ArithmCmd:
+		c.subst(cmd, f)
+	case *syntax.LetClause:
+		c.subst(cmd, f)
+	case *syntax.TestClause:
+		c.subst(cmd, f)
+	case *syntax.DeclClause:
+		c.decl(st, cmd, f)
+	case *syntax.TimeClause:
+		c.stmt(cmd.Stmt, f, sin)
+	case *syntax.CoprocClause:
+		if cmd.Name != nil {
+			c.subst(cmd.Name, f)
+		}
+		c.stmt(cmd.Stmt, f, sin)
+	default:
+		c.add(f, Segment{Command: stmtText(f.src, st), Class: Destructive,
+			Reason: fmt.Sprintf("shell construct %T is not known to the classifier; failing closed", cmd)})
+	}
+}
+
+// subst classifies every command and process substitution inside a node
+// (words, arithmetic, tests, assignments, redirections). Their commands run
+// wherever the enclosing word is expanded, whatever the enclosing command is.
+func (c *classifier) subst(n syntax.Node, f *frame) {
+	if n == nil {
+		return
+	}
+	if w, ok := n.(*syntax.Word); ok && plainWord(w) {
+		return
+	}
+	saved := c.substFrame
+	c.substFrame = f
+	syntax.Walk(n, c.walkFn)
+	c.substFrame = saved
+}
+
+// visitSubst is the syntax.Walk callback of subst; it is bound once per
+// classifier so walking does not allocate a closure per word.
+func (c *classifier) visitSubst(n syntax.Node) bool {
+	switch n := n.(type) {
+	case *syntax.CmdSubst:
+		c.stmts(n.Stmts, c.substFrame, stdin{})
+		return false
+	case *syntax.ProcSubst:
+		c.stmts(n.Stmts, c.substFrame, stdin{})
+		return false
+	}
+	return true
+}
+
+// plainWord reports whether a word is made only of literal and single-quoted
+// parts, which can hold no substitution.
+func plainWord(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch p.(type) {
+		case *syntax.Lit, *syntax.SglQuoted:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// redirects classifies a statement's output redirections: writing a file is a
+// mutation, writing a raw device destructive; /dev/null and duplicating a
+// file descriptor are nothing.
+func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
+	for _, r := range st.Redirs {
+		c.subst(r, f)
+		switch r.Op {
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
+			syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut:
+		case syntax.DplOut:
+			w := resolveParts(f.src, r.Word.Parts)
+			if !w.dyn && (w.val == "-" || isDigits(w.val)) {
+				continue
+			}
+		default:
+			continue
+		}
+		w := resolveParts(f.src, r.Word.Parts)
+		text := stmtText(f.src, st)
+		switch {
+		case w.dyn:
+			c.add(f, Segment{Command: text, Class: ConfigMutation,
+				Reason: "output redirected to a file only known at run time (" + w.val + ")"})
+		case anyRE(c.p.destructiveOut, w.val):
+			c.add(f, Segment{Command: text, Class: Destructive,
+				Reason: "output redirected to " + w.val + ", a raw device or kernel trigger"})
+		case w.glob || !anyRE(c.p.safeRedirects, w.val):
+			c.add(f, Segment{Command: text, Class: ConfigMutation,
+				Reason: "output redirected to the file " + w.val})
+		}
+	}
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// decl classifies declare/export/local/readonly/typeset: they set shell
+// variables only; substitutions in their arguments are classified, and so are
+// the assignments themselves.
+func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *frame) {
+	c.subst(d, f)
+	text := stmtText(f.src, st)
+	for _, a := range d.Args {
+		c.assign(a, text, f)
+	}
+	name := "declare"
+	if d.Variant != nil {
+		name = d.Variant.Value
+	}
+	c.add(f, Segment{Command: text, Program: name, Class: ReadOnly,
+		Reason: name + " only sets shell variables"})
+}
+
+// assign classifies a shell assignment NAME=value (see assignment).
+func (c *classifier) assign(a *syntax.Assign, text string, f *frame) {
+	if a == nil || a.Name == nil || a.Naked {
+		return
+	}
+	var value word
+	if a.Value != nil {
+		value = resolveParts(f.src, a.Value.Parts)
+	}
+	c.assignment(a.Name.Value, value, text, f)
+}
+
+// assignment classifies setting a variable, wherever it happens (a shell
+// assignment, export, env NAME=value, sudo NAME=value):
+//
+//   - PATH that puts any directory before the old $PATH other than the
+//     system directories is config_mutation: bare program names may then run
+//     something else;
+//   - a variable whose value points at code programs load or run (the
+//     policy's code_variables: LD_PRELOAD, BASH_ENV …) is config_mutation;
+//   - the value of a variable that holds a command (command_variables:
+//     GIT_SSH_COMMAND, PAGER …) is classified as a command, and is
+//     config_mutation when it does not parse;
+//   - literal text holding a command substitution is classified as code: it
+//     runs when the variable is evaluated later (eval, arithmetic, a prompt).
+func (c *classifier) assignment(name string, value word, text string, f *frame) {
+	switch {
+	case name == "PATH" && !c.p.safePath(value):
+		c.add(f, Segment{Command: text, Class: ConfigMutation,
+			Reason: "sets PATH to " + value.val + ", so program names may resolve outside the system directories"})
+	case c.p.codeVars[name]:
+		c.add(f, Segment{Command: text, Class: ConfigMutation,
+			Reason: "sets " + name + ", which makes programs load or run other code"})
+	case c.p.commandVars[name] && value.val != "":
+		if _, err := c.parse(value.val); err != nil {
+			c.add(f, Segment{Command: text, Class: ConfigMutation,
+				Reason: "sets " + name + " to a command that does not parse"})
+			return
+		}
+		c.nestedCode(value, f, stdin{}, "the command in "+name)
+		return
+	}
+	if value.dyn || !(strings.Contains(value.val, "$(") || strings.Contains(value.val, "`")) {
+		return
+	}
+	if _, err := c.parse(value.val); err != nil {
+		return // text that does not parse cannot run as shell either
+	}
+	c.nestedCode(value, f, stdin{}, "text assigned to "+name)
+}
+
+// safePath reports whether a PATH value keeps program names resolving to the
+// system directories: only system directories before the old $PATH.
+func (p *Policy) safePath(value word) bool {
+	for _, dir := range strings.Split(value.val, ":") {
+		if dir == "$PATH" || dir == "${PATH}" {
+			return true
+		}
+		if !p.systemDirs[path.Clean(dir)] {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *frame, in stdin) {
+	text := stmtText(f.src, st)
+	for _, a := range call.Assigns {
+		c.subst(a, f)
+		c.assign(a, text, f)
+	}
+	for _, w := range call.Args {
+		c.subst(w, f)
+	}
+	if len(call.Args) == 0 {
+		c.add(f, Segment{Command: text, Class: ReadOnly, Reason: "only assigns shell variables"})
+		return
+	}
+	argv := resolveWords(f.src, call.Args, make([]word, 0, len(call.Args)))
+	c.command(argv, text, f, in)
+}
+
+// resolveProgram maps a command word to the program it names: a bare name, or
+// a path in one of the system directories, is that program; any other path is
+// not (./cat is not the safe cat) and is returned whole, with its base name
+// for the destructive checks.
+func (p *Policy) resolveProgram(s string) (name, base string, system bool) {
+	if s == "" {
+		return "", "", false
+	}
+	if !strings.Contains(s, "/") {
+		return s, s, true
+	}
+	clean := path.Clean(s)
+	dir, b := path.Split(clean)
+	if dir != "/" {
+		dir = strings.TrimSuffix(dir, "/")
+	}
+	if b != "" && p.systemDirs[dir] {
+		return b, b, true
+	}
+	return s, b, false
+}
+
+// command classifies one argv: resolves the program, unwraps wrappers, and
+// applies the rules.
+func (c *classifier) command(argv []word, text string, f *frame, in stdin) {
+	if c.full || len(argv) == 0 {
+		return
+	}
+	pw, args := argv[0], argv[1:]
+	if f.wraps > maxWraps {
+		c.add(f, Segment{Command: text, Program: pw.val, Class: Destructive,
+			Reason: fmt.Sprintf("wrapped more than %d times; not verified", maxWraps)})
+		return
+	}
+	if pw.dyn || pw.glob {
+		c.add(f, Segment{Command: text, Program: pw.val, Class: ConfigMutation,
+			Reason: "the program `" + pw.val + "` is only known at run time (unknown code needs approval)"})
+		return
+	}
+	name, base, system := c.p.resolveProgram(pw.val)
+	// A function defined earlier in this command shadows a program of the
+	// same name, but only where the shell itself looks the name up: sudo,
+	// env, command, exec … run the real program.
+	if f.wraps == 0 && c.funcs[pw.val] {
+		c.add(f, Segment{Command: text, Program: pw.val, Class: ReadOnly,
+			Reason: "calls the function " + pw.val + " defined in this command, whose body is classified on its own"})
+		return
+	}
+	if !system {
+		c.rules(name, base, args, text, f, false)
+		return
+	}
+	if c.wrapper(name, args, text, f, in) {
+		return
+	}
+	c.rules(name, name, args, text, f, true)
+}
+
+// rules applies the policy rules to a program. For a program outside the
+// system directories (system false), read-only rules do not apply and the
+// destructive rules are matched against its base name.
+func (c *classifier) rules(name, base string, args []word, text string, f *frame, system bool) {
+	cl := c.getCmdline()
+	c.p.grammars[base].parse(args, cl)
+	var best *rule
+	for _, r := range c.p.byProgram[base] {
+		best = c.better(best, r, cl, system)
+	}
+	for _, r := range c.p.globRules {
+		if matchAlt(r.progGlobs, base) {
+			best = c.better(best, r, cl, system)
+		}
+	}
+	dynamic := cl.dyn || cl.flagLike
+	c.putCmdline(cl)
+	seg := Segment{Command: text, Program: name}
+	switch {
+	case best != nil:
+		seg.Class, seg.Rule = best.class, best.name
+		seg.Reason = name + ": " + best.reason + " (rule " + best.name + ")"
+		if best.class != ReadOnly && dynamic {
+			seg.Reason += "; some arguments are only known at run time, so the rule is assumed to apply"
+		}
+	case !system:
+		seg.Class = ConfigMutation
+		seg.Reason = "`" + name + "` is not a program from the system directories, so no rule vouches for it"
+	default:
+		seg.Class = ConfigMutation
+		seg.Reason = "no rule makes `" + name + "` read-only"
+	}
+	if base == "find" {
+		c.findExec(args, text, f)
+	}
+	if seg.Class == ConfigMutation && base != "find" {
+		c.scanArgs(name, args, text, f, &seg)
+	}
+	c.add(f, seg)
+}
+
+// better returns the higher-class of best and r, if r applies.
+func (c *classifier) better(best, r *rule, cl *cmdline, system bool) *rule {
+	if r.class == ReadOnly && !system {
+		return best
+	}
+	if !r.applies(cl) {
+		return best
+	}
+	if c.trace != nil {
+		c.trace[r.name] = true
+	}
+	if best == nil || r.class.Rank() > best.class.Rank() {
+		return r
+	}
+	return best
+}
+
+// scanArgs checks whether an unknown program is handed a destructive command
+// as its arguments (systemd-run rm -rf /x, strace -f dd of=/dev/sda): such a
+// program probably runs it, so the whole is destructive.
+func (c *classifier) scanArgs(name string, args []word, text string, f *frame, seg *Segment) {
+	scans := 0
+	// For a program the policy knows (pct, qm, docker …) the first word that
+	// is not an option is its subcommand (pct reboot 101), not a command.
+	skipSub := len(c.p.byProgram[name]) > 0 || c.p.grammars[name] != nil
+	for i, w := range args {
+		if w.dyn || w.glob || scans >= maxArgScans || c.full {
+			return
+		}
+		if skipSub && !strings.HasPrefix(w.val, "-") {
+			skipSub = false
+			continue
+		}
+		n, _, system := c.p.resolveProgram(w.val)
+		if !system || !(c.p.isTrigger(n) || isWrapper(n)) {
+			continue
+		}
+		scans++
+		mark := len(c.segs)
+		c.command(args[i:], text, f.child(name+" argument"), stdin{})
+		worst := ReadOnly
+		for _, s := range c.segs[mark:] {
+			worst = Max(worst, s.Class)
+		}
+		if c.full {
+			return
+		}
+		if worst == Destructive {
+			seg.Class = Destructive
+			seg.Reason = "`" + name + "` is given `" + joinVals(args[i:]) + "` as arguments, which it may run as a command"
+			return
+		}
+		c.segs = c.segs[:mark]
+	}
+}
+
+// isTrigger reports whether some destructive rule names the program.
+func (p *Policy) isTrigger(name string) bool {
+	if p.triggerPrograms[name] {
+		return true
+	}
+	for _, r := range p.globRules {
+		if r.class == Destructive && matchAlt(r.progGlobs, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// findExec classifies the commands find runs with -exec, -execdir, -ok and
+// -okdir; {} stands for a path only known at run time.
+func (c *classifier) findExec(args []word, text string, f *frame) {
+	for i := 0; i < len(args); i++ {
+		switch args[i].val {
+		case "-exec", "-execdir", "-ok", "-okdir":
+		default:
+			continue
+		}
+		var inner []word
+		j := i + 1
+		for ; j < len(args); j++ {
+			v := args[j].val
+			if !args[j].dyn && (v == ";" || v == "+") {
+				break
+			}
+			w := args[j]
+			if strings.Contains(v, "{}") {
+				w.dyn = true
+			}
+			inner = append(inner, w)
+		}
+		c.command(inner, text, f.child("find "+args[i].val), stdin{})
+		i = j
+	}
+}
+
+func joinVals(ws []word) string {
+	var b strings.Builder
+	for i, w := range ws {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(w.val)
+	}
+	return b.String()
+}
+
+// stmtText is a statement's source without its terminating ";".
+func stmtText(src string, st *syntax.Stmt) string {
+	t := nodeText(src, st)
+	if st.Semicolon.IsValid() && !st.Background && !st.Coprocess && !st.Disown {
+		t = strings.TrimSuffix(t, ";")
+	}
+	return strings.TrimRight(t, " \t")
+}

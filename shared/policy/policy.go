@@ -1,0 +1,508 @@
+package policy
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed default_policy.yaml
+var defaultPolicyYAML []byte
+
+// ErrPolicy is wrapped by every error about a policy file: it does not parse,
+// a rule is malformed, or one of its examples is classified differently from
+// what the rule says.
+var ErrPolicy = errors.New("policy")
+
+// Policy is a compiled rule set. It is immutable once built and safe for
+// concurrent use.
+type Policy struct {
+	rules      []*rule
+	byProgram  map[string][]*rule
+	globRules  []*rule
+	grammars   map[string]*grammar
+	systemDirs map[string]bool
+	hostOnly   map[string]bool
+	// triggerPrograms are programs some destructive rule names: an unknown
+	// program passing one of these as an argument is checked as if it ran it.
+	triggerPrograms map[string]bool
+	// codeVars are variables whose value points at code programs load or
+	// run (LD_PRELOAD, BASH_ENV …); commandVars hold a command some program
+	// runs (GIT_SSH_COMMAND, PAGER …).
+	codeVars, commandVars map[string]bool
+	safeRedirects         []*regexp.Regexp
+	destructiveOut        []*regexp.Regexp
+
+	// failed is set only on the stand-in Default returns when the embedded
+	// policy does not compile (tests make sure it does): every command is then
+	// destructive, so a broken build can never run anything unattended.
+	failed error
+
+	classifiers sync.Pool
+}
+
+// Default returns the embedded default policy. It never panics: should the
+// embedded YAML ever fail to compile (the package tests prevent that), it
+// returns a policy that classifies every command as destructive.
+func Default() *Policy {
+	spec, err := decodeSpec(defaultPolicyYAML, "default policy")
+	if err == nil {
+		var p *Policy
+		if p, err = compile(spec); err == nil {
+			return p
+		}
+	}
+	return &Policy{failed: err}
+}
+
+// Load returns the default policy extended by the operator policy file at path
+// (OIKOS_POLICY_FILE; "" means none), and verifies every rule's match and
+// not_match examples against the merged result. A wrong example is an error
+// naming the rule and the example: the caller must refuse to start.
+func Load(filePath string) (*Policy, error) {
+	spec, err := decodeSpec(defaultPolicyYAML, "default policy")
+	if err != nil {
+		return nil, err
+	}
+	if filePath != "" {
+		data, err := os.ReadFile(filePath)
+		if err != nil {
+			return nil, fmt.Errorf("%w: read operator policy: %w", ErrPolicy, err)
+		}
+		over, err := decodeSpec(data, filePath)
+		if err != nil {
+			return nil, err
+		}
+		if spec, err = mergeSpecs(spec, over); err != nil {
+			return nil, fmt.Errorf("%w (%s)", err, filePath)
+		}
+	}
+	p, err := compile(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Verify(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// fileSpec is the YAML form of a policy file; docs/policy.md documents it.
+type fileSpec struct {
+	Version                 int                     `yaml:"version"`
+	Patterns                map[string]string       `yaml:"patterns"`
+	SystemDirs              []string                `yaml:"system_dirs"`
+	HostOnly                []string                `yaml:"host_only"`
+	CodeVariables           []string                `yaml:"code_variables"`
+	CommandVariables        []string                `yaml:"command_variables"`
+	SafeRedirectTargets     []string                `yaml:"safe_redirect_targets"`
+	DestructiveWriteTargets []string                `yaml:"destructive_write_targets"`
+	Programs                map[string]*programSpec `yaml:"programs"`
+	Rules                   []*ruleSpec             `yaml:"rules"`
+	Disable                 []string                `yaml:"disable"`
+}
+
+type programSpec struct {
+	Style       string              `yaml:"style"`
+	ValueFlags  []string            `yaml:"value_flags"`
+	Subcommands map[string][]string `yaml:"subcommands"`
+}
+
+type ruleSpec struct {
+	Name              string              `yaml:"name"`
+	Class             string              `yaml:"class"`
+	Reason            string              `yaml:"reason"`
+	Program           string              `yaml:"program"`
+	Programs          []string            `yaml:"programs"`
+	Subcommands       []string            `yaml:"subcommands"`
+	DenyFlags         []string            `yaml:"deny_flags"`
+	AllowFlags        []string            `yaml:"allow_flags"`
+	RequireFlags      []string            `yaml:"require_flags"`
+	FlagValues        map[string][]string `yaml:"flag_values"`
+	DenyFlagValues    map[string][]string `yaml:"deny_flag_values"`
+	RequireFlagValues map[string][]string `yaml:"require_flag_values"`
+	MinArgs           *int                `yaml:"min_args"`
+	MaxArgs           *int                `yaml:"max_args"`
+	FirstArg          []string            `yaml:"first_arg"`
+	Args              []string            `yaml:"args"`
+	RequireArgs       []string            `yaml:"require_args"`
+	DenyArgs          []string            `yaml:"deny_args"`
+	Match             []string            `yaml:"match"`
+	NotMatch          []string            `yaml:"not_match"`
+}
+
+func decodeSpec(data []byte, name string) (*fileSpec, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var s fileSpec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: parse %s: %w", ErrPolicy, name, err)
+	}
+	if s.Version != 1 {
+		return nil, fmt.Errorf("%w: %s: version must be 1, got %d", ErrPolicy, name, s.Version)
+	}
+	return &s, nil
+}
+
+// mergeSpecs extends base by over: patterns and programs merge key by key,
+// lists are extended, a rule with the name of an existing rule replaces it,
+// and `disable` removes rules by name.
+func mergeSpecs(base, over *fileSpec) (*fileSpec, error) {
+	out := *base
+	out.Patterns = map[string]string{}
+	for k, v := range base.Patterns {
+		out.Patterns[k] = v
+	}
+	for k, v := range over.Patterns {
+		out.Patterns[k] = v
+	}
+	out.SystemDirs = appendNew(slices.Clone(base.SystemDirs), over.SystemDirs)
+	out.HostOnly = appendNew(slices.Clone(base.HostOnly), over.HostOnly)
+	out.CodeVariables = appendNew(slices.Clone(base.CodeVariables), over.CodeVariables)
+	out.CommandVariables = appendNew(slices.Clone(base.CommandVariables), over.CommandVariables)
+	out.SafeRedirectTargets = appendNew(slices.Clone(base.SafeRedirectTargets), over.SafeRedirectTargets)
+	out.DestructiveWriteTargets = appendNew(slices.Clone(base.DestructiveWriteTargets), over.DestructiveWriteTargets)
+
+	out.Programs = map[string]*programSpec{}
+	for k, v := range base.Programs {
+		cp := *v
+		cp.Subcommands = map[string][]string{}
+		for sk, sv := range v.Subcommands {
+			cp.Subcommands[sk] = sv
+		}
+		out.Programs[k] = &cp
+	}
+	for k, v := range over.Programs {
+		if v == nil {
+			continue
+		}
+		cur, ok := out.Programs[k]
+		if !ok {
+			out.Programs[k] = v
+			continue
+		}
+		if v.Style != "" {
+			cur.Style = v.Style
+		}
+		cur.ValueFlags = appendNew(slices.Clone(cur.ValueFlags), v.ValueFlags)
+		for sk, sv := range v.Subcommands {
+			cur.Subcommands[sk] = appendNew(slices.Clone(cur.Subcommands[sk]), sv)
+		}
+	}
+
+	out.Rules = slices.Clone(base.Rules)
+	for _, r := range over.Rules {
+		if r == nil {
+			continue
+		}
+		i := slices.IndexFunc(out.Rules, func(b *ruleSpec) bool { return b.Name == r.Name })
+		if i >= 0 {
+			out.Rules[i] = r
+		} else {
+			out.Rules = append(out.Rules, r)
+		}
+	}
+	for _, name := range over.Disable {
+		i := slices.IndexFunc(out.Rules, func(b *ruleSpec) bool { return b.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: disable: no rule named %q", ErrPolicy, name)
+		}
+		out.Rules = slices.Delete(out.Rules, i, i+1)
+	}
+	out.Disable = nil
+	return &out, nil
+}
+
+func appendNew(dst, src []string) []string {
+	for _, s := range src {
+		if !slices.Contains(dst, s) {
+			dst = append(dst, s)
+		}
+	}
+	return dst
+}
+
+var placeholderRE = regexp.MustCompile(`\{\{([a-z0-9_]+)\}\}`)
+
+// expandPatterns replaces {{name}} with the named pattern.
+func expandPatterns(s string, patterns map[string]string) (string, error) {
+	var missing string
+	out := placeholderRE.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[2 : len(m)-2]
+		v, ok := patterns[name]
+		if !ok {
+			missing = name
+			return m
+		}
+		return v
+	})
+	if missing != "" {
+		return "", fmt.Errorf("unknown pattern {{%s}}", missing)
+	}
+	return out, nil
+}
+
+func compileRE(expr string, patterns map[string]string) (*regexp.Regexp, error) {
+	e, err := expandPatterns(expr, patterns)
+	if err != nil {
+		return nil, err
+	}
+	re, err := regexp.Compile(`^(?:` + e + `)$`)
+	if err != nil {
+		return nil, fmt.Errorf("regexp %q: %w", expr, err)
+	}
+	return re, nil
+}
+
+func compileREs(exprs []string, patterns map[string]string) ([]*regexp.Regexp, error) {
+	var out []*regexp.Regexp
+	for _, e := range exprs {
+		re, err := compileRE(e, patterns)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+func compileOptValues(m map[string][]string, patterns map[string]string) ([]optValues, error) {
+	var out []optValues
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		res, err := compileREs(m[k], patterns)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out = append(out, optValues{name: k, res: res})
+	}
+	return out, nil
+}
+
+func compile(s *fileSpec) (*Policy, error) {
+	p := &Policy{
+		byProgram:       map[string][]*rule{},
+		grammars:        map[string]*grammar{},
+		systemDirs:      map[string]bool{},
+		hostOnly:        map[string]bool{},
+		triggerPrograms: map[string]bool{},
+		codeVars:        setOf(s.CodeVariables),
+		commandVars:     setOf(s.CommandVariables),
+	}
+	for _, d := range s.SystemDirs {
+		p.systemDirs[path.Clean(d)] = true
+	}
+	for _, h := range s.HostOnly {
+		p.hostOnly[h] = true
+	}
+	var err error
+	if p.safeRedirects, err = compileREs(s.SafeRedirectTargets, s.Patterns); err != nil {
+		return nil, fmt.Errorf("%w: safe_redirect_targets: %w", ErrPolicy, err)
+	}
+	if p.destructiveOut, err = compileREs(s.DestructiveWriteTargets, s.Patterns); err != nil {
+		return nil, fmt.Errorf("%w: destructive_write_targets: %w", ErrPolicy, err)
+	}
+	for name, ps := range s.Programs {
+		if ps == nil {
+			continue
+		}
+		g := &grammar{levels: map[string]map[string]bool{"": setOf(ps.ValueFlags)}}
+		switch ps.Style {
+		case "", "gnu":
+		case "words":
+			g.words = true
+		default:
+			return nil, fmt.Errorf("%w: program %q: style must be gnu or words, got %q", ErrPolicy, name, ps.Style)
+		}
+		for path, flags := range ps.Subcommands {
+			g.levels[strings.Join(strings.Fields(path), " ")] = setOf(flags)
+		}
+		p.grammars[name] = g
+	}
+	seen := map[string]bool{}
+	for i, rs := range s.Rules {
+		if rs == nil {
+			return nil, fmt.Errorf("%w: rule %d is empty", ErrPolicy, i)
+		}
+		r, err := compileRule(rs, s.Patterns)
+		if err != nil {
+			return nil, fmt.Errorf("%w: rule %q: %w", ErrPolicy, rs.Name, err)
+		}
+		if seen[r.name] {
+			return nil, fmt.Errorf("%w: rule %q is defined twice", ErrPolicy, r.name)
+		}
+		seen[r.name] = true
+		p.rules = append(p.rules, r)
+		for _, prog := range r.programs {
+			p.byProgram[prog] = append(p.byProgram[prog], r)
+			if r.class == Destructive {
+				p.triggerPrograms[prog] = true
+			}
+		}
+		if len(r.progGlobs) > 0 {
+			p.globRules = append(p.globRules, r)
+		}
+	}
+	return p, nil
+}
+
+func setOf(ss []string) map[string]bool {
+	m := make(map[string]bool, len(ss))
+	for _, s := range ss {
+		m[s] = true
+	}
+	return m
+}
+
+func compileRule(rs *ruleSpec, patterns map[string]string) (*rule, error) {
+	if rs.Name == "" {
+		return nil, errors.New("a rule needs a name")
+	}
+	r := &rule{name: rs.Name, reason: rs.Reason, minArgs: -1, maxArgs: -1,
+		match: rs.Match, notMatch: rs.NotMatch}
+	switch c := Class(rs.Class); c {
+	case ReadOnly, ConfigMutation, Destructive:
+		r.class = c
+	default:
+		return nil, fmt.Errorf("class must be read_only, config_mutation or destructive, got %q", rs.Class)
+	}
+	if r.reason == "" {
+		r.reason = "matches rule " + rs.Name
+	}
+	progs := rs.Programs
+	if rs.Program != "" {
+		progs = append([]string{rs.Program}, progs...)
+	}
+	if len(progs) == 0 {
+		return nil, errors.New("a rule needs program or programs")
+	}
+	for _, pr := range progs {
+		if strings.ContainsAny(pr, "/ \t") || pr == "" {
+			return nil, fmt.Errorf("program %q must be a bare name", pr)
+		}
+		if strings.Contains(pr, "*") {
+			r.progGlobs = append(r.progGlobs, pr)
+		} else {
+			r.programs = append(r.programs, pr)
+		}
+	}
+	for _, sc := range rs.Subcommands {
+		e, err := expandPatterns(sc, patterns)
+		if err != nil {
+			return nil, fmt.Errorf("subcommand %q: %w", sc, err)
+		}
+		elems := strings.Fields(e)
+		if len(elems) == 0 {
+			return nil, errors.New("empty subcommand")
+		}
+		path := make([][]string, len(elems))
+		for i, el := range elems {
+			path[i] = strings.Split(el, "|")
+		}
+		r.subcommands = append(r.subcommands, path)
+	}
+	r.denyOpts, r.allowOpts, r.requireOpts = rs.DenyFlags, rs.AllowFlags, rs.RequireFlags
+	var err error
+	if r.optValues, err = compileOptValues(rs.FlagValues, patterns); err != nil {
+		return nil, fmt.Errorf("flag_values: %w", err)
+	}
+	if r.denyOptValues, err = compileOptValues(rs.DenyFlagValues, patterns); err != nil {
+		return nil, fmt.Errorf("deny_flag_values: %w", err)
+	}
+	if r.requireOptValues, err = compileOptValues(rs.RequireFlagValues, patterns); err != nil {
+		return nil, fmt.Errorf("require_flag_values: %w", err)
+	}
+	if rs.MinArgs != nil {
+		r.minArgs = *rs.MinArgs
+	}
+	if rs.MaxArgs != nil {
+		r.maxArgs = *rs.MaxArgs
+	}
+	if r.firstArg, err = compileREs(rs.FirstArg, patterns); err != nil {
+		return nil, fmt.Errorf("first_arg: %w", err)
+	}
+	if r.args, err = compileREs(rs.Args, patterns); err != nil {
+		return nil, fmt.Errorf("args: %w", err)
+	}
+	if r.requireArgs, err = compileREs(rs.RequireArgs, patterns); err != nil {
+		return nil, fmt.Errorf("require_args: %w", err)
+	}
+	if r.denyArgs, err = compileREs(rs.DenyArgs, patterns); err != nil {
+		return nil, fmt.Errorf("deny_args: %w", err)
+	}
+	r.conditional = len(r.subcommands) > 0 || len(r.denyOpts) > 0 || len(r.allowOpts) > 0 ||
+		len(r.requireOpts) > 0 || len(r.optValues) > 0 || len(r.denyOptValues) > 0 ||
+		len(r.requireOptValues) > 0 || r.minArgs >= 0 || r.maxArgs >= 0 ||
+		len(r.firstArg) > 0 || len(r.args) > 0 || len(r.requireArgs) > 0 || len(r.denyArgs) > 0
+	return r, nil
+}
+
+// Verify classifies every rule's match and not_match examples and reports the
+// first one that disagrees with its rule: a match example must be decided by
+// the rule's class and the rule must apply to it; a not_match example must not
+// be matched by the rule at all.
+func (p *Policy) Verify() error {
+	if p.failed != nil {
+		return p.failed
+	}
+	var errs []error
+	for _, r := range p.rules {
+		for _, ex := range r.match {
+			res, matched := p.classifyTraced(ex)
+			switch {
+			case !matched[r.name]:
+				errs = append(errs, fmt.Errorf("%w: rule %q: example %q must match the rule, but it does not (classified %s)", ErrPolicy, r.name, ex, res.Class))
+			case res.Class != r.class:
+				errs = append(errs, fmt.Errorf("%w: rule %q: example %q matches the rule but classifies as %s, not %s", ErrPolicy, r.name, ex, res.Class, r.class))
+			}
+		}
+		for _, ex := range r.notMatch {
+			if _, matched := p.classifyTraced(ex); matched[r.name] {
+				errs = append(errs, fmt.Errorf("%w: rule %q: example %q must not match the rule, but it does", ErrPolicy, r.name, ex))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// classifyTraced classifies and records every rule that applied anywhere.
+func (p *Policy) classifyTraced(command string) (Result, map[string]bool) {
+	c := p.getClassifier()
+	defer p.putClassifier(c)
+	c.trace = map[string]bool{}
+	res := c.run(command, "")
+	tr := c.trace
+	c.trace = nil
+	return res, tr
+}
+
+func (p *Policy) getClassifier() *classifier {
+	if c, ok := p.classifiers.Get().(*classifier); ok {
+		return c
+	}
+	return newClassifier(p)
+}
+
+func (p *Policy) putClassifier(c *classifier) {
+	clear(c.segs) // drop references to the last command's text
+	c.segs = c.segs[:0]
+	c.trace = nil
+	p.classifiers.Put(c)
+}
+
+// HostOnly reports whether a program exists only on a Proxmox host (pct, qm,
+// pvesh …), as listed by the policy's host_only.
+func (p *Policy) HostOnly(program string) bool { return p.hostOnly[program] }

@@ -1,0 +1,839 @@
+package policy
+
+import (
+	"regexp"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// stdinKind says what a command's standard input is, as far as it matters for
+// programs that run their input as code (sh, bash, ssh without a command, at).
+type stdinKind uint8
+
+const (
+	stdinNone  stdinKind = iota // nothing known: the executor's stdin
+	stdinText                   // literal text (echo, printf, here-document)
+	stdinFetch                  // downloaded (curl, wget)
+	stdinOther                  // another program's output or a file
+)
+
+type stdin struct {
+	kind     stdinKind
+	text     string
+	dyn      bool
+	producer string
+	// hint, for stdinOther, is the producer's literal arguments one per line:
+	// printf '%s\n' 'rm -rf /x' | sh prints them, so they are checked as code.
+	hint string
+}
+
+// pipeSource describes what the last command of a pipeline element writes to
+// the next element's stdin.
+func (c *classifier) pipeSource(x *syntax.Stmt, f *frame) stdin {
+	for {
+		switch cmd := x.Cmd.(type) {
+		case *syntax.BinaryCmd:
+			if cmd.Op == syntax.Pipe || cmd.Op == syntax.PipeAll {
+				x = cmd.Y
+				continue
+			}
+		case *syntax.CallExpr:
+			return c.producerOutput(x, cmd, f)
+		}
+		return stdin{kind: stdinOther, producer: "`" + nodeText(f.src, x) + "`"}
+	}
+}
+
+func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *frame) stdin {
+	other := stdin{kind: stdinOther, producer: "`" + nodeText(f.src, st) + "`"}
+	if len(call.Args) == 0 {
+		return other
+	}
+	argv := resolveWords(f.src, call.Args, nil)
+	if argv[0].dyn || argv[0].glob {
+		return other
+	}
+	var hint strings.Builder
+	for _, a := range argv[1:] {
+		if !a.dyn && !strings.HasPrefix(a.val, "-") {
+			hint.WriteString(a.val)
+			hint.WriteByte('\n')
+		}
+	}
+	other.hint = hint.String()
+	name, _, system := c.p.resolveProgram(argv[0].val)
+	if !system {
+		return other
+	}
+	args := argv[1:]
+	switch name {
+	case "curl", "wget":
+		return stdin{kind: stdinFetch, producer: name}
+	case "echo":
+		newline, escapes := true, false
+		for len(args) > 0 && len(args[0].val) > 1 && args[0].val[0] == '-' && strings.Trim(args[0].val[1:], "neE") == "" && !args[0].dyn {
+			if strings.Contains(args[0].val, "n") {
+				newline = false
+			}
+			if strings.Contains(args[0].val, "e") {
+				escapes = true
+			}
+			args = args[1:]
+		}
+		out := stdin{kind: stdinText, text: joinVals(args), producer: "echo"}
+		for _, a := range args {
+			out.dyn = out.dyn || a.dyn || a.glob
+		}
+		if escapes && strings.Contains(out.text, `\`) {
+			if s, ok := decodeANSIC(out.text); ok {
+				out.text = s
+			} else {
+				out.dyn = true
+			}
+		}
+		if newline {
+			out.text += "\n"
+		}
+		return out
+	case "printf":
+		if len(args) != 1 || args[0].dyn || args[0].glob || strings.Contains(args[0].val, "%") {
+			return other
+		}
+		s, ok := decodeANSIC(args[0].val)
+		return stdin{kind: stdinText, text: s, dyn: !ok, producer: "printf"}
+	case "cat":
+		if len(args) > 0 {
+			return other
+		}
+		for i := len(st.Redirs) - 1; i >= 0; i-- {
+			r := st.Redirs[i]
+			switch r.Op {
+			case syntax.Hdoc, syntax.DashHdoc:
+				w := heredocText(f.src, r)
+				return stdin{kind: stdinText, text: w.val, dyn: w.dyn, producer: "a here-document"}
+			case syntax.WordHdoc:
+				w := resolveParts(f.src, r.Word.Parts)
+				return stdin{kind: stdinText, text: w.val + "\n", dyn: w.dyn, producer: "a here-string"}
+			}
+		}
+	}
+	return other
+}
+
+// isShell reports whether name is a shell that runs code given with -c, a
+// script file or its stdin. Code for any of them is parsed as bash, which
+// accepts the others' code or fails to parse it (and then fails closed).
+func isShell(name string) bool {
+	switch name {
+	case "sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "rbash", "fish":
+		return true
+	}
+	return false
+}
+
+// isWrapper reports whether wrapper() unwraps name (in at least one form).
+func isWrapper(name string) bool {
+	switch name {
+	case "sudo", "doas", "env", "nice", "nohup", "timeout", "ionice", "stdbuf", "setsid", "xargs",
+		"command", "builtin", "exec", "time", "chroot", "nsenter", "flock", "watch", "su", "runuser",
+		"eval", "trap", "alias", "source", ".", "ssh", "pct", "qm", "docker", "docker-compose",
+		"lxc-attach", "busybox", "at", "batch":
+		return true
+	}
+	return isShell(name)
+}
+
+// wrapper unwraps programs that run another command, and classifies what they
+// run. It reports false when name is not a wrapper in this form (pct list is
+// a plain command; pct exec a wrapper).
+func (c *classifier) wrapper(name string, args []word, text string, f *frame, in stdin) bool {
+	if isShell(name) {
+		c.shell(name, args, text, f, in)
+		return true
+	}
+	switch name {
+	case "sudo", "doas":
+		c.sudo(name, args, text, f, in)
+	case "env":
+		c.env(args, text, f, in)
+	case "nice":
+		c.simpleWrapper(name, args, "n", []string{"--adjustment"}, 0, text, f, in)
+	case "nohup", "builtin":
+		c.simpleWrapper(name, args, "", nil, 0, text, f, in)
+	case "setsid":
+		c.simpleWrapper(name, args, "", nil, 0, text, f, in)
+	case "stdbuf":
+		c.simpleWrapper(name, args, "ioe", []string{"--input", "--output", "--error"}, 0, text, f, in)
+	case "timeout":
+		c.simpleWrapper(name, args, "sk", []string{"--signal", "--kill-after"}, 1, text, f, in)
+	case "chroot":
+		c.simpleWrapper(name, args, "", []string{"--userspec", "--groups"}, 1, text, f, in)
+	case "nsenter":
+		c.simpleWrapper(name, args, "tSGW", []string{"--target", "--setuid", "--setgid", "--wdns"}, 0, text, f, in)
+	case "ionice":
+		opts, rest := scanOpts(args, "cnpPu", []string{"--class", "--classdata", "--pid", "--pgid", "--uid"})
+		if hasOption(opts, "-p", "-P", "-u", "--pid", "--pgid", "--uid") {
+			c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+				Reason: "ionice changes the I/O priority of running processes"})
+			return true
+		}
+		c.inner(name, args[rest:], text, f, in, "ionice prints its own I/O priority")
+	case "command":
+		opts, rest := scanOpts(args, "", nil)
+		if hasOption(opts, "-v", "-V") {
+			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "command -v only looks a name up"})
+			return true
+		}
+		c.inner(name, args[rest:], text, f, in, "")
+	case "exec":
+		_, rest := scanOpts(args, "a", nil)
+		c.inner(name, args[rest:], text, f, in, "exec without a command only applies its redirections")
+	case "time":
+		opts, rest := scanOpts(args, "fo", []string{"--format", "--output"})
+		n := f
+		if hasOption(opts, "-o", "--output") {
+			n = f.child("")
+			n.atLeast(ConfigMutation, "time -o writes its report to a file")
+		}
+		c.inner(name, args[rest:], text, n, in, "")
+	case "xargs":
+		c.xargs(args, text, f)
+	case "flock":
+		c.flock(args, text, f, in)
+	case "watch":
+		opts, rest := scanOpts(args, "nq", []string{"--interval", "--equexit"})
+		if hasOption(opts, "-x", "--exec") {
+			c.inner(name, args[rest:], text, f, stdin{}, "")
+		} else if rest < len(args) {
+			c.nestedCode(joinWords(args[rest:]), f, stdin{}, "watch")
+		} else {
+			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "watch without a command runs nothing"})
+		}
+	case "su", "runuser":
+		c.su(name, args, text, f, in)
+	case "eval":
+		if len(args) == 0 {
+			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "eval without arguments runs nothing"})
+			return true
+		}
+		c.nestedCode(joinWords(args), f, in, "eval")
+	case "trap":
+		c.trap(args, text, f)
+	case "alias":
+		c.alias(args, text, f)
+	case "source", ".":
+		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+			Reason: name + " runs a script file whose contents are not known (unknown code needs approval)"})
+	case "ssh":
+		c.ssh(args, text, f, in)
+	case "pct":
+		return c.pct(args, text, f, in)
+	case "qm":
+		return c.qm(args, text, f, in)
+	case "docker", "docker-compose":
+		return c.dockerExec(name, args, text, f, in)
+	case "lxc-attach":
+		for i, a := range args {
+			if a.val == "--" && !a.dyn {
+				c.transport("lxc-attach", "lxc-attach", args[i+1:], text, f, in)
+				return true
+			}
+		}
+		c.shellStdin("lxc-attach", text, f.withVia("lxc-attach"), in)
+	case "busybox":
+		if len(args) == 0 {
+			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "busybox without an applet lists its applets"})
+			return true
+		}
+		c.command(args, text, f.child("busybox"), in)
+	case "at", "batch":
+		opts, _ := scanOpts(args, "qfMmt", nil)
+		switch {
+		case hasOption(opts, "-l", "-c"):
+			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: name + " -l/-c only lists jobs"})
+		case hasOption(opts, "-f"):
+			c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+				Reason: name + " schedules a script file whose contents are not known"})
+		default:
+			n := f.child("")
+			n.atLeast(ConfigMutation, name+" schedules a job")
+			c.shellStdin(name, text, n, in)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// scanOpts consumes leading options. shortValue lists the single-letter
+// options that take a value; longValue the long ones. It returns the options
+// and the index of the first word after them (after a "--").
+func scanOpts(args []word, shortValue string, longValue []string) ([]option, int) {
+	var opts []option
+	i := 0
+	for ; i < len(args); i++ {
+		w := args[i]
+		// A dynamic word is an option only when its literal text starts with
+		// "-" (an expansion's placeholder never does): find -exec xargs -I{}.
+		if len(w.val) < 2 || w.val[0] != '-' {
+			return opts, i
+		}
+		if w.val == "--" {
+			return opts, i + 1
+		}
+		if strings.HasPrefix(w.val, "--") {
+			name, val, has := strings.Cut(w.val, "=")
+			o := option{name: name, value: val, hasValue: has}
+			if !has && containsExact(longValue, name) && i+1 < len(args) {
+				i++
+				o.value, o.hasValue, o.valueDyn = args[i].val, true, args[i].dyn
+			}
+			opts = append(opts, o)
+			continue
+		}
+		if w.val[1] >= '0' && w.val[1] <= '9' {
+			opts = append(opts, option{name: w.val})
+			continue
+		}
+		for j := 1; j < len(w.val); j++ {
+			o := option{name: shortOpts[w.val[j]]}
+			if strings.IndexByte(shortValue, w.val[j]) >= 0 {
+				o.hasValue = true
+				if j+1 < len(w.val) {
+					o.value = w.val[j+1:]
+				} else if i+1 < len(args) {
+					i++
+					o.value, o.valueDyn = args[i].val, args[i].dyn
+				}
+				opts = append(opts, o)
+				break
+			}
+			opts = append(opts, o)
+		}
+	}
+	return opts, i
+}
+
+func hasOption(opts []option, names ...string) bool {
+	for _, o := range opts {
+		for _, n := range names {
+			if optionMatches(o.name, n) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func optionValue(opts []option, names ...string) (option, bool) {
+	for _, o := range opts {
+		for _, n := range names {
+			if optionMatches(o.name, n) {
+				return o, true
+			}
+		}
+	}
+	return option{}, false
+}
+
+// joinWords joins arguments with spaces, the way ssh, eval and watch build the
+// code they hand to a shell.
+func joinWords(ws []word) word {
+	out := word{val: joinVals(ws)}
+	for _, w := range ws {
+		out.dyn = out.dyn || w.dyn
+	}
+	return out
+}
+
+// inner classifies the command a local wrapper runs. With no command left,
+// the wrapper itself runs nothing of note: idle explains why.
+func (c *classifier) inner(wrapper string, argv []word, text string, f *frame, in stdin, idle string) {
+	if len(argv) == 0 {
+		if idle == "" {
+			idle = wrapper + " without a command runs nothing"
+		}
+		c.add(f, Segment{Command: text, Program: wrapper, Class: ReadOnly, Reason: idle})
+		return
+	}
+	c.command(argv, text, f.child(wrapper), in)
+}
+
+// simpleWrapper handles `wrapper [options] [skip words] command…`.
+func (c *classifier) simpleWrapper(name string, args []word, shortValue string, longValue []string, skip int, text string, f *frame, in stdin) {
+	_, rest := scanOpts(args, shortValue, longValue)
+	rest += skip
+	if rest > len(args) {
+		rest = len(args)
+	}
+	if name == "chroot" && rest >= len(args) {
+		c.shellStdin(name, text, f.child(name), in)
+		return
+	}
+	if name == "nsenter" && rest >= len(args) {
+		c.shellStdin(name, text, f.child(name), in)
+		return
+	}
+	c.inner(name, args[rest:], text, f, in, "")
+}
+
+func (c *classifier) sudo(name string, args []word, text string, f *frame, in stdin) {
+	opts, rest := scanOpts(args, "ugpCDhrtTUR", []string{"--user", "--group", "--prompt", "--close-from",
+		"--chdir", "--role", "--type", "--command-timeout", "--other-user", "--host", "--chroot"})
+	if hasOption(opts, "-e", "--edit") {
+		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation, Reason: name + " -e edits files"})
+		return
+	}
+	// sudo accepts VAR=value before the command.
+	for rest < len(args) && isAssignment(args[rest]) {
+		c.assignedWord(args[rest], text, f)
+		rest++
+	}
+	if rest >= len(args) && hasOption(opts, "-i", "-s", "--login", "--shell") {
+		c.shellStdin(name, text, f.child(name), in)
+		return
+	}
+	c.inner(name, args[rest:], text, f, in, name+" without a command only lists or validates credentials")
+}
+
+func isAssignment(w word) bool {
+	if w.dyn {
+		return false
+	}
+	name, _, ok := strings.Cut(w.val, "=")
+	if !ok || name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if !(ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || i > 0 && ch >= '0' && ch <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// assignedWord classifies a NAME=value argument of env or sudo like a shell
+// assignment.
+func (c *classifier) assignedWord(w word, text string, f *frame) {
+	name, val, _ := strings.Cut(w.val, "=")
+	c.assignment(name, word{val: val, dyn: w.dyn}, text, f)
+}
+
+func (c *classifier) env(args []word, text string, f *frame, in stdin) {
+	opts, rest := scanOpts(args, "uCSP", []string{"--unset", "--chdir", "--split-string"})
+	for rest < len(args) && isAssignment(args[rest]) {
+		c.assignedWord(args[rest], text, f)
+		rest++
+	}
+	if o, ok := optionValue(opts, "-S", "--split-string"); ok {
+		// env -S splits its value into words and runs them: treat it as code.
+		code := word{val: o.value, dyn: o.valueDyn}
+		if rest < len(args) {
+			tail := joinWords(args[rest:])
+			code.val += " " + tail.val
+			code.dyn = code.dyn || tail.dyn
+		}
+		c.nestedCode(code, f, in, "env -S")
+		return
+	}
+	c.inner("env", args[rest:], text, f, in, "env without a command prints the environment")
+}
+
+func (c *classifier) xargs(args []word, text string, f *frame) {
+	opts, rest := scanOpts(args, "adEeIiLlnPs", []string{"--arg-file", "--delimiter", "--eof", "--replace",
+		"--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"})
+	repl := ""
+	if o, ok := optionValue(opts, "-I", "--replace"); ok {
+		repl = o.value
+	} else if o, ok := optionValue(opts, "-i"); ok {
+		repl = o.value
+		if repl == "" {
+			repl = "{}"
+		}
+	}
+	if rest >= len(args) {
+		c.add(f, Segment{Command: text, Program: "xargs", Class: ReadOnly, Reason: "xargs without a command echoes its input"})
+		return
+	}
+	inner := make([]word, 0, len(args)-rest+1)
+	for _, w := range args[rest:] {
+		if repl != "" && strings.Contains(w.val, repl) {
+			w.dyn = true
+		}
+		inner = append(inner, w)
+	}
+	if repl == "" {
+		// The items read from stdin become further arguments.
+		inner = append(inner, word{val: "{input}", dyn: true})
+	}
+	c.command(inner, text, f.child("xargs"), stdin{})
+}
+
+func (c *classifier) flock(args []word, text string, f *frame, in stdin) {
+	// flock [options] FILE COMMAND… | flock [options] FILE -c CODE | flock [options] FD
+	lockSeen := false
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		switch {
+		case w.dyn:
+			c.command(args[i:], text, f.child("flock"), in)
+			return
+		case w.val == "-c" || w.val == "--command":
+			if i+1 < len(args) {
+				c.nestedCode(args[i+1], f, in, "flock -c")
+			}
+			return
+		case strings.HasPrefix(w.val, "--command="):
+			c.nestedCode(word{val: strings.TrimPrefix(w.val, "--command=")}, f, in, "flock -c")
+			return
+		case w.val == "-w" || w.val == "--wait" || w.val == "--timeout" || w.val == "-E" || w.val == "--conflict-exit-code":
+			i++
+		case w.val == "--":
+			if lockSeen {
+				c.command(args[i+1:], text, f.child("flock"), in)
+				return
+			}
+		case strings.HasPrefix(w.val, "-") && len(w.val) > 1:
+		case !lockSeen:
+			lockSeen = true
+		default:
+			c.command(args[i:], text, f.child("flock"), in)
+			return
+		}
+	}
+	c.add(f, Segment{Command: text, Program: "flock", Class: ReadOnly, Reason: "flock without a command only takes a lock"})
+}
+
+func (c *classifier) su(name string, args []word, text string, f *frame, in stdin) {
+	var code *word
+	userMode := false // runuser -u USER [--] COMMAND…
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		switch {
+		case w.dyn:
+		case w.val == "-c" || w.val == "--command" || w.val == "--session-command":
+			if i+1 < len(args) {
+				i++
+				cw := args[i]
+				code = &cw
+			}
+		case strings.HasPrefix(w.val, "--command=") || strings.HasPrefix(w.val, "--session-command="):
+			_, v, _ := strings.Cut(w.val, "=")
+			code = &word{val: v}
+		case w.val == "-s" || w.val == "--shell" || w.val == "-g" || w.val == "--group" ||
+			w.val == "-G" || w.val == "--supp-group" || w.val == "-w" || w.val == "--whitelist-environment":
+			i++
+		case name == "runuser" && (w.val == "-u" || w.val == "--user"):
+			i++
+			userMode = true
+		case w.val == "--":
+			if userMode {
+				c.inner(name, args[i+1:], text, f, in, "")
+				return
+			}
+			i = len(args) // the rest are arguments to the shell
+		case strings.HasPrefix(w.val, "-") && len(w.val) > 1:
+		default:
+			if userMode {
+				c.inner(name, args[i:], text, f, in, "")
+				return
+			}
+			// the user name, or arguments to the shell
+		}
+	}
+	if code != nil {
+		c.nestedCode(*code, f, in, name+" -c")
+		return
+	}
+	c.shellStdin(name, text, f.child(name), in)
+}
+
+func (c *classifier) trap(args []word, text string, f *frame) {
+	opts, rest := scanOpts(args, "", nil)
+	rem := args[rest:]
+	if hasOption(opts, "-l", "-p", "-P") || len(rem) < 2 || (!rem[0].dyn && (rem[0].val == "-" || rem[0].val == "")) {
+		c.add(f, Segment{Command: text, Program: "trap", Class: ReadOnly, Reason: "trap only lists or resets signal handlers"})
+		return
+	}
+	c.nestedCode(rem[0], f, stdin{}, "trap")
+}
+
+func (c *classifier) alias(args []word, text string, f *frame) {
+	defined := false
+	for _, a := range args {
+		if _, v, ok := strings.Cut(a.val, "="); ok {
+			defined = true
+			c.nestedCode(word{val: v, dyn: a.dyn}, f, stdin{}, "alias")
+		}
+	}
+	if !defined {
+		c.add(f, Segment{Command: text, Program: "alias", Class: ReadOnly, Reason: "alias without a definition only lists aliases"})
+	}
+}
+
+// shell classifies sh/bash/… : code given with -c, a script file, or stdin.
+func (c *classifier) shell(name string, args []word, text string, f *frame, in stdin) {
+	cmdMode, stdinMode := false, false
+	i := 0
+options:
+	for ; i < len(args); i++ {
+		w := args[i]
+		switch {
+		case w.dyn && cmdMode:
+			break options // the code itself
+		case w.dyn:
+			c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+				Reason: name + " options or script only known at run time (unknown code needs approval)"})
+			return
+		case w.val == "--" || w.val == "-":
+			i++
+			break options
+		case w.val == "--rcfile" || w.val == "--init-file":
+			i++
+		case strings.HasPrefix(w.val, "--"):
+		case len(w.val) > 1 && (w.val[0] == '-' || w.val[0] == '+'):
+			for _, ch := range w.val[1:] {
+				switch ch {
+				case 'c':
+					cmdMode = true
+				case 's':
+					stdinMode = true
+				case 'o', 'O':
+					i++ // the option name
+				}
+			}
+		default:
+			break options
+		}
+	}
+	switch {
+	case cmdMode && i < len(args):
+		c.nestedCode(args[i], f, in, name+" -c")
+	case cmdMode:
+		c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: name + " -c without code runs nothing"})
+	case stdinMode || i >= len(args):
+		c.shellStdin(name, text, f.child(""), in)
+	default:
+		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+			Reason: name + " runs the script file " + args[i].val + ", whose contents are not known (unknown code needs approval)"})
+	}
+}
+
+// shellStdin classifies a program that runs the code on its stdin.
+func (c *classifier) shellStdin(name, text string, f *frame, in stdin) {
+	switch in.kind {
+	case stdinText:
+		c.nestedCode(word{val: in.text, dyn: in.dyn}, f, stdin{}, name+" reading "+in.producer)
+	case stdinFetch:
+		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+			Reason: "fetch-to-exec: " + name + " runs code downloaded by " + in.producer + " (unknown code needs approval)"})
+	case stdinOther:
+		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+			Reason: name + " runs code read from " + in.producer + " (unknown code needs approval)"})
+		c.destructiveHint(in.hint, f, name+" reading "+in.producer)
+	default:
+		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+			Reason: name + " runs commands read from its standard input, which are not known (unknown code needs approval)"})
+	}
+}
+
+// destructiveHint classifies text that may be code and keeps what it finds
+// only when it is destructive: a guess must never make a command look safer
+// or noisier, only catch what would otherwise hide.
+func (c *classifier) destructiveHint(hint string, f *frame, wrapper string) {
+	if strings.TrimSpace(hint) == "" || c.full {
+		return
+	}
+	mark := len(c.segs)
+	c.nestedCode(word{val: hint, dyn: true}, f, stdin{}, wrapper)
+	if c.full {
+		return
+	}
+	for _, s := range c.segs[mark:] {
+		if s.Class == Destructive {
+			return
+		}
+	}
+	c.segs = c.segs[:mark]
+}
+
+// transport records the transport itself (so the gate sees pct on the target)
+// and classifies the argv it runs elsewhere.
+func (c *classifier) transport(program, via string, argv []word, text string, f *frame, in stdin) {
+	c.add(f, Segment{Command: text, Program: program, Class: ReadOnly,
+		Reason: program + " only carries the command; what it runs is classified on its own (via " + via + ")"})
+	if len(argv) == 0 {
+		return
+	}
+	c.command(argv, text, f.withVia(via), in)
+}
+
+// sshValue lists ssh's options that take a value.
+const sshValue = "BbcDEeFIiJLlmOoPpQRSWw"
+
+// sshLocalCommand matches -o options that make ssh run a local command.
+var sshLocalCommand = regexp.MustCompile(`(?i)^\s*(proxycommand|localcommand|knownhostscommand)\s*[= ]\s*(.*)$`)
+
+func (c *classifier) ssh(args []word, text string, f *frame, in stdin) {
+	opts, rest := scanOpts(args, sshValue, nil)
+	local := f.child("")
+	for _, o := range opts {
+		switch o.name {
+		case "-o":
+			if m := sshLocalCommand.FindStringSubmatch(o.value); m != nil {
+				c.nestedCode(word{val: m[2], dyn: o.valueDyn}, f, stdin{}, "ssh -o "+m[1])
+			}
+		case "-L", "-R", "-D", "-W", "-O", "-N", "-w":
+			local.atLeast(ConfigMutation, "ssh "+o.name+" opens a tunnel or controls a connection")
+		}
+	}
+	if rest >= len(args) {
+		c.add(local, Segment{Command: text, Program: "ssh", Class: ReadOnly, Reason: "ssh without a destination connects nowhere"})
+		return
+	}
+	dest := args[rest].val
+	via := "ssh " + dest
+	c.add(local, Segment{Command: text, Program: "ssh", Class: ReadOnly,
+		Reason: "ssh only carries the command; what it runs is classified on its own (via " + via + ")"})
+	// OpenSSH also takes options after the destination (ssh atlas -p 22 ls).
+	more, n := scanOpts(args[rest+1:], sshValue, nil)
+	opts = append(opts, more...)
+	remote := args[rest+1+n:]
+	if hasOption(opts, "-N", "-W", "-O") {
+		return
+	}
+	if len(remote) == 0 {
+		c.shellStdin("the remote shell", text, f.withVia(via), in)
+		return
+	}
+	// ssh joins its arguments with spaces and the remote shell parses them.
+	c.nestedCode(joinWords(remote), f.withVia(via), in, "")
+}
+
+func (c *classifier) pct(args []word, text string, f *frame, in stdin) bool {
+	_, rest := scanOpts(args, "", nil)
+	if rest >= len(args) || args[rest].dyn {
+		return false
+	}
+	switch args[rest].val {
+	case "exec":
+		if rest+1 >= len(args) {
+			return false
+		}
+		id := args[rest+1].val
+		cmd := args[rest+2:]
+		for i := 0; i < len(cmd); i++ {
+			if cmd[i].val == "--" && !cmd[i].dyn {
+				cmd = cmd[i+1:]
+				break
+			}
+			if cmd[i].val == "--keep-env" && i+1 < len(cmd) {
+				i++
+				continue
+			}
+			if !strings.HasPrefix(cmd[i].val, "-") {
+				cmd = cmd[i:]
+				break
+			}
+		}
+		c.transport("pct", "pct exec "+id, cmd, text, f, in)
+		return true
+	case "enter":
+		id := ""
+		if rest+1 < len(args) {
+			id = args[rest+1].val
+		}
+		c.add(f, Segment{Command: text, Program: "pct", Class: ReadOnly,
+			Reason: "pct only carries the command; what it runs is classified on its own (via pct enter " + id + ")"})
+		c.shellStdin("pct enter", text, f.withVia("pct enter "+id), in)
+		return true
+	}
+	return false
+}
+
+func (c *classifier) qm(args []word, text string, f *frame, in stdin) bool {
+	_, rest := scanOpts(args, "", nil)
+	if rest+2 >= len(args) || args[rest].val != "guest" || args[rest+1].val != "exec" || args[rest].dyn || args[rest+1].dyn {
+		return false
+	}
+	id := args[rest+2].val
+	cmd := args[rest+3:]
+	for i := 0; i < len(cmd); i++ {
+		v := cmd[i].val
+		if v == "--" && !cmd[i].dyn {
+			cmd = cmd[i+1:]
+			break
+		}
+		if (v == "--timeout" || v == "--pass-stdin" || v == "--synchronous") && i+1 < len(cmd) {
+			i++
+			continue
+		}
+		if !strings.HasPrefix(v, "-") || cmd[i].dyn {
+			cmd = cmd[i:]
+			break
+		}
+	}
+	c.transport("qm", "qm guest exec "+id, cmd, text, f, in)
+	return true
+}
+
+// dockerExec unwraps docker exec, docker container exec and docker compose
+// exec; any other docker command goes to the rules.
+func (c *classifier) dockerExec(name string, args []word, text string, f *frame, in stdin) bool {
+	// Find the position of "exec" among the leading positional words.
+	idx := -1
+	for i, a := range args {
+		if a.dyn {
+			return false
+		}
+		if a.val == "exec" {
+			idx = i
+			break
+		}
+		if !strings.HasPrefix(a.val, "-") && a.val != "container" && a.val != "compose" && !isOptionValue(args, i, c.p.grammars[name]) {
+			return false
+		}
+	}
+	if idx < 0 {
+		return false
+	}
+	compose := name == "docker-compose"
+	for _, a := range args[:idx] {
+		if a.val == "compose" {
+			compose = true
+		}
+	}
+	short, long := "euw", []string{"--env", "--env-file", "--user", "--workdir", "--detach-keys", "--index"}
+	_, rest := scanOpts(args[idx+1:], short, long)
+	rest += idx + 1
+	if rest >= len(args) {
+		return false
+	}
+	target := args[rest].val
+	kind := "docker exec "
+	if compose {
+		kind = "docker compose exec "
+	}
+	c.transport(name, kind+target, args[rest+1:], text, f, in)
+	return true
+}
+
+// isOptionValue reports whether args[i] is the value of the option before it,
+// by the program's grammar.
+func isOptionValue(args []word, i int, g *grammar) bool {
+	if i == 0 || g == nil {
+		return false
+	}
+	prev := args[i-1].val
+	if strings.Contains(prev, "=") || !strings.HasPrefix(prev, "-") {
+		return false
+	}
+	for _, lv := range g.levels {
+		if lv[prev] {
+			return true
+		}
+	}
+	return false
+}
