@@ -42,11 +42,17 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"classify": {runClassify, "classify a command's risk: oikos classify [--declared CLASS] [--json] -- COMMAND… | --stdin"},
-		"health":   {runHealth, "exit 0 when URL answers 200 (container health checks): oikos health URL"},
-		"migrate":  {runMigrate, "apply pending database migrations (OIKOS_DATABASE_URL)"},
-		"seed":     {runSeed, "ingest the seeds (ontology, inventory, knowledge); --diff reports drift"},
-		"token":    {runToken, "manage api tokens: oikos token create --role operator|agent|readonly --name NAME"},
+		"approvals":  {runApprovals, "list approvals: oikos approvals list [--status pending|approved|denied|revoked|all]"},
+		"approve":    {runApprove, "approve a queued execution: oikos approve [--confirm TARGET] APPROVAL_ID"},
+		"deny":       {runDeny, "deny a queued execution: oikos deny [--reason R] APPROVAL_ID"},
+		"executions": {runExecutions, "list executions or follow one's output: oikos executions list | tail ID"},
+		"run":        {runRun, "run a command through the api's gate: oikos run TARGET -- COMMAND…"},
+		"classify":   {runClassify, "classify a command's risk: oikos classify [--declared CLASS] [--json] -- COMMAND… | --stdin"},
+		"drift":      {runDrift, "guests on the Proxmox hosts vs the graph: oikos drift [--refresh] [--json]"},
+		"health":     {runHealth, "exit 0 when URL answers 200 (container health checks): oikos health URL"},
+		"migrate":    {runMigrate, "apply pending database migrations (OIKOS_DATABASE_URL)"},
+		"seed":       {runSeed, "ingest the seeds (ontology, inventory, knowledge); --diff reports drift"},
+		"token":      {runToken, "manage api tokens: oikos token create --role operator|agent|readonly --name NAME"},
 	}
 }
 

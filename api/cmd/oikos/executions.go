@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// execution is the part of an execution the CLI shows.
+type execution struct {
+	ID            string     `json:"id"`
+	Target        string     `json:"target"`
+	Action        string     `json:"action"`
+	Command       string     `json:"command"`
+	RiskClass     string     `json:"risk_class"`
+	Reasons       []string   `json:"reasons"`
+	Status        string     `json:"status"`
+	AuthorisedBy  string     `json:"authorised_by"`
+	ApprovalID    *string    `json:"approval_id"`
+	SessionID     *string    `json:"session_id"`
+	ExitCode      *int       `json:"exit_code"`
+	Error         string     `json:"error"`
+	CreatedAt     time.Time  `json:"created_at"`
+	StartedAt     *time.Time `json:"started_at"`
+	FinishedAt    *time.Time `json:"finished_at"`
+	AlreadyQueued bool       `json:"already_queued"`
+	Message       string     `json:"message"`
+}
+
+// page is the api's list shape.
+type page[T any] struct {
+	Items      []T     `json:"items"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+func runExecutions(ctx context.Context, env *cliEnv, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(env.Stderr, "usage: oikos executions list [flags] | oikos executions tail ID")
+		return 2
+	}
+	switch args[0] {
+	case "list":
+		return executionsList(ctx, env, args[1:])
+	case "tail":
+		return executionsTail(ctx, env, args[1:])
+	}
+	fmt.Fprintf(env.Stderr, "oikos executions: unknown subcommand %q (want list or tail)\n", args[0])
+	return 2
+}
+
+func executionsList(ctx context.Context, env *cliEnv, args []string) int {
+	fs := flag.NewFlagSet("oikos executions list", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	target := fs.String("target", "", "only executions on this target (slug or id)")
+	status := fs.String("status", "", "only these statuses (comma-separated)")
+	action := fs.String("action", "", "only these actions (run, pct_create, ...; comma-separated)")
+	session := fs.String("session", "", "only executions of this agent session")
+	limit := fs.Int("limit", 20, "how many, newest first (1-500)")
+	asJSON := fs.Bool("json", false, "print the api's JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 || *limit < 1 || *limit > 500 {
+		fmt.Fprintln(env.Stderr, "usage: oikos executions list [--target T] [--status S] [--action A] [--session S] [--limit 1-500] [--json]")
+		return 2
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"target": *target, "status": *status, "action": *action, "session_id": *session} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	q.Set("limit", strconv.Itoa(*limit))
+	var raw json.RawMessage
+	if err := env.call(ctx, http.MethodGet, "/api/v1/executions?"+q.Encode(), nil, &raw); err != nil {
+		fmt.Fprintf(env.Stderr, "oikos executions list: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		fmt.Fprintln(env.Stdout, string(raw))
+		return 0
+	}
+	var p page[execution]
+	if err := json.Unmarshal(raw, &p); err != nil {
+		fmt.Fprintf(env.Stderr, "oikos executions list: %v\n", err)
+		return 1
+	}
+	if len(p.Items) == 0 {
+		fmt.Fprintln(env.Stdout, "no executions")
+		return 0
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tEXIT\tRISK\tTARGET\tCOMMAND\tCREATED")
+	for _, x := range p.Items {
+		exit := "-"
+		if x.ExitCode != nil {
+			exit = strconv.Itoa(*x.ExitCode)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Status, exit, x.RiskClass, x.Target,
+			shorten(oneLine(x.Command), 60), x.CreatedAt.Local().Format("2006-01-02 15:04:05"))
+	}
+	if err := tw.Flush(); err != nil {
+		return 1
+	}
+	if p.NextCursor != nil {
+		fmt.Fprintf(env.Stdout, "(more: raise --limit or filter)\n")
+	}
+	return 0
+}
+
+func executionsTail(ctx context.Context, env *cliEnv, args []string) int {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(env.Stderr, "usage: oikos executions tail ID")
+		return 2
+	}
+	return followExecution(ctx, env, args[0])
+}
+
+// followExecution streams an execution's output to stdout until it ends, then reports how
+// it ended on stderr. The exit code is the command's own when it ran (0 on success), 1 when
+// it did not run to an exit code (denied, revoked, timed out, interrupted) or the stream
+// failed.
+func followExecution(ctx context.Context, env *cliEnv, id string) int {
+	end, err := tailLogs(ctx, env, id, env.Stdout)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "oikos: follow execution %s: %v\n", id, err)
+		return 1
+	}
+	msg := fmt.Sprintf("execution %s %s", id, end.Status)
+	if end.ExitCode != nil {
+		msg += fmt.Sprintf(" (exit %d)", *end.ExitCode)
+	}
+	if end.Error != "" {
+		msg += ": " + end.Error
+	}
+	fmt.Fprintln(env.Stderr, msg)
+	switch {
+	case end.ExitCode != nil && (end.Status == "completed" || end.Status == "failed"):
+		if *end.ExitCode < 0 || *end.ExitCode > 255 {
+			return 1
+		}
+		return *end.ExitCode
+	case end.Status == "completed":
+		return 0
+	}
+	return 1
+}
+
+// streamEnd is the stream's last event.
+type streamEnd struct {
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code"`
+	Error    string `json:"error"`
+}
+
+// errStreamClosed: the stream ended without its end event (the api restarted, a proxy cut
+// it); the tail reconnects from the last chunk it printed.
+var errStreamClosed = errors.New("stream closed before the execution ended")
+
+// tailLogs writes an execution's output bytes to w as the api streams them, reconnecting
+// with Last-Event-ID when the connection drops, and returns how the execution ended.
+func tailLogs(ctx context.Context, env *cliEnv, id string, w io.Writer) (streamEnd, error) {
+	last := ""
+	delay := 250 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		end, err := tailOnce(ctx, env, id, w, &last)
+		if err == nil {
+			return end, nil
+		}
+		var ae *apiError
+		if errors.As(err, &ae) || ctx.Err() != nil || attempt >= 5 {
+			return streamEnd{}, err
+		}
+		fmt.Fprintf(env.Stderr, "oikos: %v; reconnecting\n", err)
+		select {
+		case <-ctx.Done():
+			return streamEnd{}, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// tailOnce reads one connection of the stream. last is the id of the last chunk written
+// (kept across reconnects).
+func tailOnce(ctx context.Context, env *cliEnv, id string, w io.Writer, last *string) (streamEnd, error) {
+	base := strings.TrimRight(env.Getenv("OIKOS_API_URL"), "/")
+	if base == "" {
+		base = "http://127.0.0.1:8080"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/executions/"+url.PathEscape(id)+"/logs/stream", nil)
+	if err != nil {
+		return streamEnd{}, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if tok := env.Getenv("OIKOS_TOKEN"); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if *last != "" {
+		req.Header.Set("Last-Event-ID", *last)
+	}
+	// The stream lasts as long as the execution: the shared client's request timeout would
+	// cut it, so the stream uses the same transport without one.
+	client := &http.Client{}
+	if env.HTTP != nil {
+		client.Transport = env.HTTP.Transport
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return streamEnd{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		pe := &apiError{Status: resp.StatusCode}
+		if json.Unmarshal(raw, pe) != nil || pe.Title == "" {
+			pe.Title = http.StatusText(resp.StatusCode)
+			pe.Detail = strings.TrimSpace(string(raw))
+		}
+		return streamEnd{}, pe
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	var evID, event string
+	var data strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			switch event {
+			case "chunk":
+				var c struct {
+					Data []byte `json:"data"`
+				}
+				if err := json.Unmarshal([]byte(data.String()), &c); err != nil {
+					return streamEnd{}, fmt.Errorf("malformed chunk: %w", err)
+				}
+				if _, err := w.Write(c.Data); err != nil {
+					return streamEnd{}, err
+				}
+				*last = evID
+			case "end":
+				var end streamEnd
+				if err := json.Unmarshal([]byte(data.String()), &end); err != nil {
+					return streamEnd{}, fmt.Errorf("malformed end event: %w", err)
+				}
+				return end, nil
+			}
+			evID, event = "", ""
+			data.Reset()
+		case strings.HasPrefix(line, ":"):
+			// keep-alive comment
+		case strings.HasPrefix(line, "id:"):
+			evID = strings.TrimSpace(line[3:])
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(line[6:])
+		case strings.HasPrefix(line, "data:"):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(line[5:], " "))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return streamEnd{}, err
+	}
+	return streamEnd{}, errStreamClosed
+}
+
+// oneLine flattens a command for a table cell.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// shorten cuts s to n runes with an ellipsis.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/seed"
+)
+
+// runSeed ingests the seeds into the database, or with --diff reports drift between the
+// seeds and the database without writing. Each file defaults to the copy compiled into the
+// binary. Exit status: 0 done (for --diff: no drift), 1 drift found (--diff) or a failure,
+// 2 usage error.
+func runSeed(ctx context.Context, env *cliEnv, args []string) int {
+	fs := flag.NewFlagSet("oikos seed", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	diff := fs.Bool("diff", false, "report drift between the seeds and the database; write nothing")
+	ontologyFile := fs.String("ontology", "", "ontology file (default: the embedded seeds/ontology.yaml)")
+	inventoryFile := fs.String("inventory", "", "inventory file (default: the embedded seeds/inventory.yaml)")
+	knowledgeFile := fs.String("knowledge", "", "knowledge file (default: the embedded seeds/knowledge.yaml)")
+	fs.Usage = func() {
+		fmt.Fprintln(env.Stderr, "usage: oikos seed [--diff] [--ontology FILE] [--inventory FILE] [--knowledge FILE]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "oikos seed: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+
+	files := seed.Embedded()
+	for _, f := range []struct {
+		path  string
+		name  *string
+		bytes *[]byte
+	}{
+		{*ontologyFile, &files.OntologyName, &files.Ontology},
+		{*inventoryFile, &files.InventoryName, &files.Inventory},
+		{*knowledgeFile, &files.KnowledgeName, &files.Knowledge},
+	} {
+		if f.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "oikos seed: %v\n", err)
+			return 1
+		}
+		*f.name, *f.bytes = f.path, b
+	}
+	o, inv, kn, err := seed.Load(files)
+	if err == nil {
+		err = seed.Validate(o, inv, kn)
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "oikos seed: the seeds are invalid; nothing was written:\n%v\n", err)
+		return 1
+	}
+
+	pool, err := env.db(ctx)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "oikos seed: %v\n", err)
+		return 1
+	}
+	defer pool.Close()
+
+	if *diff {
+		d, err := seed.Diff(ctx, pool, o, inv, kn)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "oikos seed --diff: %v\n", err)
+			return 1
+		}
+		if d.Empty() {
+			fmt.Fprintln(env.Stdout, "no drift: the database matches the seeds")
+			return 0
+		}
+		printItems(env.Stdout, "missing from the database", d.Missing)
+		printItems(env.Stdout, "in the database but not in the seeds", d.Extra)
+		printItems(env.Stdout, "different", d.Changed)
+		return 1
+	}
+
+	svc, err := graph.New(graph.Options{Pool: pool, Ontology: o, Logger: zerolog.Nop()})
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "oikos seed: %v\n", err)
+		return 1
+	}
+	rep, err := seed.Ingest(ctx, svc, o, inv, kn, seed.Options{Logger: zerolog.Nop()})
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "oikos seed: nothing was written: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(env.Stdout, "seeded: %s\n", rep)
+	return 0
+}
+
+func printItems(w io.Writer, title string, items []seed.DiffItem) {
+	if len(items) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s (%d):\n", title, len(items))
+	for _, it := range items {
+		fmt.Fprintf(w, "  %s\n", it)
+	}
+}

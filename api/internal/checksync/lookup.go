@@ -1,0 +1,203 @@
+package checksync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/shared/checks"
+	"github.com/oikos-hq/oikos/shared/ontology"
+)
+
+// Relationship and entity types the lookups walk.
+const (
+	relHosts     = "hosts"
+	relBacksUpTo = "backs-up-to"
+	proxmoxHost  = "proxmox-host"
+	attrHost     = "host"
+)
+
+// errNoRows marks a lookup that found nothing (as opposed to one that failed).
+var errNoRows = errors.New("no rows")
+
+// txLookup answers derivation's graph questions with reads in the caller's transaction.
+// Each read runs in a savepoint: in PostgreSQL a failed statement aborts the whole
+// transaction, and a monitoring gap must never fail the entity write that triggered it.
+type txLookup struct {
+	ctx context.Context
+	tx  pgx.Tx
+	o   *ontology.Ontology
+	log zerolog.Logger
+}
+
+const targetColumns = `e.id::text, e.slug, e.type, e.name, e.state, e.attributes`
+
+func scanTarget(row pgx.Row) (checks.Target, error) {
+	var t checks.Target
+	err := row.Scan(&t.ID, &t.Slug, &t.Type, &t.Name, &t.State, &t.Attributes)
+	return t, err
+}
+
+// one runs a single-row query in a savepoint. errNoRows means nothing matched.
+func (l *txLookup) one(what string, sql string, args ...any) (checks.Target, error) {
+	sp, err := l.tx.Begin(l.ctx)
+	if err != nil {
+		return checks.Target{}, fmt.Errorf("%s: savepoint: %w", what, err)
+	}
+	t, err := scanTarget(sp.QueryRow(l.ctx, sql, args...))
+	if err != nil {
+		_ = sp.Rollback(l.ctx)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return checks.Target{}, errNoRows
+		}
+		return checks.Target{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := sp.Commit(l.ctx); err != nil {
+		return checks.Target{}, fmt.Errorf("%s: release savepoint: %w", what, err)
+	}
+	return t, nil
+}
+
+func (l *txLookup) warn(t checks.Target, what string, err error) {
+	l.log.Warn().Err(err).Str("entity", t.Slug).Str("lookup", what).
+		Msg("graph read for check derivation failed; the check is skipped until the entity changes again")
+}
+
+// HostOf implements checks.Lookup: the `host` attribute (a bare name among proxmox-host
+// entities, or a full slug), else the source of a current hosts edge into the guest.
+func (l *txLookup) HostOf(t checks.Target) (checks.Target, bool) {
+	if ref := hostAttr(t); ref != "" {
+		slug, name := hostRef(ref)
+		var h checks.Target
+		var err error
+		if slug != "" {
+			h, err = l.one("host by slug", `SELECT `+targetColumns+` FROM entities e WHERE e.slug = $1 AND e.type = ANY($2)`,
+				slug, l.o.Descendants(proxmoxHost))
+		} else {
+			h, err = l.one("host by name", `SELECT `+targetColumns+` FROM entities e WHERE e.name = $1 AND e.type = ANY($2)
+				ORDER BY (e.state = 'destroyed'), e.slug LIMIT 1`, name, l.o.Descendants(proxmoxHost))
+		}
+		switch {
+		case err == nil:
+			return h, true
+		case !errors.Is(err, errNoRows):
+			l.warn(t, "host attribute", err)
+		}
+	}
+	h, err := l.one("hosts edge", `SELECT `+targetColumns+` FROM relationships r JOIN entities e ON e.id = r.source_id
+		WHERE r.target_id = $1 AND r.type = $2 AND r.valid_to IS NULL
+		ORDER BY (e.state = 'destroyed'), e.slug LIMIT 1`, t.ID, relHosts)
+	if err != nil {
+		if !errors.Is(err, errNoRows) {
+			l.warn(t, "hosts edge", err)
+		}
+		return checks.Target{}, false
+	}
+	return h, true
+}
+
+// BackupHolder implements checks.Lookup: the source of a current backs-up-to edge into t.
+func (l *txLookup) BackupHolder(t checks.Target) (checks.Target, bool) {
+	h, err := l.one("backs-up-to edge", `SELECT `+targetColumns+` FROM relationships r JOIN entities e ON e.id = r.source_id
+		WHERE r.target_id = $1 AND r.type = $2 AND r.valid_to IS NULL
+		ORDER BY (e.state = 'destroyed'), e.slug LIMIT 1`, t.ID, relBacksUpTo)
+	if err != nil {
+		if !errors.Is(err, errNoRows) {
+			l.warn(t, "backs-up-to edge", err)
+		}
+		return checks.Target{}, false
+	}
+	return h, true
+}
+
+func hostAttr(t checks.Target) string {
+	s, _ := t.Attributes[attrHost].(string)
+	return strings.TrimSpace(s)
+}
+
+// hostRef splits a host attribute into a full slug or a bare name: "proxmox-host:atlas"
+// and "atlas" both name the same host (the original looked the name up without its prefix).
+func hostRef(ref string) (slug, name string) {
+	if strings.Contains(ref, ":") {
+		return ref, ""
+	}
+	return "", ref
+}
+
+// snapshot answers derivation's graph questions from one read of every Proxmox host and
+// every current hosts / backs-up-to edge, for a bulk sync of thousands of entities.
+type snapshot struct {
+	hostsBySlug map[string]checks.Target
+	hostsByName map[string]checks.Target
+	hostsEdge   map[string]checks.Target // guest id -> host
+	holderEdge  map[string]checks.Target // backup-target id -> holder
+}
+
+func loadSnapshot(ctx context.Context, tx pgx.Tx, o *ontology.Ontology) (*snapshot, error) {
+	s := &snapshot{hostsBySlug: map[string]checks.Target{}, hostsByName: map[string]checks.Target{},
+		hostsEdge: map[string]checks.Target{}, holderEdge: map[string]checks.Target{}}
+	rows, err := tx.Query(ctx, `SELECT `+targetColumns+` FROM entities e WHERE e.type = ANY($1)
+		ORDER BY (e.state = 'destroyed') DESC, e.slug DESC`, o.Descendants(proxmoxHost))
+	if err != nil {
+		return nil, fmt.Errorf("read proxmox hosts: %w", err)
+	}
+	hosts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (checks.Target, error) { return scanTarget(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read proxmox hosts: %w", err)
+	}
+	// Rows come worst-first, so the preferred host (live, lowest slug) is written last.
+	for _, h := range hosts {
+		s.hostsBySlug[h.Slug] = h
+		s.hostsByName[h.Name] = h
+	}
+	rows, err = tx.Query(ctx, `SELECT r.type, r.target_id::text, `+targetColumns+`
+		FROM relationships r JOIN entities e ON e.id = r.source_id
+		WHERE r.valid_to IS NULL AND r.type IN ($1, $2)
+		ORDER BY (e.state = 'destroyed') DESC, e.slug DESC`, relHosts, relBacksUpTo)
+	if err != nil {
+		return nil, fmt.Errorf("read hosts and backs-up-to edges: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var typ, target string
+		var t checks.Target
+		if err := rows.Scan(&typ, &target, &t.ID, &t.Slug, &t.Type, &t.Name, &t.State, &t.Attributes); err != nil {
+			return nil, fmt.Errorf("read hosts and backs-up-to edges: %w", err)
+		}
+		if typ == relHosts {
+			s.hostsEdge[target] = t
+		} else {
+			s.holderEdge[target] = t
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read hosts and backs-up-to edges: %w", err)
+	}
+	return s, nil
+}
+
+// HostOf implements checks.Lookup with the same rules as txLookup.HostOf.
+func (s *snapshot) HostOf(t checks.Target) (checks.Target, bool) {
+	if ref := hostAttr(t); ref != "" {
+		slug, name := hostRef(ref)
+		if slug != "" {
+			if h, ok := s.hostsBySlug[slug]; ok {
+				return h, true
+			}
+		} else if h, ok := s.hostsByName[name]; ok {
+			return h, true
+		}
+	}
+	h, ok := s.hostsEdge[t.ID]
+	return h, ok
+}
+
+// BackupHolder implements checks.Lookup with the same rules as txLookup.BackupHolder.
+func (s *snapshot) BackupHolder(t checks.Target) (checks.Target, bool) {
+	h, ok := s.holderEdge[t.ID]
+	return h, ok
+}

@@ -1,0 +1,427 @@
+package execution
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/policy"
+)
+
+// Limits on request fields.
+const (
+	maxPurposeBytes  = 4 << 10
+	maxSessionBytes  = 200
+	maxTargetBytes   = 300
+	defaultTimeout   = 600
+	maxTimeoutSecond = 24 * 60 * 60
+)
+
+// prepared is a validated request: what to classify and what to store.
+type prepared struct {
+	req      Request
+	norm     Normalised
+	params   []byte
+	declared policy.Class
+}
+
+// prepare validates and normalises a request. Nothing here touches the database.
+func (s *Service) prepare(r Request) (prepared, error) {
+	var err error
+	p := prepared{req: r}
+	if p.req.Target, err = trimLimit("target", r.Target, maxTargetBytes); err != nil {
+		return p, err
+	}
+	if p.req.Target == "" {
+		return p, &FieldError{Field: "target", Reason: "is required (an entity slug such as lxc:jellyfin)"}
+	}
+	if p.req.Purpose, err = trimLimit("purpose", r.Purpose, maxPurposeBytes); err != nil {
+		return p, err
+	}
+	if p.req.Purpose == "" {
+		return p, &FieldError{Field: "purpose", Reason: "is required: say why this runs (the operator reads it on the approval)"}
+	}
+	if p.req.SessionID, err = trimLimit("session_id", r.SessionID, maxSessionBytes); err != nil {
+		return p, err
+	}
+	switch {
+	case r.TimeoutSeconds == 0:
+		p.req.TimeoutSeconds = defaultTimeout
+	case r.TimeoutSeconds < 1 || r.TimeoutSeconds > maxTimeoutSecond:
+		return p, &FieldError{Field: "timeout_seconds", Reason: fmt.Sprintf("must be from 1 to %d", maxTimeoutSecond)}
+	}
+	if d := strings.TrimSpace(r.DeclaredRisk); d != "" {
+		c, err := policy.ParseClass(d)
+		if err != nil {
+			return p, &FieldError{Field: "declared_risk", Reason: err.Error()}
+		}
+		p.declared = c
+	}
+	if r.Action == "" || r.Action == ActionRun {
+		p.req.Action = ActionRun
+		if len(r.Params) > 0 && strings.TrimSpace(string(r.Params)) != "null" && strings.TrimSpace(string(r.Params)) != "{}" {
+			return p, &FieldError{Field: "params", Reason: "run takes a command, not params"}
+		}
+		cmd := r.Command
+		if strings.TrimSpace(cmd) == "" {
+			return p, &FieldError{Field: "command", Reason: "is required"}
+		}
+		if len(cmd) > maxCommandBytes {
+			return p, &FieldError{Field: "command", Reason: fmt.Sprintf("is longer than %d bytes", maxCommandBytes)}
+		}
+		if strings.IndexByte(cmd, 0) >= 0 {
+			return p, &FieldError{Field: "command", Reason: "contains a NUL byte, which no shell command can carry"}
+		}
+		p.norm = Normalised{Action: ActionRun, Params: map[string]any{}, Command: cmd}
+	} else {
+		if r.Command != "" {
+			return p, &FieldError{Field: "command", Reason: "a typed action takes params, not a command"}
+		}
+		if p.norm, err = NormaliseAction(r.Action, r.Params); err != nil {
+			return p, err
+		}
+	}
+	p.req.Command = p.norm.Command
+	// json.Marshal sorts map keys: the stored params are canonical, so equal requests have
+	// equal dedup keys.
+	if p.params, err = json.Marshal(p.norm.Params); err != nil {
+		return p, fmt.Errorf("marshal params: %w", err)
+	}
+	return p, nil
+}
+
+// targetRow is the target entity as the gate reads it.
+type targetRow struct {
+	ID         string
+	Slug       string
+	Type       string
+	State      string
+	Attributes map[string]any
+}
+
+func lookupTarget(ctx context.Context, q pg.Querier, ref string) (targetRow, error) {
+	where := `slug = $1`
+	if isUUID(ref) {
+		where = `id = $1::uuid`
+	}
+	var t targetRow
+	err := q.QueryRow(ctx, `SELECT id::text, slug, type, state, attributes FROM entities WHERE `+where, ref).
+		Scan(&t.ID, &t.Slug, &t.Type, &t.State, &t.Attributes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, fmt.Errorf("%w: target %q is not in the graph", ErrNotFound, ref)
+	}
+	if err != nil {
+		return t, fmt.Errorf("read target %q: %w", ref, err)
+	}
+	return t, nil
+}
+
+// attrTrue reads a boolean-ish attribute the way the scheduler's resolver does.
+func attrTrue(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case string:
+		b, err := strconv.ParseBool(strings.TrimSpace(x))
+		return err == nil && b
+	case float64:
+		return x == 1
+	case json.Number:
+		return x.String() == "1"
+	}
+	return false
+}
+
+// facts are what the gate learned in the transaction.
+type facts struct {
+	target targetRow
+	key    string
+	// duplicateID is a pending execution identical to this request.
+	duplicateID string
+	// pendingApprovalID / pendingExecutionID: the session's approval awaiting a decision.
+	pendingApprovalID  string
+	pendingExecutionID string
+	// assentWindowID / destructiveWindowID: open windows covering this request.
+	assentWindowID      string
+	destructiveWindowID string
+	// guestConflict is a live guest already holding a pct_create's vmid or hostname.
+	guestConflict string
+}
+
+// gather reads the facts the gate decides on. The caller holds the request's advisory lock,
+// so no concurrent request of the same session (or, without a session, the same dedup key)
+// changes them before the transaction commits.
+func (s *Service) gather(ctx context.Context, tx pgx.Tx, p prepared, f *facts) error {
+	if p.norm.Action == ActionPctCreate {
+		guests := []string{"lxc", "vm"}
+		if o := s.graph.Ontology(); o != nil {
+			guests = o.Descendants("guest")
+		}
+		err := tx.QueryRow(ctx, `SELECT slug FROM entities
+			WHERE type = ANY($1) AND state <> 'destroyed'
+			  AND (attributes->>'vmid' = $2 OR (slug = 'lxc:' || $3))
+			ORDER BY slug LIMIT 1`, guests, fmt.Sprint(p.norm.Params["vmid"]), p.norm.Params["hostname"]).Scan(&f.guestConflict)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("vmid lookup: %w", err)
+		}
+	}
+	err := tx.QueryRow(ctx, `SELECT id::text FROM executions WHERE dedup_key = $1 AND status = 'pending_approval'`, f.key).
+		Scan(&f.duplicateID)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("dedup lookup: %w", err)
+	}
+	sid := p.req.SessionID
+	if sid == "" {
+		// No session id, no window and no flood accounting: windows are per session, and
+		// a request without one must never ride another's.
+		return nil
+	}
+	err = tx.QueryRow(ctx, `SELECT id::text, execution_id::text FROM approvals
+		WHERE session_id = $1 AND status = 'pending' ORDER BY requested_at LIMIT 1`, sid).
+		Scan(&f.pendingApprovalID, &f.pendingExecutionID)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("pending approval lookup: %w", err)
+	}
+	err = tx.QueryRow(ctx, `SELECT id::text FROM approval_windows
+		WHERE kind = 'assent' AND session_id = $1 AND closed_at IS NULL AND expires_at > now()
+		ORDER BY expires_at DESC LIMIT 1`, sid).Scan(&f.assentWindowID)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("assent window lookup: %w", err)
+	}
+	err = tx.QueryRow(ctx, `SELECT id::text FROM approval_windows
+		WHERE kind = 'destructive' AND session_id = $1 AND target_id = $2 AND closed_at IS NULL AND expires_at > now()
+		ORDER BY expires_at DESC LIMIT 1`, sid, f.target.ID).Scan(&f.destructiveWindowID)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("destructive window lookup: %w", err)
+	}
+	return nil
+}
+
+// Request runs the gate over a request and records its outcome. It returns the execution
+// (Status approved when it runs now, pending_approval when it waits for an operator,
+// AlreadyQueued when an identical request is pending), or an error: *FieldError for a
+// malformed request, ErrNotFound for an unknown target, *RefusedError when the gate refuses
+// (nothing is written then), ErrForbidden for a readonly caller.
+func (s *Service) Request(ctx context.Context, m Meta, r Request) (Execution, error) {
+	if err := checkMeta(m); err != nil {
+		return Execution{}, err
+	}
+	if m.Role == RoleReadonly {
+		return Execution{}, forbidden("a readonly token cannot request executions")
+	}
+	p, err := s.prepare(r)
+	if err != nil {
+		return Execution{}, err
+	}
+	// The advisory lock serialises requests that could conflict, so the unique indexes
+	// should never fire; if one does (a request racing a decision), the facts are re-read
+	// and the gate runs again on them.
+	for attempt := 0; ; attempt++ {
+		e, err := s.gate(ctx, m, p)
+		if attempt < 2 && (pg.IsUniqueViolation(err, "executions_pending_dedup_uniq") ||
+			pg.IsUniqueViolation(err, "approvals_pending_session_uniq")) {
+			continue
+		}
+		return e, err
+	}
+}
+
+func (s *Service) gate(ctx context.Context, m Meta, p prepared) (Execution, error) {
+	var out Execution
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		t, err := lookupTarget(ctx, tx, p.req.Target)
+		if err != nil {
+			return err
+		}
+		f := facts{target: t, key: dedupKey(t.ID, p.norm.Action, p.norm.Command, p.params, p.req.SessionID)}
+		lockKey := "oikos.exec.dedup:" + f.key
+		if p.req.SessionID != "" {
+			lockKey = "oikos.exec.session:" + p.req.SessionID
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lockKey); err != nil {
+			return fmt.Errorf("lock request: %w", err)
+		}
+		if err := s.gather(ctx, tx, p, &f); err != nil {
+			return err
+		}
+		v := s.decide(p, f)
+		switch v.outcome {
+		case outcomeRefuse:
+			return v.refusal
+		case outcomeAlreadyQueued:
+			e, err := loadExecution(ctx, tx, v.existingID, true)
+			if err != nil {
+				return err
+			}
+			e.AlreadyQueued = true
+			e.Message = alreadyQueuedMessage(e)
+			out = e
+			return nil
+		}
+		out, err = s.record(ctx, tx, m, p, f, v)
+		return err
+	})
+	if err != nil {
+		return Execution{}, err
+	}
+	return out, nil
+}
+
+func alreadyQueuedMessage(e Execution) string {
+	msg := fmt.Sprintf("already queued: an identical execution %s is waiting", e.ID)
+	if e.ApprovalID != nil {
+		msg += " on approval " + *e.ApprovalID
+	}
+	return msg + "; nothing new was queued"
+}
+
+// record writes an execution the gate let through (run now) or queued.
+func (s *Service) record(ctx context.Context, tx pgx.Tx, m Meta, p prepared, f facts, v verdict) (Execution, error) {
+	id, err := newID()
+	if err != nil {
+		return Execution{}, err
+	}
+	status, authorised := StatusApproved, v.authorisedBy
+	var approvalID *string
+	if v.outcome == outcomeQueue {
+		status, authorised = StatusPendingApproval, ""
+		aid, err := newID()
+		if err != nil {
+			return Execution{}, err
+		}
+		approvalID = &aid
+	}
+	var declared, session *string
+	if p.declared != "" {
+		d := string(p.declared)
+		declared = &d
+	}
+	if p.req.SessionID != "" {
+		session = &p.req.SessionID
+	}
+	reasons, err := json.Marshal(nonNil(v.reasons))
+	if err != nil {
+		return Execution{}, fmt.Errorf("marshal reasons: %w", err)
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO executions (id, target_id, target_slug, action, command, params, purpose,
+			declared_risk, risk_class, reasons, status, authorised_by, approval_id, session_id, correlation_id,
+			requested_by, dedup_key, timeout_seconds)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+		id, f.target.ID, f.target.Slug, p.norm.Action, p.norm.Command, p.params, p.req.Purpose,
+		declared, string(v.class), reasons, status, authorised, approvalID, session, p.req.SessionID,
+		m.Actor, f.key, p.req.TimeoutSeconds)
+	if err != nil {
+		return Execution{}, fmt.Errorf("insert execution: %w", err)
+	}
+	if approvalID != nil {
+		_, err = tx.Exec(ctx, `INSERT INTO approvals (id, execution_id, session_id, target_id, risk_class, status, requested_by)
+			VALUES ($1, $2, $3, $4, $5, 'pending', $6)`, *approvalID, id, session, f.target.ID, string(v.class), m.Actor)
+		if err != nil {
+			return Execution{}, fmt.Errorf("insert approval: %w", err)
+		}
+	}
+	e, err := loadExecution(ctx, tx, id, true)
+	if err != nil {
+		return Execution{}, err
+	}
+	if err := writeAudit(ctx, tx, m, p.req.SessionID, "execution.request", f.target.ID, nil, e); err != nil {
+		return Execution{}, err
+	}
+	if err := s.linkEntity(ctx, tx, m, e); err != nil {
+		return Execution{}, err
+	}
+	if err := appendEvent(ctx, tx, m, "execution.requested", e, payloadOf(e)); err != nil {
+		return Execution{}, err
+	}
+	if v.outcome == outcomeQueue {
+		if err := appendEvent(ctx, tx, m, "execution.queued", e, payloadOf(e)); err != nil {
+			return Execution{}, err
+		}
+		ap := approvalRequested{ApprovalID: *approvalID, ExecutionID: e.ID, Target: e.Target, Action: e.Action,
+			Command: e.Command, Purpose: e.Purpose, RiskClass: e.RiskClass, Reasons: e.Reasons, SessionID: session}
+		if err := appendEvent(ctx, tx, m, "approval.requested", e, ap); err != nil {
+			return Execution{}, err
+		}
+		e.Message = fmt.Sprintf("queued for approval %s: %s needs an operator's decision", *approvalID, e.RiskClass)
+		return e, nil
+	}
+	if err := appendEvent(ctx, tx, m, "execution.approved", e, payloadOf(e)); err != nil {
+		return Execution{}, err
+	}
+	if err := notifyRunnable(ctx, tx, e.ID); err != nil {
+		return Execution{}, err
+	}
+	e.Message = runMessage(e)
+	return e, nil
+}
+
+func runMessage(e Execution) string {
+	switch e.AuthorisedBy {
+	case AuthorisedAssent:
+		return "runs now: config_mutation inside this session's assent window"
+	case AuthorisedDestructive:
+		return "runs now: destructive inside this session's window for " + e.Target
+	}
+	return "runs now: " + e.RiskClass + " runs unattended"
+}
+
+// approvalRequested is the approval.requested payload: enough for a dashboard card.
+type approvalRequested struct {
+	ApprovalID  string   `json:"approval_id"`
+	ExecutionID string   `json:"execution_id"`
+	Target      string   `json:"target"`
+	Action      string   `json:"action"`
+	Command     string   `json:"command"`
+	Purpose     string   `json:"purpose"`
+	RiskClass   string   `json:"risk_class"`
+	Reasons     []string `json:"reasons"`
+	SessionID   *string  `json:"session_id,omitempty"`
+}
+
+// linkEntity creates the execution's entity and its edges (G12) in tx: target -targets->
+// execution, and task -involves-> execution when a session's task drove it. Its later
+// states follow the execution's status (the Registrar moves it from the execution events).
+func (s *Service) linkEntity(ctx context.Context, tx pgx.Tx, m Meta, e Execution) error {
+	session := ""
+	if e.SessionID != nil {
+		session = *e.SessionID
+	}
+	attrs := map[string]any{"command": e.Command, "risk": e.RiskClass, "action": e.Action}
+	if session != "" {
+		attrs["correlation_id"] = session
+	}
+	slug := entitySlug(e.ID)
+	plan := graph.BulkPlan{
+		Creates: []graph.NewEntity{{Type: "execution", Name: e.ID, State: executionState(e.Status), Attributes: attrs}},
+		Edges:   []graph.NewEdge{{Type: "targets", Source: e.Target, Target: slug}},
+	}
+	if session != "" {
+		var task string
+		err := tx.QueryRow(ctx, `SELECT slug FROM entities WHERE type = 'task' AND attributes->>'session_id' = $1
+			ORDER BY created_at DESC, id DESC LIMIT 1`, session).Scan(&task)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("find the session's task: %w", err)
+		}
+		if task != "" {
+			plan.Edges = append(plan.Edges, graph.NewEdge{Type: "involves", Source: task, Target: slug})
+		}
+	}
+	if _, err := s.graph.ApplyBulk(ctx, tx, graphMeta(m, session), s.graph.Ontology(), plan); err != nil {
+		return fmt.Errorf("execution entity and edges: %w", err)
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

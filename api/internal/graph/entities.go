@@ -1,0 +1,533 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/api/internal/checksync"
+	"github.com/oikos-hq/oikos/shared/checks"
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/pg"
+)
+
+// Types that have their own write path and are refused by CreateEntity.
+const (
+	knowledgeRoot = "knowledge"
+	checkType     = checksync.CheckType
+)
+
+// Relationship types whose live sources block a no_live_dependents transition.
+var dependentEdgeTypes = []string{"depends-on", "runs-on", "routes-to"}
+
+const entityColumns = `e.id::text, e.slug, e.type, e.name, e.state, e.attributes, e.version, e.created_at, e.updated_at,
+	coalesce(st.health, ''), coalesce(st.reason, ''), st.last_check_at`
+
+const entityFrom = ` FROM entities e LEFT JOIN entity_status st ON st.entity_id = e.id `
+
+func scanEntity(row pgx.Row) (Entity, error) {
+	var e Entity
+	err := row.Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &e.State, &e.Attributes, &e.Version, &e.CreatedAt, &e.UpdatedAt,
+		&e.Health, &e.HealthReason, &e.LastCheckAt)
+	if e.Attributes == nil {
+		e.Attributes = map[string]any{}
+	}
+	return e, err
+}
+
+// loadEntity reads an entity by slug or id; with lock it is locked FOR NO KEY UPDATE (which,
+// unlike FOR UPDATE, does not block edges being inserted that reference it).
+func loadEntity(ctx context.Context, q pg.Querier, ref string, lock bool) (Entity, error) {
+	where := `WHERE e.slug = $1`
+	if isUUID(ref) {
+		where = `WHERE e.id = $1::uuid`
+	}
+	sql := `SELECT ` + entityColumns + entityFrom + where
+	if lock {
+		sql += ` FOR NO KEY UPDATE OF e`
+	}
+	e, err := scanEntity(q.QueryRow(ctx, sql, ref))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Entity{}, fmt.Errorf("%w: entity %q", ErrNotFound, ref)
+	}
+	if err != nil {
+		return Entity{}, fmt.Errorf("read entity %q: %w", ref, err)
+	}
+	return e, nil
+}
+
+// GetEntity returns an entity by slug or id, with its health.
+func (s *Service) GetEntity(ctx context.Context, ref string) (Entity, error) {
+	return loadEntity(ctx, s.pool, ref, false)
+}
+
+// snapshot is the audited view of an entity (no health: the scheduler owns that).
+type snapshot struct {
+	ID         string         `json:"id"`
+	Slug       string         `json:"slug"`
+	Type       string         `json:"type"`
+	Name       string         `json:"name"`
+	State      string         `json:"state"`
+	Attributes map[string]any `json:"attributes"`
+	Version    int64          `json:"version"`
+}
+
+func snap(e Entity) snapshot {
+	return snapshot{ID: e.ID, Slug: e.Slug, Type: e.Type, Name: e.Name, State: e.State, Attributes: e.Attributes, Version: e.Version}
+}
+
+// ValidateName checks an entity name: non-empty, at most 200 characters, and free of
+// whitespace, control characters and URL delimiters, since the slug appears in paths.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return invalid("name", ErrInvalid, "name is required")
+	case len(name) > 200:
+		return invalid("name", ErrInvalid, "name is longer than 200 characters")
+	case strings.IndexFunc(name, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune("/?#%\\", r)
+	}) >= 0:
+		return invalid("name", ErrInvalid, "name %q contains whitespace, a control character or one of / ? # %% \\", name)
+	}
+	return nil
+}
+
+// refuseSchedulerOwned refuses any scheduler-owned key in attrs.
+func refuseSchedulerOwned(attrs map[string]any) error {
+	for _, k := range SchedulerOwnedKeys {
+		if _, ok := attrs[k]; ok {
+			return &ValidationError{Field: "attributes." + k, Reason: ErrSchedulerOwned.Error(), Status: 422, Err: ErrSchedulerOwned}
+		}
+	}
+	return nil
+}
+
+// typeError maps an ontology type error to the field "type".
+func typeError(err error) error {
+	return &ValidationError{Field: "type", Reason: err.Error(), Status: 422, Err: err}
+}
+
+// attributeError maps ValidateAttributes' joined FieldErrors to a ValidationError naming
+// the first offending attribute (the reason lists them all).
+func attributeError(err error) error {
+	if errors.Is(err, ontology.ErrUnknownType) || errors.Is(err, ontology.ErrAbstractType) {
+		return typeError(err)
+	}
+	var fe *ontology.FieldError
+	if errors.As(err, &fe) {
+		reason := err.Error()
+		return &ValidationError{Field: "attributes." + fe.Field, Reason: strings.ReplaceAll(reason, "\n", "; "), Status: 422, Err: err}
+	}
+	return &ValidationError{Field: "attributes", Reason: err.Error(), Status: 422, Err: err}
+}
+
+// ValidateCreate checks a create against the ontology exactly as CreateEntity will, without
+// touching the database (the seed ingest checks a whole file before writing anything).
+func ValidateCreate(o *ontology.Ontology, in CreateEntityInput) error {
+	_, err := validateCreate(o, in)
+	return err
+}
+
+// validateCreate checks a create against the ontology and returns the state to store.
+func validateCreate(o *ontology.Ontology, in CreateEntityInput) (string, error) {
+	if in.Type == "" {
+		return "", invalid("type", ErrInvalid, "type is required")
+	}
+	t, ok := o.Type(in.Type)
+	if !ok {
+		return "", typeError(fmt.Errorf("%w: %q", ontology.ErrUnknownType, in.Type))
+	}
+	if t.Abstract {
+		return "", typeError(fmt.Errorf("%w: %q cannot be instantiated; use one of its subtypes", ontology.ErrAbstractType, in.Type))
+	}
+	if in.Type == checkType {
+		return "", invalid("type", ErrInvalid, "check entities are derived from the monitoring the ontology declares; "+
+			"set the entity's attributes (or its `monitoring` attribute) instead of creating a check")
+	}
+	if o.IsA(in.Type, knowledgeRoot) {
+		return "", invalid("type", ErrInvalid, "%s entities are written with the knowledge upsert (by slug), not created here", in.Type)
+	}
+	if err := ValidateName(in.Name); err != nil {
+		return "", err
+	}
+	if err := refuseSchedulerOwned(in.Attributes); err != nil {
+		return "", err
+	}
+	state := in.State
+	if state == "" {
+		state = t.DefaultState
+	} else if err := o.ValidateState(in.Type, state); err != nil {
+		return "", &ValidationError{Field: "state", Reason: err.Error(), Status: 422, Err: err}
+	}
+	if err := o.ValidateAttributes(in.Type, in.Attributes, true); err != nil {
+		return "", attributeError(err)
+	}
+	return state, nil
+}
+
+// normalizeAttrs round-trips attributes through JSON so they compare equal to what jsonb
+// gives back (float64 numbers, []any lists), whoever built them.
+func normalizeAttrs(attrs map[string]any) (map[string]any, error) {
+	if attrs == nil {
+		return map[string]any{}, nil
+	}
+	b, err := json.Marshal(attrs)
+	if err != nil {
+		return nil, invalid("attributes", ErrInvalid, "attributes cannot be encoded as JSON: %v", err)
+	}
+	out := map[string]any{}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("normalize attributes: %w", err)
+	}
+	return out, nil
+}
+
+// CreateEntity validates and creates an entity, writes its audit row and entity.created
+// event, derives its checks, and, with an idempotency key, records the response, all in one
+// transaction. A replay of the same key and body returns the stored response instead.
+func (s *Service) CreateEntity(ctx context.Context, m Meta, in CreateEntityInput) (Entity, *Replay, error) {
+	if err := checkMeta(m); err != nil {
+		return Entity{}, nil, err
+	}
+	var out Entity
+	var replay *Replay
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var idem *idempotency
+		if m.IdempotencyKey != "" {
+			var err error
+			idem, replay, err = beginIdempotent(ctx, tx, m, in)
+			if err != nil || replay != nil {
+				return err
+			}
+		}
+		var err error
+		if out, err = s.CreateEntityTx(ctx, tx, m, in); err != nil {
+			return err
+		}
+		if idem != nil {
+			return idem.finish(ctx, tx, 201, out)
+		}
+		return nil
+	})
+	if err != nil {
+		return Entity{}, nil, err
+	}
+	return out, replay, nil
+}
+
+// CreateEntityTx is CreateEntity (without idempotency) inside the caller's transaction, for
+// services whose own rows must commit together with the entity (executions).
+func (s *Service) CreateEntityTx(ctx context.Context, tx pgx.Tx, m Meta, in CreateEntityInput) (Entity, error) {
+	if err := checkMeta(m); err != nil {
+		return Entity{}, err
+	}
+	o := s.Ontology()
+	state, err := validateCreate(o, in)
+	if err != nil {
+		return Entity{}, err
+	}
+	attrs, err := normalizeAttrs(in.Attributes)
+	if err != nil {
+		return Entity{}, err
+	}
+	id, err := newID()
+	if err != nil {
+		return Entity{}, err
+	}
+	slug := in.Type + ":" + in.Name
+	tag, err := tx.Exec(ctx, `INSERT INTO entities (id, slug, type, name, state, attributes)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (slug) DO NOTHING`, id, slug, in.Type, in.Name, state, attrs)
+	if err != nil {
+		return Entity{}, fmt.Errorf("insert entity %s: %w", slug, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return Entity{}, &ValidationError{Field: "name", Reason: fmt.Sprintf("an entity %s already exists", slug), Status: 409, Err: ErrDuplicate}
+	}
+	created, err := loadEntity(ctx, tx, id, false)
+	if err != nil {
+		return Entity{}, err
+	}
+	if err := writeAudit(ctx, tx, m, "entity.create", id, nil, snap(created)); err != nil {
+		return Entity{}, err
+	}
+	if err := appendEvent(ctx, tx, m, "entity.created", id, snap(created)); err != nil {
+		return Entity{}, err
+	}
+	if err := s.syncChecks(ctx, tx, m, o, created); err != nil {
+		return Entity{}, err
+	}
+	// Re-read: check derivation may have given it an entity_status row.
+	return loadEntity(ctx, tx, id, false)
+}
+
+// UpdateAttributes shallow-merges attrs into the entity's attributes (a null value deletes
+// the key). With expectedVersion, a different current version is ErrVersionConflict. An
+// update that changes nothing writes nothing.
+func (s *Service) UpdateAttributes(ctx context.Context, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
+	if err := checkMeta(m); err != nil {
+		return Entity{}, err
+	}
+	if err := refuseSchedulerOwned(attrs); err != nil {
+		return Entity{}, err
+	}
+	var out Entity
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.UpdateAttributesTx(ctx, tx, m, ref, attrs, expectedVersion)
+		return err
+	})
+	if err != nil {
+		return Entity{}, err
+	}
+	return out, nil
+}
+
+// UpdateAttributesTx is UpdateAttributes inside the caller's transaction.
+func (s *Service) UpdateAttributesTx(ctx context.Context, tx pgx.Tx, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
+	if err := checkMeta(m); err != nil {
+		return Entity{}, err
+	}
+	if err := refuseSchedulerOwned(attrs); err != nil {
+		return Entity{}, err
+	}
+	patch, err := normalizeAttrs(attrs)
+	if err != nil {
+		return Entity{}, err
+	}
+	o := s.Ontology()
+	cur, err := loadEntity(ctx, tx, ref, true)
+	if err != nil {
+		return Entity{}, err
+	}
+	if expectedVersion != nil && *expectedVersion != cur.Version {
+		return Entity{}, fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, cur.Slug, cur.Version, *expectedVersion)
+	}
+	if cur.Type == checkType {
+		return Entity{}, invalid("type", ErrInvalid, "check entities are derived; change the monitored entity instead")
+	}
+	if err := o.ValidateAttributes(cur.Type, patch, false); err != nil {
+		return Entity{}, attributeError(err)
+	}
+	merged := maps.Clone(cur.Attributes)
+	for k, v := range patch {
+		if v == nil {
+			delete(merged, k)
+		} else {
+			merged[k] = v
+		}
+	}
+	if reflect.DeepEqual(merged, cur.Attributes) {
+		return cur, nil // nothing changes: no version bump, no audit, no event
+	}
+	next := cur
+	err = tx.QueryRow(ctx, `UPDATE entities SET attributes = $2, version = version + 1, updated_at = now()
+		WHERE id = $1 AND version = $3 RETURNING version, updated_at`, cur.ID, merged, cur.Version).Scan(&next.Version, &next.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Entity{}, fmt.Errorf("%w: %s changed concurrently", ErrVersionConflict, cur.Slug)
+	}
+	if err != nil {
+		return Entity{}, fmt.Errorf("update %s: %w", cur.Slug, err)
+	}
+	next.Attributes = merged
+	if err := writeAudit(ctx, tx, m, "entity.update", cur.ID, snap(cur), snap(next)); err != nil {
+		return Entity{}, err
+	}
+	payload := map[string]any{"slug": cur.Slug, "type": cur.Type, "version": next.Version, "attributes": patch}
+	if err := appendEvent(ctx, tx, m, "entity.updated", cur.ID, payload); err != nil {
+		return Entity{}, err
+	}
+	if err := s.syncChecks(ctx, tx, m, o, next); err != nil {
+		return Entity{}, err
+	}
+	return loadEntity(ctx, tx, cur.ID, false)
+}
+
+// SetState moves the entity to state along a declared transition whose preconditions hold
+// (evaluated in the transaction). Moving to the current state is a no-op.
+func (s *Service) SetState(ctx context.Context, m Meta, ref, state string, expectedVersion *int64) (Entity, error) {
+	if err := checkMeta(m); err != nil {
+		return Entity{}, err
+	}
+	if state == "" {
+		return Entity{}, invalid("state", ErrInvalid, "state is required")
+	}
+	var out Entity
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.SetStateTx(ctx, tx, m, ref, state, expectedVersion)
+		return err
+	})
+	if err != nil {
+		return Entity{}, err
+	}
+	return out, nil
+}
+
+// SetStateTx is SetState inside the caller's transaction.
+func (s *Service) SetStateTx(ctx context.Context, tx pgx.Tx, m Meta, ref, state string, expectedVersion *int64) (Entity, error) {
+	if err := checkMeta(m); err != nil {
+		return Entity{}, err
+	}
+	if state == "" {
+		return Entity{}, invalid("state", ErrInvalid, "state is required")
+	}
+	o := s.Ontology()
+	cur, err := loadEntity(ctx, tx, ref, true)
+	if err != nil {
+		return Entity{}, err
+	}
+	if expectedVersion != nil && *expectedVersion != cur.Version {
+		return Entity{}, fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, cur.Slug, cur.Version, *expectedVersion)
+	}
+	pre, err := o.ValidateTransition(cur.Type, cur.State, state)
+	if err != nil {
+		return Entity{}, &ValidationError{Field: "state", Reason: err.Error(), Status: 422, Err: err}
+	}
+	if cur.State == state {
+		return cur, nil
+	}
+	if err := checkPreconditions(ctx, tx, cur, state, pre); err != nil {
+		return Entity{}, err
+	}
+	next := cur
+	err = tx.QueryRow(ctx, `UPDATE entities SET state = $2, version = version + 1, updated_at = now()
+		WHERE id = $1 AND version = $3 RETURNING version, updated_at`, cur.ID, state, cur.Version).Scan(&next.Version, &next.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Entity{}, fmt.Errorf("%w: %s changed concurrently", ErrVersionConflict, cur.Slug)
+	}
+	if err != nil {
+		return Entity{}, fmt.Errorf("set state of %s: %w", cur.Slug, err)
+	}
+	next.State = state
+	if err := writeAudit(ctx, tx, m, "entity.state", cur.ID, snap(cur), snap(next)); err != nil {
+		return Entity{}, err
+	}
+	payload := map[string]any{"slug": cur.Slug, "type": cur.Type, "version": next.Version, "from": cur.State, "to": state}
+	if err := appendEvent(ctx, tx, m, "entity.state_changed", cur.ID, payload); err != nil {
+		return Entity{}, err
+	}
+	if err := s.syncChecks(ctx, tx, m, o, next); err != nil {
+		return Entity{}, err
+	}
+	return loadEntity(ctx, tx, cur.ID, false)
+}
+
+// checkPreconditions evaluates a transition's preconditions inside the transaction, so no
+// dependent can appear between the check and the change.
+func checkPreconditions(ctx context.Context, tx pgx.Tx, e Entity, to string, pre []string) error {
+	for _, p := range pre {
+		switch {
+		case p == ontology.PreconditionNoLiveDependents:
+			rows, err := tx.Query(ctx, `SELECT s.slug, r.type FROM relationships r JOIN entities s ON s.id = r.source_id
+				WHERE r.target_id = $1 AND r.valid_to IS NULL AND r.type = ANY($2) AND s.state <> 'destroyed'
+				ORDER BY s.slug LIMIT 5`, e.ID, dependentEdgeTypes)
+			if err != nil {
+				return fmt.Errorf("check dependents of %s: %w", e.Slug, err)
+			}
+			deps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+				var slug, typ string
+				err := r.Scan(&slug, &typ)
+				return slug + " " + typ + " it", err
+			})
+			if err != nil {
+				return fmt.Errorf("check dependents of %s: %w", e.Slug, err)
+			}
+			if len(deps) > 0 {
+				return &ValidationError{Field: "state", Status: 422, Err: ErrPreconditionFailed,
+					Reason: fmt.Sprintf("%s cannot become %s: precondition %s failed: %s (end those relationships or retire the dependents first)",
+						e.Slug, to, p, strings.Join(deps, ", "))}
+			}
+		case strings.HasPrefix(p, ontology.PreconditionHasAttribute):
+			name := strings.TrimPrefix(p, ontology.PreconditionHasAttribute)
+			if v, ok := e.Attributes[name]; !ok || v == nil || v == "" {
+				return &ValidationError{Field: "state", Status: 422, Err: ErrPreconditionFailed,
+					Reason: fmt.Sprintf("%s cannot become %s: precondition %s failed: attribute %q is not set", e.Slug, to, p, name)}
+			}
+		default:
+			// An unknown precondition must fail closed: the ontology promised a check the
+			// api cannot make.
+			return &ValidationError{Field: "state", Status: 422, Err: ErrPreconditionFailed,
+				Reason: fmt.Sprintf("%s cannot become %s: precondition %q is not understood by this api", e.Slug, to, p)}
+		}
+	}
+	return nil
+}
+
+// target converts an entity for check derivation.
+func target(e Entity) checks.Target {
+	return checks.Target{ID: e.ID, Slug: e.Slug, Type: e.Type, Name: e.Name, State: e.State, Attributes: e.Attributes}
+}
+
+// syncChecks re-derives the checks of es in tx and, when definitions changed, appends a
+// checks.changed event and NOTIFYs oikos_checks (delivered at commit).
+func (s *Service) syncChecks(ctx context.Context, tx pgx.Tx, m Meta, o *ontology.Ontology, es ...Entity) error {
+	var all checksync.Changes
+	entityID := ""
+	if len(es) == 1 {
+		entityID = es[0].ID
+	}
+	for _, e := range es {
+		ch, err := s.check.Sync(ctx, tx, o, target(e))
+		if err != nil {
+			return fmt.Errorf("derive checks of %s: %w", e.Slug, err)
+		}
+		all.Added = append(all.Added, ch.Added...)
+		all.Updated = append(all.Updated, ch.Updated...)
+		all.Disabled = append(all.Disabled, ch.Disabled...)
+		all.Targets = append(all.Targets, ch.Targets...)
+	}
+	return announceChecks(ctx, tx, m, entityID, all)
+}
+
+// maxListedChecks bounds the slugs a checks.changed event lists; a first seed changes
+// thousands and SSE clients only need to know that they should reload.
+const maxListedChecks = 200
+
+// checksChanged is the payload of a checks.changed event.
+type checksChanged struct {
+	Added     int      `json:"added"`
+	Updated   int      `json:"updated"`
+	Disabled  int      `json:"disabled"`
+	Checks    []string `json:"checks"`
+	Targets   []string `json:"targets"`
+	Truncated bool     `json:"truncated,omitempty"`
+}
+
+// announceChecks writes the checks.changed event and the oikos_checks NOTIFY, only when
+// definitions changed: the scheduler reloads on it, so a no-op must stay silent.
+func announceChecks(ctx context.Context, tx pgx.Tx, m Meta, entityID string, ch checksync.Changes) error {
+	if !ch.Changed() {
+		return nil
+	}
+	slices.Sort(ch.Targets)
+	ch.Targets = slices.Compact(ch.Targets)
+	p := checksChanged{Added: len(ch.Added), Updated: len(ch.Updated), Disabled: len(ch.Disabled)}
+	p.Checks = slices.Concat(ch.Added, ch.Updated, ch.Disabled)
+	p.Targets = ch.Targets
+	if len(p.Checks) > maxListedChecks {
+		p.Checks, p.Truncated = p.Checks[:maxListedChecks], true
+	}
+	if len(p.Targets) > maxListedChecks {
+		p.Targets, p.Truncated = p.Targets[:maxListedChecks], true
+	}
+	if err := appendEvent(ctx, tx, m, "checks.changed", entityID, p); err != nil {
+		return err
+	}
+	payload, err := json.Marshal(map[string]int{"changed": ch.Count()})
+	if err != nil {
+		return fmt.Errorf("notify oikos_checks: %w", err)
+	}
+	if err := eventbus.Notify(ctx, tx, eventbus.ChannelChecks, string(payload)); err != nil {
+		return fmt.Errorf("notify oikos_checks: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,218 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/pg"
+)
+
+// KnowledgeKinds are the kinds a knowledge entity may have; each is also its entity type.
+var KnowledgeKinds = []string{"document", "investigation", "runbook"}
+
+// aboutEdge is the relationship from knowledge to what it is about.
+const aboutEdge = "about"
+
+// knowledgeDoc is the audited view of a knowledge entity.
+type knowledgeDoc struct {
+	ID      string   `json:"id"`
+	Slug    string   `json:"slug"`
+	Kind    string   `json:"kind"`
+	Title   string   `json:"title"`
+	Body    string   `json:"body"`
+	Tags    []string `json:"tags"`
+	Version int64    `json:"version"`
+}
+
+// ValidateKnowledge checks a knowledge upsert exactly as UpsertKnowledge will, without
+// touching the database.
+func ValidateKnowledge(o *ontology.Ontology, in KnowledgeInput) error {
+	_, err := validateKnowledge(o, in)
+	return err
+}
+
+// validateKnowledge checks a knowledge upsert and returns the name part of the slug.
+func validateKnowledge(o *ontology.Ontology, in KnowledgeInput) (string, error) {
+	if !slices.Contains(KnowledgeKinds, in.Kind) {
+		return "", invalid("kind", ErrInvalid, "kind %q is not one of %s", in.Kind, strings.Join(KnowledgeKinds, ", "))
+	}
+	prefix, name, ok := strings.Cut(in.Slug, ":")
+	if !ok || prefix != in.Kind {
+		return "", invalid("slug", ErrInvalid, "slug %q must be %s:<name>", in.Slug, in.Kind)
+	}
+	if err := ValidateName(name); err != nil {
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			ve.Field = "slug"
+		}
+		return "", err
+	}
+	if t, ok := o.Type(in.Kind); !ok || t.Abstract {
+		return "", typeError(fmt.Errorf("%w: the ontology has no concrete type %q", ontology.ErrUnknownType, in.Kind))
+	}
+	if strings.TrimSpace(in.Title) == "" {
+		return "", invalid("title", ErrInvalid, "title is required")
+	}
+	for i, t := range in.Tags {
+		if strings.TrimSpace(t) == "" {
+			return "", invalid(fmt.Sprintf("tags[%d]", i), ErrInvalid, "tags must not be empty")
+		}
+	}
+	return name, nil
+}
+
+// UpsertKnowledge creates or updates a document, investigation or runbook by slug. A new
+// title (or body, or tags) updates the same entity in place; an unchanged document writes
+// nothing. With About, an about edge to that entity is created when missing.
+func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput) (Knowledge, bool, error) {
+	if err := checkMeta(m); err != nil {
+		return Knowledge{}, false, err
+	}
+	o := s.Ontology()
+	name, err := validateKnowledge(o, in)
+	if err != nil {
+		return Knowledge{}, false, err
+	}
+	if in.Tags == nil {
+		in.Tags = []string{}
+	}
+	var out Knowledge
+	var created bool
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		var about Entity
+		if in.About != "" {
+			if about, err = loadEntity(ctx, tx, in.About, false); err != nil {
+				return fieldNotFound("about", err)
+			}
+			if err := o.ValidateEdge(aboutEdge, in.Kind, about.Type); err != nil {
+				return &ValidationError{Field: "about", Reason: err.Error(), Status: 422, Err: err}
+			}
+		}
+		cur, err := loadKnowledge(ctx, tx, in.Slug, true)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			created = true
+			if err := s.insertKnowledge(ctx, tx, m, o, in, name); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			if err := s.updateKnowledge(ctx, tx, m, cur, in); err != nil {
+				return err
+			}
+		}
+		doc, err := loadEntity(ctx, tx, in.Slug, false)
+		if err != nil {
+			return err
+		}
+		if in.About != "" {
+			if _, _, err := s.insertEdge(ctx, tx, m, aboutEdge, doc, about, map[string]any{}); err != nil {
+				return err
+			}
+		}
+		out, err = loadKnowledge(ctx, tx, in.Slug, false)
+		return err
+	})
+	if err != nil {
+		return Knowledge{}, false, err
+	}
+	return out, created, nil
+}
+
+func (s *Service) insertKnowledge(ctx context.Context, tx pgx.Tx, m Meta, o *ontology.Ontology, in KnowledgeInput, name string) error {
+	id, err := newID()
+	if err != nil {
+		return err
+	}
+	t, _ := o.Type(in.Kind)
+	if _, err := tx.Exec(ctx, `INSERT INTO entities (id, slug, type, name, state, attributes) VALUES ($1, $2, $3, $4, $5, '{}')`,
+		id, in.Slug, in.Kind, name, t.DefaultState); err != nil {
+		if pg.IsUniqueViolation(err, "") {
+			return &ValidationError{Field: "slug", Reason: fmt.Sprintf("%s was created concurrently", in.Slug), Status: 409, Err: ErrDuplicate}
+		}
+		return fmt.Errorf("insert %s: %w", in.Slug, err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO knowledge_entities (entity_id, kind, title, body, tags) VALUES ($1, $2, $3, $4, $5)`,
+		id, in.Kind, in.Title, in.Body, in.Tags); err != nil {
+		return fmt.Errorf("insert %s: %w", in.Slug, err)
+	}
+	after := knowledgeDoc{ID: id, Slug: in.Slug, Kind: in.Kind, Title: in.Title, Body: in.Body, Tags: in.Tags, Version: 1}
+	if err := writeAudit(ctx, tx, m, "knowledge.upsert", id, nil, after); err != nil {
+		return err
+	}
+	return appendEvent(ctx, tx, m, "knowledge.upserted", id, knowledgeEvent(after, true))
+}
+
+func (s *Service) updateKnowledge(ctx context.Context, tx pgx.Tx, m Meta, cur Knowledge, in KnowledgeInput) error {
+	if cur.Type != in.Kind {
+		return invalid("kind", ErrInvalid, "%s is a %s, not a %s", cur.Slug, cur.Type, in.Kind)
+	}
+	if cur.Title == in.Title && cur.Body == in.Body && slices.Equal(cur.Tags, in.Tags) && cur.Kind == in.Kind {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO knowledge_entities (entity_id, kind, title, body, tags) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (entity_id) DO UPDATE SET kind = excluded.kind, title = excluded.title, body = excluded.body,
+			tags = excluded.tags, updated_at = now()`, cur.ID, in.Kind, in.Title, in.Body, in.Tags); err != nil {
+		return fmt.Errorf("update %s: %w", cur.Slug, err)
+	}
+	var version int64
+	if err := tx.QueryRow(ctx, `UPDATE entities SET version = version + 1, updated_at = now() WHERE id = $1 RETURNING version`,
+		cur.ID).Scan(&version); err != nil {
+		return fmt.Errorf("update %s: %w", cur.Slug, err)
+	}
+	before := knowledgeDoc{ID: cur.ID, Slug: cur.Slug, Kind: cur.Kind, Title: cur.Title, Body: cur.Body, Tags: cur.Tags, Version: cur.Version}
+	after := knowledgeDoc{ID: cur.ID, Slug: cur.Slug, Kind: in.Kind, Title: in.Title, Body: in.Body, Tags: in.Tags, Version: version}
+	if err := writeAudit(ctx, tx, m, "knowledge.upsert", cur.ID, before, after); err != nil {
+		return err
+	}
+	return appendEvent(ctx, tx, m, "knowledge.upserted", cur.ID, knowledgeEvent(after, false))
+}
+
+// knowledgeEvent is the knowledge.upserted payload; the body stays out of the outbox.
+func knowledgeEvent(d knowledgeDoc, created bool) map[string]any {
+	return map[string]any{"slug": d.Slug, "kind": d.Kind, "title": d.Title, "tags": d.Tags, "version": d.Version, "created": created}
+}
+
+// loadKnowledge reads a knowledge entity with its text and the slugs it is about.
+func loadKnowledge(ctx context.Context, q pg.Querier, slug string, lock bool) (Knowledge, error) {
+	sql := `SELECT ` + entityColumns + `, coalesce(k.kind, ''), coalesce(k.title, ''), coalesce(k.body, ''), coalesce(k.tags, '{}')` +
+		entityFrom + `LEFT JOIN knowledge_entities k ON k.entity_id = e.id WHERE e.slug = $1`
+	if lock {
+		sql += ` FOR NO KEY UPDATE OF e`
+	}
+	var k Knowledge
+	e := &k.Entity
+	err := q.QueryRow(ctx, sql, slug).Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &e.State, &e.Attributes, &e.Version,
+		&e.CreatedAt, &e.UpdatedAt, &e.Health, &e.HealthReason, &e.LastCheckAt, &k.Kind, &k.Title, &k.Body, &k.Tags)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Knowledge{}, fmt.Errorf("%w: knowledge %q", ErrNotFound, slug)
+	}
+	if err != nil {
+		return Knowledge{}, fmt.Errorf("read knowledge %q: %w", slug, err)
+	}
+	if e.Attributes == nil {
+		e.Attributes = map[string]any{}
+	}
+	if !slices.Contains(KnowledgeKinds, e.Type) {
+		return Knowledge{}, fmt.Errorf("%w: %s is a %s, not knowledge", ErrNotFound, slug, e.Type)
+	}
+	rows, err := q.Query(ctx, `SELECT t.slug FROM relationships r JOIN entities t ON t.id = r.target_id
+		WHERE r.source_id = $1 AND r.type = $2 AND r.valid_to IS NULL ORDER BY t.slug`, e.ID, aboutEdge)
+	if err != nil {
+		return Knowledge{}, fmt.Errorf("read about edges of %s: %w", slug, err)
+	}
+	if k.About, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return Knowledge{}, fmt.Errorf("read about edges of %s: %w", slug, err)
+	}
+	if k.Tags == nil {
+		k.Tags = []string{}
+	}
+	return k, nil
+}

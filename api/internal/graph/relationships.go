@@ -1,0 +1,192 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/shared/pg"
+)
+
+const relColumns = `r.id::text, r.type, r.source_id::text, s.slug, r.target_id::text, t.slug, r.attributes, r.valid_from, r.valid_to`
+
+const relFrom = ` FROM relationships r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id `
+
+func scanRel(row pgx.Row) (Relationship, error) {
+	var r Relationship
+	err := row.Scan(&r.ID, &r.Type, &r.SourceID, &r.SourceSlug, &r.TargetID, &r.TargetSlug, &r.Attributes, &r.ValidFrom, &r.ValidTo)
+	if r.Attributes == nil {
+		r.Attributes = map[string]any{}
+	}
+	return r, err
+}
+
+// currentEdge returns the current (not ended) edge source -typ-> target, if any.
+func currentEdge(ctx context.Context, q pg.Querier, typ, sourceID, targetID string) (Relationship, bool, error) {
+	r, err := scanRel(q.QueryRow(ctx, `SELECT `+relColumns+relFrom+
+		`WHERE r.source_id = $1 AND r.type = $2 AND r.target_id = $3 AND r.valid_to IS NULL`, sourceID, typ, targetID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Relationship{}, false, nil
+	}
+	if err != nil {
+		return Relationship{}, false, fmt.Errorf("read relationship: %w", err)
+	}
+	return r, true, nil
+}
+
+// CreateRelationship creates the edge source -typ-> target (slugs or ids) after checking the
+// ontology allows it. Creation is idempotent: when the current edge already exists it is
+// returned with created=false and nothing is written.
+func (s *Service) CreateRelationship(ctx context.Context, m Meta, typ, source, target string, attrs map[string]any) (Relationship, bool, error) {
+	if err := checkMeta(m); err != nil {
+		return Relationship{}, false, err
+	}
+	var out Relationship
+	var created bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, created, err = s.CreateRelationshipTx(ctx, tx, m, typ, source, target, attrs)
+		return err
+	})
+	if err != nil {
+		return Relationship{}, false, err
+	}
+	return out, created, nil
+}
+
+// CreateRelationshipTx is CreateRelationship inside the caller's transaction.
+func (s *Service) CreateRelationshipTx(ctx context.Context, tx pgx.Tx, m Meta, typ, source, target string, attrs map[string]any) (Relationship, bool, error) {
+	if err := checkMeta(m); err != nil {
+		return Relationship{}, false, err
+	}
+	if typ == "" {
+		return Relationship{}, false, invalid("type", ErrInvalid, "relationship type is required")
+	}
+	norm, err := normalizeAttrs(attrs)
+	if err != nil {
+		return Relationship{}, false, err
+	}
+	src, err := loadEntity(ctx, tx, source, false)
+	if err != nil {
+		return Relationship{}, false, fieldNotFound("source", err)
+	}
+	dst, err := loadEntity(ctx, tx, target, false)
+	if err != nil {
+		return Relationship{}, false, fieldNotFound("target", err)
+	}
+	if src.ID == dst.ID {
+		return Relationship{}, false, invalid("target", ErrInvalid, "an entity cannot be related to itself")
+	}
+	if err := s.Ontology().ValidateEdge(typ, src.Type, dst.Type); err != nil {
+		return Relationship{}, false, &ValidationError{Field: "type", Reason: err.Error(), Status: 422, Err: err}
+	}
+	return s.insertEdge(ctx, tx, m, typ, src, dst, norm)
+}
+
+// insertEdge writes a validated edge with its audit row and event and re-derives both ends'
+// checks (a hosts or backs-up-to edge changes how a guest or backup target is probed). An
+// existing current edge is returned unchanged.
+func (s *Service) insertEdge(ctx context.Context, tx pgx.Tx, m Meta, typ string, src, dst Entity, attrs map[string]any) (Relationship, bool, error) {
+	id, err := newID()
+	if err != nil {
+		return Relationship{}, false, err
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO relationships (id, type, source_id, target_id, attributes) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (source_id, type, target_id) WHERE valid_to IS NULL DO NOTHING`, id, typ, src.ID, dst.ID, attrs)
+	if err != nil {
+		return Relationship{}, false, fmt.Errorf("insert relationship %s -%s-> %s: %w", src.Slug, typ, dst.Slug, err)
+	}
+	if tag.RowsAffected() == 0 {
+		r, ok, err := currentEdge(ctx, tx, typ, src.ID, dst.ID)
+		if err != nil {
+			return Relationship{}, false, err
+		}
+		if !ok {
+			return Relationship{}, false, fmt.Errorf("relationship %s -%s-> %s: insert skipped but no current edge found", src.Slug, typ, dst.Slug)
+		}
+		return r, false, nil
+	}
+	r, err := scanRel(tx.QueryRow(ctx, `SELECT `+relColumns+relFrom+`WHERE r.id = $1`, id))
+	if err != nil {
+		return Relationship{}, false, fmt.Errorf("read relationship: %w", err)
+	}
+	if err := writeAudit(ctx, tx, m, "relationship.create", src.ID, nil, r); err != nil {
+		return Relationship{}, false, err
+	}
+	if err := appendEvent(ctx, tx, m, "relationship.created", src.ID, r); err != nil {
+		return Relationship{}, false, err
+	}
+	if err := s.syncEnds(ctx, tx, m, src.ID, dst.ID); err != nil {
+		return Relationship{}, false, err
+	}
+	return r, true, nil
+}
+
+// syncEnds locks both ends of an edge (in id order, so two edge writers cannot deadlock)
+// and re-derives their checks.
+func (s *Service) syncEnds(ctx context.Context, tx pgx.Tx, m Meta, ids ...string) error {
+	rows, err := tx.Query(ctx, `SELECT `+entityColumns+entityFrom+`WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR NO KEY UPDATE OF e`, ids)
+	if err != nil {
+		return fmt.Errorf("lock relationship ends: %w", err)
+	}
+	ends, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entity, error) { return scanEntity(r) })
+	if err != nil {
+		return fmt.Errorf("lock relationship ends: %w", err)
+	}
+	return s.syncChecks(ctx, tx, m, s.Ontology(), ends...)
+}
+
+// EndRelationship ends a current edge (sets valid_to). Ending an edge that already ended
+// returns it unchanged and writes nothing.
+func (s *Service) EndRelationship(ctx context.Context, m Meta, id string) (Relationship, error) {
+	if err := checkMeta(m); err != nil {
+		return Relationship{}, err
+	}
+	if !isUUID(id) {
+		return Relationship{}, fmt.Errorf("%w: relationship %q", ErrNotFound, id)
+	}
+	var out Relationship
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		before, err := scanRel(tx.QueryRow(ctx, `SELECT `+relColumns+relFrom+`WHERE r.id = $1 FOR UPDATE OF r`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: relationship %q", ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("read relationship: %w", err)
+		}
+		if before.ValidTo != nil {
+			out = before
+			return nil
+		}
+		// greatest(): a transaction that started before the edge was created must still
+		// end it no earlier than it began.
+		if _, err := tx.Exec(ctx, `UPDATE relationships SET valid_to = greatest(now(), valid_from) WHERE id = $1`, id); err != nil {
+			return fmt.Errorf("end relationship: %w", err)
+		}
+		if out, err = scanRel(tx.QueryRow(ctx, `SELECT `+relColumns+relFrom+`WHERE r.id = $1`, id)); err != nil {
+			return fmt.Errorf("read relationship: %w", err)
+		}
+		if err := writeAudit(ctx, tx, m, "relationship.end", out.SourceID, before, out); err != nil {
+			return err
+		}
+		if err := appendEvent(ctx, tx, m, "relationship.ended", out.SourceID, out); err != nil {
+			return err
+		}
+		return s.syncEnds(ctx, tx, m, out.SourceID, out.TargetID)
+	})
+	if err != nil {
+		return Relationship{}, err
+	}
+	return out, nil
+}
+
+// fieldNotFound says which reference was missing (a 404 naming the field); errors.Is still
+// matches ErrNotFound.
+func fieldNotFound(field string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return &ValidationError{Field: field, Reason: err.Error(), Status: 404, Err: err}
+	}
+	return err
+}

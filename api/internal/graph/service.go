@@ -1,0 +1,292 @@
+// Package graph is the api's single mutation path for the knowledge graph: entities,
+// relationships and knowledge. HTTP handlers, agent tools and the seed ingest all call it, so
+// there is exactly one copy of every rule (BEHAVIOURS G2-G5, G8): ontology validation, the
+// audit row, the outbox event, idempotency and check re-derivation happen in the same
+// transaction as the change they describe, or not at all.
+//
+// The original system had three drifted copies of these mutations (HTTP, MCP and seed), each
+// with its own subset of validation, audit and check regeneration; this package exists so
+// that cannot happen again.
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/api/internal/checksync"
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/pg"
+)
+
+// Sentinel errors; callers map them to HTTP statuses with errors.Is.
+var (
+	// ErrNotFound: no entity (or relationship) with that slug or id. HTTP 404.
+	ErrNotFound = errors.New("not found")
+	// ErrVersionConflict: the expected version is not the current one. HTTP 409.
+	ErrVersionConflict = errors.New("version conflict")
+	// ErrDuplicate: an entity with that slug already exists. HTTP 409.
+	ErrDuplicate = errors.New("duplicate slug")
+	// ErrIdempotencyMismatch: the Idempotency-Key was used before with another body. HTTP 422.
+	ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request body")
+	// ErrSchedulerOwned: the attribute is written only by the scheduler. HTTP 422.
+	ErrSchedulerOwned = errors.New("health, last_check_at and last_check are owned by the scheduler: " +
+		"they are set from the results of the entity's checks and cannot be written; " +
+		"read them with GET /api/v1/entities/{slug} or GET /api/v1/health/summary")
+	// ErrPreconditionFailed: a state transition's precondition does not hold. HTTP 422.
+	ErrPreconditionFailed = errors.New("transition precondition failed")
+	// ErrInvalid: a malformed request value (empty name, bad slug, ...). HTTP 422.
+	ErrInvalid = errors.New("invalid value")
+)
+
+// SchedulerOwnedKeys are the attribute keys only the scheduler writes (into entity_status,
+// not attributes); an update that names one is refused, never silently stripped.
+var SchedulerOwnedKeys = []string{"health", "last_check_at", "last_check"}
+
+// ValidationError names the field at fault and why. It wraps the underlying sentinel
+// (ontology.ErrUnknownType, ErrSchedulerOwned, ...) so errors.Is still matches it. Status is
+// the HTTP status the caller should answer (422 unless said otherwise).
+type ValidationError struct {
+	// Field is the request field at fault, e.g. "type", "state", "attributes.vmid".
+	Field string
+	// Reason says what is wrong, for a human.
+	Reason string
+	// Status is the HTTP status to answer with.
+	Status int
+	// Err is the wrapped sentinel, if any.
+	Err error
+}
+
+// Error implements error.
+func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return e.Reason
+	}
+	return e.Field + ": " + e.Reason
+}
+
+// Unwrap exposes the sentinel.
+func (e *ValidationError) Unwrap() error { return e.Err }
+
+func invalid(field string, sentinel error, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...), Status: 422, Err: sentinel}
+}
+
+// Meta says who asked for a mutation and through what; it lands on the audit row and event.
+type Meta struct {
+	// Actor is the token name, "seed", "scheduler", an agent session, ...; required.
+	Actor string
+	// Role of the actor (operator, agent, readonly).
+	Role string
+	// Method and Path of the HTTP request ("" for non-HTTP callers).
+	Method, Path string
+	// CorrelationID ties the audit row and event to a request or session.
+	CorrelationID string
+	// IdempotencyKey, when set on a create, makes the create replayable.
+	IdempotencyKey string
+}
+
+// Entity is one node of the graph, with the health the scheduler recorded for it.
+type Entity struct {
+	// ID is a uuid v7.
+	ID string `json:"id"`
+	// Slug is "<type>:<name>", unique.
+	Slug string `json:"slug"`
+	// Type is the ontology entity type.
+	Type string `json:"type"`
+	// Name is unique within the type.
+	Name string `json:"name"`
+	// State is one of the type's lifecycle states.
+	State string `json:"state"`
+	// Attributes are the entity's facts (JSON numbers decode as float64).
+	Attributes map[string]any `json:"attributes"`
+	// Version increases with every change; PATCH and state changes may expect it.
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Health is from entity_status; "" when the entity has no status row.
+	Health string `json:"health"`
+	// HealthReason explains Health (from entity_status.reason).
+	HealthReason string `json:"health_reason"`
+	// LastCheckAt is when a check last reported on the entity.
+	LastCheckAt *time.Time `json:"last_check_at"`
+}
+
+// Relationship is one edge; ValidTo is set once it has ended.
+type Relationship struct {
+	// ID is a uuid v7.
+	ID string `json:"id"`
+	// Type is the ontology relationship type.
+	Type string `json:"type"`
+	// SourceID / SourceSlug and TargetID / TargetSlug are the ends, source -type-> target.
+	SourceID   string `json:"source_id"`
+	SourceSlug string `json:"source_slug"`
+	TargetID   string `json:"target_id"`
+	TargetSlug string `json:"target_slug"`
+	// Attributes of the edge itself.
+	Attributes map[string]any `json:"attributes"`
+	// ValidFrom is when the edge was created; ValidTo when it ended (nil while current).
+	ValidFrom time.Time  `json:"valid_from"`
+	ValidTo   *time.Time `json:"valid_to"`
+}
+
+// Knowledge is a document, investigation or runbook: an entity with a markdown body.
+type Knowledge struct {
+	Entity
+	// Kind is document, investigation or runbook (also the entity type).
+	Kind string `json:"kind"`
+	// Title, Body (markdown) and Tags are what search indexes.
+	Title string   `json:"title"`
+	Body  string   `json:"body"`
+	Tags  []string `json:"tags"`
+	// About lists the slugs of the entities it is about (current about edges).
+	About []string `json:"about"`
+}
+
+// CreateEntityInput is the body of an entity create.
+type CreateEntityInput struct {
+	// Type must exist in the ontology and be concrete.
+	Type string `json:"type"`
+	// Name becomes the slug "<type>:<name>".
+	Name string `json:"name"`
+	// State must be declared for the type; "" means the type's default state.
+	State string `json:"state,omitempty"`
+	// Attributes are checked against the type's schema; undeclared keys are allowed.
+	Attributes map[string]any `json:"attributes,omitempty"`
+}
+
+// KnowledgeInput is the body of a knowledge upsert.
+type KnowledgeInput struct {
+	// Slug is "<kind>:<name>".
+	Slug string `json:"slug"`
+	// Kind is document, investigation or runbook.
+	Kind string `json:"kind"`
+	// Title is required; Body is markdown; Tags help search.
+	Title string   `json:"title"`
+	Body  string   `json:"body"`
+	Tags  []string `json:"tags,omitempty"`
+	// About is an optional entity slug; an about edge to it is created when missing.
+	About string `json:"about,omitempty"`
+}
+
+// Replay is a stored response to an idempotent create: the caller returns it verbatim.
+type Replay struct {
+	// Status is the HTTP status of the original response (201).
+	Status int
+	// Body is the original response body (the created entity as JSON).
+	Body json.RawMessage
+}
+
+// Options configure a Service.
+type Options struct {
+	// Pool is where the graph lives.
+	Pool *pgxpool.Pool
+	// Ontology validates mutations until SyncOntology / SetOntology replace it.
+	Ontology *ontology.Ontology
+	// Logger receives derivation warnings.
+	Logger zerolog.Logger
+}
+
+// Service is the graph's mutation and lookup path. It is safe for concurrent use.
+type Service struct {
+	pool  *pgxpool.Pool
+	onto  atomic.Pointer[ontology.Ontology]
+	log   zerolog.Logger
+	check *checksync.Syncer
+}
+
+// New builds a Service. The ontology is the one mutations are validated against;
+// SyncOntology replaces it.
+func New(opts Options) (*Service, error) {
+	if opts.Pool == nil {
+		return nil, errors.New("graph: a pool is required")
+	}
+	if opts.Ontology == nil {
+		return nil, errors.New("graph: an ontology is required")
+	}
+	s := &Service{pool: opts.Pool, log: opts.Logger, check: checksync.New(opts.Logger)}
+	s.onto.Store(opts.Ontology)
+	return s, nil
+}
+
+// Ontology returns the ontology mutations are currently validated against.
+func (s *Service) Ontology() *ontology.Ontology { return s.onto.Load() }
+
+// Pool returns the pool the service writes through (the seed ingest reads with it).
+func (s *Service) Pool() *pgxpool.Pool { return s.pool }
+
+// newID returns a uuid v7: time-ordered, so ids of entities created together sort together
+// and index inserts stay local.
+func newID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("generate id: %w", err)
+	}
+	return id.String(), nil
+}
+
+// NewID returns a fresh uuid v7 string (for callers that need a correlation id).
+func NewID() (string, error) { return newID() }
+
+// isUUID reports whether ref is an id rather than a slug. Slugs always contain a colon.
+func isUUID(ref string) bool {
+	_, err := uuid.Parse(ref)
+	return err == nil && len(ref) == 36
+}
+
+func checkMeta(m Meta) error {
+	if m.Actor == "" {
+		return errors.New("graph: Meta.Actor is required (audit rows name who acted)")
+	}
+	return nil
+}
+
+// writeAudit appends one audit row in tx. before/after are marshalled; nil stays SQL NULL.
+func writeAudit(ctx context.Context, tx pgx.Tx, m Meta, action, entityID string, before, after any) error {
+	b, err := jsonOrNil(before)
+	if err != nil {
+		return fmt.Errorf("audit %s: %w", action, err)
+	}
+	a, err := jsonOrNil(after)
+	if err != nil {
+		return fmt.Errorf("audit %s: %w", action, err)
+	}
+	var eid *string
+	if entityID != "" {
+		eid = &entityID
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (actor, action, method, path, correlation_id, entity_id, before, after)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		m.Actor, action, m.Method, m.Path, m.CorrelationID, eid, b, a); err != nil {
+		return fmt.Errorf("audit %s: %w", action, err)
+	}
+	return nil
+}
+
+func jsonOrNil(v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// appendEvent writes the mutation's event to the outbox in tx.
+func appendEvent(ctx context.Context, tx pgx.Tx, m Meta, typ, entityID string, payload any) error {
+	_, err := eventbus.Append(ctx, tx, eventbus.Event{Type: typ, EntityID: entityID,
+		CorrelationID: m.CorrelationID, Actor: m.Actor}, payload)
+	return err
+}
+
+// inTx runs fn in a transaction on the service's pool.
+func (s *Service) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pg.InTx(ctx, s.pool, fn)
+}

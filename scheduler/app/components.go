@@ -1,0 +1,37 @@
+package app
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/scheduler/internal/executor"
+	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
+	"github.com/oikos-hq/oikos/scheduler/internal/hostkeys"
+	"github.com/oikos-hq/oikos/shared/remote"
+)
+
+// The scheduler's parts that Run wires, exported so callers outside this module — the
+// end-to-end tests, which substitute the lab simulator's dialer for the network — can build
+// them exactly as the daemon does. The implementations stay internal.
+type (
+	// Executor claims and runs gated executions (BEHAVIOURS S9).
+	Executor = executor.Executor
+	// ExecutorOptions configure an Executor.
+	ExecutorOptions = executor.Options
+	// Fleet resolves targets over the entity graph (BEHAVIOURS S2).
+	Fleet = fleet.Graph
+	// FleetOptions configure a Fleet.
+	FleetOptions = fleet.Options
+)
+
+// NewExecutor builds an executor; see executor.New.
+func NewExecutor(opts ExecutorOptions) *Executor { return executor.New(opts) }
+
+// NewFleet builds the graph reader and resolver; see fleet.New.
+func NewFleet(pool *pgxpool.Pool, opts FleetOptions) *Fleet { return fleet.New(pool, opts) }
+
+// NewHostKeys builds the Postgres host key store whose mismatches raise signals; see
+// hostkeys.New.
+func NewHostKeys(pool *pgxpool.Pool, log zerolog.Logger) *remote.PGHostKeys {
+	return hostkeys.New(pool, log)
+}

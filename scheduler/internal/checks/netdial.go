@@ -1,0 +1,84 @@
+package checks
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// ErrDialRefused is a dial the scheduler's own policy refused (a name not in the name map,
+// an address outside loopback without AllowNonLoopback): a configuration problem, not an
+// outage of the target.
+var ErrDialRefused = errors.New("dial refused by the scheduler's address policy")
+
+// netDialer dials http and tcp checks. Names are looked up only in the name map, never in
+// DNS: a check must not make reachability depend on a resolver, and in the lab nothing may
+// resolve a public name at all.
+type netDialer struct {
+	names            map[string]string
+	allowNonLoopback bool
+	dialer           net.Dialer
+}
+
+func newNetDialer(names map[string]string, allowNonLoopback bool) *netDialer {
+	m := make(map[string]string, len(names))
+	for k, v := range names {
+		m[strings.ToLower(strings.TrimSuffix(k, "."))] = v
+	}
+	return &netDialer{names: m, allowNonLoopback: allowNonLoopback, dialer: net.Dialer{KeepAlive: 30 * time.Second}}
+}
+
+// address maps host:port to the ip:port to dial, or refuses it.
+func (d *netDialer) address(hostport string) (string, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q is not host:port: %w", ErrDialRefused, hostport, err)
+	}
+	ipText := host
+	if mapped, ok := d.names[strings.ToLower(strings.TrimSuffix(host, "."))]; ok {
+		ipText = mapped
+	}
+	ip, err := netip.ParseAddr(ipText)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q is not in the scheduler's name map and names are never resolved", ErrDialRefused, host)
+	}
+	if !ip.IsLoopback() && !d.allowNonLoopback {
+		return "", fmt.Errorf("%w: %s (%s) is not a loopback address and non-loopback dials are not allowed", ErrDialRefused, host, ip)
+	}
+	return net.JoinHostPort(ip.String(), port), nil
+}
+
+// DialContext is the transport's dialer.
+func (d *netDialer) DialContext(ctx context.Context, network, hostport string) (net.Conn, error) {
+	addr, err := d.address(hostport)
+	if err != nil {
+		return nil, err
+	}
+	return d.dialer.DialContext(ctx, network, addr)
+}
+
+// newTransport is the one transport every http check shares, so connections to a service
+// are kept alive and reused instead of opening a TCP (and TLS) connection per check.
+func newTransport(d *netDialer, tlsConfig *tls.Config, maxIdlePerHost int) *http.Transport {
+	if tlsConfig == nil {
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return &http.Transport{
+		DialContext:           d.DialContext,
+		TLSClientConfig:       tlsConfig,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          0, // no global cap: the per-host cap bounds it
+		MaxIdleConnsPerHost:   maxIdlePerHost,
+		IdleConnTimeout:       5 * time.Minute, // longer than the usual 60 s interval
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ResponseHeaderTimeout: 0, // the check's context bounds the whole request
+		DisableCompression:    true,
+	}
+}

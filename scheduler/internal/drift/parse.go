@@ -1,0 +1,109 @@
+package drift
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// LiveGuest is one guest a Proxmox host reports.
+type LiveGuest struct {
+	Kind   string `json:"kind"` // lxc or vm
+	VMID   int    `json:"vmid"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Lock   string `json:"lock,omitempty"`
+}
+
+// ParsePctList reads `pct list`: a header `VMID Status Lock Name` printed with
+// "%-10s %-10s %-12s %-20s", one row per container. The Lock column is blank-padded when
+// empty, so columns are cut at the header's positions rather than split on whitespace. No
+// containers prints nothing at all (not even the header).
+func ParsePctList(out string) ([]LiveGuest, error) {
+	lines := nonEmptyLines(out)
+	if len(lines) == 0 {
+		return nil, nil
+	}
+	header := lines[0]
+	statusAt := strings.Index(header, "Status")
+	lockAt := strings.Index(header, "Lock")
+	nameAt := strings.Index(header, "Name")
+	if !strings.HasPrefix(strings.TrimSpace(header), "VMID") || statusAt < 0 || lockAt < statusAt || nameAt < lockAt {
+		return nil, fmt.Errorf("pct list: unexpected header %q", header)
+	}
+	var out2 []LiveGuest
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			return nil, fmt.Errorf("pct list: short row %q", l)
+		}
+		vmid, err := strconv.Atoi(f[0])
+		if err != nil {
+			return nil, fmt.Errorf("pct list: vmid %q is not a number", f[0])
+		}
+		g := LiveGuest{Kind: "lxc", VMID: vmid, Status: f[1]}
+		// Lock and Name by column; a value wider than its column pushes the rest right,
+		// which only a Status or Lock longer than its width could do — fall back to fields.
+		if len(l) > nameAt && strings.TrimSpace(l[statusAt:min(lockAt, len(l))]) == f[1] {
+			g.Lock = strings.TrimSpace(l[lockAt:nameAt])
+			g.Name = strings.TrimSpace(l[nameAt:])
+		} else {
+			switch len(f) {
+			case 3:
+				g.Name = f[2]
+			default:
+				if len(f) >= 4 {
+					g.Lock, g.Name = f[2], strings.Join(f[3:], " ")
+				}
+			}
+		}
+		if strings.Contains(g.Lock, " ") {
+			// A lock never contains a space; this row did not line up with the header.
+			return nil, fmt.Errorf("pct list: cannot split row %q", l)
+		}
+		out2 = append(out2, g)
+	}
+	return out2, nil
+}
+
+// ParseQmList reads `qm list`: header `VMID NAME STATUS MEM(MB) BOOTDISK(GB) PID` with the
+// VMID right-aligned. A name may contain spaces (the default "VM 100") and a long one pushes
+// the later columns right, so the row is read from both ends: the VMID first, then the
+// four fixed columns from the right, and the name is what lies between.
+func ParseQmList(out string) ([]LiveGuest, error) {
+	lines := nonEmptyLines(out)
+	if len(lines) == 0 {
+		return nil, nil
+	}
+	if h := strings.Fields(lines[0]); len(h) < 6 || h[0] != "VMID" || h[1] != "NAME" {
+		return nil, fmt.Errorf("qm list: unexpected header %q", lines[0])
+	}
+	var guests []LiveGuest
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) < 6 {
+			return nil, fmt.Errorf("qm list: short row %q", l)
+		}
+		vmid, err := strconv.Atoi(f[0])
+		if err != nil {
+			return nil, fmt.Errorf("qm list: vmid %q is not a number", f[0])
+		}
+		n := len(f)
+		if _, err := strconv.Atoi(f[n-1]); err != nil {
+			return nil, fmt.Errorf("qm list: pid %q is not a number in %q", f[n-1], l)
+		}
+		guests = append(guests, LiveGuest{Kind: "vm", VMID: vmid, Status: f[n-4], Name: strings.Join(f[1:n-4], " ")})
+	}
+	return guests, nil
+}
+
+func nonEmptyLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimRight(l, "\r")
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}

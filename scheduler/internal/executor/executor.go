@@ -1,0 +1,310 @@
+// Package executor is the scheduler's half of the gated execution path (BEHAVIOURS S9, X8):
+// it claims runnable executions, runs them on their targets through the host-hop, streams
+// their output into execution_logs and records how they ended.
+//
+// It is written against the failures of the system Oikos replaces: work is claimed from the
+// database (FOR UPDATE SKIP LOCKED) on NOTIFY and on a slow poll, never handed over in
+// memory, so an approval that commits is always picked up; each run gets a context derived
+// from the executor's own, never from a request, so nothing is cancelled when an HTTP
+// response completes; started_at is written at claim; the timeout is enforced and the output
+// received so far is kept; the result is marshalled JSON; and a run whose scheduler died is
+// marked interrupted at the next start and never run a second time, because its command may
+// already have had its effect.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/remote"
+	"github.com/oikos-hq/oikos/shared/safego"
+)
+
+// Defaults for Options.
+const (
+	DefaultTimeout     = 10 * time.Minute
+	DefaultConcurrency = 16
+	DefaultPoll        = 2 * time.Second
+	DefaultStuckAfter  = 2 * time.Minute
+	DefaultSweepEvery  = time.Minute
+	DefaultFlushEvery  = 50 * time.Millisecond
+	DefaultFlushBytes  = 32 << 10
+	DefaultMaxOutput   = 1 << 20
+)
+
+// Options configure an Executor. Pool, SSH and Fleet are required.
+type Options struct {
+	Pool     *pgxpool.Pool
+	SSH      *remote.Pool
+	Fleet    *fleet.Graph
+	Notifier *eventbus.Notifier // optional: without it only the poll finds work
+	Logger   zerolog.Logger
+	// SchedulerID is written to executions.claimed_by; default "<hostname>:<pid>".
+	SchedulerID string
+	// DefaultTimeout applies when an execution has no timeout_seconds (the column defaults to
+	// 600, so this is a safety net).
+	DefaultTimeout time.Duration
+	// Concurrency is how many executions run at once.
+	Concurrency int
+	// Poll is the safety-net interval at which runnable executions are looked for even
+	// without a NOTIFY.
+	Poll time.Duration
+	// StuckAfter is the grace beyond an execution's own timeout after which a `running` row
+	// that no live run owns is marked interrupted by the sweep.
+	StuckAfter time.Duration
+	// SweepEvery is how often the stuck sweep runs.
+	SweepEvery time.Duration
+	// FlushEvery and FlushBytes batch output chunks into execution_logs rows.
+	FlushEvery time.Duration
+	FlushBytes int
+	// MaxOutput caps the tail kept in executions.output.
+	MaxOutput int
+}
+
+// Executor claims and runs executions. Start it once; Stop is safe to call twice.
+type Executor struct {
+	opts Options
+	log  zerolog.Logger
+
+	wake  chan struct{}
+	slots chan struct{}
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	inflight map[string]struct{}
+
+	endMu     sync.Mutex // guards ends and endLeader (group commit of run ends)
+	ends      []*end
+	endLeader bool
+}
+
+// New builds an executor and registers its NOTIFY handler on the notifier, so call it
+// before the notifier starts.
+func New(opts Options) *Executor {
+	if opts.SchedulerID == "" {
+		host, _ := os.Hostname()
+		opts.SchedulerID = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if opts.DefaultTimeout <= 0 {
+		opts.DefaultTimeout = DefaultTimeout
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = DefaultPoll
+	}
+	if opts.StuckAfter <= 0 {
+		opts.StuckAfter = DefaultStuckAfter
+	}
+	if opts.SweepEvery <= 0 {
+		opts.SweepEvery = DefaultSweepEvery
+	}
+	if opts.FlushEvery <= 0 {
+		opts.FlushEvery = DefaultFlushEvery
+	}
+	if opts.FlushBytes <= 0 {
+		opts.FlushBytes = DefaultFlushBytes
+	}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	e := &Executor{
+		opts:     opts,
+		log:      opts.Logger.With().Str("component", "executor").Str("scheduler_id", opts.SchedulerID).Logger(),
+		wake:     make(chan struct{}, 1),
+		slots:    make(chan struct{}, opts.Concurrency),
+		inflight: map[string]struct{}{},
+	}
+	if opts.Notifier != nil {
+		// The payload (an execution id) is only a hint: the claim reads the database.
+		opts.Notifier.Listen(eventbus.ChannelExec, func(string) { e.poke() })
+		// After a reconnect, anything approved meanwhile is found at once, not at the poll.
+		opts.Notifier.OnConnect(e.poke)
+	}
+	return e
+}
+
+// SchedulerID is the id this executor claims executions under.
+func (e *Executor) SchedulerID() string { return e.opts.SchedulerID }
+
+func (e *Executor) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start marks the executions orphaned by a previous scheduler as interrupted, then starts
+// claiming. Work runs under a context derived from ctx; Stop cancels it.
+func (e *Executor) Start(ctx context.Context) error {
+	if e.opts.Pool == nil || e.opts.SSH == nil || e.opts.Fleet == nil {
+		return errors.New("executor: Pool, SSH and Fleet are required")
+	}
+	e.mu.Lock()
+	if e.started || e.stopped {
+		e.mu.Unlock()
+		return errors.New("executor: already started or stopped; build a new one")
+	}
+	e.started = true
+	runCtx, cancel := context.WithCancel(ctx)
+	e.cancel = cancel
+	e.mu.Unlock()
+
+	n, err := e.interruptOrphans(runCtx)
+	if err != nil {
+		e.cancel()
+		return fmt.Errorf("executor: recover orphaned executions: %w", err)
+	}
+	if n > 0 {
+		e.log.Warn().Int("count", n).Msg("marked executions left running by a stopped scheduler as interrupted; they are not re-run")
+	}
+	e.goTracked("executor-dispatch", func() { e.dispatch(runCtx) })
+	e.goTracked("executor-sweep", func() { e.sweepLoop(runCtx) })
+	e.poke()
+	return nil
+}
+
+// Stop cancels running commands (they end `interrupted`, with their output so far), waits
+// for every run to record its end, and returns. Safe to call twice, and before Start.
+func (e *Executor) Stop() {
+	e.mu.Lock()
+	if e.stopped || !e.started {
+		e.stopped = true
+		e.mu.Unlock()
+		return
+	}
+	e.stopped = true
+	cancel := e.cancel
+	e.mu.Unlock()
+	cancel()
+	e.wg.Wait()
+}
+
+// goTracked runs fn on a recovered goroutine that Stop waits for.
+func (e *Executor) goTracked(name string, fn func()) {
+	e.wg.Add(1)
+	safego.Go(e.log, name, func() {
+		defer e.wg.Done()
+		fn()
+	})
+}
+
+// dispatch claims runnable executions while a slot is free, then waits for a NOTIFY, a
+// finished run or the poll.
+func (e *Executor) dispatch(ctx context.Context) {
+	tick := time.NewTicker(e.opts.Poll)
+	defer tick.Stop()
+	for {
+		e.claimWhileFree(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+func (e *Executor) claimWhileFree(ctx context.Context) {
+	for ctx.Err() == nil {
+		free := 0
+	take:
+		for free < cap(e.slots) {
+			select {
+			case e.slots <- struct{}{}:
+				free++
+			default:
+				break take
+			}
+		}
+		if free == 0 {
+			return // all slots busy; a finishing run pokes
+		}
+		jobs, err := e.claim(ctx, free)
+		for range free - len(jobs) {
+			<-e.slots
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Error().Err(err).Msg("claim runnable executions; retrying at the next wake-up")
+			}
+			return
+		}
+		if len(jobs) == 0 {
+			return
+		}
+		for _, j := range jobs {
+			e.track(j.ID, true)
+			e.goTracked("execution-"+j.ID, func() {
+				defer func() {
+					e.track(j.ID, false)
+					<-e.slots
+					e.poke()
+				}()
+				e.run(ctx, j)
+			})
+		}
+		if len(jobs) < free {
+			return // the backlog is drained; the next NOTIFY or poll wakes us
+		}
+	}
+}
+
+func (e *Executor) track(id string, on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if on {
+		e.inflight[id] = struct{}{}
+	} else {
+		delete(e.inflight, id)
+	}
+}
+
+func (e *Executor) inflightIDs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]string, 0, len(e.inflight))
+	for id := range e.inflight {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Running is the number of executions this executor is running now.
+func (e *Executor) Running() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.inflight)
+}
+
+func (e *Executor) sweepLoop(ctx context.Context) {
+	tick := time.NewTicker(e.opts.SweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n, err := e.SweepStuck(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.log.Error().Err(err).Msg("sweep stuck executions")
+		case n > 0:
+			e.log.Warn().Int("count", n).Msg("marked stuck running executions as interrupted")
+		}
+	}
+}

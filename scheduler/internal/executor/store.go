@@ -1,0 +1,441 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/pg"
+)
+
+// Terminal and intermediate statuses written by the executor (X8).
+const (
+	StatusRunning     = "running"
+	StatusCompleted   = "completed"
+	StatusFailed      = "failed"
+	StatusTimedOut    = "timed_out"
+	StatusInterrupted = "interrupted"
+)
+
+// job is a claimed execution.
+type job struct {
+	ID            string
+	TargetID      string
+	TargetSlug    string
+	Action        string
+	Command       string
+	Params        map[string]any
+	RiskClass     string
+	Timeout       time.Duration
+	SessionID     string
+	CorrelationID string
+	StartedAt     time.Time
+}
+
+// eventPayload is the body of every execution.* event the executor appends.
+type eventPayload struct {
+	ExecutionID string          `json:"execution_id"`
+	Status      string          `json:"status"`
+	Target      string          `json:"target"`
+	Action      string          `json:"action"`
+	RiskClass   string          `json:"risk_class"`
+	ExitCode    *int            `json:"exit_code,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	DurationMS  *int64          `json:"duration_ms,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	SchedulerID string          `json:"scheduler_id"`
+}
+
+// eventType names the event of a status change: execution.started for the claim, else
+// execution.<terminal status>.
+func eventType(status string) string {
+	if status == StatusRunning {
+		return "execution.started"
+	}
+	return "execution." + status
+}
+
+func (e *Executor) appendEvent(ctx context.Context, tx pg.Querier, targetID, correlation string, p eventPayload) error {
+	p.SchedulerID = e.opts.SchedulerID
+	_, err := eventbus.Append(ctx, tx, eventbus.Event{
+		Type:          eventType(p.Status),
+		EntityID:      targetID,
+		CorrelationID: correlation,
+		Actor:         "scheduler:" + e.opts.SchedulerID,
+	}, p)
+	return err
+}
+
+// correlationOf is the id an execution's events are correlated by: its correlation id, else
+// its session id.
+func correlationOf(correlation, session string) string {
+	if correlation != "" {
+		return correlation
+	}
+	return session
+}
+
+const claimReturning = `RETURNING id::text, target_id::text, target_slug, action, command, params, risk_class,
+	timeout_seconds, coalesce(session_id, ''), correlation_id, started_at`
+
+// claim takes up to n of the oldest runnable executions: running, started_at now, claimed_by
+// us and an execution.started event each, in one transaction (one transaction for a batch
+// keeps the outbox's commit lock short when a backlog drains). It returns none when nothing
+// is runnable.
+func (e *Executor) claim(ctx context.Context, n int) ([]job, error) {
+	var jobs []job
+	err := pg.InTx(ctx, e.opts.Pool, func(tx pgx.Tx) error {
+		jobs = jobs[:0]
+		rows, err := tx.Query(ctx, `
+UPDATE executions SET status = 'running', started_at = now(), updated_at = now(), claimed_by = $1
+WHERE id IN (SELECT id FROM executions WHERE status = 'approved' ORDER BY created_at, id
+             FOR UPDATE SKIP LOCKED LIMIT $2)
+`+claimReturning, e.opts.SchedulerID, n)
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		jobs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (job, error) {
+			var j job
+			var secs int
+			err := r.Scan(&j.ID, &j.TargetID, &j.TargetSlug, &j.Action, &j.Command, &j.Params,
+				&j.RiskClass, &secs, &j.SessionID, &j.CorrelationID, &j.StartedAt)
+			j.Timeout = time.Duration(secs) * time.Second
+			if j.Timeout <= 0 {
+				j.Timeout = e.opts.DefaultTimeout
+			}
+			return j, err
+		})
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		for _, j := range jobs {
+			if err := e.appendEvent(ctx, tx, j.TargetID, correlationOf(j.CorrelationID, j.SessionID), eventPayload{
+				ExecutionID: j.ID, Status: StatusRunning, Target: j.TargetSlug, Action: j.Action, RiskClass: j.RiskClass,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+// outcome is how a run ended.
+type outcome struct {
+	Status   string
+	ExitCode *int
+	Result   any
+	Err      string
+	Duration time.Duration
+}
+
+// maxEndBatch caps how many run ends one transaction records.
+const maxEndBatch = 64
+
+// end is one run's end waiting to be recorded.
+type end struct {
+	j         job
+	o         outcome
+	result    []byte
+	output    []byte
+	truncated bool
+	done      chan error
+}
+
+// finish records the end of a run: status, exit code, output tail, result, error,
+// finished_at and the terminal event, in one transaction. The update is conditional on the
+// row still being ours and running, so a sweep that already gave up on it is not undone.
+//
+// Ends that arrive while another is being written are grouped into the next transaction
+// (group commit): every event append holds the outbox's commit lock, so one lock per batch
+// rather than per execution is what lets many short executions finish at once.
+func (e *Executor) finish(ctx context.Context, j job, o outcome, output []byte, truncated bool) error {
+	en := newEnd(j, o, output, truncated)
+	e.endMu.Lock()
+	e.ends = append(e.ends, en)
+	if e.endLeader {
+		e.endMu.Unlock()
+		return <-en.done
+	}
+	e.endLeader = true
+	for len(e.ends) > 0 {
+		batch := e.ends[:min(len(e.ends), maxEndBatch)]
+		e.ends = e.ends[len(batch):]
+		e.endMu.Unlock()
+		e.recordEnds(ctx, batch)
+		e.endMu.Lock()
+	}
+	e.endLeader = false
+	e.endMu.Unlock()
+	return <-en.done
+}
+
+// newEnd prepares a run's end for the database: the result marshalled (never built by hand)
+// and every string made storable.
+func newEnd(j job, o outcome, output []byte, truncated bool) *end {
+	result, err := json.Marshal(o.Result)
+	if err != nil {
+		// A result that cannot be marshalled is a bug here, not a reason to lose the run.
+		result, _ = json.Marshal(map[string]string{"marshal_error": err.Error()})
+	}
+	o.Err = pgText(o.Err)
+	if output == nil {
+		output = []byte{}
+	}
+	return &end{j: j, o: o, result: pgJSON(result), output: output, truncated: truncated, done: make(chan error, 1)}
+}
+
+// recordEnds writes a batch in one transaction, or one by one when the batch fails, so one
+// bad row cannot fail the others. Every end gets exactly one answer on its done channel.
+func (e *Executor) recordEnds(ctx context.Context, batch []*end) {
+	answered := 0
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error().Interface("panic", r).Msg("recovered panic while recording execution ends")
+			for _, en := range batch[answered:] {
+				en.done <- fmt.Errorf("record end of execution %s: internal error: %v", en.j.ID, r)
+			}
+		}
+	}()
+	if len(batch) > 1 {
+		errs := make([]error, len(batch))
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := pg.InTx(bctx, e.opts.Pool, func(tx pgx.Tx) error {
+			// The updates go in one pipelined round trip; the events follow, each through
+			// the outbox's Append.
+			var b pgx.Batch
+			for _, en := range batch {
+				queueUpdateEnd(&b, en, e.opts.SchedulerID)
+			}
+			br := tx.SendBatch(bctx, &b)
+			for i, en := range batch {
+				errs[i] = updateEndResult(br, en)
+			}
+			if err := br.Close(); err != nil {
+				return fmt.Errorf("record execution ends: %w", err)
+			}
+			for i := range batch {
+				if errs[i] != nil && !errors.Is(errs[i], errNotOurs) {
+					return errs[i]
+				}
+			}
+			for i, en := range batch {
+				if errs[i] == nil {
+					if err := e.appendEnd(bctx, tx, en); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		cancel()
+		if err == nil {
+			for i, en := range batch {
+				en.done <- errs[i]
+				answered++
+			}
+			return
+		}
+		e.log.Warn().Err(err).Int("batch", len(batch)).Msg("record execution ends as a batch; retrying one by one")
+	}
+	for _, en := range batch {
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := pg.InTx(ectx, e.opts.Pool, func(tx pgx.Tx) error {
+			if err := e.updateEnd(ectx, tx, en); err != nil {
+				return err
+			}
+			return e.appendEnd(ectx, tx, en)
+		})
+		cancel()
+		en.done <- err
+		answered++
+	}
+}
+
+const sqlUpdateEnd = `
+UPDATE executions SET status = $2, exit_code = $3, output = $4, output_truncated = $5, result = $6,
+       error = $7, finished_at = clock_timestamp(), updated_at = clock_timestamp()
+WHERE id = $1 AND status = 'running' AND claimed_by = $8`
+
+func queueUpdateEnd(b *pgx.Batch, en *end, schedulerID string) {
+	b.Queue(sqlUpdateEnd, en.j.ID, en.o.Status, en.o.ExitCode, en.output, en.truncated, json.RawMessage(en.result), en.o.Err, schedulerID)
+}
+
+func updateEndResult(br pgx.BatchResults, en *end) error {
+	tag, err := br.Exec()
+	if err != nil {
+		return fmt.Errorf("record end of execution %s: %w", en.j.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("record end of execution %s: %w", en.j.ID, errNotOurs)
+	}
+	return nil
+}
+
+func (e *Executor) updateEnd(ctx context.Context, tx pgx.Tx, en *end) error {
+	var b pgx.Batch
+	queueUpdateEnd(&b, en, e.opts.SchedulerID)
+	br := tx.SendBatch(ctx, &b)
+	err := updateEndResult(br, en)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("record end of execution %s: %w", en.j.ID, cerr)
+	}
+	return err
+}
+
+func (e *Executor) appendEnd(ctx context.Context, tx pgx.Tx, en *end) error {
+	j, o := en.j, en.o
+	ms := o.Duration.Milliseconds()
+	return e.appendEvent(ctx, tx, j.TargetID, correlationOf(j.CorrelationID, j.SessionID), eventPayload{
+		ExecutionID: j.ID, Status: o.Status, Target: j.TargetSlug, Action: j.Action, RiskClass: j.RiskClass,
+		ExitCode: o.ExitCode, Error: o.Err, DurationMS: &ms, Result: en.result,
+	})
+}
+
+// pgText makes s storable in a text column and a jsonb string: PostgreSQL refuses NUL and
+// invalid UTF-8 there, and an error message may quote a command's raw output. Both become
+// U+FFFD, so the write that records the end cannot fail on them (the bytes themselves are
+// kept, exactly, in execution_logs and executions.output).
+func pgText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+}
+
+// pgJSON makes marshalled JSON acceptable to jsonb, which refuses the \u0000 escape.
+func pgJSON(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u0000`)) {
+		return b
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return b
+	}
+	out, err := json.Marshal(cleanJSON(v))
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+func cleanJSON(v any) any {
+	switch x := v.(type) {
+	case string:
+		return pgText(x)
+	case []any:
+		for i := range x {
+			x[i] = cleanJSON(x[i])
+		}
+	case map[string]any:
+		clean := make(map[string]any, len(x))
+		for k, val := range x {
+			clean[pgText(k)] = cleanJSON(val)
+		}
+		return clean
+	}
+	return v
+}
+
+// errNotOurs means the execution was no longer running under this scheduler when its end
+// was recorded (a sweep or an operator got there first).
+var errNotOurs = errors.New("execution is no longer running under this scheduler")
+
+// interruptOrphans marks as interrupted every running execution whose scheduler is gone: with
+// one scheduler that is every running row at start; with leases, those claimed by us (a
+// previous life of this id) or by a holder with no live lease. They are never re-run: their
+// command may have had its effect already.
+func (e *Executor) interruptOrphans(ctx context.Context) (int, error) {
+	return e.interrupt(ctx, `
+SELECT id FROM executions x
+WHERE status = 'running'
+  AND (claimed_by IS NULL OR claimed_by = $1
+       OR NOT EXISTS (SELECT 1 FROM scheduler_leases l WHERE l.holder = x.claimed_by AND l.expires_at > now()))
+ORDER BY created_at
+FOR UPDATE SKIP LOCKED`, []any{e.opts.SchedulerID},
+		"the scheduler running it (%s) stopped before it finished; found at startup by %s. "+
+			"It is not re-run because its command may already have had its effect; output so far is kept")
+}
+
+// SweepStuck marks as interrupted the running executions that no run of this executor owns
+// and that have outlived their own timeout by StuckAfter. It returns how many it marked.
+func (e *Executor) SweepStuck(ctx context.Context) (int, error) {
+	return e.interrupt(ctx, `
+SELECT id FROM executions
+WHERE status = 'running'
+  AND started_at + make_interval(secs => timeout_seconds) + $1::interval < now()
+  AND NOT (id = ANY(coalesce($2::uuid[], '{}')))
+ORDER BY created_at
+FOR UPDATE SKIP LOCKED`, []any{e.opts.StuckAfter, e.inflightIDs()},
+		"running under %s for longer than its timeout plus the stuck grace; swept by %s. "+
+			"It is not re-run; output so far is kept")
+}
+
+// interrupt marks the rows selected by pick (which must lock them) as interrupted, fills
+// output with the tail of what was logged, and appends execution.interrupted for each, all in
+// one transaction. reason is a format taking the claimant and this scheduler's id.
+func (e *Executor) interrupt(ctx context.Context, pick string, args []any, reason string) (int, error) {
+	n := 0
+	err := pg.InTx(ctx, e.opts.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, pick, args...)
+		if err != nil {
+			return fmt.Errorf("find executions to interrupt: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("find executions to interrupt: %w", err)
+		}
+		for _, id := range ids {
+			var (
+				targetID, slug, action, risk, session, correlation string
+				claimedBy                                          *string
+				startedAt                                          *time.Time
+			)
+			err := tx.QueryRow(ctx, `
+WITH logged AS (
+    SELECT string_agg(data, ''::bytea ORDER BY seq) AS b FROM execution_logs
+    WHERE execution_id = $1 AND stream <> 'system'
+)
+UPDATE executions x SET status = 'interrupted', finished_at = now(), updated_at = now(),
+       output = CASE WHEN length(l.b) > $2 THEN substring(l.b FROM length(l.b) - $2 + 1) ELSE coalesce(l.b, x.output) END,
+       output_truncated = coalesce(length(l.b) > $2, x.output_truncated)
+FROM logged l
+WHERE x.id = $1
+RETURNING x.target_id::text, x.target_slug, x.action, x.risk_class, coalesce(x.session_id, ''), x.correlation_id,
+          x.claimed_by, x.started_at`, id, e.opts.MaxOutput).Scan(&targetID, &slug, &action, &risk, &session, &correlation,
+				&claimedBy, &startedAt)
+			if err != nil {
+				return fmt.Errorf("interrupt execution %s: %w", id, err)
+			}
+			claimant := "an unknown scheduler"
+			if claimedBy != nil {
+				claimant = *claimedBy
+			}
+			msg := fmt.Sprintf(reason, claimant, e.opts.SchedulerID)
+			if _, err := tx.Exec(ctx, `UPDATE executions SET error = $2 WHERE id = $1`, id, msg); err != nil {
+				return fmt.Errorf("interrupt execution %s: %w", id, err)
+			}
+			p := eventPayload{ExecutionID: id, Status: StatusInterrupted, Target: slug, Action: action, RiskClass: risk, Error: msg}
+			if startedAt != nil {
+				ms := time.Since(*startedAt).Milliseconds()
+				p.DurationMS = &ms
+			}
+			if err := e.appendEvent(ctx, tx, targetID, correlationOf(correlation, session), p); err != nil {
+				return err
+			}
+			e.log.Warn().Str("execution_id", id).Str("target", slug).Str("claimed_by", claimant).
+				Msg("execution interrupted; not re-run")
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
