@@ -2,7 +2,7 @@
 # PostgreSQL 15 server binaries on PATH; nothing else has to be running.
 
 GO        ?= go
-MODULES   := shared migrations seeds api scheduler agent deploy
+MODULES   := shared migrations seeds api scheduler agent deploy e2e
 PKGS      := $(foreach m,$(MODULES),./$(m)/...)
 FUZZTIME  ?= 10s
 BIN       := bin

@@ -4,7 +4,7 @@ set -euo pipefail
 fuzztime="${1:-10s}"
 cd "$(dirname "$0")/.."
 found=0
-for mod in shared migrations seeds api scheduler agent deploy; do
+for mod in shared migrations seeds api scheduler agent deploy e2e; do
   while IFS= read -r file; do
     dir=$(dirname "$file")
     for target in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)\(f \*testing\.F\)' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/'); do

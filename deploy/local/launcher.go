@@ -31,9 +31,11 @@ type Options struct {
 	Root    string    // repository root: binaries in Root/bin, state in Root/.local
 	Stdout  io.Writer // where the children's logs go
 	Getenv  func(string) string
-	APIAddr string // default 127.0.0.1:8080
-	SchAddr string // default 127.0.0.1:8091
-	AgtAddr string // default 127.0.0.1:8092
+	APIAddr string // OIKOS_API_ADDR, default 127.0.0.1:8080
+	SchAddr string // OIKOS_SCHEDULER_ADDR, default 127.0.0.1:8091
+	AgtAddr string // OIKOS_AGENT_ADDR, default 127.0.0.1:8092
+	// LabsimControl is the simulator's fault-injection API (LABSIM_CONTROL, default 127.0.0.1:7070).
+	LabsimControl string
 	// Labsim may be turned off (tests of the launcher that must not bind the fleet's ports).
 	NoLabsim bool
 }
@@ -61,15 +63,18 @@ func (o *Options) defaults() {
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
 	}
-	if o.APIAddr == "" {
-		o.APIAddr = "127.0.0.1:8080"
+	pick := func(field *string, env, def string) {
+		if *field == "" {
+			*field = o.Getenv(env)
+		}
+		if *field == "" {
+			*field = def
+		}
 	}
-	if o.SchAddr == "" {
-		o.SchAddr = "127.0.0.1:8091"
-	}
-	if o.AgtAddr == "" {
-		o.AgtAddr = "127.0.0.1:8092"
-	}
+	pick(&o.APIAddr, "OIKOS_API_ADDR", "127.0.0.1:8080")
+	pick(&o.SchAddr, "OIKOS_SCHEDULER_ADDR", "127.0.0.1:8091")
+	pick(&o.AgtAddr, "OIKOS_AGENT_ADDR", "127.0.0.1:8092")
+	pick(&o.LabsimControl, "LABSIM_CONTROL", "127.0.0.1:7070")
 }
 
 // StartPostgres returns a database URL: OIKOS_DATABASE_URL when set, else a private
@@ -121,7 +126,7 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 			"--inventory", filepath.Join(opts.Root, "seeds", "inventory.yaml"),
 			"--state-dir", filepath.Join(state, "labsim"),
 			"--authorized-keys", pubFile,
-			"--control", "127.0.0.1:7070",
+			"--control", opts.LabsimControl,
 		}, nil); err != nil {
 			return fail(err)
 		}
@@ -146,7 +151,28 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 			return fail(fmt.Errorf("%s: %w", name, err))
 		}
 	}
+	if err := s.writePIDs(filepath.Join(state, "pids")); err != nil {
+		return fail(err)
+	}
 	return s, nil
+}
+
+// writePIDs records every process the stack started, Postgres included, so an operator (or
+// the smoke test) can see what runs and check that nothing outlives a stop.
+func (s *Stack) writePIDs(file string) error {
+	var b strings.Builder
+	for _, c := range s.children {
+		fmt.Fprintf(&b, "%s %d\n", c.name, c.cmd.Process.Pid)
+	}
+	if s.cluster != nil {
+		fmt.Fprintf(&b, "postgres %d\n", s.cluster.PID())
+	}
+	return os.WriteFile(file, []byte(b.String()), 0o600)
+}
+
+// Addrs returns the api, scheduler and agent listen addresses.
+func (s *Stack) Addrs() (api, scheduler, agent string) {
+	return s.opts.APIAddr, s.opts.SchAddr, s.opts.AgtAddr
 }
 
 // Wait blocks until ctx ends or a child exits; it returns the child's failure.
@@ -189,15 +215,6 @@ func (s *Stack) Down() {
 		_ = s.cluster.Stop()
 		s.cluster = nil
 	}
-}
-
-// PIDs returns the process ids of the children and of Postgres (for the smoke test).
-func (s *Stack) PIDs() []int {
-	var out []int
-	for _, c := range s.children {
-		out = append(out, c.cmd.Process.Pid)
-	}
-	return out
 }
 
 func (s *Stack) spawn(name, path string, args, env []string) error {

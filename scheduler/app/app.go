@@ -1,16 +1,26 @@
 // Package app is the scheduler's composition root: it reads the configuration, connects to
-// Postgres, refuses a stale schema, wires the check runner and the executor, and serves
-// health until the context ends.
+// Postgres, refuses a stale schema, builds the one SSH pool the executor and the check runner
+// share (one connection per host, host keys pinned in the database), wires the executor, the
+// check runner, the sweeps and drift discovery, and serves health until the context ends.
+//
+// It lives outside internal/ so that the end-to-end tests can build the real parts.
 package app
 
 import (
 	"context"
+	"fmt"
 	"os"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/executor"
+	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
+	"github.com/oikos-hq/oikos/scheduler/internal/hostkeys"
 	"github.com/oikos-hq/oikos/shared/daemon"
+	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/schema"
 )
 
@@ -20,7 +30,7 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	pool, err := pg.Connect(ctx, cfg.DatabaseURL, 20, log)
+	pool, err := pg.Connect(ctx, cfg.DatabaseURL, 30, log)
 	if err != nil {
 		return err
 	}
@@ -28,7 +38,42 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	if err := schema.Wait(ctx, pool, cfg.SchemaWait, log); err != nil {
 		return err
 	}
+	signer, err := remote.LoadSigner(cfg.SSHKeyFile)
+	if err != nil {
+		return fmt.Errorf("OIKOS_SSH_KEY_FILE: %w", err)
+	}
+	ssh := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: hostkeys.New(pool, log), Logger: log})
+	defer ssh.Close()
+	graph := fleet.New(pool, fleet.Options{Logger: log})
+
+	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	connCfg.RuntimeParams["application_name"] = "oikos-scheduler-listener"
+	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
+	ex := executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log})
+
 	health := daemon.NewHealth()
 	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
+	health.AddCheck("listener", func(context.Context) error {
+		if !notifier.Connected() {
+			return fmt.Errorf("event listener is not connected")
+		}
+		return nil
+	})
+	health.Metrics.GaugeFunc("oikos_scheduler_ssh_connections", "Open SSH connections (one per host).",
+		func() float64 { return float64(ssh.OpenConnections()) })
+	health.Metrics.GaugeFunc("oikos_scheduler_executions_running", "Executions running now.",
+		func() float64 { return float64(ex.Running()) })
+
+	if err := notifier.Start(ctx); err != nil {
+		return err
+	}
+	defer notifier.Stop()
+	if err := ex.Start(ctx); err != nil {
+		return err
+	}
+	defer ex.Stop()
 	return daemon.Serve(ctx, log, cfg.Addr, health.Mux(), nil)
 }

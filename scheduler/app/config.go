@@ -24,5 +24,6 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		SSHKeyFile:  r.String("OIKOS_SSH_KEY_FILE", ""),
 	}
 	r.Require("OIKOS_DATABASE_URL", c.DatabaseURL)
+	r.Require("OIKOS_SSH_KEY_FILE", c.SSHKeyFile)
 	return c, r.Err()
 }

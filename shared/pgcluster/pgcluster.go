@@ -211,6 +211,9 @@ func (c *Cluster) URL(database string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, database)
 }
 
+// PID is the postmaster's process id.
+func (c *Cluster) PID() int { return c.cmd.Process.Pid }
+
 // Port is the port the server listens on.
 func (c *Cluster) Port() int { return c.port }
 

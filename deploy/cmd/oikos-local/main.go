@@ -53,7 +53,9 @@ func up(ctx context.Context, root string) int {
 		fmt.Fprintf(os.Stderr, "oikos-local: %v\n", err)
 		return 1
 	}
-	fmt.Printf("\nOikos is up.\n  api + dashboard  http://127.0.0.1:8080\n  agent            http://127.0.0.1:8092\n  scheduler        http://127.0.0.1:8091/healthz\n  database         %s\n  operator token   %s\n\nCtrl-C stops everything.\n\n", stack.DBURL, stack.Token)
+	api, sched, agent := stack.Addrs()
+	fmt.Printf("\nOikos is up.\n  api + dashboard  http://%s\n  agent            http://%s\n  scheduler        http://%s/healthz\n  database         %s\n  operator token   %s\n\nCtrl-C stops everything.\n\n",
+		api, agent, sched, stack.DBURL, stack.Token)
 	werr := stack.Wait(ctx)
 	stack.Down()
 	if werr != nil {

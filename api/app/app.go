@@ -1,0 +1,193 @@
+// Package app is the api's composition root. In order: configuration, logger, pool, schema
+// migration (under goose's advisory lock), ontology and seeds, token bootstrap, the command
+// policy, the graph and execution services, the event bus, the HTTP surface; then it serves
+// until the context ends and stops everything in reverse order.
+//
+// It lives outside internal/ so that the end-to-end tests can run the real api in-process.
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/execapi"
+	"github.com/oikos-hq/oikos/api/internal/execution"
+	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/httpapi"
+	"github.com/oikos-hq/oikos/api/internal/metricsapi"
+	"github.com/oikos-hq/oikos/api/internal/seed"
+	"github.com/oikos-hq/oikos/shared/daemon"
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/shared/safego"
+)
+
+// Run starts the api from the environment and blocks until ctx ends.
+func Run(ctx context.Context, log zerolog.Logger) error {
+	cfg, err := LoadConfig(os.Getenv)
+	if err != nil {
+		return err
+	}
+	srv, err := Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	return srv.Wait()
+}
+
+// Server is a running api.
+type Server struct {
+	addr      net.Addr
+	pool      *pgxpool.Pool
+	notifier  *eventbus.Notifier
+	bus       *eventbus.Bus
+	registrar *execution.Registrar
+	http      *httpapi.Server
+	cancel    context.CancelFunc
+	served    chan error
+	// Graph is the mutation service (tests drive it directly).
+	Graph *graph.Service
+	// Auth is the token store (tests mint tokens with it).
+	Auth *auth.Store
+}
+
+// Addr is the address the HTTP server listens on.
+func (s *Server) Addr() net.Addr { return s.addr }
+
+// Wait blocks until the HTTP server stops and returns its error.
+func (s *Server) Wait() error { return <-s.served }
+
+// Stop shuts everything down in reverse order of start. Safe to call twice.
+func (s *Server) Stop() {
+	s.cancel()
+	if s.http != nil {
+		s.http.Stop()
+	}
+	if s.registrar != nil {
+		s.registrar.Stop()
+	}
+	s.notifier.Stop()
+	s.bus.Stop()
+	s.pool.Close()
+}
+
+// Start brings the api up and returns once it listens.
+func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, err error) {
+	ctx, cancel := context.WithCancel(parent)
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+	}()
+	pool, err := pg.Connect(ctx, cfg.DatabaseURL, 40, log)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(e error) (*Server, error) {
+		pool.Close()
+		return nil, e
+	}
+	applied, err := pg.Migrate(ctx, pool)
+	if err != nil {
+		return fail(err)
+	}
+	if len(applied) > 0 {
+		log.Info().Ints64("versions", applied).Msg("applied migrations")
+	}
+	pol, err := policy.Load(cfg.PolicyFile)
+	if err != nil {
+		return fail(fmt.Errorf("command policy: %w", err))
+	}
+	o, inv, kn, err := seed.Load(seed.Embedded())
+	if err != nil {
+		return fail(fmt.Errorf("seeds: %w", err))
+	}
+	svc, err := graph.New(graph.Options{Pool: pool, Ontology: o, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.SeedOnStart {
+		// Ingest logs its own report.
+		if _, err := seed.Ingest(ctx, svc, o, inv, kn, seed.Options{Logger: log}); err != nil {
+			return fail(fmt.Errorf("seed ingest: %w", err))
+		}
+	} else if _, err := svc.SyncOntology(ctx, o); err != nil {
+		return fail(fmt.Errorf("ontology: %w", err))
+	}
+	store := auth.NewStore(pool)
+	if cfg.OperatorToken != "" {
+		if err := store.EnsureOperator(ctx, cfg.OperatorToken); err != nil {
+			return fail(fmt.Errorf("OIKOS_OPERATOR_TOKEN: %w", err))
+		}
+	}
+	exec, err := execution.New(execution.Options{Pool: pool, Policy: pol, Graph: svc, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return fail(err)
+	}
+	connCfg.RuntimeParams["application_name"] = "oikos-api-listener"
+	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
+	bus := eventbus.NewBus(eventbus.BusOptions{Pool: pool, Notifier: notifier, Logger: log})
+	health := daemon.NewHealth()
+	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
+	health.AddCheck("listener", func(context.Context) error {
+		if !notifier.Connected() {
+			return fmt.Errorf("event listener is not connected")
+		}
+		return nil
+	})
+	h := httpapi.New(httpapi.Deps{
+		Pool: pool, Graph: svc, Ontology: o, Auth: store, Bus: bus, Logger: log, Health: health,
+		Mounts: []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc){
+			func(g *echo.Group, _ func(auth.Permission) echo.MiddlewareFunc) {
+				execapi.Register(g, execapi.Deps{Service: exec, Auth: store, Notifier: notifier, Logger: log})
+			},
+			func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
+				metricsapi.Register(g.Group("", guard(auth.PermRead)), metricsapi.Deps{Pool: pool, Logger: log})
+			},
+		},
+	})
+	registrar, err := execution.NewRegistrar(execution.RegistrarOptions{Bus: bus, Pool: pool, Graph: svc, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	s := &Server{pool: pool, notifier: notifier, bus: bus, registrar: registrar, http: h, cancel: cancel,
+		served: make(chan error, 1), Graph: svc, Auth: store}
+	if err := bus.Start(ctx); err != nil {
+		return fail(err)
+	}
+	if err := notifier.Start(ctx); err != nil {
+		return fail(err)
+	}
+	if err := registrar.Start(ctx); err != nil {
+		return fail(err)
+	}
+	listening := make(chan net.Addr, 1)
+	safego.Go(log, "api-http", func() {
+		s.served <- daemon.Serve(ctx, log, cfg.Addr, h, func(a net.Addr) { listening <- a })
+	})
+	select {
+	case s.addr = <-listening:
+	case err := <-s.served:
+		s.Stop()
+		return nil, err
+	case <-time.After(30 * time.Second):
+		s.Stop()
+		return nil, fmt.Errorf("api did not start listening on %s", cfg.Addr)
+	}
+	return s, nil
+}
