@@ -138,8 +138,19 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 	if err := waitHealthy(ctx, "http://"+opts.APIAddr+"/readyz", 90*time.Second); err != nil {
 		return fail(fmt.Errorf("oikos-api: %w", err))
 	}
-	if err := s.spawn("oikos-scheduler", filepath.Join(bin, "oikos-scheduler"), nil, append(base,
-		"OIKOS_SCHEDULER_ADDR="+opts.SchAddr, "OIKOS_SSH_KEY_FILE="+keyFile, "OIKOS_API_URL=http://"+opts.APIAddr)); err != nil {
+	schedEnv := append(base, "OIKOS_SCHEDULER_ADDR="+opts.SchAddr, "OIKOS_SSH_KEY_FILE="+keyFile,
+		"OIKOS_API_URL=http://"+opts.APIAddr)
+	if !opts.NoLabsim {
+		// The demo fleet's names (*.lab.example, *.example) reach labsim's HTTPS ingress, whose
+		// certificate the scheduler trusts; nothing resolves a real name.
+		caFile := filepath.Join(state, "labsim", "http-ca.pem")
+		if err := waitFile(ctx, caFile, 30*time.Second); err != nil {
+			return fail(fmt.Errorf("labsim: %w", err))
+		}
+		schedEnv = append(schedEnv, "OIKOS_CHECK_CA_FILE="+caFile,
+			"OIKOS_CHECK_NAME_MAP=*.lab.example=127.0.20.1:8443,*.example=127.0.20.1:8443")
+	}
+	if err := s.spawn("oikos-scheduler", filepath.Join(bin, "oikos-scheduler"), nil, schedEnv); err != nil {
 		return fail(err)
 	}
 	if err := s.spawn("oikos-agent", filepath.Join(bin, "oikos-agent"), nil, append(base,
@@ -261,6 +272,24 @@ func waitHealthy(ctx context.Context, url string, limit time.Duration) error {
 		}
 	}
 	return fmt.Errorf("not ready within %s: %v", limit, last)
+}
+
+// waitFile waits until path exists.
+func waitFile(ctx context.Context, path string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not appear within %s", path, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // ensureSSHKey creates (once) the ed25519 key the scheduler uses for the fleet and returns

@@ -1,7 +1,7 @@
 // Package app is the scheduler's composition root: it reads the configuration, connects to
-// Postgres, refuses a stale schema, builds the one SSH pool the executor and the check runner
-// share (one connection per host, host keys pinned in the database), wires the executor, the
-// check runner, the sweeps and drift discovery, and serves health until the context ends.
+// Postgres, refuses a stale schema, builds the one SSH pool the executor, the check runner and
+// drift discovery share (one connection per host, host keys pinned in the database), wires
+// those parts and the sweeps, and serves health until the context ends.
 //
 // It lives outside internal/ so that the end-to-end tests can build the real parts.
 package app
@@ -9,16 +9,22 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/checks"
+	"github.com/oikos-hq/oikos/scheduler/internal/drift"
 	"github.com/oikos-hq/oikos/scheduler/internal/executor"
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
 	"github.com/oikos-hq/oikos/scheduler/internal/hostkeys"
+	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
+	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/daemon"
 	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/schema"
@@ -29,6 +35,11 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	cfg, err := LoadConfig(os.Getenv)
 	if err != nil {
 		return err
+	}
+	// The ontology decides coverage; it is the same embedded file the api derives checks with.
+	onto, err := ontology.Parse(seeds.Ontology())
+	if err != nil {
+		return fmt.Errorf("ontology: %w", err)
 	}
 	pool, err := pg.Connect(ctx, cfg.DatabaseURL, 30, log)
 	if err != nil {
@@ -45,16 +56,32 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	ssh := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: hostkeys.New(pool, log), Logger: log})
 	defer ssh.Close()
 	graph := fleet.New(pool, fleet.Options{Logger: log})
+	health := daemon.NewHealth()
 
 	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	connCfg.RuntimeParams["application_name"] = "oikos-scheduler-listener"
+	// Every part that listens registers its handlers in its constructor, so all are built
+	// before the notifier starts.
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
 	ex := executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log})
+	runner, err := checks.NewRunner(checks.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log,
+		Metrics: health.Metrics, NameMap: cfg.NameMap, AllowNonLoopback: cfg.AllowNonLoopback, TLSConfig: cfg.CheckTLS,
+		Concurrency: cfg.CheckConcurrency})
+	if err != nil {
+		return err
+	}
+	sweeper, err := sweep.New(sweep.Options{Pool: pool, Ontology: onto, Logger: log, Metrics: health.Metrics, Retention: cfg.Retention})
+	if err != nil {
+		return err
+	}
+	discovery, err := drift.New(drift.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics})
+	if err != nil {
+		return err
+	}
 
-	health := daemon.NewHealth()
 	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
 	health.AddCheck("listener", func(context.Context) error {
 		if !notifier.Connected() {
@@ -71,9 +98,16 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 		return err
 	}
 	defer notifier.Stop()
-	if err := ex.Start(ctx); err != nil {
-		return err
+	for _, part := range []interface {
+		Start(context.Context) error
+		Stop()
+	}{ex, runner, sweeper, discovery} {
+		if err := part.Start(ctx); err != nil {
+			return err
+		}
+		defer part.Stop()
 	}
-	defer ex.Stop()
-	return daemon.Serve(ctx, log, cfg.Addr, health.Mux(), nil)
+	mux := health.Mux()
+	mux.Handle("GET /status", runner.StatusHandler())
+	return daemon.Serve(ctx, log, cfg.Addr, http.Handler(mux), nil)
 }

@@ -1,29 +1,61 @@
 package app
 
 import (
+	"crypto/tls"
 	"time"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/checks"
+	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/shared/config"
 )
 
 // Config is the scheduler's configuration, read from OIKOS_* variables (README table).
 type Config struct {
 	DatabaseURL string        // OIKOS_DATABASE_URL
-	Addr        string        // OIKOS_SCHEDULER_ADDR: health and metrics
+	Addr        string        // OIKOS_SCHEDULER_ADDR: health, metrics and /status
 	SchemaWait  time.Duration // OIKOS_SCHEMA_WAIT: how long to wait for the api's migrations
 	SSHKeyFile  string        // OIKOS_SSH_KEY_FILE: private key for the fleet (only the scheduler reads it)
+	// Retention is how long metric samples are kept (OIKOS_METRICS_RETENTION).
+	Retention time.Duration
+	// NameMap maps the names http and tcp checks dial to IP literals (OIKOS_CHECK_NAME_MAP);
+	// the scheduler never resolves a name itself.
+	NameMap map[string]string
+	// CheckTLS trusts the system roots plus OIKOS_CHECK_CA_FILE for https checks.
+	CheckTLS *tls.Config
+	// AllowNonLoopback lets http and tcp checks dial real networks
+	// (OIKOS_CHECK_ALLOW_NON_LOOPBACK); off in labs and tests.
+	AllowNonLoopback bool
+	// CheckConcurrency caps checks running at once (OIKOS_CHECK_CONCURRENCY).
+	CheckConcurrency int
 }
 
 // LoadConfig reads and validates the configuration.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.New(getenv)
 	c := Config{
-		DatabaseURL: r.String("OIKOS_DATABASE_URL", ""),
-		Addr:        r.String("OIKOS_SCHEDULER_ADDR", ":8091"),
-		SchemaWait:  r.Duration("OIKOS_SCHEMA_WAIT", 60*time.Second),
-		SSHKeyFile:  r.String("OIKOS_SSH_KEY_FILE", ""),
+		DatabaseURL:      r.String("OIKOS_DATABASE_URL", ""),
+		Addr:             r.String("OIKOS_SCHEDULER_ADDR", ":8091"),
+		SchemaWait:       r.Duration("OIKOS_SCHEMA_WAIT", 60*time.Second),
+		SSHKeyFile:       r.String("OIKOS_SSH_KEY_FILE", ""),
+		AllowNonLoopback: r.Bool("OIKOS_CHECK_ALLOW_NON_LOOPBACK", false),
+		CheckConcurrency: r.Int("OIKOS_CHECK_CONCURRENCY", 32),
 	}
 	r.Require("OIKOS_DATABASE_URL", c.DatabaseURL)
 	r.Require("OIKOS_SSH_KEY_FILE", c.SSHKeyFile)
+	var err error
+	if c.Retention, err = sweep.ParseRetention(r.String("OIKOS_METRICS_RETENTION", "30d")); err != nil {
+		r.Fail("OIKOS_METRICS_RETENTION: %v", err)
+	}
+	if c.NameMap, err = checks.ParseNameMap(r.String("OIKOS_CHECK_NAME_MAP", "")); err != nil {
+		r.Fail("OIKOS_CHECK_NAME_MAP: %v", err)
+	}
+	if ca := r.String("OIKOS_CHECK_CA_FILE", ""); ca != "" {
+		if c.CheckTLS, err = checks.LoadCAFile(ca); err != nil {
+			r.Fail("OIKOS_CHECK_CA_FILE: %v", err)
+		}
+	}
+	if c.CheckConcurrency < 1 {
+		r.Fail("OIKOS_CHECK_CONCURRENCY must be at least 1")
+	}
 	return c, r.Err()
 }

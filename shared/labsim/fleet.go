@@ -34,11 +34,19 @@ const (
 // DefaultHTTPAddr is where the ingress HTTP listener binds when the fleet names none.
 const DefaultHTTPAddr = "127.0.20.1:8080"
 
+// DefaultHTTPSAddr is where the ingress HTTPS listener binds when the fleet names none: the
+// same address as DefaultHTTPAddr, so a name map entry "*.lab.example=127.0.20.1:8443"
+// sends a check's port 443 to it.
+const DefaultHTTPSAddr = "127.0.20.1:8443"
+
 // Fleet is the simulated homelab: machines reachable over SSH and the HTTP ingress routes.
 type Fleet struct {
 	Hosts []Host
 	// HTTPAddr is the ingress listener ("ip:port"); empty means DefaultHTTPAddr.
 	HTTPAddr string
+	// HTTPSAddr is the ingress listener serving the same routes over TLS ("ip:port") with
+	// the certificate of Sim.CAFile; empty means DefaultHTTPSAddr.
+	HTTPSAddr string
 	// Routes maps an HTTP Host name (an ingress route's public_host or the host of a
 	// service's url) to what serves it.
 	Routes map[string]RouteTarget

@@ -7,15 +7,11 @@ import (
 	"strings"
 )
 
-// serveIngress answers HTTP by Host header: a known route answers 200 "ok <name>" while
-// what serves it is up (its guest running, its unit active, its host not down), 502 when it
-// is not, and 404 for names the fleet does not route.
+// serveIngress answers HTTP and HTTPS by Host header: a known route answers 200 "ok <name>"
+// while what serves it is up (its guest running, its unit active, its host not down), 502
+// when it is not, and 404 for names the fleet does not route.
 func (s *Sim) serveIngress(w http.ResponseWriter, r *http.Request) {
-	name := strings.ToLower(r.Host)
-	if h, _, err := net.SplitHostPort(name); err == nil {
-		name = h
-	}
-	name = strings.TrimSuffix(name, ".")
+	name := routeName(r)
 	t, ok := s.fleet.Routes[name]
 	if !ok {
 		http.Error(w, "404 page not found", http.StatusNotFound)
@@ -55,4 +51,24 @@ func (s *Sim) serveIngress(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintf(w, "ok %s\n", name)
+}
+
+// routeName is the route a request asks for: its Host header without port or trailing dot,
+// or, over TLS when the Host header names no host (empty or an IP literal), the SNI server
+// name the client sent.
+func routeName(r *http.Request) string {
+	name := hostOnly(r.Host)
+	if r.TLS != nil && r.TLS.ServerName != "" && (name == "" || net.ParseIP(name) != nil) {
+		name = hostOnly(r.TLS.ServerName)
+	}
+	return name
+}
+
+// hostOnly lower-cases a host[:port] and drops the port and a trailing dot.
+func hostOnly(hostport string) string {
+	name := strings.ToLower(hostport)
+	if h, _, err := net.SplitHostPort(name); err == nil {
+		name = h
+	}
+	return strings.TrimSuffix(strings.Trim(name, "[]"), ".")
 }

@@ -1,9 +1,13 @@
 package labsim
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -21,7 +25,8 @@ import (
 
 // Options configure a Sim. The zero value of each field has a documented default.
 type Options struct {
-	// StateDir holds host keys and every machine's sandbox directory. Required.
+	// StateDir holds host keys, the ingress certificate (CAFileName, CAKeyFileName) and
+	// every machine's sandbox directory. Required.
 	StateDir string
 	// AuthorizedKeys are the client keys accepted; empty accepts any key.
 	AuthorizedKeys []ssh.PublicKey
@@ -66,6 +71,9 @@ type Sim struct {
 
 	httpLn     net.Listener
 	httpSrv    *http.Server
+	httpsLn    net.Listener
+	httpsSrv   *http.Server
+	cert       *ingressCert
 	controlLn  net.Listener
 	controlSrv *http.Server
 
@@ -87,6 +95,9 @@ func New(fleet Fleet, opts Options) (*Sim, error) {
 	if fleet.HTTPAddr == "" {
 		fleet.HTTPAddr = DefaultHTTPAddr
 	}
+	if fleet.HTTPSAddr == "" {
+		fleet.HTTPSAddr = DefaultHTTPSAddr
+	}
 	stateDir, err := filepath.Abs(opts.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("labsim: state dir: %w", err)
@@ -103,6 +114,14 @@ func New(fleet Fleet, opts Options) (*Sim, error) {
 		hosts:     map[string]*hostRT{},
 		declared:  map[string]string{},
 	}
+	cert, created, err := loadOrCreateIngressCert(stateDir, opts.Clock())
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		s.log.Info().Str("ca_file", cert.path).Msg("ingress certificate created")
+	}
+	s.cert = cert
 	for _, h := range fleet.Hosts {
 		if !validName.MatchString(h.Name) {
 			return nil, fmt.Errorf("labsim: invalid host name %q", h.Name)
@@ -179,6 +198,19 @@ func (s *Sim) Start(ctx context.Context) error {
 	s.httpSrv = &http.Server{Handler: http.HandlerFunc(s.serveIngress), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return s.ctx }}
 	s.serveHTTP("ingress", s.httpSrv, ln)
+	tln, err := net.Listen("tcp", s.listenAddr(s.fleet.HTTPSAddr))
+	if err != nil {
+		return fail(fmt.Errorf("labsim: https listener %s: %w", s.fleet.HTTPSAddr, err))
+	}
+	s.httpsLn = tln
+	// The same handler as plain HTTP: a route answers alike on both, so a check's scheme
+	// follows the inventory (the seeded routes are https) without a proxy in front.
+	s.httpsSrv = &http.Server{Handler: http.HandlerFunc(s.serveIngress), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return s.ctx },
+		TLSConfig:   &tls.Config{Certificates: []tls.Certificate{s.cert.tls}, MinVersion: tls.VersionTLS12},
+		// A client that does not trust the certificate is its problem, not the simulator's.
+		ErrorLog: log.New(io.Discard, "", 0)}
+	s.serveHTTP("ingress-tls", s.httpsSrv, tln)
 	if s.opts.ControlAddr != "" {
 		cln, err := net.Listen("tcp", s.opts.ControlAddr)
 		if err != nil {
@@ -197,7 +229,8 @@ func (s *Sim) Start(ctx context.Context) error {
 		case <-s.ctx.Done():
 		}
 	})
-	s.log.Info().Int("hosts", len(s.order)).Str("http", s.httpLn.Addr().String()).Msg("lab simulator started")
+	s.log.Info().Int("hosts", len(s.order)).Str("http", s.httpLn.Addr().String()).
+		Str("https", s.httpsLn.Addr().String()).Str("ca_file", s.cert.path).Msg("lab simulator started")
 	return nil
 }
 
@@ -205,7 +238,13 @@ func (s *Sim) serveHTTP(name string, srv *http.Server, ln net.Listener) {
 	s.wg.Add(1)
 	safego.Go(s.log, "labsim-"+name, func() {
 		defer s.wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if srv.TLSConfig != nil {
+			err = srv.ServeTLS(ln, "", "") // the certificate is in TLSConfig
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error().Err(err).Str("server", name).Msg("http server stopped")
 		}
 	})
@@ -250,6 +289,7 @@ func (s *Sim) Stop() {
 			}
 		}
 		shutdown(s.httpSrv)
+		shutdown(s.httpsSrv)
 		shutdown(s.controlSrv)
 		s.wg.Wait()
 		s.mu.Lock()
@@ -289,6 +329,21 @@ func (s *Sim) HTTPAddr() string {
 	}
 	return s.httpLn.Addr().String()
 }
+
+// HTTPSAddr is the address the ingress HTTPS listener is bound to ("" before Start).
+func (s *Sim) HTTPSAddr() string {
+	if s.httpsLn == nil {
+		return ""
+	}
+	return s.httpsLn.Addr().String()
+}
+
+// CAFile is the path of the ingress certificate (PEM) in the state directory: a client
+// trusting it as a root verifies the HTTPS ingress. It survives restarts.
+func (s *Sim) CAFile() string { return s.cert.path }
+
+// CACertPEM is the content of CAFile.
+func (s *Sim) CACertPEM() []byte { return bytes.Clone(s.cert.certPEM) }
 
 // ControlAddr is the address of the control API ("" when disabled or before Start).
 func (s *Sim) ControlAddr() string {
@@ -469,13 +524,15 @@ type HostState struct {
 
 // State is a snapshot of the whole simulator.
 type State struct {
-	HTTPAddr string      `json:"http_addr"`
-	Hosts    []HostState `json:"hosts"`
+	HTTPAddr  string      `json:"http_addr"`
+	HTTPSAddr string      `json:"https_addr"`
+	CAFile    string      `json:"ca_file"`
+	Hosts     []HostState `json:"hosts"`
 }
 
 // Snapshot returns the current state of every host and guest.
 func (s *Sim) Snapshot() State {
-	st := State{HTTPAddr: s.HTTPAddr()}
+	st := State{HTTPAddr: s.HTTPAddr(), HTTPSAddr: s.HTTPSAddr(), CAFile: s.CAFile()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, name := range s.order {

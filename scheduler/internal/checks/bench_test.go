@@ -451,16 +451,16 @@ LogLevel ERROR
 		})
 		pids = append(pids, cmd.Process.Pid)
 	}
+	// sshd writes its pid file once it listens (probing the ports would only make it log
+	// aborted handshakes).
 	deadline := time.Now().Add(10 * time.Second)
-	for _, p := range ports {
+	for i := 0; i < len(ports); i += 10 {
 		for {
-			c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-			if err == nil {
-				_ = c.Close()
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("sshd%d.pid", i))); err == nil {
 				break
 			}
 			if time.Now().After(deadline) {
-				b.Fatalf("sshd not listening on %d: %v", p, err)
+				b.Fatalf("sshd for ports %v did not start", ports[i:min(i+10, len(ports))])
 			}
 			tick := time.NewTimer(20 * time.Millisecond)
 			<-tick.C
@@ -564,7 +564,7 @@ VALUES ($1, $2, $3, $4, 'ssh-script', '{"script": "cpu", "os": "linux", "args": 
 	start := time.Now()
 	for i := 0; i < fresh; i++ {
 		p := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: remote.NewMemoryHostKeys(), Logger: zerolog.Nop()})
-		if _, err := p.Exec(ctx, t, "head -n 1 /proc/stat", nil); err != nil {
+		if _, err := p.Exec(ctx, t, `read -r l < /proc/stat && echo "$l"`, nil); err != nil {
 			b.Fatal(err)
 		}
 		p.Close()

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"time"
 )
 
@@ -21,31 +20,34 @@ var ErrDialRefused = errors.New("dial refused by the scheduler's address policy"
 // DNS: a check must not make reachability depend on a resolver, and in the lab nothing may
 // resolve a public name at all.
 type netDialer struct {
-	names            map[string]string
+	names            nameMap
 	allowNonLoopback bool
 	dialer           net.Dialer
 }
 
+// newNetDialer takes the name map of Options.NameMap: keys are names, IP literals or
+// "*.suffix" wildcards; values are IP literals or ip:port (see ParseNameMap).
 func newNetDialer(names map[string]string, allowNonLoopback bool) *netDialer {
-	m := make(map[string]string, len(names))
-	for k, v := range names {
-		m[strings.ToLower(strings.TrimSuffix(k, "."))] = v
-	}
-	return &netDialer{names: m, allowNonLoopback: allowNonLoopback, dialer: net.Dialer{KeepAlive: 30 * time.Second}}
+	return &netDialer{names: newNameMap(names), allowNonLoopback: allowNonLoopback, dialer: net.Dialer{KeepAlive: 30 * time.Second}}
 }
 
-// address maps host:port to the ip:port to dial, or refuses it.
+// address maps host:port to the ip:port to dial, or refuses it. A mapped entry with a port
+// replaces the dialled port. The loopback rule applies to the IP actually dialled.
 func (d *netDialer) address(hostport string) (string, error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return "", fmt.Errorf("%w: %q is not host:port: %w", ErrDialRefused, hostport, err)
 	}
-	ipText := host
-	if mapped, ok := d.names[strings.ToLower(strings.TrimSuffix(host, "."))]; ok {
-		ipText = mapped
-	}
-	ip, err := netip.ParseAddr(ipText)
-	if err != nil {
+	var ip netip.Addr
+	if t, ok := d.names.lookup(host); ok {
+		if t.err != nil {
+			return "", fmt.Errorf("%w: %w", ErrDialRefused, t.err)
+		}
+		ip = t.ip
+		if t.port != "" {
+			port = t.port
+		}
+	} else if ip, err = netip.ParseAddr(host); err != nil {
 		return "", fmt.Errorf("%w: %q is not in the scheduler's name map and names are never resolved", ErrDialRefused, host)
 	}
 	if !ip.IsLoopback() && !d.allowNonLoopback {

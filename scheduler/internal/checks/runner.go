@@ -78,7 +78,8 @@ type Options struct {
 	// HTTPClient, when set, is used by http checks as is (tests with their own TLS roots).
 	// Otherwise a client over one shared transport with the NameMap dialer is built.
 	HTTPClient *http.Client
-	// NameMap maps host names to the IP literal to dial for http and tcp checks; nothing
+	// NameMap maps host names (or *.suffix wildcards) to the IP literal, or ip:port, to dial for
+	// http and tcp checks (see ParseNameMap); nothing
 	// else resolves a name.
 	NameMap map[string]string
 	// AllowNonLoopback permits http and tcp checks to dial addresses outside 127.0.0.0/8
@@ -153,7 +154,9 @@ type entry struct {
 	due     time.Time // base plus this cycle's jitter
 	idx     int
 	running atomic.Bool
-	state   probeState
+	// overrunLogged is set by the first overrun of a run and cleared when the run ends.
+	overrunLogged atomic.Bool
+	state         probeState
 }
 
 // NewRunner builds a Runner and registers its NOTIFY handler on opts.Notifier.
@@ -310,7 +313,7 @@ func (r *Runner) dispatchDue(ctx context.Context) {
 		r.mu.Unlock()
 
 		if e.running.Load() {
-			r.overrun(d)
+			r.overrun(e, d)
 			continue
 		}
 		if r.opts.Owns != nil && !r.opts.Owns(resourceOf(d)) {
@@ -324,7 +327,7 @@ func (r *Runner) dispatchDue(ctx context.Context) {
 		}
 		if !e.running.CompareAndSwap(false, true) {
 			<-r.sem
-			r.overrun(d)
+			r.overrun(e, d)
 			continue
 		}
 		r.wg.Add(1)
@@ -333,12 +336,15 @@ func (r *Runner) dispatchDue(ctx context.Context) {
 	}
 }
 
-func (r *Runner) overrun(d *checkDef) {
+func (r *Runner) overrun(e *entry, d *checkDef) {
 	r.overruns.Add(1)
 	r.m.Add("oikos_scheduler_checks_overrun_total",
 		"Checks that fell due while their previous run was still running; that run was skipped.", 1, "kind", checkLabel(d))
-	r.log.Warn().Str("check", d.Slug).Dur("interval", d.Interval).Dur("timeout", d.Timeout).
-		Msg("check fell due while its previous run is still running; skipped this run")
+	// Every overrun is counted; the log says it once per stuck run, not once per interval.
+	if e.overrunLogged.CompareAndSwap(false, true) {
+		r.log.Warn().Str("check", d.Slug).Dur("interval", d.Interval).Dur("timeout", d.Timeout).
+			Msg("check fell due while its previous run is still running; skipping runs until it ends")
+	}
 }
 
 // advance moves e to its next cycle. A check that fell more than a whole cycle behind (the
@@ -375,6 +381,7 @@ func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time) 
 	defer r.wg.Done()
 	defer func() { <-r.sem }()
 	defer r.running.Add(-1)
+	defer e.overrunLogged.Store(false) // after running is cleared (defers run last-first)
 	defer e.running.Store(false)
 	r.recordLag(time.Since(due))
 	r.runs.Add(1)

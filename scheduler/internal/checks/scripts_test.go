@@ -168,7 +168,7 @@ func TestScriptCommands(t *testing.T) {
 		spec scriptSpec
 		want string
 	}{
-		{scriptSpec{Script: "cpu", OS: "linux"}, "head -n 1 /proc/stat"},
+		{scriptSpec{Script: "cpu", OS: "linux"}, `read -r l < /proc/stat && echo "$l"`},
 		{scriptSpec{Script: "cpu", OS: "darwin"}, "top -l 2 -n 0 -s 1"},
 		{scriptSpec{Script: "memory", OS: "darwin"}, "sysctl -n hw.memsize; vm_stat"},
 		{scriptSpec{Script: "process", OS: "linux", Args: []string{"jellyfin.service"}}, "systemctl is-active jellyfin.service"},

@@ -1,6 +1,10 @@
 // Command labsim runs the lab simulator: a fake homelab that speaks real SSH, one listener
-// per machine of the inventory, with an HTTP ingress listener and a loopback control API for
-// fault injection. See package labsim.
+// per machine of the inventory, with HTTP and HTTPS ingress listeners and a loopback control
+// API for fault injection. See package labsim.
+//
+// The HTTPS ingress serves a self-signed certificate kept in the state directory
+// (<state-dir>/http-ca.pem, logged at start); clients trust that file as their CA
+// (the scheduler's OIKOS_CHECK_CA_FILE).
 //
 // Flags (each has an environment twin):
 //
@@ -9,6 +13,7 @@
 //	--authorized-keys FILE    LABSIM_AUTHORIZED_KEYS  accepted client keys (default: any key)
 //	--control ADDR            LABSIM_CONTROL          control API ("" disables; 127.0.0.1:7070)
 //	--http ADDR               LABSIM_HTTP             ingress listener (default from the fleet)
+//	--https ADDR              LABSIM_HTTPS            TLS ingress listener (127.0.20.1:8443)
 //	--log-level LEVEL         LABSIM_LOG_LEVEL        debug, info, warn, error (info)
 package main
 
@@ -41,7 +46,7 @@ func main() {
 
 // config is the command line after flags and environment.
 type config struct {
-	inventory, stateDir, authorizedKeys, control, http, logLevel string
+	inventory, stateDir, authorizedKeys, control, http, https, logLevel string
 }
 
 func parseConfig(args []string, getenv func(string) string) (config, error) {
@@ -58,6 +63,7 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.authorizedKeys, "authorized-keys", def("LABSIM_AUTHORIZED_KEYS", ""), "authorized_keys file (default: accept any key)")
 	fs.StringVar(&c.control, "control", def("LABSIM_CONTROL", "127.0.0.1:7070"), "control API address (empty disables it)")
 	fs.StringVar(&c.http, "http", def("LABSIM_HTTP", ""), "ingress HTTP address (default: the fleet's)")
+	fs.StringVar(&c.https, "https", def("LABSIM_HTTPS", labsim.DefaultHTTPSAddr), "ingress HTTPS address (same routes as --http, certificate in <state-dir>/"+labsim.CAFileName+")")
 	fs.StringVar(&c.logLevel, "log-level", def("LABSIM_LOG_LEVEL", "info"), "log level")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -130,6 +136,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	if cfg.http != "" {
 		fleet.HTTPAddr = cfg.http
 	}
+	if cfg.https != "" {
+		fleet.HTTPSAddr = cfg.https
+	}
 	keys, err := readAuthorizedKeys(cfg.authorizedKeys)
 	if err != nil {
 		return fmt.Errorf("authorized keys: %w", err)
@@ -146,6 +155,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	for _, name := range sim.Hosts() {
 		log.Info().Str("host", name).Str("addr", sim.Addr(name)).Str("host_key", ssh.FingerprintSHA256(sim.HostKey(name))).Msg("host listening")
 	}
+	log.Info().Str("http", sim.HTTPAddr()).Str("https", sim.HTTPSAddr()).Str("ca_file", sim.CAFile()).
+		Msg("ingress listening; https clients trust ca_file")
 	if sim.ControlAddr() != "" {
 		log.Info().Str("addr", sim.ControlAddr()).Msg("control API listening")
 	}
