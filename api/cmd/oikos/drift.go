@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// driftReport is the part of GET /api/v1/audit/drift the command prints.
+type driftReport struct {
+	ID         string  `json:"id"`
+	Status     string  `json:"status"`
+	Trigger    string  `json:"trigger"`
+	FinishedAt string  `json:"finished_at"`
+	AgeSeconds float64 `json:"age_seconds"`
+	Hosts      []struct {
+		Host      string `json:"host"`
+		Reachable bool   `json:"reachable"`
+		Error     string `json:"error"`
+		LXC       int    `json:"lxc"`
+		VM        int    `json:"vm"`
+	} `json:"hosts"`
+	Missing []struct {
+		Host   string `json:"host"`
+		Kind   string `json:"kind"`
+		VMID   int    `json:"vmid"`
+		Name   string `json:"name"`
+		Status string `json:"status"`
+		Hint   string `json:"hint"`
+	} `json:"missing"`
+	Ghost []struct {
+		Entity string `json:"entity"`
+		Host   string `json:"host"`
+		Kind   string `json:"kind"`
+		VMID   int    `json:"vmid"`
+		State  string `json:"state"`
+		Hint   string `json:"hint"`
+	} `json:"ghost"`
+	Unchecked []struct {
+		Entity string `json:"entity"`
+		Reason string `json:"reason"`
+	} `json:"unchecked"`
+}
+
+// runDrift prints the latest drift report (guests the Proxmox hosts run that the graph lacks,
+// and entities whose guest is gone); --refresh asks the scheduler for a new one first.
+func runDrift(ctx context.Context, env *cliEnv, args []string) int {
+	fs := flag.NewFlagSet("drift", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	refresh := fs.Bool("refresh", false, "run pct list / qm list on every Proxmox host now and wait for the result")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	timeout := fs.Duration("timeout", 60*time.Second, "with --refresh: how long to wait for the scheduler")
+	fs.Usage = func() {
+		fmt.Fprintln(env.Stderr, "usage: oikos drift [--refresh] [--timeout 60s] [--json]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return 2
+	}
+	path := "/api/v1/audit/drift"
+	if *refresh {
+		q := url.Values{"refresh": {"true"}, "timeout": {timeout.String()}}
+		path += "?" + q.Encode()
+		// The api waits up to timeout for the scheduler; give the request a little more.
+		client := *env.HTTP
+		client.Timeout = max(client.Timeout, *timeout+10*time.Second)
+		e := *env
+		e.HTTP = &client
+		env = &e
+	}
+	var raw json.RawMessage
+	if err := env.call(ctx, "GET", path, nil, &raw); err != nil {
+		fmt.Fprintf(env.Stderr, "oikos drift: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			fmt.Fprintf(env.Stderr, "oikos drift: %v\n", err)
+			return 1
+		}
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			fmt.Fprintf(env.Stderr, "oikos drift: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	var rep driftReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		fmt.Fprintf(env.Stderr, "oikos drift: unexpected answer: %v\n", err)
+		return 1
+	}
+	printDrift(env.Stdout, rep)
+	return 0
+}
+
+func printDrift(w io.Writer, rep driftReport) {
+	age := ""
+	if rep.AgeSeconds > 0 {
+		age = fmt.Sprintf(", %s ago", (time.Duration(rep.AgeSeconds) * time.Second).String())
+	}
+	fmt.Fprintf(w, "drift report %s (%s, finished %s%s)\n", rep.ID, rep.Trigger, rep.FinishedAt, age)
+	var down []string
+	for _, h := range rep.Hosts {
+		if !h.Reachable {
+			down = append(down, fmt.Sprintf("%s (%s)", h.Host, h.Error))
+		}
+	}
+	fmt.Fprintf(w, "%d Proxmox host(s) listed, %d unreachable; %d missing, %d ghost, %d unchecked\n",
+		len(rep.Hosts), len(down), len(rep.Missing), len(rep.Ghost), len(rep.Unchecked))
+	if len(rep.Missing) > 0 {
+		fmt.Fprintln(w, "\nmissing (running on a host, no entity in the graph):")
+		for _, m := range rep.Missing {
+			fmt.Fprintf(w, "  %-24s %-3s %-6d %-24s %s", m.Host, m.Kind, m.VMID, m.Name, m.Status)
+			if m.Hint != "" {
+				fmt.Fprintf(w, "  (%s)", m.Hint)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if len(rep.Ghost) > 0 {
+		fmt.Fprintln(w, "\nghost (an entity in the graph, not on its host):")
+		for _, g := range rep.Ghost {
+			fmt.Fprintf(w, "  %-32s %-3s %-6d on %s [%s]", g.Entity, g.Kind, g.VMID, g.Host, g.State)
+			if g.Hint != "" {
+				fmt.Fprintf(w, "  (%s)", g.Hint)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if len(rep.Unchecked) > 0 {
+		fmt.Fprintln(w, "\nunchecked (could not be compared):")
+		for _, u := range rep.Unchecked {
+			fmt.Fprintf(w, "  %-32s %s\n", u.Entity, u.Reason)
+		}
+	}
+	if len(down) > 0 {
+		fmt.Fprintln(w, "\nunreachable hosts:")
+		fmt.Fprintln(w, "  "+strings.Join(down, "\n  "))
+	}
+}

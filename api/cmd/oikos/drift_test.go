@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDriftCommand(t *testing.T) {
+	t.Parallel()
+	var gotQuery, gotAuth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/audit/drift" {
+			http.NotFound(w, r)
+			return
+		}
+		gotQuery, gotAuth = r.URL.RawQuery, r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "r1", "status": "completed", "trigger": "requested", "finished_at": "2026-11-30T12:00:00Z", "age_seconds": 90,
+			"hosts": []map[string]any{{"host": "proxmox-host:atlas", "reachable": true, "lxc": 3},
+				{"host": "proxmox-host:ceres", "reachable": false, "error": "host unreachable"}},
+			"missing":   []map[string]any{{"host": "proxmox-host:atlas", "kind": "lxc", "vmid": 150, "name": "stray", "status": "running"}},
+			"ghost":     []map[string]any{{"entity": "lxc:db", "host": "proxmox-host:atlas", "kind": "lxc", "vmid": 102, "state": "active"}},
+			"unchecked": []map[string]any{{"entity": "lxc:far", "reason": "its host proxmox-host:ceres could not be listed"}},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	env := func(out, errOut *bytes.Buffer) *cliEnv {
+		vars := map[string]string{"OIKOS_API_URL": srv.URL, "OIKOS_TOKEN": "tok"}
+		return &cliEnv{Stdout: out, Stderr: errOut, Getenv: func(k string) string { return vars[k] },
+			HTTP: &http.Client{Timeout: 5 * time.Second}}
+	}
+
+	var out, errOut bytes.Buffer
+	if code := runDrift(context.Background(), env(&out, &errOut), []string{"--refresh", "--timeout", "20s"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if gotQuery != "refresh=true&timeout=20s" || gotAuth != "Bearer tok" {
+		t.Errorf("query %q auth %q", gotQuery, gotAuth)
+	}
+	for _, want := range []string{"1 missing, 1 ghost, 1 unchecked", "stray", "lxc:db", "1m30s ago", "proxmox-host:ceres (host unreachable)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	out.Reset()
+	if code := runDrift(context.Background(), env(&out, &errOut), []string{"--json"}); code != 0 || gotQuery != "" {
+		t.Fatalf("exit %d query %q", code, gotQuery)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil || v["id"] != "r1" {
+		t.Errorf("--json: %v %v", v, err)
+	}
+	if code := runDrift(context.Background(), env(&out, &errOut), []string{"extra"}); code != 2 {
+		t.Errorf("stray argument: exit %d", code)
+	}
+}

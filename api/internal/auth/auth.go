@@ -1,0 +1,268 @@
+// Package auth holds the api's bearer tokens and what each role may do.
+//
+// A token is "oik_" followed by 32 random bytes in base64url. Only its SHA-256 (hex) is
+// stored, so the api_tokens table never holds a usable secret; the plaintext is shown once,
+// by Create. Verification looks the hash up and compares it in constant time.
+//
+// Roles follow ARCHITECTURE.md's security model: an operator may do everything, an agent may
+// read and write facts and knowledge but never decide an approval, a readonly token may only
+// read. The grants are one small table (grants) so that a route states the permission it
+// needs and the table alone says who has it.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/shared/pg"
+)
+
+// Role is what a token is allowed to do.
+type Role string
+
+// The three roles.
+const (
+	RoleOperator Role = "operator"
+	RoleAgent    Role = "agent"
+	RoleReadonly Role = "readonly"
+)
+
+// Permission is a class of request a route belongs to.
+type Permission string
+
+// Permissions a route may require.
+const (
+	// PermRead: any GET.
+	PermRead Permission = "read"
+	// PermWrite: mutations of the graph, knowledge and signal state.
+	PermWrite Permission = "write"
+	// PermDecide: deciding an approval (approve, deny, revoke). Operators only: an agent never
+	// approves its own work (a chat assent is verified by the api and goes through the
+	// operator's message, not the agent's token).
+	PermDecide Permission = "decide"
+)
+
+// grants is the whole role model: which role holds which permission.
+var grants = map[Role]map[Permission]bool{
+	RoleOperator: {PermRead: true, PermWrite: true, PermDecide: true},
+	RoleAgent:    {PermRead: true, PermWrite: true},
+	RoleReadonly: {PermRead: true},
+}
+
+// Can reports whether the role holds the permission. Unknown roles hold nothing.
+func (r Role) Can(p Permission) bool { return grants[r][p] }
+
+// ParseRole returns the role named s, or ErrInvalidRole.
+func ParseRole(s string) (Role, error) {
+	r := Role(s)
+	if _, ok := grants[r]; !ok {
+		return "", fmt.Errorf("%w: %q (want operator, agent or readonly)", ErrInvalidRole, s)
+	}
+	return r, nil
+}
+
+// Principal is who made a request.
+type Principal struct {
+	// Name is the token's name; audit rows and events carry it as the actor.
+	Name string
+	// Role is the token's role.
+	Role Role
+}
+
+// Errors returned by the store.
+var (
+	// ErrUnauthenticated: no token, a malformed one, an unknown one or a revoked one. The
+	// caller answers 401 without saying which, so a guesser learns nothing.
+	ErrUnauthenticated = errors.New("missing, unknown or revoked bearer token")
+	// ErrForbidden: the token is valid but its role lacks the permission.
+	ErrForbidden = errors.New("token role lacks the permission")
+	// ErrInvalidRole: a role name that is not operator, agent or readonly.
+	ErrInvalidRole = errors.New("invalid role")
+	// ErrInvalidName: an empty or over-long token name.
+	ErrInvalidName = errors.New("invalid token name")
+	// ErrNameTaken: a token of that name exists already.
+	ErrNameTaken = errors.New("a token with that name exists")
+	// ErrNotFound: no token of that name.
+	ErrNotFound = errors.New("no such token")
+)
+
+// Prefix starts every token Create issues, so a leaked one is recognisable in logs and by
+// secret scanners.
+const Prefix = "oik_"
+
+// BootstrapOperatorName is the name of the token EnsureOperator maintains.
+const BootstrapOperatorName = "bootstrap-operator"
+
+// Bounds on a presented token. Generated tokens are 47 characters; an operator-chosen
+// OIKOS_OPERATOR_TOKEN may be any string in this range.
+const (
+	minTokenLen = 16
+	maxTokenLen = 512
+)
+
+// lastUsedResolution bounds how often Verify writes last_used_at: once a minute per token is
+// enough to spot a stale token, and a write per request would double the cost of every call.
+const lastUsedResolution = time.Minute
+
+// Store reads and writes api_tokens.
+type Store struct {
+	db pg.Querier
+}
+
+// NewStore returns a store over db (a pool).
+func NewStore(db pg.Querier) *Store { return &Store{db: db} }
+
+// Hash returns the stored form of a token: hex SHA-256.
+func Hash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// NewToken returns a fresh random token.
+func NewToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("random token: %w", err)
+	}
+	return Prefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+func checkName(name string) error {
+	if strings.TrimSpace(name) == "" || len(name) > 200 {
+		return fmt.Errorf("%w: %q (1 to 200 characters)", ErrInvalidName, name)
+	}
+	return nil
+}
+
+// Create issues a new token and returns its plaintext, which is never stored or shown again.
+func (s *Store) Create(ctx context.Context, name string, role Role) (string, error) {
+	if err := checkName(name); err != nil {
+		return "", err
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return "", err
+	}
+	token, err := NewToken()
+	if err != nil {
+		return "", err
+	}
+	_, err = s.db.Exec(ctx, `INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, $2, $3)`,
+		name, string(role), Hash(token))
+	if pg.IsUniqueViolation(err, "api_tokens_name_key") {
+		return "", fmt.Errorf("%w: %q", ErrNameTaken, name)
+	}
+	if err != nil {
+		return "", fmt.Errorf("create token %q: %w", name, err)
+	}
+	return token, nil
+}
+
+// Verify returns the principal a token stands for, or ErrUnauthenticated.
+func (s *Store) Verify(ctx context.Context, token string) (Principal, error) {
+	if len(token) < minTokenLen || len(token) > maxTokenLen {
+		return Principal{}, ErrUnauthenticated
+	}
+	want := Hash(token)
+	var (
+		id, name, role, stored string
+		lastUsed               *time.Time
+		revoked                bool
+	)
+	err := s.db.QueryRow(ctx, `SELECT id::text, name, role, token_hash, last_used_at, revoked_at IS NOT NULL
+		FROM api_tokens WHERE token_hash = $1`, want).Scan(&id, &name, &role, &stored, &lastUsed, &revoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("verify token: %w", err)
+	}
+	// The index lookup found the row by hash; the constant-time comparison is the check that
+	// decides, so no timing difference depends on how much of a guess was right.
+	if subtle.ConstantTimeCompare([]byte(stored), []byte(want)) != 1 || revoked {
+		return Principal{}, ErrUnauthenticated
+	}
+	if lastUsed == nil || time.Since(*lastUsed) > lastUsedResolution {
+		if _, err := s.db.Exec(ctx, `UPDATE api_tokens SET last_used_at = now() WHERE id = $1`, id); err != nil {
+			return Principal{}, fmt.Errorf("record token use: %w", err)
+		}
+	}
+	return Principal{Name: name, Role: Role(role)}, nil
+}
+
+// EnsureOperator makes sure token is an active operator token, named bootstrap-operator
+// (OIKOS_OPERATOR_TOKEN, for compose and demos). A changed value replaces the previous
+// bootstrap token, which then stops working. A token already held by another name is
+// accepted when that token is an active operator, and refused otherwise.
+func (s *Store) EnsureOperator(ctx context.Context, token string) error {
+	if len(token) < minTokenLen || len(token) > maxTokenLen {
+		return fmt.Errorf("OIKOS_OPERATOR_TOKEN must be %d to %d characters (try `oikos token create` for a generated one)",
+			minTokenLen, maxTokenLen)
+	}
+	h := Hash(token)
+	var name, role string
+	var revoked bool
+	err := s.db.QueryRow(ctx, `SELECT name, role, revoked_at IS NOT NULL FROM api_tokens WHERE token_hash = $1`, h).
+		Scan(&name, &role, &revoked)
+	switch {
+	case err == nil && name != BootstrapOperatorName:
+		if Role(role) == RoleOperator && !revoked {
+			return nil
+		}
+		return fmt.Errorf("OIKOS_OPERATOR_TOKEN equals token %q, which is not an active operator token", name)
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("look up bootstrap operator token: %w", err)
+	}
+	_, err = s.db.Exec(ctx, `INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, 'operator', $2)
+		ON CONFLICT (name) DO UPDATE SET role = 'operator', token_hash = EXCLUDED.token_hash, revoked_at = NULL`,
+		BootstrapOperatorName, h)
+	if err != nil {
+		return fmt.Errorf("ensure bootstrap operator token: %w", err)
+	}
+	return nil
+}
+
+// Revoke disables the named token for good.
+func (s *Store) Revoke(ctx context.Context, name string) error {
+	tag, err := s.db.Exec(ctx, `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE name = $1`, name)
+	if err != nil {
+		return fmt.Errorf("revoke token %q: %w", name, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	return nil
+}
+
+// Info describes a token without its secret.
+type Info struct {
+	Name       string     `json:"name"`
+	Role       Role       `json:"role"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+}
+
+// List returns every token, by name.
+func (s *Store) List(ctx context.Context) ([]Info, error) {
+	rows, err := s.db.Query(ctx, `SELECT name, role, created_at, last_used_at, revoked_at FROM api_tokens ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Info, error) {
+		var i Info
+		var role string
+		err := r.Scan(&i.Name, &role, &i.CreatedAt, &i.LastUsedAt, &i.RevokedAt)
+		i.Role = Role(role)
+		return i, err
+	})
+}

@@ -1,0 +1,306 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/api/internal/readmodel"
+	"github.com/oikos-hq/oikos/shared/daemon"
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/safego"
+)
+
+// The SSE stream (G6). One hub subscribes once to the process's event bus and fans every
+// event out to the connected clients. Each client has a bounded buffer and the hub never
+// waits for a client: when a buffer is full the client is dropped (its stream ends) and it
+// resumes with Last-Event-ID from the outbox. So a slow browser can never delay the others,
+// and the bus (which blocks on a full subscriber to stay gap-free) never waits for a browser.
+
+// hubBuffer is the hub's own subscription buffer; the hub only does non-blocking sends, so
+// it drains far faster than the bus delivers.
+const hubBuffer = 4096
+
+// replayBatch is how many outbox rows one resumption read fetches.
+const replayBatch = 500
+
+// writeTimeout bounds one write to a stream; a client whose socket stays full that long is
+// gone.
+const writeTimeout = 10 * time.Second
+
+type hub struct {
+	log     zerolog.Logger
+	sub     *eventbus.Subscription
+	metrics *daemon.Health
+
+	mu      sync.Mutex
+	clients map[*streamClient]struct{}
+
+	cancel   context.CancelFunc
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// streamClient is one connected stream: a bounded buffer of the events it wants and a
+// channel closed when the hub drops it.
+type streamClient struct {
+	ch       chan eventbus.Event
+	dropped  chan struct{}
+	dropOnce sync.Once
+	types    readmodel.TypeMatcher
+	entityID string
+}
+
+func (c *streamClient) wants(e eventbus.Event) bool {
+	return c.types.Match(e.Type) && (c.entityID == "" || c.entityID == e.EntityID)
+}
+
+func (c *streamClient) drop() { c.dropOnce.Do(func() { close(c.dropped) }) }
+
+func newHub(bus *eventbus.Bus, log zerolog.Logger, h *daemon.Health) *hub {
+	ctx, cancel := context.WithCancel(context.Background())
+	hb := &hub{log: log, sub: bus.Subscribe(hubBuffer), metrics: h, clients: map[*streamClient]struct{}{},
+		cancel: cancel, done: make(chan struct{})}
+	h.Metrics.GaugeFunc("oikos_api_sse_clients", "Connected SSE stream clients.", func() float64 {
+		hb.mu.Lock()
+		defer hb.mu.Unlock()
+		return float64(len(hb.clients))
+	})
+	safego.Go(log, "sse-hub", func() {
+		defer close(hb.done)
+		hb.run(ctx)
+	})
+	return hb
+}
+
+func (h *hub) run(ctx context.Context) {
+	defer h.sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-h.sub.C:
+			h.fanOut(e)
+		}
+	}
+}
+
+// fanOut hands e to every client that wants it, without ever blocking.
+func (h *hub) fanOut(e eventbus.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.clients {
+		if !c.wants(e) {
+			continue
+		}
+		select {
+		case c.ch <- e:
+		default:
+			delete(h.clients, c)
+			c.drop()
+			h.metrics.Metrics.Add("oikos_api_sse_dropped_total", "SSE clients dropped for falling behind.", 1)
+		}
+	}
+}
+
+func (h *hub) add(c *streamClient) {
+	h.mu.Lock()
+	h.clients[c] = struct{}{}
+	h.mu.Unlock()
+}
+
+func (h *hub) remove(c *streamClient) {
+	h.mu.Lock()
+	delete(h.clients, c)
+	h.mu.Unlock()
+}
+
+// stop ends the hub and drops every client, which ends their streams.
+func (h *hub) stop() {
+	h.stopOnce.Do(func() {
+		h.cancel()
+		<-h.done
+		h.mu.Lock()
+		for c := range h.clients {
+			delete(h.clients, c)
+			c.drop()
+		}
+		h.mu.Unlock()
+	})
+}
+
+// lastEventID reads the resumption point: the Last-Event-ID header (what EventSource sends
+// on reconnect) or ?last_event_id= (for clients that cannot set headers). -1 means "live
+// only".
+func lastEventID(c echo.Context) (int64, error) {
+	v := c.Request().Header.Get("Last-Event-ID")
+	field := "Last-Event-ID"
+	if v == "" {
+		v, field = c.QueryParam("last_event_id"), "last_event_id"
+	}
+	if v == "" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 || n == math.MaxInt64 {
+		return 0, badRequest(field, "must be the id of the last event received")
+	}
+	return n, nil
+}
+
+// sseWriter writes SSE frames with a deadline per write. kill, from another goroutine,
+// makes the current and every later write fail at once.
+type sseWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+
+	mu   sync.Mutex
+	dead bool
+}
+
+var errStreamKilled = errors.New("stream dropped")
+
+func (w *sseWriter) kill() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dead = true
+	_ = w.rc.SetWriteDeadline(time.Now())
+}
+
+func (w *sseWriter) write(frame string) error {
+	w.mu.Lock()
+	if w.dead {
+		w.mu.Unlock()
+		return errStreamKilled
+	}
+	_ = w.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	w.mu.Unlock()
+	if _, err := w.w.Write([]byte(frame)); err != nil {
+		return err
+	}
+	return w.rc.Flush()
+}
+
+func (w *sseWriter) event(e eventbus.Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("marshal event %d: %w", e.ID, err)
+	}
+	return w.write("id: " + strconv.FormatInt(e.ID, 10) + "\nevent: " + e.Type + "\ndata: " + string(b) + "\n\n")
+}
+
+// stream serves GET /api/v1/stream?types=&entity= with optional Last-Event-ID resumption.
+//
+// Resumption without gaps or duplicates: the outbox is replayed after the client's id
+// before the client is registered with the hub; once registered, the outbox is read once
+// more from the last id sent, which covers every event committed between the first replay
+// and the registration; from then on the hub's events arrive in id order and any id not
+// above the last one sent is skipped.
+func (s *Server) stream(c echo.Context) error {
+	if s.hub == nil {
+		return &apiError{status: http.StatusServiceUnavailable, kind: "unavailable", detail: "the event stream is not configured"}
+	}
+	ctx := c.Request().Context()
+	last, err := lastEventID(c)
+	if err != nil {
+		return err
+	}
+	cl := &streamClient{ch: make(chan eventbus.Event, s.deps.SSEClientBuffer), dropped: make(chan struct{}),
+		types: readmodel.NewTypeMatcher(listParam(c, "types"))}
+	if ref := c.QueryParam("entity"); ref != "" {
+		if cl.entityID, err = s.reader.ResolveID(ctx, ref); err != nil {
+			return err
+		}
+	}
+	resp := c.Response()
+	h := resp.Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	resp.WriteHeader(http.StatusOK)
+	w := &sseWriter{w: resp, rc: http.NewResponseController(resp)}
+	if err := w.write(": connected\nretry: 2000\n\n"); err != nil {
+		return nil
+	}
+	replay := func() error {
+		for {
+			p, err := s.reader.Events(ctx, readmodel.EventFilter{Types: cl.types, EntityID: cl.entityID, After: last, Limit: replayBatch})
+			if err != nil {
+				return err
+			}
+			for _, e := range p.Items {
+				if err := w.event(e); err != nil {
+					return err
+				}
+				last = e.ID
+			}
+			if p.Next == "" {
+				return nil
+			}
+		}
+	}
+	if last >= 0 {
+		if err := replay(); err != nil {
+			return s.endStream(err)
+		}
+	}
+	s.hub.add(cl)
+	defer s.hub.remove(cl)
+	// A dropped client may be stuck in a write to a full socket: expire the write at once so
+	// its handler ends now rather than at the write timeout.
+	handlerDone := make(chan struct{})
+	defer close(handlerDone)
+	safego.Go(s.log, "sse-drop-watch", func() {
+		select {
+		case <-cl.dropped:
+			w.kill()
+		case <-handlerDone:
+		}
+	})
+	if last >= 0 {
+		if err := replay(); err != nil {
+			return s.endStream(err)
+		}
+	}
+	beat := time.NewTicker(s.deps.SSEHeartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-cl.dropped:
+			return nil
+		case <-beat.C:
+			if err := w.write(": heartbeat\n\n"); err != nil {
+				return nil
+			}
+		case e := <-cl.ch:
+			if e.ID <= last {
+				continue
+			}
+			if err := w.event(e); err != nil {
+				return nil
+			}
+			last = e.ID
+		}
+	}
+}
+
+// endStream logs a failure after the stream has started (the status line is gone, so no
+// problem can be sent) and ends it; the client reconnects with Last-Event-ID.
+func (s *Server) endStream(err error) error {
+	if !errors.Is(err, context.Canceled) {
+		s.log.Warn().Err(err).Msg("event stream ended")
+	}
+	return nil
+}

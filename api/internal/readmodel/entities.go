@@ -1,0 +1,96 @@
+package readmodel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AttrMatch is one attribute filter: the attribute's value, as text, equals Value
+// (attr.vmid=101 matches the number 101, attr.onboot=true the boolean).
+type AttrMatch struct {
+	Key   string
+	Value string
+}
+
+// EntityFilter selects entities. Types must already be expanded (ExpandTypes).
+type EntityFilter struct {
+	Types  []string
+	States []string
+	Health []string
+	Attrs  []AttrMatch
+	// Q matches name or slug, case-insensitive substring.
+	Q string
+	// After is the slug to continue after; "" starts at the beginning.
+	After string
+	Limit int
+}
+
+// ListEntities returns a page of entities in slug order.
+func (r *Reader) ListEntities(ctx context.Context, f EntityFilter) (Page[Entity], error) {
+	var a args
+	var where []string
+	if len(f.Types) > 0 {
+		where = append(where, "e.type = ANY("+a.add(f.Types)+")")
+	}
+	if len(f.States) > 0 {
+		where = append(where, "e.state = ANY("+a.add(f.States)+")")
+	}
+	if len(f.Health) > 0 {
+		where = append(where, "s.health = ANY("+a.add(f.Health)+")")
+	}
+	for _, m := range f.Attrs {
+		where = append(where, "e.attributes ->> "+a.add(m.Key)+" = "+a.add(m.Value))
+	}
+	if f.Q != "" {
+		p := a.add(likePattern(f.Q))
+		where = append(where, "(lower(e.name) LIKE "+p+" OR lower(e.slug) LIKE "+p+")")
+	}
+	if f.After != "" {
+		where = append(where, "e.slug > "+a.add(f.After))
+	}
+	q := `SELECT ` + entityColumns + ` FROM entities e LEFT JOIN entity_status s ON s.entity_id = e.id`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY e.slug LIMIT " + a.add(f.Limit+1)
+	rows, err := r.db.Query(ctx, q, a...)
+	if err != nil {
+		return Page[Entity]{}, fmt.Errorf("list entities: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Entity, error) { return scanEntity(row) })
+	if err != nil {
+		return Page[Entity]{}, fmt.Errorf("list entities: %w", err)
+	}
+	return pageOf(items, f.Limit, func(e Entity) string { return e.Slug }), nil
+}
+
+// pageOf trims a limit+1 result to limit and sets Next when the extra row existed.
+func pageOf[T any](items []T, limit int, key func(T) string) Page[T] {
+	p := Page[T]{Items: items}
+	if len(items) > limit {
+		p.Items = items[:limit]
+		p.Next = key(items[limit-1])
+	}
+	if p.Items == nil {
+		p.Items = []T{}
+	}
+	return p
+}
+
+// GetEntity returns one entity by slug or id, with its health.
+func (r *Reader) GetEntity(ctx context.Context, ref string) (Entity, error) {
+	row := r.db.QueryRow(ctx, `SELECT `+entityColumns+` FROM entities e LEFT JOIN entity_status s ON s.entity_id = e.id
+		WHERE `+refCondition("e", 1, ref), ref)
+	e, err := scanEntity(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Entity{}, fmt.Errorf("%w: entity %q", ErrNotFound, ref)
+	}
+	if err != nil {
+		return Entity{}, fmt.Errorf("get entity %q: %w", ref, err)
+	}
+	return e, nil
+}

@@ -1,0 +1,264 @@
+package readmodel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Relationship is an edge with both endpoints' slugs.
+type Relationship struct {
+	ID         string         `json:"id"`
+	Type       string         `json:"type"`
+	SourceID   string         `json:"source_id"`
+	Source     string         `json:"source_slug"`
+	TargetID   string         `json:"target_id"`
+	Target     string         `json:"target_slug"`
+	Attributes map[string]any `json:"attributes"`
+	ValidFrom  time.Time      `json:"valid_from"`
+	ValidTo    *time.Time     `json:"valid_to"`
+}
+
+const relColumns = `r.id::text, r.type, r.source_id::text, se.slug, r.target_id::text, te.slug, r.attributes, r.valid_from, r.valid_to`
+
+func scanRel(row pgx.Row) (Relationship, error) {
+	var x Relationship
+	err := row.Scan(&x.ID, &x.Type, &x.SourceID, &x.Source, &x.TargetID, &x.Target, &x.Attributes, &x.ValidFrom, &x.ValidTo)
+	if x.Attributes == nil {
+		x.Attributes = map[string]any{}
+	}
+	return x, err
+}
+
+// Directions of RelationsFilter.
+const (
+	DirectionOut  = "out"
+	DirectionIn   = "in"
+	DirectionBoth = "both"
+)
+
+// RelationsFilter selects the edges of one entity.
+type RelationsFilter struct {
+	// Types keeps only these relationship types (the noisy targets/involves edges of
+	// executions can be left out this way); empty keeps all.
+	Types []string
+	// Direction is out (entity is the source), in (entity is the target) or both.
+	Direction string
+	// IncludeEnded also returns edges whose valid_to is set.
+	IncludeEnded bool
+	After        string
+	Limit        int
+}
+
+// Relations returns a page of the edges of the entity with id entityID, in id order.
+func (r *Reader) Relations(ctx context.Context, entityID string, f RelationsFilter) (Page[Relationship], error) {
+	var a args
+	id := a.add(entityID)
+	var where []string
+	switch f.Direction {
+	case DirectionOut:
+		where = append(where, "r.source_id = "+id+"::uuid")
+	case DirectionIn:
+		where = append(where, "r.target_id = "+id+"::uuid")
+	default:
+		where = append(where, "(r.source_id = "+id+"::uuid OR r.target_id = "+id+"::uuid)")
+	}
+	if len(f.Types) > 0 {
+		where = append(where, "r.type = ANY("+a.add(f.Types)+")")
+	}
+	if !f.IncludeEnded {
+		where = append(where, "r.valid_to IS NULL")
+	}
+	if f.After != "" {
+		where = append(where, "r.id > "+a.add(f.After)+"::uuid")
+	}
+	q := `SELECT ` + relColumns + ` FROM relationships r
+		JOIN entities se ON se.id = r.source_id JOIN entities te ON te.id = r.target_id
+		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY r.id LIMIT ` + a.add(f.Limit+1)
+	rows, err := r.db.Query(ctx, q, a...)
+	if err != nil {
+		return Page[Relationship]{}, fmt.Errorf("list relations: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Relationship, error) { return scanRel(row) })
+	if err != nil {
+		return Page[Relationship]{}, fmt.Errorf("list relations: %w", err)
+	}
+	return pageOf(items, f.Limit, func(x Relationship) string { return x.ID }), nil
+}
+
+// Node is an entity in a graph view.
+type Node struct {
+	ID     string `json:"id"`
+	Slug   string `json:"slug"`
+	Type   string `json:"type"`
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Health string `json:"health"`
+}
+
+// Edge is a current relationship in a graph view.
+type Edge struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Source string `json:"source"`
+	Target string `json:"target"`
+}
+
+// Graph is a snapshot of nodes and the current edges between them.
+type Graph struct {
+	Nodes []Node `json:"nodes"`
+	Edges []Edge `json:"edges"`
+	// Truncated is true when more nodes matched than the limit allowed.
+	Truncated bool `json:"truncated"`
+}
+
+// GraphFilter selects a graph view.
+type GraphFilter struct {
+	// Types keeps nodes of these (expanded) entity types; empty keeps all.
+	Types []string
+	// RelTypes keeps edges of these relationship types; empty keeps all.
+	RelTypes []string
+	// IncludeDestroyed keeps destroyed entities, which are left out by default.
+	IncludeDestroyed bool
+	// Limit caps the nodes, in slug order.
+	Limit int
+}
+
+// GraphView returns nodes matching the filter and the current edges whose both ends are
+// among them.
+func (r *Reader) GraphView(ctx context.Context, f GraphFilter) (Graph, error) {
+	var a args
+	var where []string
+	if len(f.Types) > 0 {
+		where = append(where, "e.type = ANY("+a.add(f.Types)+")")
+	}
+	if !f.IncludeDestroyed {
+		where = append(where, "e.state <> 'destroyed'")
+	}
+	q := `SELECT e.id::text, e.slug, e.type, e.name, e.state, coalesce(s.health, '')
+		FROM entities e LEFT JOIN entity_status s ON s.entity_id = e.id`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY e.slug LIMIT " + a.add(f.Limit+1)
+	rows, err := r.db.Query(ctx, q, a...)
+	if err != nil {
+		return Graph{}, fmt.Errorf("graph nodes: %w", err)
+	}
+	nodes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Node, error) {
+		var n Node
+		err := row.Scan(&n.ID, &n.Slug, &n.Type, &n.Name, &n.State, &n.Health)
+		return n, err
+	})
+	if err != nil {
+		return Graph{}, fmt.Errorf("graph nodes: %w", err)
+	}
+	g := Graph{Nodes: nodes, Edges: []Edge{}}
+	if len(nodes) > f.Limit {
+		g.Nodes, g.Truncated = nodes[:f.Limit], true
+	}
+	if g.Nodes == nil {
+		g.Nodes = []Node{}
+	}
+	ids := make([]string, len(g.Nodes))
+	for i, n := range g.Nodes {
+		ids[i] = n.ID
+	}
+	var b args
+	eq := `SELECT r.id::text, r.type, se.slug, te.slug FROM relationships r
+		JOIN entities se ON se.id = r.source_id JOIN entities te ON te.id = r.target_id
+		WHERE r.valid_to IS NULL AND r.source_id = ANY(` + b.add(ids) + `::uuid[]) AND r.target_id = ANY(` + b.add(ids) + `::uuid[])`
+	if len(f.RelTypes) > 0 {
+		eq += " AND r.type = ANY(" + b.add(f.RelTypes) + ")"
+	}
+	eq += " ORDER BY r.id"
+	rows, err = r.db.Query(ctx, eq, b...)
+	if err != nil {
+		return Graph{}, fmt.Errorf("graph edges: %w", err)
+	}
+	edges, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Edge, error) {
+		var x Edge
+		err := row.Scan(&x.ID, &x.Type, &x.Source, &x.Target)
+		return x, err
+	})
+	if err != nil {
+		return Graph{}, fmt.Errorf("graph edges: %w", err)
+	}
+	if edges != nil {
+		g.Edges = edges
+	}
+	return g, nil
+}
+
+// Blast radius: which edges mean "depends on". For the forward types the source depends on
+// the target (a service runs-on its LXC, a route routes-to its service, a guest's disk is
+// stored-on a pool); for the reverse types the target depends on the source (a Proxmox host
+// hosts its guests, a machine provides a service or exports a share, the machine holding a
+// backup target backs-up-to it). Edges that only describe (about, monitors, targets,
+// involves, located-in, member-of, protects, ...) are not dependencies.
+var (
+	// BlastForward are edge types whose source depends on their target.
+	BlastForward = []string{"depends-on", "runs-on", "routes-to", "mounts", "stored-on", "powered-by", "resolves-to"}
+	// BlastReverse are edge types whose target depends on their source.
+	BlastReverse = []string{"hosts", "provides", "exports", "backs-up-to"}
+)
+
+// Affected is an entity in a blast radius: a summary (the radius of a busy host can hold
+// thousands of entities; their attributes are one GET away), with the fewest dependency
+// hops from the root.
+type Affected struct {
+	ID     string `json:"id"`
+	Slug   string `json:"slug"`
+	Type   string `json:"type"`
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Health string `json:"health"`
+	Depth  int    `json:"depth"`
+}
+
+// BlastRadius returns everything that transitively depends on the entity with id rootID, up
+// to maxDepth hops, nearest first. One recursive query doing a breadth-first walk: each
+// step carries the frontier and the set already seen, so every entity is expanded once, at
+// its smallest depth, and cycles end the walk instead of repeating it (a per-row recursion
+// re-expands an entity once for every depth it is reached at). It runs as an unnamed
+// statement so that every call is planned for its root.
+func (r *Reader) BlastRadius(ctx context.Context, rootID string, maxDepth int) ([]Affected, error) {
+	rows, err := r.db.Query(ctx, `WITH RECURSIVE bfs(depth, frontier, seen) AS (
+			SELECT 0, ARRAY[$1::uuid], ARRAY[$1::uuid]
+		UNION ALL
+			SELECT b.depth + 1, n.next, b.seen || n.next
+			FROM bfs b, LATERAL (
+				SELECT array_agg(DISTINCT x.d) AS next FROM (
+					SELECT r.source_id AS d FROM relationships r
+					WHERE r.target_id = ANY(b.frontier) AND r.valid_to IS NULL AND r.type = ANY($2)
+					UNION ALL
+					SELECT r.target_id FROM relationships r
+					WHERE r.source_id = ANY(b.frontier) AND r.valid_to IS NULL AND r.type = ANY($3)
+				) x WHERE x.d <> ALL(b.seen)
+			) n
+			WHERE b.depth < $4 AND n.next IS NOT NULL
+		), hit AS (
+			SELECT unnest(frontier) AS id, depth FROM bfs WHERE depth > 0
+		)
+		SELECT e.id::text, e.slug, e.type, e.name, e.state, coalesce(s.health, ''), h.depth
+		FROM hit h JOIN entities e ON e.id = h.id LEFT JOIN entity_status s ON s.entity_id = e.id
+		ORDER BY h.depth, e.slug`, pgx.QueryExecModeExec, rootID, BlastForward, BlastReverse, maxDepth)
+	if err != nil {
+		return nil, fmt.Errorf("blast radius: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Affected, error) {
+		var x Affected
+		err := row.Scan(&x.ID, &x.Slug, &x.Type, &x.Name, &x.State, &x.Health, &x.Depth)
+		return x, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("blast radius: %w", err)
+	}
+	if out == nil {
+		out = []Affected{}
+	}
+	return out, nil
+}
