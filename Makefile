@@ -7,7 +7,7 @@ PKGS      := $(foreach m,$(MODULES),./$(m)/...)
 FUZZTIME  ?= 10s
 BIN       := bin
 
-.PHONY: all build test test-go fuzz bench up vet fmt tidy clean
+.PHONY: all build test fuzz bench up vet fmt tidy clean
 
 all: build
 
@@ -33,6 +33,7 @@ fuzz:
 # Benchmarks named in the issues; figures go to docs/benchmarks.md.
 bench: build
 	./$(BIN)/oikos-local test -- $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $(PKGS)
+	OIKOS_BENCH=1 ./$(BIN)/oikos-local test -- $(GO) test -count=1 -run '^TestHTTPBenchmark$$' -v ./api/internal/httpapi/
 
 # The whole system locally: private Postgres, lab simulator, api, scheduler, agent.
 up: build

@@ -341,14 +341,24 @@ func (s *Service) UpdateAttributesTx(ctx context.Context, tx pgx.Tx, m Meta, ref
 	if err := writeAudit(ctx, tx, m, "entity.update", cur.ID, snap(cur), snap(next)); err != nil {
 		return Entity{}, err
 	}
+	// Derive and read first, append events last: the outbox append lock is held from the
+	// first append to the commit, so everything after it serialises concurrent mutations.
+	changes, err := s.deriveChecks(ctx, tx, o, next)
+	if err != nil {
+		return Entity{}, err
+	}
+	out, err := loadEntity(ctx, tx, cur.ID, false)
+	if err != nil {
+		return Entity{}, err
+	}
 	payload := map[string]any{"slug": cur.Slug, "type": cur.Type, "version": next.Version, "attributes": patch}
 	if err := appendEvent(ctx, tx, m, "entity.updated", cur.ID, payload); err != nil {
 		return Entity{}, err
 	}
-	if err := s.syncChecks(ctx, tx, m, o, next); err != nil {
+	if err := announceChecks(ctx, tx, m, cur.ID, changes); err != nil {
 		return Entity{}, err
 	}
-	return loadEntity(ctx, tx, cur.ID, false)
+	return out, nil
 }
 
 // SetState moves the entity to state along a declared transition whose preconditions hold
@@ -470,22 +480,32 @@ func target(e Entity) checks.Target {
 // syncChecks re-derives the checks of es in tx and, when definitions changed, appends a
 // checks.changed event and NOTIFYs oikos_checks (delivered at commit).
 func (s *Service) syncChecks(ctx context.Context, tx pgx.Tx, m Meta, o *ontology.Ontology, es ...Entity) error {
-	var all checksync.Changes
+	all, err := s.deriveChecks(ctx, tx, o, es...)
+	if err != nil {
+		return err
+	}
 	entityID := ""
 	if len(es) == 1 {
 		entityID = es[0].ID
 	}
+	return announceChecks(ctx, tx, m, entityID, all)
+}
+
+// deriveChecks re-derives and writes the checks of es without announcing them, so a caller
+// can append its own event first.
+func (s *Service) deriveChecks(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, es ...Entity) (checksync.Changes, error) {
+	var all checksync.Changes
 	for _, e := range es {
 		ch, err := s.check.Sync(ctx, tx, o, target(e))
 		if err != nil {
-			return fmt.Errorf("derive checks of %s: %w", e.Slug, err)
+			return checksync.Changes{}, fmt.Errorf("derive checks of %s: %w", e.Slug, err)
 		}
 		all.Added = append(all.Added, ch.Added...)
 		all.Updated = append(all.Updated, ch.Updated...)
 		all.Disabled = append(all.Disabled, ch.Disabled...)
 		all.Targets = append(all.Targets, ch.Targets...)
 	}
-	return announceChecks(ctx, tx, m, entityID, all)
+	return all, nil
 }
 
 // maxListedChecks bounds the slugs a checks.changed event lists; a first seed changes
