@@ -135,14 +135,20 @@ func (c *cmdline) noteValue(w word) {
 }
 
 // optionMatches reports whether a parsed option name means the listed option
-// want. GNU programs accept any unambiguous prefix of a long option
-// (`rm --rec` is `rm --recursive`); the classifier counts any prefix of three
-// or more characters as the option, which can only make it more cautious.
+// want. GNU getopt_long accepts any unambiguous prefix of a long option, down
+// to one letter (`rm --r` is `rm --recursive` and `sort --o=F` is
+// `sort --output=F`, because no other option of theirs starts that way), so
+// any prefix of want counts as want: an ambiguous prefix only makes the
+// program refuse to run. A want containing '*' is a glob over option names
+// (`--*command*`, `-ba*`), for programs that accept families of options.
 func optionMatches(have, want string) bool {
 	if have == want {
 		return true
 	}
-	return len(have) >= 5 && strings.HasPrefix(have, "--") && strings.HasPrefix(want, have)
+	if strings.IndexByte(want, '*') >= 0 {
+		return glob(want, have)
+	}
+	return len(have) >= 3 && strings.HasPrefix(have, "--") && strings.HasPrefix(want, have)
 }
 
 // shortOpts holds "-a", "-b", ... for every byte, so splitting an option

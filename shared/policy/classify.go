@@ -48,6 +48,11 @@ type Segment struct {
 	// "docker exec web". The gate's host-only check looks only at segments
 	// with an empty Via.
 	Via string `json:"via,omitempty"`
+	// unverified marks a destructive segment that is destructive because
+	// the classifier could not look inside (a parse failure, too deep, too
+	// long), not because a rule matched: a guess (keepDestructive) never
+	// keeps such a finding.
+	unverified bool
 }
 
 // Result is the classification of one command.
@@ -79,7 +84,7 @@ type classifier struct {
 	reader strings.Reader
 	segs   []Segment
 	trace  map[string]bool
-	funcs  map[string]bool // functions defined so far in this command
+	top    shellState // the shell the command itself runs in
 	work   int
 	full   bool
 
@@ -123,6 +128,8 @@ type frame struct {
 	// code whose text is only partly known is at least config_mutation.
 	floor    Class
 	floorWhy string
+	// sh is the shell process the code runs in.
+	sh *shellState
 }
 
 // child returns the frame for code or an argv nested inside wrapper.
@@ -159,12 +166,12 @@ func (f *frame) atLeast(c Class, why string) {
 
 func (c *classifier) run(command string, declared Class) (res Result) {
 	c.segs, c.work, c.full = c.segs[:0], 0, false
-	clear(c.funcs)
-	top := &frame{src: command}
+	c.top.reset()
+	top := &frame{src: command, sh: &c.top}
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				c.segs = append(c.segs, Segment{Command: command, Class: Destructive,
+				c.segs = append(c.segs, Segment{Command: command, Class: Destructive, unverified: true,
 					Reason: fmt.Sprintf("classifier error (%v); failing closed", r)})
 			}
 		}()
@@ -173,10 +180,10 @@ func (c *classifier) run(command string, declared Class) (res Result) {
 			c.add(top, Segment{Command: command, Class: Destructive,
 				Reason: "the policy failed to compile (" + c.p.failed.Error() + "); every command is destructive"})
 		case len(command) > maxCommandBytes:
-			c.add(top, Segment{Command: command[:80] + "…", Class: Destructive,
+			c.add(top, Segment{Command: command[:80] + "…", Class: Destructive, unverified: true,
 				Reason: fmt.Sprintf("command longer than %d bytes; not verified", maxCommandBytes)})
 		case nesting(command) > maxNesting:
-			c.add(top, Segment{Command: command, Class: Destructive,
+			c.add(top, Segment{Command: command, Class: Destructive, unverified: true,
 				Reason: fmt.Sprintf("brackets or pipelines nested more than %d deep; not verified", maxNesting)})
 		default:
 			c.code(top, stdin{})
@@ -238,7 +245,7 @@ func (c *classifier) add(f *frame, s Segment) {
 	c.work++
 	if c.work > maxWork {
 		c.full = true
-		c.segs = append(c.segs, Segment{Command: f.src, Class: Destructive,
+		c.segs = append(c.segs, Segment{Command: f.src, Class: Destructive, unverified: true,
 			Reason: fmt.Sprintf("more than %d commands to verify; failing closed", maxWork)})
 		return
 	}
@@ -262,24 +269,49 @@ func (c *classifier) code(f *frame, in stdin) {
 		return
 	}
 	if f.depth > maxDepth {
-		c.add(f, Segment{Command: f.src, Class: Destructive,
+		c.add(f, Segment{Command: f.src, Class: Destructive, unverified: true,
 			Reason: fmt.Sprintf("code nested more than %d levels deep; not verified", maxDepth)})
 		return
 	}
 	c.work++
 	file, err := c.parse(f.src)
 	if err != nil {
-		c.add(f, Segment{Command: f.src, Class: Destructive,
+		c.add(f, Segment{Command: f.src, Class: Destructive, unverified: true,
 			Reason: "does not parse as shell (" + err.Error() + "), so nothing in it can be verified"})
 		return
 	}
-	c.stmts(file.Stmts, f, in)
+	f.sh.files = append(f.sh.files, file)
+	for _, st := range file.Stmts {
+		c.stmt(st, f, in)
+		// A function is known to be defined only by a definition at the
+		// top level of the shell's code: one inside if, &&, a loop, a
+		// subshell or the background may not have run (or not in this
+		// shell), and a call would then run the program of that name.
+		if fd, ok := st.Cmd.(*syntax.FuncDecl); ok && fd.Name != nil && !st.Background && !st.Coprocess && !st.Negated {
+			f.sh.defineFunc(fd.Name.Value)
+		}
+	}
 }
 
-// nestedCode classifies a string that a wrapper runs as shell code.
+// nestedCode classifies a string that a wrapper hands to a new shell
+// process (bash -c, ssh, su -c …).
 func (c *classifier) nestedCode(code word, f *frame, in stdin, wrapper string) {
+	c.nested(code, f, in, wrapper, false)
+}
+
+// evalCode classifies a string the current shell itself runs (eval, trap,
+// alias, text evaluated later): it shares the shell's functions and
+// variables.
+func (c *classifier) evalCode(code word, f *frame, in stdin, wrapper string) {
+	c.nested(code, f, in, wrapper, true)
+}
+
+func (c *classifier) nested(code word, f *frame, in stdin, wrapper string, sameShell bool) {
 	n := f.child(wrapper)
 	n.src, n.depth = code.val, f.depth+1
+	if !sameShell {
+		n.sh = &shellState{}
+	}
 	if code.dyn {
 		n.atLeast(ConfigMutation, "the code run by "+wrapper+" is only partly known before it runs")
 	}
@@ -337,6 +369,11 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		c.stmts(cmd.Do, f, sin)
 	case *syntax.ForClause:
 		c.subst(cmd.Loop, f)
+		if cl, ok := cmd.Loop.(*syntax.CStyleLoop); ok {
+			c.checkArith(f, cl.Init)
+			c.checkArith(f, cl.Cond)
+			c.checkArith(f, cl.Post)
+		}
 		c.stmts(cmd.Do, f, sin)
 	case *syntax.CaseClause:
 		c.subst(cmd.Word, f)
@@ -349,21 +386,21 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 	case *syntax.FuncDecl:
 		// A function body runs only when called, but it is classified as if
 		// it ran: the call site may be anywhere, including later in the
-		// same command. Calls after the definition then name the function,
-		// whose body has been accounted for.
+		// same command. Only a definition at the top level of the shell's
+		// code makes later calls name the function (see code).
 		c.stmt(cmd.Body, f, stdin{})
-		if cmd.Name != nil {
-			if c.funcs == nil {
-				c.funcs = map[string]bool{}
-			}
-			c.funcs[cmd.Name.Value] = true
-		}
 	case *syntax.ArithmCmd:
 		c.subst(cmd, f)
+		c.checkArith(f, cmd.X)
+		c.posixArith(st, cmd, f)
 	case *syntax.LetClause:
 		c.subst(cmd, f)
+		for _, x := range cmd.Exprs {
+			c.checkArith(f, x)
+		}
 	case *syntax.TestClause:
 		c.subst(cmd, f)
+		c.checkTest(f, cmd.X)
 	case *syntax.DeclClause:
 		c.decl(st, cmd, f)
 	case *syntax.TimeClause:
@@ -405,8 +442,59 @@ func (c *classifier) visitSubst(n syntax.Node) bool {
 	case *syntax.ProcSubst:
 		c.stmts(n.Stmts, c.substFrame, stdin{})
 		return false
+	case *syntax.ArithmExp:
+		c.checkArith(c.substFrame, n.X)
+	case *syntax.ParamExp:
+		if n.Excl {
+			// ${!x} looks up the variable x names, and bash evaluates a
+			// subscript in that name.
+			c.checkArith(c.substFrame, n)
+		}
+		if n.Index != nil {
+			c.checkArith(c.substFrame, n.Index)
+		}
+		if n.Slice != nil {
+			c.checkArith(c.substFrame, n.Slice.Offset)
+			c.checkArith(c.substFrame, n.Slice.Length)
+		}
+	case *syntax.ExtGlob:
+		c.extGlob(n, c.substFrame)
 	}
 	return true
+}
+
+// extGlob classifies an extended glob such as *(…) or @(…). bash without
+// extglob refuses it, but zsh (the login shell on macOS) reads *(e:'cmd':)
+// as a glob qualifier that runs cmd for every file: it is at least
+// config_mutation, and destructive when it spells out a destructive command.
+func (c *classifier) extGlob(g *syntax.ExtGlob, f *frame) {
+	text := nodeText(f.src, g)
+	c.add(f, Segment{Command: text, Class: ConfigMutation,
+		Reason: "the extended glob " + text + " is a glob qualifier in zsh, which can run commands (unknown code needs approval)"})
+	if g.Pattern != nil && c.p.hintRE != nil {
+		for _, loc := range c.p.hintRE.FindAllStringSubmatchIndex(g.Pattern.Value, maxArgScans) {
+			if c.codeHint(g.Pattern.Value[loc[2]:], f, "the glob qualifier "+text) {
+				return
+			}
+		}
+	}
+}
+
+// posixArith classifies ((…)) as POSIX sh reads it. Commands for containers
+// run under `sh -c`, and dash parses `((rm -rf /x))` as two nested
+// subshells running rm: so ((…)) is at least config_mutation, and
+// destructive when its text is a destructive command.
+func (c *classifier) posixArith(st *syntax.Stmt, cmd *syntax.ArithmCmd, f *frame) {
+	text := stmtText(f.src, st)
+	c.add(f, Segment{Command: text, Class: ConfigMutation,
+		Reason: "`((…))` is arithmetic in bash but runs its text as a command in POSIX sh (dash runs container commands); unknown code needs approval"})
+	start, end := int(cmd.Left.Offset())+2, int(cmd.Right.Offset())
+	if start < end && end <= len(f.src) {
+		inner := f.src[start:end]
+		if _, err := c.parse(inner); err == nil {
+			c.destructiveHint(inner, f, "((…)) as POSIX sh")
+		}
+	}
 }
 
 // plainWord reports whether a word is made only of literal and single-quoted
@@ -428,6 +516,17 @@ func plainWord(w *syntax.Word) bool {
 func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 	for _, r := range st.Redirs {
 		c.subst(r, f)
+		// `echo 'rm -rf /x' > >(sh)`: the process substitution reads this
+		// command's output, which is checked like a pipe into it.
+		if r.Word != nil && len(r.Word.Parts) == 1 && (r.Op == syntax.RdrOut || r.Op == syntax.AppOut || r.Op == syntax.RdrAll) {
+			if ps, ok := r.Word.Parts[0].(*syntax.ProcSubst); ok && ps.Op == syntax.CmdOut {
+				if call, ok := st.Cmd.(*syntax.CallExpr); ok {
+					out := c.producerOutput(st, call, f)
+					c.keepDestructive(func() { c.stmts(ps.Stmts, f, out) })
+				}
+				continue
+			}
+		}
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
 			syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut:
@@ -445,10 +544,13 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 		case w.dyn:
 			c.add(f, Segment{Command: text, Class: ConfigMutation,
 				Reason: "output redirected to a file only known at run time (" + w.val + ")"})
-		case anyRE(c.p.destructiveOut, w.val):
+		case !w.glob && anyRE(c.p.safeRedirects, w.val):
+			// /dev/null, /dev/stderr …: checked first, because the
+			// destructive targets include every node below /dev.
+		case argMatches(c.p.destructiveOut, w):
 			c.add(f, Segment{Command: text, Class: Destructive,
 				Reason: "output redirected to " + w.val + ", a raw device or kernel trigger"})
-		case w.glob || !anyRE(c.p.safeRedirects, w.val):
+		default:
 			c.add(f, Segment{Command: text, Class: ConfigMutation,
 				Reason: "output redirected to the file " + w.val})
 		}
@@ -473,8 +575,29 @@ func isDigits(s string) bool {
 func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *frame) {
 	c.subst(d, f)
 	text := stmtText(f.src, st)
+	integer, nameref := false, false
 	for _, a := range d.Args {
+		if a.Naked && a.Value != nil {
+			if v, ok := bareLiteral(a.Value); ok && strings.HasPrefix(v, "-") {
+				integer = integer || strings.ContainsRune(v, 'i')
+				nameref = nameref || strings.ContainsRune(v, 'n')
+			}
+		}
+	}
+	for _, a := range d.Args {
+		if nameref && a.Value != nil && !a.Naked {
+			// declare -n r=$x: using r looks up the variable x names,
+			// subscript included, as ${!x} does.
+			c.checkArith(f, a.Value)
+		}
+		if integer && a.Name != nil {
+			if f.sh.integers == nil {
+				f.sh.integers = map[string]bool{}
+			}
+			f.sh.integers[a.Name.Value] = true
+		}
 		c.assign(a, text, f)
+		c.checkAssignArith(a, f, integer)
 	}
 	name := "declare"
 	if d.Variant != nil {
@@ -493,7 +616,28 @@ func (c *classifier) assign(a *syntax.Assign, text string, f *frame) {
 	if a.Value != nil {
 		value = resolveParts(f.src, a.Value.Parts)
 	}
+	if !value.dyn && !value.glob && a.Index == nil && a.Array == nil {
+		f.sh.setLit(a.Name.Value, value.val)
+	}
 	c.assignment(a.Name.Value, value, text, f)
+}
+
+// checkAssignArith checks the arithmetic in an assignment: a subscript
+// (a[$i]=v, a=([$i]=v)), or the value of an integer variable (declare -i),
+// which bash evaluates as arithmetic.
+func (c *classifier) checkAssignArith(a *syntax.Assign, f *frame, integer bool) {
+	if a == nil {
+		return
+	}
+	c.checkArith(f, a.Index)
+	if a.Array != nil {
+		for _, el := range a.Array.Elems {
+			c.checkArith(f, el.Index)
+		}
+	}
+	if integer && a.Value != nil {
+		c.checkArith(f, a.Value)
+	}
 }
 
 // assignment classifies setting a variable, wherever it happens (a shell
@@ -514,7 +658,7 @@ func (c *classifier) assignment(name string, value word, text string, f *frame) 
 	case name == "PATH" && !c.p.safePath(value):
 		c.add(f, Segment{Command: text, Class: ConfigMutation,
 			Reason: "sets PATH to " + value.val + ", so program names may resolve outside the system directories"})
-	case c.p.codeVars[name]:
+	case c.p.codeVars[name] || matchAlt(c.p.codeVarGlobs, name):
 		c.add(f, Segment{Command: text, Class: ConfigMutation,
 			Reason: "sets " + name + ", which makes programs load or run other code"})
 	case c.p.commandVars[name] && value.val != "":
@@ -532,7 +676,7 @@ func (c *classifier) assignment(name string, value word, text string, f *frame) 
 	if _, err := c.parse(value.val); err != nil {
 		return // text that does not parse cannot run as shell either
 	}
-	c.nestedCode(value, f, stdin{}, "text assigned to "+name)
+	c.evalCode(value, f, stdin{}, "text assigned to "+name)
 }
 
 // safePath reports whether a PATH value keeps program names resolving to the
@@ -554,9 +698,19 @@ func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *frame, in s
 	for _, a := range call.Assigns {
 		c.subst(a, f)
 		c.assign(a, text, f)
+		c.checkAssignArith(a, f, a.Name != nil && f.sh.integers[a.Name.Value])
 	}
 	for _, w := range call.Args {
 		c.subst(w, f)
+	}
+	if len(call.Args) > 1 {
+		if prog, ok := bareLiteral(call.Args[0]); ok && isNameBuiltin(prog) {
+			for _, w := range call.Args[1:] {
+				if hasBracket(w) {
+					c.checkArith(f, w)
+				}
+			}
+		}
 	}
 	if len(call.Args) == 0 {
 		c.add(f, Segment{Command: text, Class: ReadOnly, Reason: "only assigns shell variables"})
@@ -603,31 +757,35 @@ func (c *classifier) command(argv []word, text string, f *frame, in stdin) {
 	if pw.dyn || pw.glob {
 		c.add(f, Segment{Command: text, Program: pw.val, Class: ConfigMutation,
 			Reason: "the program `" + pw.val + "` is only known at run time (unknown code needs approval)"})
+		c.programHint(argv, text, f)
 		return
 	}
 	name, base, system := c.p.resolveProgram(pw.val)
-	// A function defined earlier in this command shadows a program of the
+	// A function this shell has certainly defined shadows a program of the
 	// same name, but only where the shell itself looks the name up: sudo,
 	// env, command, exec … run the real program.
-	if f.wraps == 0 && c.funcs[pw.val] {
+	if f.wraps == 0 && f.sh.funcs[pw.val] {
 		c.add(f, Segment{Command: text, Program: pw.val, Class: ReadOnly,
 			Reason: "calls the function " + pw.val + " defined in this command, whose body is classified on its own"})
 		return
 	}
+	if name == "unset" && system {
+		f.sh.unset(args)
+	}
 	if !system {
-		c.rules(name, base, args, text, f, false)
+		c.rules(name, base, args, text, f, false, in)
 		return
 	}
 	if c.wrapper(name, args, text, f, in) {
 		return
 	}
-	c.rules(name, name, args, text, f, true)
+	c.rules(name, name, args, text, f, true, in)
 }
 
 // rules applies the policy rules to a program. For a program outside the
 // system directories (system false), read-only rules do not apply and the
 // destructive rules are matched against its base name.
-func (c *classifier) rules(name, base string, args []word, text string, f *frame, system bool) {
+func (c *classifier) rules(name, base string, args []word, text string, f *frame, system bool, in stdin) {
 	cl := c.getCmdline()
 	c.p.grammars[base].parse(args, cl)
 	var best *rule
@@ -640,12 +798,33 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 		}
 	}
 	dynamic := cl.dyn || cl.flagLike
+	// What a program reads on its standard input is matched against its
+	// destructive rules as if it were given as arguments: `echo FLUSHALL |
+	// redis-cli`, `psql <<< 'DROP TABLE x'`.
+	fromStdin := false
+	if (best == nil || best.class != Destructive) && in.kind == stdinText && len(c.p.byProgram[base]) > 0 {
+		if extra := stdinFields(in); len(extra) > 0 {
+			all := make([]word, 0, len(args)+len(extra))
+			all = append(append(all, args...), extra...)
+			c.p.grammars[base].parse(all, cl)
+			for _, r := range c.p.byProgram[base] {
+				if r.class == Destructive {
+					if b := c.better(best, r, cl, system); b != best {
+						best, fromStdin = b, true
+					}
+				}
+			}
+		}
+	}
 	c.putCmdline(cl)
 	seg := Segment{Command: text, Program: name}
 	switch {
 	case best != nil:
 		seg.Class, seg.Rule = best.class, best.name
 		seg.Reason = name + ": " + best.reason + " (rule " + best.name + ")"
+		if fromStdin {
+			seg.Reason += ", in what it reads from " + in.producer
+		}
 		if best.class != ReadOnly && dynamic {
 			seg.Reason += "; some arguments are only known at run time, so the rule is assumed to apply"
 		}
@@ -657,12 +836,15 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 		seg.Reason = "no rule makes `" + name + "` read-only"
 	}
 	if base == "find" {
-		c.findExec(args, text, f)
+		c.findExec(args, text, f, in)
 	}
 	if seg.Class == ConfigMutation && base != "find" {
-		c.scanArgs(name, args, text, f, &seg)
+		c.scanArgs(name, args, text, f, &seg, in)
 	}
 	c.add(f, seg)
+	if seg.Class == ConfigMutation {
+		c.argHints(args, f, name)
+	}
 }
 
 // better returns the higher-class of best and r, if r applies.
@@ -685,7 +867,9 @@ func (c *classifier) better(best, r *rule, cl *cmdline, system bool) *rule {
 // scanArgs checks whether an unknown program is handed a destructive command
 // as its arguments (systemd-run rm -rf /x, strace -f dd of=/dev/sda): such a
 // program probably runs it, so the whole is destructive.
-func (c *classifier) scanArgs(name string, args []word, text string, f *frame, seg *Segment) {
+// The command it may run gets the program's standard input (strace bash
+// /dev/stdin <<< '…' hands it on).
+func (c *classifier) scanArgs(name string, args []word, text string, f *frame, seg *Segment, in stdin) {
 	scans := 0
 	// For a program the policy knows (pct, qm, docker …) the first word that
 	// is not an option is its subcommand (pct reboot 101), not a command.
@@ -704,7 +888,7 @@ func (c *classifier) scanArgs(name string, args []word, text string, f *frame, s
 		}
 		scans++
 		mark := len(c.segs)
-		c.command(args[i:], text, f.child(name+" argument"), stdin{})
+		c.command(args[i:], text, f.child(name+" argument"), in)
 		worst := ReadOnly
 		for _, s := range c.segs[mark:] {
 			worst = Max(worst, s.Class)
@@ -736,7 +920,7 @@ func (p *Policy) isTrigger(name string) bool {
 
 // findExec classifies the commands find runs with -exec, -execdir, -ok and
 // -okdir; {} stands for a path only known at run time.
-func (c *classifier) findExec(args []word, text string, f *frame) {
+func (c *classifier) findExec(args []word, text string, f *frame, in stdin) {
 	for i := 0; i < len(args); i++ {
 		switch args[i].val {
 		case "-exec", "-execdir", "-ok", "-okdir":
@@ -756,7 +940,8 @@ func (c *classifier) findExec(args []word, text string, f *frame) {
 			}
 			inner = append(inner, w)
 		}
-		c.command(inner, text, f.child("find "+args[i].val), stdin{})
+		// The commands find runs inherit its standard input.
+		c.command(inner, text, f.child("find "+args[i].val), in)
 		i = j
 	}
 }

@@ -39,8 +39,16 @@ type Policy struct {
 	// run (LD_PRELOAD, BASH_ENV …); commandVars hold a command some program
 	// runs (GIT_SSH_COMMAND, PAGER …).
 	codeVars, commandVars map[string]bool
-	safeRedirects         []*regexp.Regexp
-	destructiveOut        []*regexp.Regexp
+	// codeVarGlobs are code_variables written with '*' (GIT_TRACE*, LD_*).
+	codeVarGlobs   []string
+	safeRedirects  []*regexp.Regexp
+	destructiveOut []*regexp.Regexp
+	// hintPrograms are the programs a destructive rule names, the wrappers
+	// and the shells, sorted: a glob used as a program name (/???/rm) is
+	// tried against each. hintRE finds one of them starting a command inside
+	// an argument (python3 -c 'os.system("rm -rf /x")').
+	hintPrograms []string
+	hintRE       *regexp.Regexp
 
 	// failed is set only on the stand-in Default returns when the embedded
 	// policy does not compile (tests make sure it does): every command is then
@@ -233,22 +241,29 @@ func appendNew(dst, src []string) []string {
 
 var placeholderRE = regexp.MustCompile(`\{\{([a-z0-9_]+)\}\}`)
 
-// expandPatterns replaces {{name}} with the named pattern.
+// expandPatterns replaces {{name}} with the named pattern. A pattern may
+// itself use other patterns, a few levels deep.
 func expandPatterns(s string, patterns map[string]string) (string, error) {
 	var missing string
-	out := placeholderRE.ReplaceAllStringFunc(s, func(m string) string {
-		name := m[2 : len(m)-2]
-		v, ok := patterns[name]
-		if !ok {
-			missing = name
-			return m
+	out := s
+	for range 8 {
+		if !placeholderRE.MatchString(out) {
+			return out, nil
 		}
-		return v
-	})
-	if missing != "" {
-		return "", fmt.Errorf("unknown pattern {{%s}}", missing)
+		out = placeholderRE.ReplaceAllStringFunc(out, func(m string) string {
+			name := m[2 : len(m)-2]
+			v, ok := patterns[name]
+			if !ok {
+				missing = name
+				return m
+			}
+			return v
+		})
+		if missing != "" {
+			return "", fmt.Errorf("unknown pattern {{%s}}", missing)
+		}
 	}
-	return out, nil
+	return "", fmt.Errorf("patterns in %q nest too deeply (or refer to each other)", s)
 }
 
 func compileRE(expr string, patterns map[string]string) (*regexp.Regexp, error) {
@@ -299,8 +314,15 @@ func compile(s *fileSpec) (*Policy, error) {
 		systemDirs:      map[string]bool{},
 		hostOnly:        map[string]bool{},
 		triggerPrograms: map[string]bool{},
-		codeVars:        setOf(s.CodeVariables),
+		codeVars:        map[string]bool{},
 		commandVars:     setOf(s.CommandVariables),
+	}
+	for _, v := range s.CodeVariables {
+		if strings.IndexByte(v, '*') >= 0 {
+			p.codeVarGlobs = append(p.codeVarGlobs, v)
+		} else {
+			p.codeVars[v] = true
+		}
 	}
 	for _, d := range s.SystemDirs {
 		p.systemDirs[path.Clean(d)] = true
@@ -356,7 +378,46 @@ func compile(s *fileSpec) (*Policy, error) {
 			p.globRules = append(p.globRules, r)
 		}
 	}
+	p.buildHints()
 	return p, nil
+}
+
+// buildHints derives hintPrograms and hintRE from the compiled rules.
+func (p *Policy) buildHints() {
+	names := map[string]bool{}
+	for n := range p.triggerPrograms {
+		names[n] = true
+	}
+	for _, n := range wrapperNames {
+		names[n] = true
+	}
+	var alts []string
+	for n := range names {
+		p.hintPrograms = append(p.hintPrograms, n)
+		alts = append(alts, regexp.QuoteMeta(n))
+	}
+	for _, r := range p.globRules {
+		if r.class != Destructive {
+			continue
+		}
+		for _, g := range r.progGlobs {
+			alts = append(alts, strings.ReplaceAll(regexp.QuoteMeta(g), `\*`, `[^\s;|&'"()`+"`"+`]*`))
+		}
+	}
+	slices.Sort(p.hintPrograms)
+	// Longer names first, so that `mkfs.ext4` is not cut to `mkfs`.
+	slices.SortFunc(alts, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	if len(alts) == 0 {
+		return
+	}
+	p.hintRE, _ = regexp.Compile("(?:^|[\\s=!|&;({'\"`:])(?:/(?:usr/)?s?bin/)?(" + strings.Join(alts, "|") + ")(?:[\\s;|&)'\"`]|$)")
+	// A name is quoted, so compiling cannot fail; were it to, hints are
+	// only lost, never a class lowered.
 }
 
 func setOf(ss []string) map[string]bool {
@@ -443,6 +504,19 @@ func compileRule(rs *ruleSpec, patterns map[string]string) (*rule, error) {
 	if r.denyArgs, err = compileREs(rs.DenyArgs, patterns); err != nil {
 		return nil, fmt.Errorf("deny_args: %w", err)
 	}
+	r.known = map[string]bool{}
+	for _, list := range [][]string{r.denyOpts, r.allowOpts, r.requireOpts} {
+		for _, o := range list {
+			if strings.IndexByte(o, '*') < 0 {
+				r.known[o] = true
+			}
+		}
+	}
+	for _, list := range [][]optValues{r.optValues, r.denyOptValues, r.requireOptValues} {
+		for _, ov := range list {
+			r.known[ov.name] = true
+		}
+	}
 	r.conditional = len(r.subcommands) > 0 || len(r.denyOpts) > 0 || len(r.allowOpts) > 0 ||
 		len(r.requireOpts) > 0 || len(r.optValues) > 0 || len(r.denyOptValues) > 0 ||
 		len(r.requireOptValues) > 0 || r.minArgs >= 0 || r.maxArgs >= 0 ||
@@ -499,6 +573,7 @@ func (p *Policy) getClassifier() *classifier {
 func (p *Policy) putClassifier(c *classifier) {
 	clear(c.segs) // drop references to the last command's text
 	c.segs = c.segs[:0]
+	c.top.reset()
 	c.trace = nil
 	p.classifiers.Put(c)
 }

@@ -84,7 +84,7 @@ disable: [wg-bare]
 		want Class
 	}{
 		{"restic -r /srv/restic snapshots", ReadOnly},
-		{"restic -r /srv/restic forget --prune", ConfigMutation},
+		{"restic -r /srv/restic forget --prune", Destructive}, // the default restic-forget rule
 		{"git clean -fdx", Destructive},
 		{"git status", ReadOnly},
 		{"cat /srv/app/.env", ConfigMutation},

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path"
 	"regexp"
 	"strings"
 )
@@ -26,6 +27,23 @@ type rule struct {
 	firstArg, args, requireArgs, denyArgs      []*regexp.Regexp
 	conditional                                bool
 	match, notMatch                            []string
+	// known holds every option name the rule lists. A program takes an
+	// option it has by its exact name, so a name the rule knows is never
+	// read as an abbreviation of a longer one (tar --list is not
+	// --listed-incremental).
+	known map[string]bool
+}
+
+// is reports whether the parsed option have means the listed option want,
+// for this rule (see known and optionMatches).
+func (r *rule) is(have, want string) bool {
+	if have == want {
+		return true
+	}
+	if r.known[have] {
+		return false
+	}
+	return optionMatches(have, want)
 }
 
 type optValues struct {
@@ -96,7 +114,7 @@ func (r *rule) permits(c *cmdline) bool {
 	}
 	for _, o := range c.opts {
 		for _, d := range r.denyOpts {
-			if optionMatches(o.name, d) {
+			if r.is(o.name, d) {
 				return false
 			}
 		}
@@ -104,20 +122,20 @@ func (r *rule) permits(c *cmdline) bool {
 			return false
 		}
 		for _, ov := range r.optValues {
-			if optionMatches(o.name, ov.name) && (!o.hasValue || o.valueDyn || !anyRE(ov.res, o.value)) {
+			if r.is(o.name, ov.name) && (!o.hasValue || o.valueDyn || !anyRE(ov.res, o.value)) {
 				return false
 			}
 		}
 		for _, ov := range r.denyOptValues {
-			if optionMatches(o.name, ov.name) && (o.valueDyn || anyRE(ov.res, o.value)) {
+			if r.is(o.name, ov.name) && (o.valueDyn || anyRE(ov.res, o.value)) {
 				return false
 			}
 		}
 	}
-	if len(r.requireOpts) > 0 && !hasOpt(c.opts, r.requireOpts) {
+	if len(r.requireOpts) > 0 && !r.hasOpt(c.opts, r.requireOpts) {
 		return false
 	}
-	if len(r.requireOptValues) > 0 && !hasOptValue(c.opts, r.requireOptValues) {
+	if len(r.requireOptValues) > 0 && !r.hasOptValue(c.opts, r.requireOptValues) {
 		return false
 	}
 	if r.minArgs >= 0 && len(rest) < r.minArgs {
@@ -162,7 +180,7 @@ func (r *rule) triggers(c *cmdline) bool {
 	}
 	for _, o := range c.opts {
 		for _, d := range r.denyOpts {
-			if optionMatches(o.name, d) {
+			if r.is(o.name, d) {
 				return false
 			}
 		}
@@ -170,20 +188,20 @@ func (r *rule) triggers(c *cmdline) bool {
 			return false
 		}
 		for _, ov := range r.optValues {
-			if optionMatches(o.name, ov.name) && o.hasValue && !o.valueDyn && !anyRE(ov.res, o.value) {
+			if r.is(o.name, ov.name) && o.hasValue && !o.valueDyn && !anyRE(ov.res, o.value) {
 				return false
 			}
 		}
 		for _, ov := range r.denyOptValues {
-			if optionMatches(o.name, ov.name) && o.hasValue && !o.valueDyn && anyRE(ov.res, o.value) {
+			if r.is(o.name, ov.name) && o.hasValue && !o.valueDyn && anyRE(ov.res, o.value) {
 				return false
 			}
 		}
 	}
-	if len(r.requireOpts) > 0 && !c.flagLike && !hasOpt(c.opts, r.requireOpts) {
+	if len(r.requireOpts) > 0 && !c.flagLike && !r.hasOpt(c.opts, r.requireOpts) {
 		return false
 	}
-	if len(r.requireOptValues) > 0 && !c.dyn && !hasOptValue(c.opts, r.requireOptValues) {
+	if len(r.requireOptValues) > 0 && !c.dyn && !r.hasOptValue(c.opts, r.requireOptValues) {
 		return false
 	}
 	if r.minArgs >= 0 && len(rest) < r.minArgs && !c.dyn {
@@ -196,7 +214,7 @@ func (r *rule) triggers(c *cmdline) bool {
 		if len(rest) == 0 && !c.dyn {
 			return false
 		}
-		if len(rest) > 0 && !rest[0].dyn && !anyRE(r.firstArg, rest[0].val) {
+		if len(rest) > 0 && !rest[0].dyn && !argMatches(r.firstArg, rest[0]) {
 			return false
 		}
 	}
@@ -204,7 +222,7 @@ func (r *rule) triggers(c *cmdline) bool {
 		if w.dyn {
 			continue
 		}
-		if len(r.args) > 0 && !anyRE(r.args, w.val) {
+		if len(r.args) > 0 && !argMatches(r.args, w) {
 			return false
 		}
 		if anyRE(r.denyArgs, w.val) {
@@ -214,7 +232,7 @@ func (r *rule) triggers(c *cmdline) bool {
 	if len(r.requireArgs) > 0 && !c.dyn {
 		found := false
 		for _, w := range rest {
-			if anyRE(r.requireArgs, w.val) {
+			if argMatches(r.requireArgs, w) {
 				found = true
 				break
 			}
@@ -224,6 +242,45 @@ func (r *rule) triggers(c *cmdline) bool {
 		}
 	}
 	return true
+}
+
+// anyPathRE is anyRE for a trigger's positive conditions: an absolute path
+// also matches in its cleaned form, so `chmod -R 777 /srv/../etc` or `/./`
+// is recognised as /etc or /. A trigger may only match more, never less.
+func anyPathRE(res []*regexp.Regexp, s string) bool {
+	if anyRE(res, s) {
+		return true
+	}
+	if strings.HasPrefix(s, "/") {
+		if clean := path.Clean(s); clean != s {
+			return anyRE(res, clean)
+		}
+	}
+	return false
+}
+
+// globSamples are paths a trigger's glob argument is tried against: a glob
+// such as /dev/sd? or /e* expands to whatever matches it on the machine, so
+// it matches a destructive condition when it could name one of these.
+var globSamples = []string{"/", "/etc", "/usr", "/var", "/home", "/root", "/boot", "/bin", "/sbin", "/lib",
+	"/srv", "/opt", "/var/lib", "/usr/lib", "/dev/sda", "/dev/sda1", "/dev/vda", "/dev/vda1", "/dev/xvda",
+	"/dev/nvme0n1", "/dev/nvme0n1p1", "/dev/mmcblk0", "/dev/mmcblk0p1", "/dev/md0", "/dev/dm-0", "/dev/zd0",
+	"/dev/mapper/pve-root", "/dev/pve/vm-100-disk-0", "/dev/mem", "/proc/sysrq-trigger"}
+
+// argMatches is anyPathRE for a word: a glob matches when one of the
+// globSamples it could expand to does.
+func argMatches(res []*regexp.Regexp, w word) bool {
+	if anyPathRE(res, w.val) {
+		return true
+	}
+	if w.glob {
+		for _, sample := range globSamples {
+			if ok, _ := path.Match(w.val, sample); ok && anyRE(res, sample) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // matchSubcommand matches the leading positional words against the rule's
@@ -264,10 +321,10 @@ func containsExact(list []string, s string) bool {
 	return false
 }
 
-func hasOpt(opts []option, want []string) bool {
+func (r *rule) hasOpt(opts []option, want []string) bool {
 	for _, o := range opts {
 		for _, w := range want {
-			if optionMatches(o.name, w) {
+			if r.is(o.name, w) {
 				return true
 			}
 		}
@@ -275,10 +332,10 @@ func hasOpt(opts []option, want []string) bool {
 	return false
 }
 
-func hasOptValue(opts []option, want []optValues) bool {
+func (r *rule) hasOptValue(opts []option, want []optValues) bool {
 	for _, o := range opts {
 		for _, ov := range want {
-			if optionMatches(o.name, ov.name) && o.hasValue && (o.valueDyn || anyRE(ov.res, o.value)) {
+			if r.is(o.name, ov.name) && o.hasValue && (o.valueDyn || anyRE(ov.res, o.value)) {
 				return true
 			}
 		}

@@ -27,6 +27,9 @@ type word struct {
 	// flagLike: a glob with no literal prefix, which can expand to a file name
 	// that starts with "-" and so to an option.
 	flagLike bool
+	// proc is set when the whole word is one process substitution <(…):
+	// a shell given it as its script runs that command's output.
+	proc *syntax.ProcSubst
 }
 
 // maxBraceWords bounds brace expansion: a word that expands to more arguments
@@ -87,6 +90,8 @@ func resolveParts(src string, parts []syntax.WordPart) word {
 			if !p.Dollar {
 				return word{val: p.Value}
 			}
+		case *syntax.ProcSubst:
+			return word{val: nodeText(src, p), dyn: true, proc: p}
 		case *syntax.DblQuoted:
 			if len(p.Parts) == 1 {
 				if l, ok := p.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 {

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"regexp"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -132,6 +131,13 @@ func isShell(name string) bool {
 	return false
 }
 
+// wrapperNames lists every name isWrapper accepts (tests keep the two in
+// step); the classifier looks for them inside arguments of unknown programs.
+var wrapperNames = []string{"sudo", "doas", "env", "nice", "nohup", "timeout", "ionice", "stdbuf", "setsid", "xargs",
+	"command", "builtin", "exec", "time", "chroot", "nsenter", "flock", "watch", "su", "runuser",
+	"eval", "trap", "alias", "source", ".", "ssh", "pct", "qm", "docker", "docker-compose",
+	"lxc-attach", "busybox", "at", "batch", "sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "rbash", "fish"}
+
 // isWrapper reports whether wrapper() unwraps name (in at least one form).
 func isWrapper(name string) bool {
 	switch name {
@@ -198,7 +204,7 @@ func (c *classifier) wrapper(name string, args []word, text string, f *frame, in
 		}
 		c.inner(name, args[rest:], text, n, in, "")
 	case "xargs":
-		c.xargs(args, text, f)
+		c.xargs(args, text, f, in)
 	case "flock":
 		c.flock(args, text, f, in)
 	case "watch":
@@ -217,14 +223,18 @@ func (c *classifier) wrapper(name string, args []word, text string, f *frame, in
 			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "eval without arguments runs nothing"})
 			return true
 		}
-		c.nestedCode(joinWords(args), f, in, "eval")
+		c.evalCode(joinWords(args), f, in, "eval")
 	case "trap":
 		c.trap(args, text, f)
 	case "alias":
 		c.alias(args, text, f)
 	case "source", ".":
-		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
-			Reason: name + " runs a script file whose contents are not known (unknown code needs approval)"})
+		if len(args) == 0 {
+			c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+				Reason: name + " without a file fails or runs unknown code"})
+			return true
+		}
+		c.script(name, args[0], text, f, in)
 	case "ssh":
 		c.ssh(args, text, f, in)
 	case "pct":
@@ -239,6 +249,14 @@ func (c *classifier) wrapper(name string, args []word, text string, f *frame, in
 				c.transport("lxc-attach", "lxc-attach", args[i+1:], text, f, in)
 				return true
 			}
+		}
+		// Without "--", the first word after the options is the command.
+		_, rest := scanOpts(args, "nfPasvugLlo", []string{"--name", "--rcfile", "--lxcpath", "--arch",
+			"--namespaces", "--set-var", "--keep-var", "--uid", "--gid", "--pty-log",
+			"--logfile", "--logpriority", "--context"})
+		if rest < len(args) {
+			c.transport("lxc-attach", "lxc-attach", args[rest:], text, f, in)
+			return true
 		}
 		c.shellStdin("lxc-attach", text, f.withVia("lxc-attach"), in)
 	case "busybox":
@@ -441,18 +459,65 @@ func (c *classifier) env(args []word, text string, f *frame, in stdin) {
 	c.inner("env", args[rest:], text, f, in, "env without a command prints the environment")
 }
 
-func (c *classifier) xargs(args []word, text string, f *frame) {
-	opts, rest := scanOpts(args, "adEeIiLlnPs", []string{"--arg-file", "--delimiter", "--eof", "--replace",
-		"--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"})
-	repl := ""
-	if o, ok := optionValue(opts, "-I", "--replace"); ok {
-		repl = o.value
-	} else if o, ok := optionValue(opts, "-i"); ok {
-		repl = o.value
-		if repl == "" {
-			repl = "{}"
+// xargsOpts scans xargs's options. -a -d -E -I -L -n -P -s take a value
+// (attached or the next word); -e, -i and -l take one only attached (GNU
+// getopt "e::i::l::"), so in `xargs -l rm -rf /` the command is rm. Long
+// options take a value after "=", and the required ones also the next word.
+func xargsOpts(args []word) (repl string, rest int) {
+	for rest = 0; rest < len(args); rest++ {
+		w := args[rest]
+		// As in scanOpts, a word only known at run time is an option when
+		// its literal text starts with "-" (find -exec xargs -I{} …).
+		if len(w.val) < 2 || w.val[0] != '-' {
+			return repl, rest
+		}
+		if w.val == "--" {
+			return repl, rest + 1
+		}
+		if strings.HasPrefix(w.val, "--") {
+			name, val, has := strings.Cut(w.val, "=")
+			switch {
+			case optionMatches(name, "--replace"):
+				repl = "{}"
+				if has {
+					repl = val
+				}
+			case !has && (optionMatches(name, "--arg-file") || optionMatches(name, "--delimiter") ||
+				optionMatches(name, "--max-args") || optionMatches(name, "--max-procs") ||
+				optionMatches(name, "--max-chars") || optionMatches(name, "--process-slot-var")):
+				rest++
+			}
+			continue
+		}
+		for j := 1; j < len(w.val); j++ {
+			ch := w.val[j]
+			if strings.IndexByte("adEILnPs", ch) >= 0 {
+				val := w.val[j+1:]
+				if val == "" && rest+1 < len(args) {
+					rest++
+					val = args[rest].val
+				}
+				if ch == 'I' {
+					repl = val
+				}
+				break
+			}
+			if strings.IndexByte("eil", ch) >= 0 {
+				if ch == 'i' {
+					repl = "{}"
+					if j+1 < len(w.val) {
+						repl = w.val[j+1:]
+					}
+				}
+				break
+			}
 		}
 	}
+	return repl, rest
+}
+
+func (c *classifier) xargs(args []word, text string, f *frame, in stdin) {
+	repl, rest := xargsOpts(args)
 	if rest >= len(args) {
 		c.add(f, Segment{Command: text, Program: "xargs", Class: ReadOnly, Reason: "xargs without a command echoes its input"})
 		return
@@ -468,7 +533,9 @@ func (c *classifier) xargs(args []word, text string, f *frame) {
 		// The items read from stdin become further arguments.
 		inner = append(inner, word{val: "{input}", dyn: true})
 	}
-	c.command(inner, text, f.child("xargs"), stdin{})
+	// With -a the command inherits xargs's standard input; otherwise it
+	// reads /dev/null. Handing it on either way can only be more cautious.
+	c.command(inner, text, f.child("xargs"), in)
 }
 
 func (c *classifier) flock(args []word, text string, f *frame, in stdin) {
@@ -513,28 +580,62 @@ func (c *classifier) su(name string, args []word, text string, f *frame, in stdi
 		w := args[i]
 		switch {
 		case w.dyn:
-		case w.val == "-c" || w.val == "--command" || w.val == "--session-command":
-			if i+1 < len(args) {
-				i++
-				cw := args[i]
-				code = &cw
-			}
-		case strings.HasPrefix(w.val, "--command=") || strings.HasPrefix(w.val, "--session-command="):
-			_, v, _ := strings.Cut(w.val, "=")
-			code = &word{val: v}
-		case w.val == "-s" || w.val == "--shell" || w.val == "-g" || w.val == "--group" ||
-			w.val == "-G" || w.val == "--supp-group" || w.val == "-w" || w.val == "--whitelist-environment":
-			i++
-		case name == "runuser" && (w.val == "-u" || w.val == "--user"):
-			i++
-			userMode = true
 		case w.val == "--":
 			if userMode {
 				c.inner(name, args[i+1:], text, f, in, "")
 				return
 			}
 			i = len(args) // the rest are arguments to the shell
+		case strings.HasPrefix(w.val, "--"):
+			opt, v, hasV := strings.Cut(w.val, "=")
+			switch {
+			case optionMatches(opt, "--command") || optionMatches(opt, "--session-command"):
+				if !hasV && i+1 < len(args) {
+					i++
+					v, hasV = args[i].val, true
+					if args[i].dyn {
+						code = &word{val: v, dyn: true}
+						continue
+					}
+				}
+				if hasV {
+					code = &word{val: v}
+				}
+			case optionMatches(opt, "--shell") || optionMatches(opt, "--group") ||
+				optionMatches(opt, "--supp-group") || optionMatches(opt, "--whitelist-environment"):
+				if !hasV {
+					i++
+				}
+			case name == "runuser" && optionMatches(opt, "--user"):
+				if !hasV {
+					i++
+				}
+				userMode = true
+			}
 		case strings.HasPrefix(w.val, "-") && len(w.val) > 1:
+			// A cluster such as -lc CODE, -c'CODE' or -s /bin/sh: a
+			// value option takes the rest of the cluster or the next word.
+		cluster:
+			for j := 1; j < len(w.val); j++ {
+				switch ch := w.val[j]; {
+				case ch == 'c' || ch == 's' || ch == 'g' || ch == 'G' || ch == 'w' || (name == "runuser" && ch == 'u'):
+					var v word
+					if j+1 < len(w.val) {
+						v = word{val: w.val[j+1:]}
+					} else if i+1 < len(args) {
+						i++
+						v = args[i]
+					}
+					switch ch {
+					case 'c':
+						cv := v
+						code = &cv
+					case 'u':
+						userMode = true
+					}
+					break cluster
+				}
+			}
 		default:
 			if userMode {
 				c.inner(name, args[i:], text, f, in, "")
@@ -557,7 +658,7 @@ func (c *classifier) trap(args []word, text string, f *frame) {
 		c.add(f, Segment{Command: text, Program: "trap", Class: ReadOnly, Reason: "trap only lists or resets signal handlers"})
 		return
 	}
-	c.nestedCode(rem[0], f, stdin{}, "trap")
+	c.evalCode(rem[0], f, stdin{}, "trap")
 }
 
 func (c *classifier) alias(args []word, text string, f *frame) {
@@ -565,7 +666,7 @@ func (c *classifier) alias(args []word, text string, f *frame) {
 	for _, a := range args {
 		if _, v, ok := strings.Cut(a.val, "="); ok {
 			defined = true
-			c.nestedCode(word{val: v, dyn: a.dyn}, f, stdin{}, "alias")
+			c.evalCode(word{val: v, dyn: a.dyn}, f, stdin{}, "alias")
 		}
 	}
 	if !defined {
@@ -583,6 +684,8 @@ options:
 		switch {
 		case w.dyn && cmdMode:
 			break options // the code itself
+		case w.proc != nil:
+			break options // the script is a command's output: bash <(curl …)
 		case w.dyn:
 			c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
 				Reason: name + " options or script only known at run time (unknown code needs approval)"})
@@ -616,9 +719,32 @@ options:
 	case stdinMode || i >= len(args):
 		c.shellStdin(name, text, f.child(""), in)
 	default:
-		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
-			Reason: name + " runs the script file " + args[i].val + ", whose contents are not known (unknown code needs approval)"})
+		c.script(name, args[i], text, f, in)
 	}
+}
+
+// script classifies a shell (or source/.) running a script file: the output
+// of a process substitution (bash <(curl …)) or standard input under another
+// name (bash /dev/stdin <<< …) is classified like code on stdin; any other
+// file is unknown code.
+func (c *classifier) script(name string, file word, text string, f *frame, in stdin) {
+	switch {
+	case file.proc != nil:
+		c.shellStdin(name, text, f.child(""), c.procOutput(file.proc, f))
+	case !file.dyn && (file.val == "/dev/stdin" || file.val == "/dev/fd/0" || file.val == "/proc/self/fd/0"):
+		c.shellStdin(name, text, f.child(""), in)
+	default:
+		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+			Reason: name + " runs the script file " + file.val + ", whose contents are not known (unknown code needs approval)"})
+	}
+}
+
+// procOutput describes what a process substitution <(…) produces.
+func (c *classifier) procOutput(ps *syntax.ProcSubst, f *frame) stdin {
+	if len(ps.Stmts) == 1 {
+		return c.pipeSource(ps.Stmts[0], f)
+	}
+	return stdin{kind: stdinOther, producer: "`" + nodeText(f.src, ps) + "`"}
 }
 
 // shellStdin classifies a program that runs the code on its stdin.
@@ -646,17 +772,7 @@ func (c *classifier) destructiveHint(hint string, f *frame, wrapper string) {
 	if strings.TrimSpace(hint) == "" || c.full {
 		return
 	}
-	mark := len(c.segs)
-	c.nestedCode(word{val: hint, dyn: true}, f, stdin{}, wrapper)
-	if c.full {
-		return
-	}
-	for _, s := range c.segs[mark:] {
-		if s.Class == Destructive {
-			return
-		}
-	}
-	c.segs = c.segs[:mark]
+	c.keepDestructive(func() { c.nestedCode(word{val: hint, dyn: true}, f, stdin{}, wrapper) })
 }
 
 // transport records the transport itself (so the gate sees pct on the target)
@@ -673,20 +789,75 @@ func (c *classifier) transport(program, via string, argv []word, text string, f 
 // sshValue lists ssh's options that take a value.
 const sshValue = "BbcDEeFIiJLlmOoPpQRSWw"
 
-// sshLocalCommand matches -o options that make ssh run a local command.
-var sshLocalCommand = regexp.MustCompile(`(?i)^\s*(proxycommand|localcommand|knownhostscommand)\s*[= ]\s*(.*)$`)
+// sshSafeOptions are the -o options that change nothing on the local machine
+// and run nothing (lower case). Any other -o is at least config_mutation:
+// ProxyCommand, LocalCommand and KnownHostsCommand run local commands,
+// PKCS11Provider and SecurityKeyProvider load libraries, UserKnownHostsFile,
+// ControlPath and UpdateHostKeys write files, forwardings open tunnels.
+var sshSafeOptions = map[string]bool{
+	"port": true, "user": true, "hostname": true, "connecttimeout": true, "connectionattempts": true,
+	"batchmode": true, "stricthostkeychecking": true, "serveraliveinterval": true, "serveralivecountmax": true,
+	"identityfile": true, "identitiesonly": true, "loglevel": true, "compression": true, "hostkeyalias": true,
+	"addressfamily": true, "passwordauthentication": true, "pubkeyauthentication": true,
+	"preferredauthentications": true, "kbdinteractiveauthentication": true, "challengeresponseauthentication": true,
+	"gssapiauthentication": true, "proxyjump": true, "requesttty": true, "numberofpasswordprompts": true,
+	"checkhostip": true, "ciphers": true, "macs": true, "kexalgorithms": true, "hostkeyalgorithms": true,
+	"pubkeyacceptedkeytypes": true, "pubkeyacceptedalgorithms": true, "casignaturealgorithms": true,
+	"tcpkeepalive": true, "ipqos": true, "escapechar": true, "bindaddress": true, "bindinterface": true,
+	"rekeylimit": true, "verifyhostkeydns": true, "fingerprinthash": true, "logverbose": true,
+	"requiredrsasize": true, "hashknownhosts": true, "visualhostkey": true, "stdinnull": true,
+}
+
+// sshCommandOptions are the -o options whose value is a command.
+var sshCommandOptions = map[string]bool{"proxycommand": true, "localcommand": true, "knownhostscommand": true}
+
+// splitSSHOption splits an -o value ("Key=Value", "Key Value") into its
+// lower-case key and its value.
+func splitSSHOption(v string) (key, val string) {
+	v = strings.TrimLeft(v, " \t")
+	i := strings.IndexAny(v, "= \t")
+	if i < 0 {
+		return strings.ToLower(v), ""
+	}
+	key, val = strings.ToLower(v[:i]), strings.TrimLeft(v[i:], " \t")
+	val = strings.TrimPrefix(val, "=")
+	return key, strings.TrimLeft(val, " \t")
+}
 
 func (c *classifier) ssh(args []word, text string, f *frame, in stdin) {
 	opts, rest := scanOpts(args, sshValue, nil)
+	var remote []word
+	if rest < len(args) {
+		// OpenSSH also takes options after the destination (ssh atlas -p 22
+		// ls), and they act like the ones before it.
+		more, n := scanOpts(args[rest+1:], sshValue, nil)
+		opts = append(opts, more...)
+		remote = args[rest+1+n:]
+	}
 	local := f.child("")
+	var remoteCommand *word
 	for _, o := range opts {
 		switch o.name {
 		case "-o":
-			if m := sshLocalCommand.FindStringSubmatch(o.value); m != nil {
-				c.nestedCode(word{val: m[2], dyn: o.valueDyn}, f, stdin{}, "ssh -o "+m[1])
+			key, val := splitSSHOption(o.value)
+			switch {
+			case o.valueDyn:
+				local.atLeast(ConfigMutation, "an ssh -o option is only known at run time")
+			case sshCommandOptions[key]:
+				c.nestedCode(word{val: val}, f, stdin{}, "ssh -o "+key)
+			case key == "remotecommand":
+				remoteCommand = &word{val: val}
+			case !sshSafeOptions[key]:
+				local.atLeast(ConfigMutation, "ssh -o "+key+" changes what ssh does on this machine")
 			}
-		case "-L", "-R", "-D", "-W", "-O", "-N", "-w":
+		case "-L", "-R", "-D", "-W", "-O", "-N", "-w", "-M":
 			local.atLeast(ConfigMutation, "ssh "+o.name+" opens a tunnel or controls a connection")
+		case "-F":
+			local.atLeast(ConfigMutation, "ssh -F reads a configuration file, whose ProxyCommand or LocalCommand would run here")
+		case "-E":
+			local.atLeast(ConfigMutation, "ssh -E appends its log to a file")
+		case "-I":
+			local.atLeast(ConfigMutation, "ssh -I loads a PKCS#11 library")
 		}
 	}
 	if rest >= len(args) {
@@ -697,14 +868,14 @@ func (c *classifier) ssh(args []word, text string, f *frame, in stdin) {
 	via := "ssh " + dest
 	c.add(local, Segment{Command: text, Program: "ssh", Class: ReadOnly,
 		Reason: "ssh only carries the command; what it runs is classified on its own (via " + via + ")"})
-	// OpenSSH also takes options after the destination (ssh atlas -p 22 ls).
-	more, n := scanOpts(args[rest+1:], sshValue, nil)
-	opts = append(opts, more...)
-	remote := args[rest+1+n:]
 	if hasOption(opts, "-N", "-W", "-O") {
 		return
 	}
 	if len(remote) == 0 {
+		if remoteCommand != nil {
+			c.nestedCode(*remoteCommand, f.withVia(via), in, "ssh -o RemoteCommand")
+			return
+		}
 		c.shellStdin("the remote shell", text, f.withVia(via), in)
 		return
 	}

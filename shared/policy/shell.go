@@ -1,0 +1,570 @@
+package policy
+
+import (
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// shellState is what the classifier knows about one shell process while it
+// walks the code that process runs: the top-level command, or the code handed
+// to a nested shell (bash -c, ssh, sh reading a here-document …). eval, trap
+// and alias code runs in the same shell and shares its state.
+type shellState struct {
+	// funcs are the functions this shell has certainly defined so far: by a
+	// definition at the top level of its code, not undone by unset. A call
+	// to one runs the function (whose body was classified where it was
+	// defined), not the program of that name.
+	funcs map[string]bool
+	// lits holds the literal values assigned to variables, used only to
+	// look for a destructive command behind `$x -rf /`: never to lower a
+	// class.
+	lits map[string]string
+	// files is the code this shell runs; taint is computed over it lazily,
+	// the first time an arithmetic context needs it.
+	files   []*syntax.File
+	scanned int
+	tainted map[string]bool
+	// codeLits are quoted literals holding "$(" or "`", text an arithmetic
+	// double expansion could run.
+	codeLits []string
+	// integers are variables declared with -i: bash evaluates what is
+	// assigned to them as arithmetic.
+	integers map[string]bool
+	// arithFlagged: the arithmetic double-expansion finding was recorded.
+	arithFlagged bool
+}
+
+func (s *shellState) reset() {
+	clear(s.funcs)
+	clear(s.lits)
+	clear(s.tainted)
+	clear(s.integers)
+	clear(s.files)
+	s.files, s.scanned = s.files[:0], 0
+	s.codeLits = s.codeLits[:0]
+	s.arithFlagged = false
+}
+
+func (s *shellState) defineFunc(name string) {
+	if s.funcs == nil {
+		s.funcs = map[string]bool{}
+	}
+	s.funcs[name] = true
+}
+
+func (s *shellState) setLit(name, value string) {
+	if s.lits == nil {
+		s.lits = map[string]string{}
+	}
+	s.lits[name] = value
+}
+
+// unset forgets functions (and literal values) a call to unset may remove.
+func (s *shellState) unset(args []word) {
+	for _, a := range args {
+		if a.dyn {
+			// unset "$f" may remove any function.
+			clear(s.funcs)
+			continue
+		}
+		delete(s.funcs, a.val)
+		delete(s.lits, a.val)
+	}
+}
+
+// isNameBuiltin reports whether a builtin takes variable names as
+// arguments. A name with a subscript (`printf -v "a[$x]"`, `[ -v "a[$x]" ]`)
+// evaluates the subscript as arithmetic.
+func isNameBuiltin(name string) bool {
+	switch name {
+	case "read", "mapfile", "readarray", "getopts", "printf", "unset", "test", "[", "declare", "typeset",
+		"local", "export", "readonly", "let":
+		return true
+	}
+	return false
+}
+
+// isTaintingBuiltin reports whether a builtin sets the variables it is given
+// from data the command controls (printf only with -v, but any name-looking
+// argument is counted, which only makes the check more cautious).
+func isTaintingBuiltin(name string) bool {
+	switch name {
+	case "read", "mapfile", "readarray", "getopts", "printf":
+		return true
+	}
+	return false
+}
+
+// isTainted reports whether a variable's value may be text chosen by the
+// command itself rather than a literal free of expansions: assigned from an
+// expansion or a command's output, read, a loop over such words, or a
+// positional or special parameter (`bash -c CODE _ ARGS` sets those).
+// bash evaluates array subscripts inside arithmetic again, so arithmetic on
+// such a value can run a command substitution hidden in it.
+func (c *classifier) isTainted(f *frame, name string) bool {
+	switch name {
+	case "", "#", "?", "$", "!", "-":
+		return false
+	case "@", "*", "_":
+		return true
+	}
+	if name[0] >= '0' && name[0] <= '9' {
+		return true
+	}
+	s := f.sh
+	for ; s.scanned < len(s.files); s.scanned++ {
+		c.collectTaint(s, s.files[s.scanned])
+	}
+	return s.tainted[name]
+}
+
+func (c *classifier) collectTaint(s *shellState, file *syntax.File) {
+	taint := func(name string) {
+		if s.tainted == nil {
+			s.tainted = map[string]bool{}
+		}
+		s.tainted[name] = true
+	}
+	syntax.Walk(file, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.Assign:
+			if n.Name != nil && !safeAssign(n) {
+				taint(n.Name.Value)
+			}
+		case *syntax.ParamExp:
+			if n.Param != nil && n.Exp != nil && (n.Exp.Op == syntax.AssignUnset || n.Exp.Op == syntax.AssignUnsetOrNull) {
+				taint(n.Param.Value)
+			}
+		case *syntax.ForClause:
+			if wi, ok := n.Loop.(*syntax.WordIter); ok && wi.Name != nil {
+				safe := wi.InPos.IsValid()
+				for _, it := range wi.Items {
+					safe = safe && safeWord(it)
+				}
+				if !safe {
+					taint(wi.Name.Value)
+				}
+			}
+		case *syntax.CallExpr:
+			if len(n.Args) > 0 {
+				if prog, ok := bareLiteral(n.Args[0]); ok && isTaintingBuiltin(path.Base(prog)) {
+					for _, a := range n.Args[1:] {
+						if v, ok := bareLiteral(a); ok {
+							if name := identPrefix(v); name != "" {
+								taint(name)
+							}
+						}
+					}
+				}
+			}
+		case *syntax.SglQuoted:
+			c.noteCodeLit(s, n.Value)
+		case *syntax.Lit:
+			c.noteCodeLit(s, n.Value)
+		}
+		return true
+	})
+}
+
+func (c *classifier) noteCodeLit(s *shellState, v string) {
+	if len(s.codeLits) < 8 && (strings.Contains(v, "$(") || strings.Contains(v, "`")) {
+		s.codeLits = append(s.codeLits, v)
+	}
+}
+
+// safeAssign reports whether an assignment sets a literal free of "$" and
+// "`" (or nothing).
+func safeAssign(a *syntax.Assign) bool {
+	if a.Value != nil && !safeWord(a.Value) {
+		return false
+	}
+	if a.Array != nil {
+		for _, el := range a.Array.Elems {
+			if el.Value != nil && !safeWord(el.Value) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// safeWord: literal text (globs allowed: file names are the machine's, not
+// the command's) that holds no "$" or "`".
+func safeWord(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			if strings.ContainsAny(p.Value, "$`") {
+				return false
+			}
+		case *syntax.SglQuoted:
+			if p.Dollar || strings.ContainsAny(p.Value, "$`") {
+				return false
+			}
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				l, ok := q.(*syntax.Lit)
+				if !ok || strings.ContainsAny(l.Value, "$`") {
+					return false
+				}
+			}
+		case *syntax.ExtGlob, *syntax.ArithmExp:
+			// A glob names the machine's files; $((…)) is a number.
+		case *syntax.CmdSubst:
+			if !numericOutput(p) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// numericOutput reports whether a command substitution can only produce
+// numbers whatever its text says: `$(wc -l < f)`, `$(nproc)`, `$(id -u)`,
+// `$(grep -c x f)`, `$(seq 1 5)`. Such a value cannot smuggle a subscript
+// into arithmetic, so counting idioms stay read-only.
+func numericOutput(cs *syntax.CmdSubst) bool {
+	if len(cs.Stmts) != 1 || cs.Stmts[0] == nil {
+		return false
+	}
+	st := cs.Stmts[0]
+	for {
+		b, ok := st.Cmd.(*syntax.BinaryCmd)
+		if !ok || (b.Op != syntax.Pipe && b.Op != syntax.PipeAll) {
+			break
+		}
+		st = b.Y
+	}
+	call, ok := st.Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Args) == 0 || len(call.Assigns) > 0 {
+		return false
+	}
+	for _, r := range st.Redirs {
+		// An error message (which may quote a file name) must not reach
+		// the output.
+		if r.Op != syntax.RdrIn {
+			return false
+		}
+	}
+	prog, ok := bareLiteral(call.Args[0])
+	if !ok {
+		return false
+	}
+	var opts, pos []string
+	for _, a := range call.Args[1:] {
+		v, ok := bareLiteral(a)
+		if !ok {
+			return false
+		}
+		if strings.HasPrefix(v, "-") && len(v) > 1 {
+			opts = append(opts, v)
+		} else {
+			pos = append(pos, v)
+		}
+	}
+	// onlyShort: every option is a cluster of the given letters.
+	onlyShort := func(letters string) bool {
+		for _, o := range opts {
+			if strings.HasPrefix(o, "--") || strings.Trim(o[1:], letters) != "" {
+				return false
+			}
+		}
+		return true
+	}
+	switch path.Base(prog) {
+	case "wc":
+		// Standard input only: with a file wc also prints its name.
+		return len(pos) == 0 && onlyShort("lwcmL")
+	case "nproc":
+		return len(pos) == 0 && len(opts) == 0
+	case "id":
+		return len(pos) == 0 && len(opts) > 0 && onlyShort("ugG")
+	case "grep":
+		// A count for standard input or one file (more files, -r or -H
+		// print names).
+		return (len(pos) == 1 || len(pos) == 2) && onlyShort("civEFwx") &&
+			slices.ContainsFunc(opts, func(o string) bool { return strings.ContainsRune(o, 'c') })
+	case "seq":
+		for _, v := range pos {
+			if _, err := strconv.ParseFloat(v, 64); err != nil {
+				return false
+			}
+		}
+		return len(opts) == 0 && len(pos) > 0
+	}
+	return false
+}
+
+// identPrefix returns the shell identifier a string starts with ("a" for
+// "a[1]"), or "".
+func identPrefix(s string) string {
+	i := 0
+	for ; i < len(s); i++ {
+		ch := s[i]
+		if !(ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || i > 0 && ch >= '0' && ch <= '9') {
+			break
+		}
+	}
+	return s[:i]
+}
+
+// checkArith records that an arithmetic context (or an array subscript)
+// refers to a tainted variable: bash expands `a[$(cmd)]` found in the value
+// a second time, so the command's own text may run. It is at least
+// config_mutation, and destructive when a quoted literal of the command
+// holds a destructive command substitution.
+func (c *classifier) checkArith(f *frame, n syntax.Node) {
+	if n == nil || f.sh.arithFlagged || c.full {
+		return
+	}
+	hit := ""
+	syntax.Walk(n, func(m syntax.Node) bool {
+		if hit != "" {
+			return false
+		}
+		switch m := m.(type) {
+		case *syntax.CmdSubst, *syntax.ProcSubst:
+			return false // classified as commands on their own
+		case *syntax.ParamExp:
+			if m.Param != nil && c.isTainted(f, m.Param.Value) {
+				hit = m.Param.Value
+			}
+		case *syntax.Lit:
+			if name := identPrefix(m.Value); name != "" && c.isTainted(f, name) {
+				hit = name
+			}
+		}
+		return true
+	})
+	if hit == "" {
+		return
+	}
+	f.sh.arithFlagged = true
+	c.add(f, Segment{Command: nodeText(f.src, n), Class: ConfigMutation,
+		Reason: "arithmetic or an array subscript uses `" + hit + "`, whose value this command sets at run time; " +
+			"bash expands a subscript found in it again, so text the command chose may run as a command (unknown code needs approval)"})
+	for _, lit := range f.sh.codeLits {
+		// The literal is expanded as a here-document body, which runs the
+		// command substitutions in it wherever they sit.
+		c.destructiveHint(":<<OIKOS_LITERAL\n"+lit+"\nOIKOS_LITERAL\n", f, "text that arithmetic may run")
+	}
+}
+
+// checkTest looks for arithmetic comparisons and -v tests in [[ ]].
+func (c *classifier) checkTest(f *frame, x syntax.TestExpr) {
+	switch x := x.(type) {
+	case *syntax.BinaryTest:
+		switch x.Op {
+		case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+			c.checkArith(f, x.X)
+			c.checkArith(f, x.Y)
+		default:
+			c.checkTest(f, x.X)
+			c.checkTest(f, x.Y)
+		}
+	case *syntax.UnaryTest:
+		if x.Op == syntax.TsVarSet {
+			if w, ok := x.X.(*syntax.Word); ok && hasBracket(w) {
+				c.checkArith(f, w)
+			}
+		}
+		c.checkTest(f, x.X)
+	case *syntax.ParenTest:
+		c.checkTest(f, x.X)
+	}
+}
+
+// hasBracket reports whether a word has a literal '[' (a subscript).
+func hasBracket(w *syntax.Word) bool {
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			if strings.IndexByte(p.Value, '[') >= 0 {
+				return true
+			}
+		case *syntax.SglQuoted:
+			if strings.IndexByte(p.Value, '[') >= 0 {
+				return true
+			}
+		case *syntax.DblQuoted:
+			if hasBracket(&syntax.Word{Parts: p.Parts}) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// keepDestructive runs fn, which classifies a guess at what a command may
+// run, and keeps the segments it added only when one of them is verified
+// destructive: a guess may catch a destructive command that would otherwise
+// hide, but never make a command look safer or noisier. It reports whether
+// it kept them.
+func (c *classifier) keepDestructive(fn func()) bool {
+	if c.full {
+		return false
+	}
+	mark := len(c.segs)
+	fn()
+	if c.full {
+		return true
+	}
+	for _, s := range c.segs[mark:] {
+		if s.Class == Destructive && !s.unverified {
+			return true
+		}
+	}
+	c.segs = c.segs[:mark]
+	return false
+}
+
+// programHint looks behind a program only known at run time for a
+// destructive command: a glob (`/???/rm`, `/bin/r?`) is tried against every
+// program a destructive rule names, and an expansion whose value the command
+// itself spells out (`x=rm; $x`, `rm${IFS}-rf`, `$(echo rm)`, `$0 -c`) is
+// substituted and the result classified.
+func (c *classifier) programHint(argv []word, text string, f *frame) {
+	pw := argv[0]
+	if pw.glob && !pw.dyn {
+		base := path.Base(pw.val)
+		tried := 0
+		for _, name := range c.p.hintPrograms {
+			if ok, _ := path.Match(base, name); !ok {
+				continue
+			}
+			if tried++; tried > maxArgScans*4 {
+				return
+			}
+			cand := make([]word, 0, len(argv))
+			cand = append(cand, word{val: name})
+			cand = append(cand, argv[1:]...)
+			if c.keepDestructive(func() {
+				c.command(cand, joinVals(argv), f.child("the glob "+pw.val), stdin{})
+			}) {
+				return
+			}
+		}
+		return
+	}
+	guess := substituteKnown(text, f.sh)
+	if guess == text {
+		return
+	}
+	if _, err := c.parse(guess); err != nil {
+		return
+	}
+	c.destructiveHint(guess, f, "the expansion "+pw.val)
+}
+
+var (
+	defaultParamRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*):?[-=]([^{}$` + "`" + `]*)\}`)
+	knownParamRE   = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*|[0-9])\}?`)
+	echoSubstRE    = regexp.MustCompile("\\$\\((?:echo|printf)\\s+([^()`]*)\\)|`(?:echo|printf)\\s+([^()`]*)`")
+)
+
+// substituteKnown replaces the expansions a command spells out itself with
+// their values: IFS with a space, $0 with a shell, a variable with the
+// literal the command assigned it (or the default in ${x:-word}), $(echo X)
+// with X.
+func substituteKnown(s string, sh *shellState) string {
+	if strings.IndexByte(s, '$') < 0 && strings.IndexByte(s, '`') < 0 {
+		return s
+	}
+	s = echoSubstRE.ReplaceAllString(s, "$1$2")
+	// ${x:-word}: the literal assigned to x, or else the default word.
+	s = defaultParamRE.ReplaceAllStringFunc(s, func(m string) string {
+		sub := defaultParamRE.FindStringSubmatch(m)
+		if v, ok := sh.lits[sub[1]]; ok && v != "" {
+			return v
+		}
+		return sub[2]
+	})
+	return knownParamRE.ReplaceAllStringFunc(s, func(m string) string {
+		name := strings.Trim(m, "${}")
+		switch {
+		case name == "IFS":
+			return " "
+		case name == "0":
+			return "sh"
+		}
+		if v, ok := sh.lits[name]; ok {
+			return v
+		}
+		return m
+	})
+}
+
+// argHints looks inside the arguments of a program that no rule vouches for
+// (python3 -c, awk, psql -c '\!', tar --to-command=, rsync -e, git -c
+// alias.x='!…') for a destructive shell command: such programs often run a
+// string they are given. Only a verified destructive finding is kept.
+func (c *classifier) argHints(args []word, f *frame, program string) {
+	if c.p.hintRE == nil {
+		return
+	}
+	tries := 0
+	for _, a := range args {
+		if a.dyn || c.full || tries >= maxArgScans*2 {
+			return
+		}
+		v := a.val
+		if !strings.ContainsAny(v, " \t\n") {
+			continue
+		}
+		for _, loc := range c.p.hintRE.FindAllStringSubmatchIndex(v, maxArgScans) {
+			if tries >= maxArgScans*2 {
+				return
+			}
+			tries++
+			if c.codeHint(v[loc[2]:], f, "`"+program+"` argument") {
+				return
+			}
+		}
+	}
+}
+
+// codeHint classifies text that starts with a program name as shell code,
+// cut at a closing quote or bracket when the whole does not parse, and keeps
+// only a verified destructive finding.
+func (c *classifier) codeHint(text string, f *frame, wrapper string) bool {
+	try := func(s string) bool {
+		if _, err := c.parse(s); err != nil {
+			return false
+		}
+		return c.keepDestructive(func() { c.nestedCode(word{val: s, dyn: true}, f, stdin{}, wrapper) })
+	}
+	if try(text) {
+		return true
+	}
+	if i := strings.IndexAny(text, "\"')`"); i > 0 {
+		return try(text[:i])
+	}
+	return false
+}
+
+// stdinFields returns a here-document's or echo's text, split into words,
+// for matching destructive rules against what a program reads (`echo
+// FLUSHALL | redis-cli`, `psql <<< 'DROP TABLE x'`).
+func stdinFields(in stdin) []word {
+	if in.kind != stdinText || in.dyn || len(in.text) > 64<<10 {
+		return nil
+	}
+	fs := strings.Fields(in.text)
+	if len(fs) > 256 {
+		fs = fs[:256]
+	}
+	// The whole text too, for rules that look for a phrase (DELETE FROM).
+	out := make([]word, 0, len(fs)+1)
+	out = append(out, word{val: strings.TrimSpace(in.text)})
+	for _, s := range fs {
+		out = append(out, word{val: s})
+	}
+	return out
+}
