@@ -1,6 +1,6 @@
 package checks
 
-// Benchmarks of issue 6 (figures in briefs/bench-scheduler.md, docs/benchmarks.md).
+// Benchmarks of issue 6 (figures in docs/benchmarks.md).
 //
 // BenchmarkRunnerLabsim: 20 Proxmox hosts × 100 LXCs in labsim, one ssh-script check per
 // guest through pct exec, plus 200 http checks against a local HTTP server. labsim and the

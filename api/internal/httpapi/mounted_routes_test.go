@@ -1,0 +1,201 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/pb33f/libopenapi"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/api"
+	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/execapi"
+	"github.com/oikos-hq/oikos/api/internal/execution"
+	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/httpapi"
+	"github.com/oikos-hq/oikos/api/internal/metricsapi"
+	"github.com/oikos-hq/oikos/shared/daemon"
+	"github.com/oikos-hq/oikos/shared/pgtest"
+	"github.com/oikos-hq/oikos/shared/policy"
+)
+
+// appMounts are the feature mounts exactly as the composition root (api/app) builds them:
+// execapi with its own token checks, metricsapi behind the read guard.
+func appMounts(exec *execution.Service, store *auth.Store, pool *pgxpool.Pool) []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc) {
+	return []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc){
+		func(g *echo.Group, _ func(auth.Permission) echo.MiddlewareFunc) {
+			execapi.Register(g, execapi.Deps{Service: exec, Auth: store, Logger: zerolog.Nop()})
+		},
+		func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
+			metricsapi.Register(g.Group("", guard(auth.PermRead)), metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()})
+		},
+	}
+}
+
+// newMountedEnv is newEnv's api with the execution and metrics routes mounted as in
+// production (no event bus: the SSE stream is not what these tests look at).
+func newMountedEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	g, err := graph.New(graph.Options{Pool: db.Pool, Ontology: seedOntology(t), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.SyncOntology(ctx, seedOntology(t)); err != nil {
+		t.Fatal(err)
+	}
+	exec, err := execution.New(execution.Options{Pool: db.Pool, Policy: policy.Default(), Graph: g, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := auth.NewStore(db.Pool)
+	health := daemon.NewHealth()
+	srv := httpapi.New(httpapi.Deps{Pool: db.Pool, Graph: g, Auth: store, Logger: zerolog.Nop(), Health: health,
+		Mounts: appMounts(exec, store, db.Pool)})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		srv.Stop()
+	})
+	e := &env{t: t, pool: db.Pool, graph: g, srv: srv, ts: ts, health: health}
+	mk := func(name string, role auth.Role) *client {
+		tok, err := store.Create(ctx, name, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &client{t: t, base: ts.URL, token: tok}
+	}
+	e.operator = mk("op", auth.RoleOperator)
+	e.agent = mk("nomos", auth.RoleAgent)
+	e.readonly = mk("viewer", auth.RoleReadonly)
+	e.anon = &client{t: t, base: ts.URL}
+	return e
+}
+
+// TestSpecCoversEveryRoute checks that every route registered in echo, the feature mounts'
+// included, is an operation of openapi.yaml, and that the spec has no operation the server
+// lacks.
+func TestSpecCoversEveryRoute(t *testing.T) {
+	t.Parallel()
+	e := newMountedEnv(t)
+	doc, err := libopenapi.NewDocument(api.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := doc.BuildV3Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inSpec := map[string]bool{}
+	for path, item := range model.Model.Paths.PathItems.FromOldest() {
+		for method := range item.GetOperations().KeysFromOldest() {
+			inSpec[strings.ToUpper(method)+" "+path] = true
+		}
+	}
+	served := map[string]bool{}
+	for _, r := range e.srv.Routes() {
+		// A group with middleware registers not-found catch-alls ("/api/v1", "/api/v1/*")
+		// so that unknown paths under it still pass its middleware; they are not endpoints.
+		if r.Method == echo.RouteNotFound {
+			continue
+		}
+		parts := strings.Split(r.Path, "/")
+		for i, p := range parts {
+			if strings.HasPrefix(p, ":") {
+				parts[i] = "{" + p[1:] + "}" // echo's :param is the spec's {param}
+			}
+		}
+		op := r.Method + " " + strings.Join(parts, "/")
+		served[op] = true
+		if !inSpec[op] {
+			t.Errorf("route %s is not in openapi.yaml", op)
+		}
+	}
+	for op := range inSpec {
+		if !served[op] {
+			t.Errorf("openapi.yaml has %s, which the server does not serve", op)
+		}
+	}
+	// The mounts must really be there (a silently empty mount would make both lists agree
+	// only if the spec lost the same operations).
+	for _, op := range []string{
+		"POST /api/v1/executions", "POST /api/v1/executions/actions", "GET /api/v1/executions/{id}/logs/stream",
+		"POST /api/v1/approvals/{id}/decision", "GET /api/v1/entities/{ref}/metrics", "GET /api/v1/entities/{ref}/trend",
+		"GET /api/v1/audit/drift",
+	} {
+		if !served[op] {
+			t.Errorf("%s is not served", op)
+		}
+	}
+	if len(served) < 40 {
+		t.Errorf("only %d routes registered", len(served))
+	}
+}
+
+// TestMountedFeaturesMatchSpec drives the mounted routes through the whole HTTP surface
+// (authentication, role checks, problem rendering) and validates every answer against
+// openapi.yaml.
+func TestMountedFeaturesMatchSpec(t *testing.T) {
+	t.Parallel()
+	e := newMountedEnv(t)
+	e.create("proxmox-host", "atlas", map[string]any{"node": "atlas", "lan_ipv4": "127.0.10.1", "ssh_port": 2222, "user": "root"})
+	e.create("lxc", "web", map[string]any{"vmid": 101, "host": "atlas", "hostname": "web"})
+
+	// Authentication and roles are the api's.
+	e.anon.do("GET", "/api/v1/executions", nil).expect(t, http.StatusUnauthorized)
+	e.anon.do("GET", "/api/v1/audit/drift", nil).expect(t, http.StatusUnauthorized)
+	e.readonly.do("POST", "/api/v1/executions", map[string]any{"target": "lxc:web", "command": "uptime", "purpose": "test"}).
+		expect(t, http.StatusForbidden)
+
+	// A read-only command runs at once; its record and logs are readable.
+	var ex struct {
+		ID, Status string
+	}
+	e.agent.do("POST", "/api/v1/executions", map[string]any{"target": "lxc:web", "command": "uptime", "purpose": "test"}).
+		expect(t, http.StatusCreated).json(t, &ex)
+	if ex.Status != "approved" {
+		t.Fatalf("uptime: status %q", ex.Status)
+	}
+	e.readonly.do("GET", "/api/v1/executions/"+ex.ID, nil).expect(t, http.StatusOK)
+	e.readonly.do("GET", "/api/v1/executions/"+ex.ID+"/logs", nil).expect(t, http.StatusOK)
+	e.readonly.do("GET", "/api/v1/executions?target=lxc:web", nil).expect(t, http.StatusOK)
+	e.readonly.do("GET", "/api/v1/executions/0190a000-0000-7000-8000-00000000dead", nil).expect(t, http.StatusNotFound)
+	e.operator.do("POST", "/api/v1/executions", map[string]any{"target": "lxc:nope", "command": "uptime", "purpose": "test"}).
+		expect(t, http.StatusNotFound)
+	e.operator.do("POST", "/api/v1/executions", map[string]any{"target": "lxc:web", "command": "echo 'unterminated", "purpose": "test"}).
+		expect(t, http.StatusUnprocessableEntity)
+
+	// A destructive one waits for an approval; deciding it twice is a 409 saying how.
+	var pending struct {
+		ID         string `json:"id"`
+		Status     string `json:"status"`
+		ApprovalID string `json:"approval_id"`
+	}
+	e.agent.do("POST", "/api/v1/executions", map[string]any{"target": "lxc:web", "command": "rm -rf /srv/data", "purpose": "test"}).
+		expect(t, http.StatusCreated).json(t, &pending)
+	if pending.Status != "pending_approval" || pending.ApprovalID == "" {
+		t.Fatalf("destructive command: %+v", pending)
+	}
+	e.readonly.do("GET", "/api/v1/approvals?status=pending", nil).expect(t, http.StatusOK)
+	e.readonly.do("GET", "/api/v1/approvals/"+pending.ApprovalID, nil).expect(t, http.StatusOK)
+	e.readonly.do("POST", "/api/v1/approvals/"+pending.ApprovalID+"/decision", map[string]any{"decision": "deny", "via": "api"}).
+		expect(t, http.StatusForbidden)
+	e.operator.do("POST", "/api/v1/approvals/"+pending.ApprovalID+"/decision", map[string]any{"decision": "deny", "via": "api"}).
+		expect(t, http.StatusOK)
+	e.operator.do("POST", "/api/v1/approvals/"+pending.ApprovalID+"/decision", map[string]any{"decision": "deny", "via": "api"}).
+		expect(t, http.StatusConflict)
+
+	// Metrics and drift, rendered by the api's problem handler.
+	e.readonly.do("GET", "/api/v1/entities/lxc:web/metrics?name=cpu_pct", nil).expect(t, http.StatusOK)
+	e.readonly.do("GET", "/api/v1/entities/lxc:web/metrics", nil).expect(t, http.StatusBadRequest)
+	e.readonly.do("GET", "/api/v1/entities/lxc:nope/metrics?name=cpu_pct", nil).expect(t, http.StatusNotFound)
+	e.readonly.do("GET", "/api/v1/entities/lxc:web/trend?name=cpu_pct", nil).expect(t, http.StatusOK)
+	e.readonly.do("GET", "/api/v1/audit/drift", nil).expect(t, http.StatusNotFound)
+}
