@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oikos-hq/oikos/shared/attr"
 	"github.com/oikos-hq/oikos/shared/ontology"
 )
 
@@ -230,7 +231,7 @@ func sshScriptConfig(t Target, o *ontology.Ontology, l Lookup, s ontology.Monito
 	}
 	// A guest is probed through its Proxmox host (S2); without one there is no way in.
 	if kind := guestKind(o, t.Type); kind != "" {
-		if kind == GuestVM && !attrTrue(t.Attributes[attrGuestAgent]) {
+		if kind == GuestVM && !attr.True(t.Attributes[attrGuestAgent]) {
 			return nil, "vm has no QEMU guest agent (attribute qemu_guest_agent is not true), so qm guest exec cannot run the probe"
 		}
 		if _, ok := hostOf(t, l); !ok {
@@ -264,7 +265,7 @@ func httpConfig(t Target) (map[string]any, string) {
 	}
 	status := DefaultExpectStatus
 	if raw, ok := t.Attributes[attrExpectStatus]; ok && raw != nil {
-		n, err := attrInt(raw)
+		n, err := attr.Int(raw)
 		if err != nil || n < 100 || n > 599 {
 			return nil, fmt.Sprintf("`expect_status` %v is not an HTTP status code", raw)
 		}
@@ -298,7 +299,7 @@ func tcpConfig(t Target, o *ontology.Ontology) (map[string]any, string) {
 	if !ok || raw == nil {
 		return nil, "tcp check needs a `port` attribute"
 	}
-	port, err := attrInt(raw)
+	port, err := attr.Int(raw)
 	if err != nil || port < 1 || port > 65535 {
 		return nil, fmt.Sprintf("`port` %v is not a port number", raw)
 	}
@@ -312,7 +313,7 @@ func backupConfig(t Target, l Lookup) (map[string]any, string) {
 	}
 	maxAge := DefaultMaxAgeMinutes
 	if raw, ok := t.Attributes[attrMaxAge]; ok && raw != nil {
-		n, err := attrInt(raw)
+		n, err := attr.Int(raw)
 		if err != nil || n <= 0 {
 			return nil, fmt.Sprintf("`max_age_minutes` %v is not a positive integer", raw)
 		}
@@ -340,7 +341,7 @@ func proxmoxGuestConfig(t Target, o *ontology.Ontology, l Lookup) (map[string]an
 		return nil, fmt.Sprintf("type %q is neither an lxc nor a vm, so Proxmox has no status for it", t.Type)
 	}
 	raw := t.Attributes[attrVMID]
-	vmid, err := attrInt(raw)
+	vmid, err := attr.Int(raw)
 	if raw == nil {
 		return nil, "proxmox-guest check needs a `vmid` attribute"
 	}

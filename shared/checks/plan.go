@@ -1,15 +1,13 @@
 package checks
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/oikos-hq/oikos/shared/attr"
 	"github.com/oikos-hq/oikos/shared/ontology"
 )
 
@@ -312,49 +310,6 @@ func attrStrings(v any) ([]string, error) {
 	}
 }
 
-// attrInt accepts the shapes an integer attribute takes after a trip through YAML, JSON or
-// pgx: Go ints, whole floats, json.Number and digit strings.
-func attrInt(v any) (int, error) {
-	switch x := v.(type) {
-	case int:
-		return x, nil
-	case int32:
-		return int(x), nil
-	case int64:
-		if x > math.MaxInt32 || x < math.MinInt32 {
-			return 0, fmt.Errorf("%d is out of range", x)
-		}
-		return int(x), nil
-	case float64:
-		if x != math.Trunc(x) || math.Abs(x) > math.MaxInt32 {
-			return 0, fmt.Errorf("%v is not an integer", x)
-		}
-		return int(x), nil
-	case json.Number:
-		return strconv.Atoi(x.String())
-	case string:
-		return strconv.Atoi(strings.TrimSpace(x))
-	case nil:
-		return 0, errors.New("missing")
-	default:
-		return 0, fmt.Errorf("%v (%T) is not an integer", v, v)
-	}
-}
-
-// attrTrue accepts a boolean attribute in the shapes it may arrive in.
-func attrTrue(v any) bool {
-	switch x := v.(type) {
-	case bool:
-		return x
-	case string:
-		b, err := strconv.ParseBool(strings.TrimSpace(x))
-		return err == nil && b
-	default:
-		n, err := attrInt(v)
-		return err == nil && n == 1
-	}
-}
-
 // attrDuration reads a Go duration string ("90s", "5m") or a number of seconds, at least
 // one second.
 func attrDuration(v any) (time.Duration, error) {
@@ -372,7 +327,7 @@ func attrDuration(v any) (time.Duration, error) {
 		}
 		d = parsed
 	default:
-		secs, err := attrInt(v)
+		secs, err := attr.Int(v)
 		if err != nil {
 			return 0, fmt.Errorf("not a duration: %w", err)
 		}

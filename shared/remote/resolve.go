@@ -2,10 +2,8 @@ package remote
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/shared/attr"
 )
 
 // Entity is the slice of a graph entity that resolution reads.
@@ -80,7 +80,7 @@ func (r *Resolver) resolve(ctx context.Context, e Entity) (Target, error) {
 	case r.isA(e.Type, KindLXC):
 		return r.resolveGuest(ctx, e, KindLXC)
 	case r.isA(e.Type, KindVM):
-		if !attrTrue(e.Attributes["qemu_guest_agent"]) {
+		if !attr.True(e.Attributes["qemu_guest_agent"]) {
 			return Target{}, &ResolutionError{Entity: slug, Err: ErrNoGuestAgent,
 				Reason: "vm has no QEMU guest agent (attribute qemu_guest_agent is not true), so qm guest exec cannot reach it"}
 		}
@@ -95,7 +95,7 @@ func (r *Resolver) resolve(ctx context.Context, e Entity) (Target, error) {
 
 func (r *Resolver) resolveGuest(ctx context.Context, e Entity, kind string) (Target, error) {
 	slug := slugOf(e)
-	vmid, err := attrInt(e.Attributes["vmid"])
+	vmid, err := attr.Int(e.Attributes["vmid"])
 	if err != nil || vmid <= 0 {
 		reason := "missing `vmid` attribute"
 		if err == nil || e.Attributes["vmid"] != nil {
@@ -217,7 +217,7 @@ func machineTarget(e Entity, slug string) (Target, error) {
 	}
 	port := 22
 	if raw, ok := e.Attributes["ssh_port"]; ok && raw != nil {
-		p, err := attrInt(raw)
+		p, err := attr.Int(raw)
 		if err != nil || p < 1 || p > 65535 {
 			return Target{}, &ResolutionError{Entity: slug,
 				Reason: fmt.Sprintf("`ssh_port` %v is not a port number", raw)}
@@ -257,44 +257,4 @@ func attrString(v any, def string) string {
 		return s
 	}
 	return def
-}
-
-// attrInt accepts the shapes an integer attribute takes after a trip through
-// YAML, JSON or pgx: Go ints, whole floats, json.Number and digit strings.
-func attrInt(v any) (int, error) {
-	switch x := v.(type) {
-	case int:
-		return x, nil
-	case int32:
-		return int(x), nil
-	case int64:
-		return int(x), nil
-	case float64:
-		if x != math.Trunc(x) || math.Abs(x) > math.MaxInt32 {
-			return 0, fmt.Errorf("%v is not an integer", x)
-		}
-		return int(x), nil
-	case json.Number:
-		return strconv.Atoi(x.String())
-	case string:
-		return strconv.Atoi(strings.TrimSpace(x))
-	case nil:
-		return 0, errors.New("missing")
-	default:
-		return 0, fmt.Errorf("%v (%T) is not an integer", v, v)
-	}
-}
-
-// attrTrue accepts a boolean attribute in the shapes it may arrive in.
-func attrTrue(v any) bool {
-	switch x := v.(type) {
-	case bool:
-		return x
-	case string:
-		b, err := strconv.ParseBool(strings.TrimSpace(x))
-		return err == nil && b
-	default:
-		n, err := attrInt(v)
-		return err == nil && n == 1
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -121,22 +120,6 @@ func lookupTarget(ctx context.Context, q pg.Querier, ref string) (targetRow, err
 		return t, fmt.Errorf("read target %q: %w", ref, err)
 	}
 	return t, nil
-}
-
-// attrTrue reads a boolean-ish attribute the way the scheduler's resolver does.
-func attrTrue(v any) bool {
-	switch x := v.(type) {
-	case bool:
-		return x
-	case string:
-		b, err := strconv.ParseBool(strings.TrimSpace(x))
-		return err == nil && b
-	case float64:
-		return x == 1
-	case json.Number:
-		return x.String() == "1"
-	}
-	return false
 }
 
 // facts are what the gate learned in the transaction.

@@ -3,6 +3,7 @@ package execution
 import (
 	"fmt"
 
+	"github.com/oikos-hq/oikos/shared/attr"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/policy"
 )
@@ -76,7 +77,7 @@ func (s *Service) decide(p prepared, f facts) verdict {
 		in.Declared = policy.Max(p.declared, p.norm.Floor)
 	}
 	if ga, ok := f.target.Attributes["qemu_guest_agent"]; ok && ga != nil {
-		b := attrTrue(ga)
+		b := attr.True(ga)
 		in.GuestAgent = &b
 	}
 	d := s.policy.Decide(in)
@@ -105,7 +106,7 @@ func (s *Service) decide(p prepared, f facts) verdict {
 	}
 	if p.norm.Action == ActionPctExec {
 		if want, ok := p.norm.Params["vmid"].(int); ok {
-			have, err := intAttr(f.target.Attributes["vmid"])
+			have, err := attr.Int(f.target.Attributes["vmid"])
 			if err != nil || have != want {
 				v.outcome = outcomeRefuse
 				v.refusal = &RefusedError{Code: "target_kind", RiskClass: string(d.Class),
@@ -152,18 +153,4 @@ func (s *Service) refusal(in policy.GateInput, d policy.Decision) *RefusedError 
 		}
 	}
 	return r
-}
-
-func intAttr(v any) (int, error) {
-	switch x := v.(type) {
-	case float64:
-		if x == float64(int(x)) {
-			return int(x), nil
-		}
-	case int:
-		return x, nil
-	case int64:
-		return int(x), nil
-	}
-	return 0, fmt.Errorf("not an integer: %v", v)
 }

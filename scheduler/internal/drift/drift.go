@@ -33,6 +33,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/shared/attr"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/metrics"
 	"github.com/oikos-hq/oikos/shared/remote"
@@ -556,7 +557,7 @@ WHERE r.type = 'hosts' AND r.valid_to IS NULL AND e.state <> 'destroyed' ORDER B
 		if host == "" {
 			host = hostsEdge[g.id]
 		}
-		vmid, ok := intAttr(g.attrs["vmid"])
+		vmid, ok := positiveInt(g.attrs["vmid"])
 		switch {
 		case !ok:
 			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: g.slug, Reason: "no vmid attribute"})
@@ -646,22 +647,8 @@ func (s *Service) listHost(ctx context.Context, slug string) (lxc, vms []LiveGue
 	return lxc, vms, nil
 }
 
-func intAttr(v any) (int, bool) {
-	switch x := v.(type) {
-	case float64:
-		if x == float64(int(x)) && x > 0 {
-			return int(x), true
-		}
-	case int:
-		return x, x > 0
-	case int64:
-		return int(x), x > 0
-	case json.Number:
-		n, err := strconv.Atoi(x.String())
-		return n, err == nil && n > 0
-	case string:
-		n, err := strconv.Atoi(strings.TrimSpace(x))
-		return n, err == nil && n > 0
-	}
-	return 0, false
+// positiveInt reads a vmid-like attribute: a whole number above zero.
+func positiveInt(v any) (int, bool) {
+	n, err := attr.Int(v)
+	return n, err == nil && n > 0
 }
