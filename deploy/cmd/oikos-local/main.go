@@ -54,7 +54,7 @@ func up(ctx context.Context, root string) int {
 		return 1
 	}
 	api, sched, agent := stack.Addrs()
-	fmt.Printf("\nOikos is up.\n  api + dashboard  http://%s\n  agent            http://%s\n  scheduler        http://%s/healthz\n  database         %s\n  operator token   %s\n\nCtrl-C stops everything.\n\n",
+	fmt.Printf("\nOikos is up.\n  api              http://%s\n  agent            http://%s\n  scheduler        http://%s/healthz\n  database         %s\n  operator token   %s\n\nCtrl-C stops everything.\n\n",
 		api, agent, sched, stack.DBURL, stack.Token)
 	werr := stack.Wait(ctx)
 	stack.Down()
