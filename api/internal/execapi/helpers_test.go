@@ -10,81 +10,26 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
-	"github.com/pb33f/libopenapi"
-	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/api"
+	"github.com/oikos-hq/oikos/api/internal/apitest"
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/execapi"
 	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/api/internal/graph"
-	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/pgtest"
 	"github.com/oikos-hq/oikos/shared/policy"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
-
-// specVal validates every response against api/openapi.yaml, the api's one contract (the
-// execution paths are part of it). It is built once and used under a lock (its caches are
-// not documented as goroutine-safe).
-var (
-	specOnce sync.Once
-	specVal  validator.Validator
-	specErr  error
-	specMu   sync.Mutex
-)
-
-func specValidator(t testing.TB) validator.Validator {
-	t.Helper()
-	specOnce.Do(func() {
-		doc, err := libopenapi.NewDocument(api.OpenAPI)
-		if err != nil {
-			specErr = err
-			return
-		}
-		v, errs := validator.NewValidator(doc)
-		if len(errs) > 0 {
-			specErr = fmt.Errorf("%v", errs)
-			return
-		}
-		if ok, verrs := v.ValidateDocument(); !ok {
-			specErr = fmt.Errorf("openapi.yaml is not a valid OpenAPI document: %v", verrs)
-			return
-		}
-		specVal = v
-	})
-	if specErr != nil {
-		t.Fatalf("spec: %v", specErr)
-	}
-	return specVal
-}
-
-var (
-	ontOnce sync.Once
-	ont     *ontology.Ontology
-	ontErr  error
-)
-
-func seedOntology(t testing.TB) *ontology.Ontology {
-	t.Helper()
-	ontOnce.Do(func() { ont, ontErr = ontology.Parse(seeds.Ontology()) })
-	if ontErr != nil {
-		t.Fatalf("ontology: %v", ontErr)
-	}
-	return ont
-}
 
 // env is one test's api: its own database with a small fleet, the execution routes on a
 // loopback server, and a client per role.
@@ -122,11 +67,11 @@ func newEnv(t testing.TB, opts ...envOptions) *env {
 	}
 	ctx := context.Background()
 	db := pgtest.New(t)
-	g, err := graph.New(graph.Options{Pool: db.Pool, Ontology: seedOntology(t), Logger: zerolog.Nop()})
+	g, err := graph.New(graph.Options{Pool: db.Pool, Ontology: apitest.SeedOntology(t), Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.SyncOntology(ctx, seedOntology(t)); err != nil {
+	if _, err := g.SyncOntology(ctx, apitest.SeedOntology(t)); err != nil {
 		t.Fatal(err)
 	}
 	seed := graph.Meta{Actor: "seed", Role: "operator"}
@@ -294,23 +239,9 @@ func checkResponse(t testing.TB, req *http.Request, hr *http.Response, body []by
 		return fmt.Errorf("%s %s: error %d is %q, not problem JSON: %s", req.Method, req.URL.Path, hr.StatusCode,
 			hr.Header.Get("Content-Type"), body)
 	}
-	v := specValidator(t)
-	cp := *hr
-	cp.Body = io.NopCloser(bytes.NewReader(body))
-	specMu.Lock()
-	ok, errs := v.ValidateHttpResponse(req, &cp)
-	specMu.Unlock()
-	if !ok {
-		var msgs []string
-		for _, e := range errs {
-			msg := e.Message + ": " + e.Reason
-			for _, se := range e.SchemaValidationErrors {
-				msg += " [" + se.FieldPath + ": " + se.Reason + "]"
-			}
-			msgs = append(msgs, msg)
-		}
-		return fmt.Errorf("%s %s -> %d does not match openapi.yaml:\n  %s\n  body: %.600s", req.Method, req.URL.RequestURI(),
-			hr.StatusCode, strings.Join(msgs, "\n  "), body)
+	if err := apitest.Validate(req, hr, body); err != nil {
+		return fmt.Errorf("%s %s -> %d does not match openapi.yaml:\n  %w\n  body: %.600s", req.Method, req.URL.RequestURI(),
+			hr.StatusCode, err, body)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/oikos-hq/oikos/api/internal/apitest"
 	"github.com/oikos-hq/oikos/api/internal/auth"
 )
 
@@ -271,7 +272,7 @@ func TestOntologyEndpoints(t *testing.T) {
 		Abstract bool   `json:"abstract"`
 	}]
 	e.readonly.do("GET", "/api/v1/ontology/types", nil).expect(t, http.StatusOK).json(t, &types)
-	if len(types.Items) != len(seedOntology(t).Types()) || types.NextCursor != nil {
+	if len(types.Items) != len(apitest.SeedOntology(t).Types()) || types.NextCursor != nil {
 		t.Errorf("%d types", len(types.Items))
 	}
 	var rels listJSON[struct {
@@ -279,7 +280,7 @@ func TestOntologyEndpoints(t *testing.T) {
 		Sources []string `json:"sources"`
 	}]
 	e.readonly.do("GET", "/api/v1/ontology/relationship-types", nil).expect(t, http.StatusOK).json(t, &rels)
-	if len(rels.Items) != len(seedOntology(t).RelationshipTypes()) {
+	if len(rels.Items) != len(apitest.SeedOntology(t).RelationshipTypes()) {
 		t.Errorf("%d relationship types", len(rels.Items))
 	}
 }

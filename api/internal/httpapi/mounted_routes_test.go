@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api"
+	"github.com/oikos-hq/oikos/api/internal/apitest"
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/execapi"
 	"github.com/oikos-hq/oikos/api/internal/execution"
@@ -43,11 +44,11 @@ func newMountedEnv(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	g, err := graph.New(graph.Options{Pool: db.Pool, Ontology: seedOntology(t), Logger: zerolog.Nop()})
+	g, err := graph.New(graph.Options{Pool: db.Pool, Ontology: apitest.SeedOntology(t), Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.SyncOntology(ctx, seedOntology(t)); err != nil {
+	if _, err := g.SyncOntology(ctx, apitest.SeedOntology(t)); err != nil {
 		t.Fatal(err)
 	}
 	exec, err := execution.New(execution.Options{Pool: db.Pool, Policy: policy.Default(), Graph: g, Logger: zerolog.Nop()})

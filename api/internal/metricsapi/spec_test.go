@@ -1,64 +1,25 @@
 package metricsapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
-	"github.com/pb33f/libopenapi"
-	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/api"
+	"github.com/oikos-hq/oikos/api/internal/apitest"
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
-
-// The validator of api/openapi.yaml is built once and used under a lock (its caches are not
-// documented as goroutine-safe).
-var (
-	specOnce sync.Once
-	specVal  validator.Validator
-	specErr  error
-	specMu   sync.Mutex
-)
-
-func specValidator(t testing.TB) validator.Validator {
-	t.Helper()
-	specOnce.Do(func() {
-		doc, err := libopenapi.NewDocument(api.OpenAPI)
-		if err != nil {
-			specErr = err
-			return
-		}
-		v, errs := validator.NewValidator(doc)
-		if len(errs) > 0 {
-			specErr = fmt.Errorf("%v", errs)
-			return
-		}
-		if ok, verrs := v.ValidateDocument(); !ok {
-			specErr = fmt.Errorf("openapi.yaml is not a valid OpenAPI document: %v", verrs)
-			return
-		}
-		specVal = v
-	})
-	if specErr != nil {
-		t.Fatalf("spec: %v", specErr)
-	}
-	return specVal
-}
 
 // specServer mounts the metrics routes into the real HTTP surface the way the composition
 // root does (behind the read guard), so errors are rendered by the api's problem handler,
@@ -117,22 +78,8 @@ func specGet(t *testing.T, ts *httptest.Server, token, path string, status int) 
 	if status >= 400 && !strings.HasPrefix(hr.Header.Get("Content-Type"), "application/problem+json") {
 		t.Errorf("GET %s: error %d is %q, not problem JSON", path, status, hr.Header.Get("Content-Type"))
 	}
-	cp := *hr
-	cp.Body = io.NopCloser(bytes.NewReader(body))
-	specMu.Lock()
-	ok, errs := specValidator(t).ValidateHttpResponse(req, &cp)
-	specMu.Unlock()
-	if !ok {
-		var msgs []string
-		for _, e := range errs {
-			msg := e.Message + ": " + e.Reason
-			for _, se := range e.SchemaValidationErrors {
-				msg += " [" + se.FieldPath + ": " + se.Reason + "]"
-			}
-			msgs = append(msgs, msg)
-		}
-		t.Errorf("GET %s -> %d does not match openapi.yaml:\n  %s\n  body: %.600s", path, status,
-			strings.Join(msgs, "\n  "), body)
+	if err := apitest.Validate(req, hr, body); err != nil {
+		t.Errorf("GET %s -> %d does not match openapi.yaml:\n  %v\n  body: %.600s", path, status, err, body)
 	}
 	return body
 }
