@@ -215,6 +215,14 @@ func (s *Server) stream(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if last < 0 {
+		// Live only means "after the newest event now". Treating it as a resumption from
+		// that id keeps the seam exact: the hub may still be delivering older events, which
+		// are skipped, and anything committed before registration is replayed.
+		if last, err = eventbus.LastID(ctx, s.deps.Pool); err != nil {
+			return err
+		}
+	}
 	cl := &streamClient{ch: make(chan eventbus.Event, s.deps.SSEClientBuffer), dropped: make(chan struct{}),
 		types: readmodel.NewTypeMatcher(listParam(c, "types"))}
 	if ref := c.QueryParam("entity"); ref != "" {
