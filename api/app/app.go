@@ -153,8 +153,9 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	h := httpapi.New(httpapi.Deps{
 		Pool: pool, Graph: svc, Ontology: o, Auth: store, Bus: bus, Logger: log, Health: health,
 		Mounts: []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc){
-			func(g *echo.Group, _ func(auth.Permission) echo.MiddlewareFunc) {
-				execapi.Register(g, execapi.Deps{Service: exec, Auth: store, Notifier: notifier, Logger: log})
+			func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
+				// The server's guard, so one token lookup admits a request on every route.
+				execapi.Register(g, execapi.Deps{Service: exec, Auth: store, Guard: guard, Notifier: notifier, Logger: log})
 			},
 			func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
 				metricsapi.Register(g.Group("", guard(auth.PermRead)), metricsapi.Deps{Pool: pool, Logger: log})

@@ -77,6 +77,14 @@ const (
 	attrGuestAgent    = "qemu_guest_agent"
 )
 
+// HolderAttributes are the attributes of a backup holder (what Lookup.BackupHolder returned)
+// that Derive reads: a change to one of them changes the checks derived for every backup
+// target that holder holds, so whoever changes them must re-derive those targets as well.
+// Of any other entity a Lookup returns (a guest's Proxmox host), Derive reads the slug
+// only, which no attribute change can alter. TestLookedUpEntitiesReadOnly holds Derive to
+// this.
+var HolderAttributes = []string{attrOS}
+
 // addressAttrs is the machine address preference (S2): public first, so a VPS reachable
 // only by its public address is probeable from the scheduler; lan last.
 var addressAttrs = []string{"public_ipv4", "mesh_ipv4", "lan_ipv4"}

@@ -747,3 +747,78 @@ func TestConfigJSON(t *testing.T) {
 		}
 	}
 }
+
+// fixedLookup answers every question with the same entities.
+type fixedLookup struct{ host, holder Target }
+
+func (l fixedLookup) HostOf(Target) (Target, bool)       { return l.host, true }
+func (l fixedLookup) BackupHolder(Target) (Target, bool) { return l.holder, true }
+
+// TestLookedUpEntitiesReadOnly: of an entity a Lookup returns, Derive reads the slug and, of
+// a backup holder, HolderAttributes. Every other attribute and the state of the looked-up
+// entity are varied here and must leave the derived checks as they were: a PATCH of a holder
+// re-derives the backup targets it holds only when one of HolderAttributes changes, and a
+// PATCH of a host re-derives no guest, so reading anything else would leave checks stale.
+// If this fails because derivation now reads more, extend HolderAttributes (or, for hosts,
+// make the api re-derive hosted guests) rather than the test.
+func TestLookedUpEntitiesReadOnly(t *testing.T) {
+	t.Parallel()
+	o := mustOntology(t)
+	targets := []Target{
+		ent("lxc", "web", map[string]any{"vmid": 101, "host": "atlas"}),
+		ent("vm", "db", map[string]any{"vmid": 102, "qemu_guest_agent": true}),
+		ent("backup-target", "tm", map[string]any{"path": "/Backups", "max_age_minutes": 90}),
+	}
+	base := fixedLookup{host: atlas, holder: mac}
+	// Values chosen to change a derivation that read them: each is what some check of the
+	// looked-up entity's own kind would pick up.
+	vary := map[string]any{
+		"monitoring": "none", "check_interval": "5m", "unit": "other.service", "url": "https://x.example/",
+		"public_host": "x.example", "expect_status": 204, "body_match": "ok", "host_address": "127.0.0.9",
+		"host": "boreas", "port": 2222, "path": "/elsewhere", "max_age_minutes": 5, "vmid": 999,
+		"qemu_guest_agent": false, "public_ipv4": "127.0.0.7", "mesh_ipv4": "127.0.0.8", "lan_ipv4": "127.0.0.6",
+		"os": "plan9", "role": "anything",
+	}
+	perturb := func(e Target, key string, v any, keep []string) (Target, bool) {
+		for _, k := range keep {
+			if k == key {
+				return e, false
+			}
+		}
+		attrs := map[string]any{}
+		for k, x := range e.Attributes {
+			attrs[k] = x
+		}
+		attrs[key] = v
+		e.Attributes = attrs
+		return e, true
+	}
+	for _, tg := range targets {
+		want := Derive(tg, o, base)
+		if len(want.Defs) == 0 {
+			t.Fatalf("%s derives nothing; the test would prove nothing", tg.Slug)
+		}
+		for key, v := range vary {
+			if h, ok := perturb(atlas, key, v, nil); ok {
+				if got := Derive(tg, o, fixedLookup{host: h, holder: mac}); !reflect.DeepEqual(got.Defs, want.Defs) {
+					t.Errorf("%s: the host's %s changes the derived checks:\n got %+v\nwant %+v", tg.Slug, key, got.Defs, want.Defs)
+				}
+			}
+			if h, ok := perturb(mac, key, v, HolderAttributes); ok {
+				if got := Derive(tg, o, fixedLookup{host: atlas, holder: h}); !reflect.DeepEqual(got.Defs, want.Defs) {
+					t.Errorf("%s: the holder's %s changes the derived checks:\n got %+v\nwant %+v", tg.Slug, key, got.Defs, want.Defs)
+				}
+			}
+		}
+		for _, state := range []string{StateDestroyed, StatePlanned, "maintenance"} {
+			if got := Derive(tg, o, fixedLookup{host: withState(atlas, state), holder: withState(mac, state)}); !reflect.DeepEqual(got.Defs, want.Defs) {
+				t.Errorf("%s: the looked-up entities' state %s changes the derived checks", tg.Slug, state)
+			}
+		}
+	}
+	// The listed attributes are read: a holder's os reaches its targets' checks.
+	linuxMac, _ := perturb(mac, "os", "linux", nil)
+	if a, b := Derive(targets[2], o, base), Derive(targets[2], o, fixedLookup{host: atlas, holder: linuxMac}); reflect.DeepEqual(a.Defs, b.Defs) {
+		t.Errorf("the holder's os does not reach the backup check; HolderAttributes lists an attribute derivation does not read")
+	}
+}

@@ -36,14 +36,70 @@ const appendLockKey = 0x6f696b6f73 // "oikos"
 // Append writes an event in the caller's transaction; the AFTER INSERT trigger NOTIFYs
 // oikos_events when that transaction commits. payload is marshalled here; nil becomes {}.
 func Append(ctx context.Context, tx pg.Querier, e Event, payload any) (int64, error) {
+	raw, entity, err := encode(e, payload)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, lockSQL, int64(appendLockKey)); err != nil {
+		return 0, fmt.Errorf("eventbus: lock outbox: %w", err)
+	}
+	var id int64
+	err = tx.QueryRow(ctx, insertSQL, e.Type, entity, e.CorrelationID, e.Actor, raw).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("eventbus: append %s: %w", e.Type, err)
+	}
+	return id, nil
+}
+
+// Queue is Append for a caller that pipelines its last statements: it queues the outbox lock
+// and the INSERT, in that order, into b. Queue COMMIT after it in the same batch and the lock
+// is held only while the server runs the rest of the batch, never across a round trip to the
+// client, so concurrent writers serialise on server time alone. As with Append, only other
+// appends (and NOTIFYs) may follow it before COMMIT. When id is not nil it receives the
+// event's id as the batch's results are read.
+func Queue(b *pgx.Batch, e Event, payload any, id *int64) error {
+	raw, entity, err := encode(e, payload)
+	if err != nil {
+		return err
+	}
+	b.Queue(lockSQL, int64(appendLockKey))
+	b.Queue(insertSQL, e.Type, entity, e.CorrelationID, e.Actor, raw).QueryRow(func(row pgx.Row) error {
+		var got int64
+		if err := row.Scan(&got); err != nil {
+			return fmt.Errorf("eventbus: append %s: %w", e.Type, err)
+		}
+		if id != nil {
+			*id = got
+		}
+		return nil
+	})
+	return nil
+}
+
+// QueueNotify is Notify for a batch: the NOTIFY is delivered only if the transaction the
+// batch runs in commits.
+func QueueNotify(b *pgx.Batch, channel, payload string) {
+	b.Queue(notifySQL, channel, payload)
+}
+
+const (
+	lockSQL   = `SELECT pg_advisory_xact_lock($1)`
+	insertSQL = `INSERT INTO events (type, entity_id, correlation_id, actor, payload)
+		VALUES ($1, $2, $3, $4, $5) RETURNING id`
+	notifySQL = `SELECT pg_notify($1, $2)`
+)
+
+// encode checks e and returns its payload as JSON ({} for none) and its entity id (nil for
+// none).
+func encode(e Event, payload any) (json.RawMessage, *string, error) {
 	if e.Type == "" {
-		return 0, errors.New("eventbus: event type is required")
+		return nil, nil, errors.New("eventbus: event type is required")
 	}
 	raw := e.Payload
 	if payload != nil {
 		b, err := json.Marshal(payload)
 		if err != nil {
-			return 0, fmt.Errorf("eventbus: marshal %s payload: %w", e.Type, err)
+			return nil, nil, fmt.Errorf("eventbus: marshal %s payload: %w", e.Type, err)
 		}
 		raw = b
 	}
@@ -54,17 +110,7 @@ func Append(ctx context.Context, tx pg.Querier, e Event, payload any) (int64, er
 	if e.EntityID != "" {
 		entity = &e.EntityID
 	}
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(appendLockKey)); err != nil {
-		return 0, fmt.Errorf("eventbus: lock outbox: %w", err)
-	}
-	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO events (type, entity_id, correlation_id, actor, payload)
-		VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-		e.Type, entity, e.CorrelationID, e.Actor, raw).Scan(&id)
-	if err != nil {
-		return 0, fmt.Errorf("eventbus: append %s: %w", e.Type, err)
-	}
-	return id, nil
+	return raw, entity, nil
 }
 
 const eventColumns = `id, at, type, coalesce(entity_id::text, ''), correlation_id, actor, payload`

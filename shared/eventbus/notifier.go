@@ -197,6 +197,6 @@ func (n *Notifier) session(ctx context.Context) error {
 // Notify sends a NOTIFY on channel from inside the caller's transaction, so it is delivered
 // only if that transaction commits.
 func Notify(ctx context.Context, q pg.Querier, channel, payload string) error {
-	_, err := q.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
+	_, err := q.Exec(ctx, notifySQL, channel, payload)
 	return err
 }

@@ -18,6 +18,7 @@ package checksync
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // CheckType is the entity type of a check's bookkeeping entity.
@@ -58,6 +60,14 @@ func (c Changes) Changed() bool { return len(c.Added)+len(c.Updated)+len(c.Disab
 // Count is the number of check definitions written.
 func (c Changes) Count() int { return len(c.Added) + len(c.Updated) + len(c.Disabled) }
 
+// Merge adds the changes of o to c.
+func (c *Changes) Merge(o Changes) {
+	c.Added = append(c.Added, o.Added...)
+	c.Updated = append(c.Updated, o.Updated...)
+	c.Disabled = append(c.Disabled, o.Disabled...)
+	c.Targets = append(c.Targets, o.Targets...)
+}
+
 // Syncer derives and writes checks. It holds only a logger and is safe for concurrent use.
 type Syncer struct {
 	log zerolog.Logger
@@ -66,23 +76,33 @@ type Syncer struct {
 // New returns a Syncer logging skipped lookups and derivation warnings to log.
 func New(log zerolog.Logger) *Syncer { return &Syncer{log: log} }
 
-// Sync re-derives the checks of one entity in tx and writes what differs. The graph reads
-// its Lookup needs run in savepoints, so a failed read degrades to a skip.
-func (s *Syncer) Sync(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, t checks.Target) (Changes, error) {
+// Sync re-derives the checks of one entity in the caller's transaction (q is a pgx.Tx or a
+// connection inside a transaction) and writes what differs. The graph reads its Lookup needs
+// run in savepoints, so a failed read degrades to a skip.
+func (s *Syncer) Sync(ctx context.Context, q pg.Querier, o *ontology.Ontology, t checks.Target) (Changes, error) {
 	if t.Type == CheckType {
 		return Changes{}, nil // a check's own entity is never monitored
 	}
-	l := &txLookup{ctx: ctx, tx: tx, o: o, log: s.log}
-	return s.apply(ctx, tx, o, []checks.Target{t}, l)
+	have, err := readExisting(ctx, q, []string{t.ID})
+	if err != nil {
+		return Changes{}, err
+	}
+	w, err := s.diff(ctx, q, o, []checks.Target{t}, s.lookup(ctx, q, o), have)
+	if err != nil {
+		return Changes{}, err
+	}
+	return w.ch, w.exec(ctx, q)
 }
 
 // SyncMany re-derives the checks of many entities in tx (the seed ingest), reading the graph
 // facts derivation needs once up front instead of once per entity.
 func (s *Syncer) SyncMany(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, ts []checks.Target) (Changes, error) {
 	targets := make([]checks.Target, 0, len(ts))
+	ids := make([]string, 0, len(ts))
 	for _, t := range ts {
 		if t.Type != CheckType {
 			targets = append(targets, t)
+			ids = append(ids, t.ID)
 		}
 	}
 	if len(targets) == 0 {
@@ -92,7 +112,121 @@ func (s *Syncer) SyncMany(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, 
 	if err != nil {
 		return Changes{}, err
 	}
-	return s.apply(ctx, tx, o, targets, l)
+	have, err := readExisting(ctx, tx, ids)
+	if err != nil {
+		return Changes{}, err
+	}
+	w, err := s.diff(ctx, tx, o, targets, l, have)
+	if err != nil {
+		return Changes{}, err
+	}
+	return w.ch, w.exec(ctx, tx)
+}
+
+// QueueLockHeld queues into b a statement that locks the entity ref names (its slug, or its
+// id when byID) and the backup targets it holds, FOR NO KEY UPDATE in id order. A writer
+// that may change the holder's checks.HolderAttributes queues it first: SyncHeldBackups
+// then re-derives targets whose row locks it already holds (whoever re-derives an entity's
+// checks holds its row lock), and taking them all in one ordered sweep, like the ends of an
+// edge, leaves no order in which two writers wait for each other.
+func QueueLockHeld(b *pgx.Batch, ref string, byID bool) {
+	holder := `h.slug = $1`
+	if byID {
+		holder = `h.id = $1::uuid`
+	}
+	b.Queue(`SELECT e.id FROM entities e WHERE e.id IN (
+			SELECT h.id FROM entities h WHERE `+holder+`
+			UNION ALL
+			SELECT r.target_id FROM relationships r JOIN entities h ON h.id = r.source_id
+			WHERE `+holder+` AND r.type = $2 AND r.valid_to IS NULL)
+		ORDER BY e.id FOR NO KEY UPDATE OF e`, ref, relBacksUpTo)
+}
+
+// SyncHeldBackups re-derives, in the caller's transaction, the checks of the backup targets
+// the entity holderID holds (current backs-up-to edges from it). Derivation reads the
+// holder's checks.HolderAttributes, so a change to one of them, once written in the
+// transaction, calls for this; lock the targets first with QueueLockHeld.
+func (s *Syncer) SyncHeldBackups(ctx context.Context, q pg.Querier, o *ontology.Ontology, holderID string) (Changes, error) {
+	rows, err := q.Query(ctx, `SELECT `+targetColumns+` FROM relationships r JOIN entities e ON e.id = r.target_id
+		WHERE r.source_id = $1 AND r.type = $2 AND r.valid_to IS NULL ORDER BY e.slug`, holderID, relBacksUpTo)
+	if err != nil {
+		return Changes{}, fmt.Errorf("read held backup targets: %w", err)
+	}
+	held, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (checks.Target, error) { return scanTarget(r) })
+	if err != nil {
+		return Changes{}, fmt.Errorf("read held backup targets: %w", err)
+	}
+	var all Changes
+	for _, t := range held {
+		ch, err := s.Sync(ctx, q, o, t)
+		if err != nil {
+			return Changes{}, fmt.Errorf("derive checks of %s: %w", t.Slug, err)
+		}
+		all.Merge(ch)
+	}
+	return all, nil
+}
+
+// Prefetched holds the check rows of one target, read ahead by QueuePrefetch in the batch
+// that locks the target, so re-deriving its checks costs no round trip of its own.
+type Prefetched struct {
+	have map[string]*existing
+	read bool
+}
+
+// QueuePrefetch queues into b the read of the check definitions of the entity ref names (its
+// slug, or its id when byID). Queue it after the statement that locks the entity, in the
+// same transaction: it then sees every check write committed before that lock was granted,
+// as a read at sync time would (whoever re-derives this entity's checks holds that lock).
+func QueuePrefetch(b *pgx.Batch, ref string, byID bool) *Prefetched {
+	p := &Prefetched{have: map[string]*existing{}}
+	where := `d.target_id = (SELECT t.id FROM entities t WHERE t.slug = $1)`
+	if byID {
+		where = `d.target_id = $1::uuid`
+	}
+	b.Queue(`SELECT `+existingColumns+` FROM check_defs d JOIN entities e ON e.id = d.entity_id WHERE `+where, ref).
+		Query(func(rows pgx.Rows) error {
+			if err := scanExisting(rows, p.have); err != nil {
+				return err
+			}
+			p.read = true
+			return nil
+		})
+	return p
+}
+
+// SyncPrefetched is Sync for a target whose check rows p has read, for a caller that sends
+// its own writes in one last batch: the check writes that differ are queued into w, not
+// executed. Reads derivation cannot do without (graph lookups, slugs held by check entities
+// of no definition) still run on q now, before w is sent. hasStatus says whether the target
+// has an entity_status row; statusCreated reports that one is inserted by w (the target is
+// monitored now), so the caller can read it back in the same batch.
+func (s *Syncer) SyncPrefetched(ctx context.Context, q pg.Querier, o *ontology.Ontology, t checks.Target, p *Prefetched,
+	hasStatus bool, w *pgx.Batch) (ch Changes, statusCreated bool, err error) {
+	if t.Type == CheckType {
+		return Changes{}, false, nil
+	}
+	if p == nil || !p.read {
+		return Changes{}, false, errors.New("checksync: the prefetched check definitions were not read")
+	}
+	for _, e := range p.have {
+		if e.targetID != t.ID {
+			return Changes{}, false, fmt.Errorf("checksync: prefetched check %s belongs to %s, not to %s", e.slug, e.targetID, t.Slug)
+		}
+	}
+	have := make(map[string]*existing, len(p.have))
+	for k, v := range p.have {
+		have[k] = v
+	}
+	wr, err := s.diff(ctx, q, o, []checks.Target{t}, s.lookup(ctx, q, o), have)
+	if err != nil {
+		return Changes{}, false, err
+	}
+	if hasStatus {
+		wr.statusIDs = nil
+	}
+	wr.queue(w)
+	return wr.ch, len(wr.statusIDs) > 0, nil
 }
 
 // existing is a check_defs row with its check entity.
@@ -118,111 +252,177 @@ type desired struct {
 	intervalSeconds, timeoutSeconds int
 }
 
-func (s *Syncer) apply(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, targets []checks.Target, l checks.Lookup) (Changes, error) {
-	var ch Changes
+// stmt is one parameterised write.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// writes is everything one sync has to write, computed before anything is written, so the
+// same diff is executed at once (Sync, SyncMany) or queued into a caller's batch
+// (SyncPrefetched).
+type writes struct {
+	ch          Changes
+	statusIDs   []string
+	newEntities [][]any
+	newDefs     [][]any
+	updates     []stmt
+}
+
+const (
+	insertStatusSQL = `INSERT INTO entity_status (entity_id) SELECT unnest($1::uuid[]) ON CONFLICT (entity_id) DO NOTHING`
+	insertEntitySQL = `INSERT INTO entities (id, slug, type, name, state, attributes) VALUES ($1, $2, $3, $4, $5, $6)`
+	insertDefSQL    = `INSERT INTO check_defs (id, slug, entity_id, target_id, kind, config, interval_seconds, timeout_seconds)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+)
+
+var (
+	entityCols = []string{"id", "slug", "type", "name", "state", "attributes"}
+	defCols    = []string{"id", "slug", "entity_id", "target_id", "kind", "config", "interval_seconds", "timeout_seconds"}
+)
+
+// copyThreshold is the number of new rows from which COPY beats queued INSERTs (a COPY costs
+// round trips of its own; a queued INSERT rides along in the batch).
+const copyThreshold = 32
+
+// queue adds the writes to b in dependency order: check entities before the definitions
+// that reference them.
+func (w *writes) queue(b *pgx.Batch) {
+	if len(w.statusIDs) > 0 {
+		// ON CONFLICT DO NOTHING writes nothing for entities that already have a row.
+		b.Queue(insertStatusSQL, w.statusIDs)
+	}
+	for _, r := range w.newEntities {
+		b.Queue(insertEntitySQL, r...)
+	}
+	for _, r := range w.newDefs {
+		b.Queue(insertDefSQL, r...)
+	}
+	for _, u := range w.updates {
+		b.Queue(u.sql, u.args...)
+	}
+}
+
+// exec writes everything now: many new rows by COPY, the rest in one pipelined batch.
+func (w *writes) exec(ctx context.Context, q pg.Querier) error {
+	if len(w.newEntities)+len(w.newDefs) >= copyThreshold {
+		if len(w.newEntities) > 0 {
+			if _, err := q.CopyFrom(ctx, pgx.Identifier{"entities"}, entityCols, pgx.CopyFromRows(w.newEntities)); err != nil {
+				return fmt.Errorf("insert check entities: %w", err)
+			}
+		}
+		if len(w.newDefs) > 0 {
+			if _, err := q.CopyFrom(ctx, pgx.Identifier{"check_defs"}, defCols, pgx.CopyFromRows(w.newDefs)); err != nil {
+				return fmt.Errorf("insert check definitions: %w", err)
+			}
+		}
+		w.newEntities, w.newDefs = nil, nil
+	}
+	b := &pgx.Batch{}
+	w.queue(b)
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write check definitions: %w", err)
+	}
+	return nil
+}
+
+// diff derives the checks of targets (with l for graph facts) and compares them with have,
+// the stored definitions of those targets, returning what to write. have gains the check
+// entities found by slug.
+func (s *Syncer) diff(ctx context.Context, q pg.Querier, o *ontology.Ontology, targets []checks.Target, l checks.Lookup,
+	have map[string]*existing) (writes, error) {
+	var w writes
+	ch := &w.ch
 	var want []desired
-	var statusIDs []string
-	targetIDs := make([]string, 0, len(targets))
 	wantByTarget := map[string]map[string]bool{}
 	for _, t := range targets {
-		targetIDs = append(targetIDs, t.ID)
 		r := checks.Derive(t, o, l)
-		for _, w := range r.Warnings {
-			s.log.Warn().Str("entity", t.Slug).Str("warning", w).Msg("check derivation")
+		for _, warn := range r.Warnings {
+			s.log.Warn().Str("entity", t.Slug).Str("warning", warn).Msg("check derivation")
 		}
 		if needsStatus(o, t, r) {
-			statusIDs = append(statusIDs, t.ID)
+			w.statusIDs = append(w.statusIDs, t.ID)
 		}
 		set := map[string]bool{}
 		wantByTarget[t.ID] = set
 		for _, d := range r.Defs {
 			dw, err := toDesired(t, d)
 			if err != nil {
-				return ch, err
+				return w, err
 			}
 			set[dw.slug] = true
 			want = append(want, dw)
 		}
 	}
 
-	if len(statusIDs) > 0 {
-		// ON CONFLICT DO NOTHING writes nothing for entities that already have a row.
-		if _, err := tx.Exec(ctx, `INSERT INTO entity_status (entity_id) SELECT unnest($1::uuid[]) ON CONFLICT (entity_id) DO NOTHING`,
-			statusIDs); err != nil {
-			return ch, fmt.Errorf("ensure entity_status: %w", err)
-		}
-	}
-
-	have, err := readExisting(ctx, tx, targetIDs)
-	if err != nil {
-		return ch, err
-	}
 	// Slugs wanted but not among the targets' defs: an orphan check entity may hold the slug
 	// (reuse its id), or, by a derivation bug, another target's def (refuse).
 	var missing []string
-	for _, w := range want {
-		if _, ok := have[w.slug]; !ok {
-			missing = append(missing, w.slug)
+	for _, d := range want {
+		if _, ok := have[d.slug]; !ok {
+			missing = append(missing, d.slug)
 		}
 	}
 	if len(missing) > 0 {
-		if err := readBySlug(ctx, tx, missing, have); err != nil {
-			return ch, err
+		if err := readBySlug(ctx, q, missing, have); err != nil {
+			return w, err
 		}
 	}
 
 	touched := map[string]bool{}
-	var newEntities, newDefs [][]any
-	batch := &pgx.Batch{}
-	for _, w := range want {
-		e, ok := have[w.slug]
+	update := func(sql string, args ...any) { w.updates = append(w.updates, stmt{sql: sql, args: args}) }
+	for _, d := range want {
+		e, ok := have[d.slug]
 		switch {
-		case ok && e.hasDef && e.targetID != w.target.ID:
-			return ch, fmt.Errorf("check %s derived for %s already belongs to another entity (%s): check slugs must be unique per target",
-				w.slug, w.target.Slug, e.targetID)
+		case ok && e.hasDef && e.targetID != d.target.ID:
+			return w, fmt.Errorf("check %s derived for %s already belongs to another entity (%s): check slugs must be unique per target",
+				d.slug, d.target.Slug, e.targetID)
 		case ok && e.source != "" && e.source != "derived":
 			continue // an operator override is never touched by derivation
 		case !ok:
 			entityID, err := uuid.NewV7()
 			if err != nil {
-				return ch, fmt.Errorf("generate check id: %w", err)
+				return w, fmt.Errorf("generate check id: %w", err)
 			}
 			defID, err := uuid.NewV7()
 			if err != nil {
-				return ch, fmt.Errorf("generate check id: %w", err)
+				return w, fmt.Errorf("generate check id: %w", err)
 			}
-			newEntities = append(newEntities, []any{entityID.String(), w.slug, CheckType, w.name, stateEnabled, w.attrsJSON})
-			newDefs = append(newDefs, []any{defID.String(), w.slug, entityID.String(), w.target.ID, w.kind, w.config,
-				int32(w.intervalSeconds), int32(w.timeoutSeconds)})
-			ch.Added = append(ch.Added, w.slug)
-			touched[w.target.Slug] = true
+			w.newEntities = append(w.newEntities, []any{entityID.String(), d.slug, CheckType, d.name, stateEnabled, d.attrsJSON})
+			w.newDefs = append(w.newDefs, []any{defID.String(), d.slug, entityID.String(), d.target.ID, d.kind, d.config,
+				int32(d.intervalSeconds), int32(d.timeoutSeconds)})
+			ch.Added = append(ch.Added, d.slug)
+			touched[d.target.Slug] = true
 		default:
-			entityChanged := e.entityState != stateEnabled || !reflect.DeepEqual(e.entityAttrs, w.attrsNorm)
+			entityChanged := e.entityState != stateEnabled || !reflect.DeepEqual(e.entityAttrs, d.attrsNorm)
 			if entityChanged {
-				batch.Queue(`UPDATE entities SET state = $2, attributes = $3, version = version + 1, updated_at = now() WHERE id = $1`,
-					e.entityID, stateEnabled, w.attrsJSON)
+				update(`UPDATE entities SET state = $2, attributes = $3, version = version + 1, updated_at = now() WHERE id = $1`,
+					e.entityID, stateEnabled, d.attrsJSON)
 			}
 			if !e.hasDef {
 				defID, err := uuid.NewV7()
 				if err != nil {
-					return ch, fmt.Errorf("generate check id: %w", err)
+					return w, fmt.Errorf("generate check id: %w", err)
 				}
-				newDefs = append(newDefs, []any{defID.String(), w.slug, e.entityID, w.target.ID, w.kind, w.config,
-					int32(w.intervalSeconds), int32(w.timeoutSeconds)})
-				ch.Added = append(ch.Added, w.slug)
-				touched[w.target.Slug] = true
+				w.newDefs = append(w.newDefs, []any{defID.String(), d.slug, e.entityID, d.target.ID, d.kind, d.config,
+					int32(d.intervalSeconds), int32(d.timeoutSeconds)})
+				ch.Added = append(ch.Added, d.slug)
+				touched[d.target.Slug] = true
 				continue
 			}
-			defChanged := !e.enabled || e.kind != w.kind || e.interval != w.intervalSeconds || e.timeout != w.timeoutSeconds ||
-				!reflect.DeepEqual(e.config, w.configNorm)
+			defChanged := !e.enabled || e.kind != d.kind || e.interval != d.intervalSeconds || e.timeout != d.timeoutSeconds ||
+				!reflect.DeepEqual(e.config, d.configNorm)
 			if defChanged {
-				batch.Queue(`UPDATE check_defs SET kind = $2, config = $3, interval_seconds = $4, timeout_seconds = $5,
+				update(`UPDATE check_defs SET kind = $2, config = $3, interval_seconds = $4, timeout_seconds = $5,
 					enabled = true, updated_at = now() WHERE id = $1`,
-					e.defID, w.kind, w.config, w.intervalSeconds, w.timeoutSeconds)
+					e.defID, d.kind, d.config, d.intervalSeconds, d.timeoutSeconds)
 			}
 			if defChanged || entityChanged {
-				ch.Updated = append(ch.Updated, w.slug)
-				touched[w.target.Slug] = true
+				ch.Updated = append(ch.Updated, d.slug)
+				touched[d.target.Slug] = true
 			}
 		}
 	}
@@ -243,36 +443,17 @@ func (s *Syncer) apply(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, tar
 		if !e.enabled && e.entityState == stateDisabled {
 			continue
 		}
-		batch.Queue(`UPDATE check_defs SET enabled = false, updated_at = now() WHERE id = $1 AND enabled`, e.defID)
-		batch.Queue(`UPDATE entities SET state = $2, version = version + 1, updated_at = now() WHERE id = $1 AND state <> $2`,
+		update(`UPDATE check_defs SET enabled = false, updated_at = now() WHERE id = $1 AND enabled`, e.defID)
+		update(`UPDATE entities SET state = $2, version = version + 1, updated_at = now() WHERE id = $1 AND state <> $2`,
 			e.entityID, stateDisabled)
 		ch.Disabled = append(ch.Disabled, e.slug)
 		touched[slugOfTarget[e.targetID]] = true
-	}
-
-	if len(newEntities) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"entities"},
-			[]string{"id", "slug", "type", "name", "state", "attributes"}, pgx.CopyFromRows(newEntities)); err != nil {
-			return ch, fmt.Errorf("insert check entities: %w", err)
-		}
-	}
-	if len(newDefs) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"check_defs"},
-			[]string{"id", "slug", "entity_id", "target_id", "kind", "config", "interval_seconds", "timeout_seconds"},
-			pgx.CopyFromRows(newDefs)); err != nil {
-			return ch, fmt.Errorf("insert check definitions: %w", err)
-		}
-	}
-	if batch.Len() > 0 {
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return ch, fmt.Errorf("update check definitions: %w", err)
-		}
 	}
 	for slug := range touched {
 		ch.Targets = append(ch.Targets, slug)
 	}
 	sort.Strings(ch.Targets)
-	return ch, nil
+	return w, nil
 }
 
 // needsStatus says whether t gets an entity_status row: it is monitored (its type or its
@@ -369,9 +550,9 @@ func scanExisting(rows pgx.Rows, into map[string]*existing) error {
 }
 
 // readExisting returns the check definitions of the targets, keyed by slug.
-func readExisting(ctx context.Context, tx pgx.Tx, targetIDs []string) (map[string]*existing, error) {
+func readExisting(ctx context.Context, q pg.Querier, targetIDs []string) (map[string]*existing, error) {
 	out := map[string]*existing{}
-	rows, err := tx.Query(ctx, `SELECT `+existingColumns+` FROM check_defs d JOIN entities e ON e.id = d.entity_id
+	rows, err := q.Query(ctx, `SELECT `+existingColumns+` FROM check_defs d JOIN entities e ON e.id = d.entity_id
 		WHERE d.target_id = ANY($1::uuid[])`, targetIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read check definitions: %w", err)
@@ -380,8 +561,8 @@ func readExisting(ctx context.Context, tx pgx.Tx, targetIDs []string) (map[strin
 }
 
 // readBySlug adds check entities (with their definition, if any) holding one of slugs.
-func readBySlug(ctx context.Context, tx pgx.Tx, slugs []string, into map[string]*existing) error {
-	rows, err := tx.Query(ctx, `SELECT `+existingColumns+` FROM check_defs d JOIN entities e ON e.id = d.entity_id
+func readBySlug(ctx context.Context, q pg.Querier, slugs []string, into map[string]*existing) error {
+	rows, err := q.Query(ctx, `SELECT `+existingColumns+` FROM check_defs d JOIN entities e ON e.id = d.entity_id
 		WHERE d.slug = ANY($1)`, slugs)
 	if err != nil {
 		return fmt.Errorf("read check definitions: %w", err)
@@ -389,7 +570,7 @@ func readBySlug(ctx context.Context, tx pgx.Tx, slugs []string, into map[string]
 	if err := scanExisting(rows, into); err != nil {
 		return err
 	}
-	rows, err = tx.Query(ctx, `SELECT e.id::text, e.slug, e.state, e.attributes FROM entities e
+	rows, err = q.Query(ctx, `SELECT e.id::text, e.slug, e.state, e.attributes FROM entities e
 		WHERE e.slug = ANY($1) AND NOT EXISTS (SELECT 1 FROM check_defs d WHERE d.entity_id = e.id)`, slugs)
 	if err != nil {
 		return fmt.Errorf("read check entities: %w", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // Relationship and entity types the lookups walk.
@@ -27,11 +28,31 @@ var errNoRows = errors.New("no rows")
 // txLookup answers derivation's graph questions with reads in the caller's transaction.
 // Each read runs in a savepoint: in PostgreSQL a failed statement aborts the whole
 // transaction, and a monitoring gap must never fail the entity write that triggered it.
+// Answers are remembered for the lifetime of the lookup (one sync): derivation asks the same
+// question once per check (a guest's four checks all need its host), and one read answering
+// all of them is cheaper and more consistent than four (under READ COMMITTED, separate reads
+// could give one guest's checks different hosts if an edge changed in between).
 type txLookup struct {
-	ctx context.Context
-	tx  pgx.Tx
-	o   *ontology.Ontology
-	log zerolog.Logger
+	ctx  context.Context
+	q    pg.Querier
+	o    *ontology.Ontology
+	log  zerolog.Logger
+	memo map[lookupKey]lookupAnswer
+}
+
+// lookupKey is everything an answer depends on: the question, the entity and the host
+// attribute (the only attribute a lookup reads).
+type lookupKey struct {
+	what, id, host string
+}
+
+type lookupAnswer struct {
+	t  checks.Target
+	ok bool
+}
+
+func (s *Syncer) lookup(ctx context.Context, q pg.Querier, o *ontology.Ontology) *txLookup {
+	return &txLookup{ctx: ctx, q: q, o: o, log: s.log, memo: map[lookupKey]lookupAnswer{}}
 }
 
 const targetColumns = `e.id::text, e.slug, e.type, e.name, e.state, e.attributes`
@@ -42,24 +63,52 @@ func scanTarget(row pgx.Row) (checks.Target, error) {
 	return t, err
 }
 
-// one runs a single-row query in a savepoint. errNoRows means nothing matched.
+// lookupSavepoint names the savepoint a lookup runs in; lookups never nest. It is a constant
+// identifier, never input, so it is safe to write into the statement.
+const lookupSavepoint = "oikos_checksync_lookup"
+
+// one runs a single-row query in a savepoint. SAVEPOINT goes first on its own: a query the
+// connection has not prepared yet is parsed (and its tables locked) before anything else in
+// its batch runs, so a failure there must already be inside the savepoint. The query and
+// RELEASE then share a round trip; if the query fails, the server skips RELEASE and one more
+// round trip rolls back to the savepoint. errNoRows means nothing matched.
 func (l *txLookup) one(what string, sql string, args ...any) (checks.Target, error) {
-	sp, err := l.tx.Begin(l.ctx)
-	if err != nil {
+	if _, err := l.q.Exec(l.ctx, `SAVEPOINT `+lookupSavepoint); err != nil {
 		return checks.Target{}, fmt.Errorf("%s: savepoint: %w", what, err)
 	}
-	t, err := scanTarget(sp.QueryRow(l.ctx, sql, args...))
-	if err != nil {
-		_ = sp.Rollback(l.ctx)
+	var t checks.Target
+	found := false
+	b := &pgx.Batch{}
+	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
+		var err error
+		t, err = scanTarget(row)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return checks.Target{}, errNoRows
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	b.Queue(`RELEASE SAVEPOINT ` + lookupSavepoint)
+	if err := l.q.SendBatch(l.ctx, b).Close(); err != nil {
+		if _, uerr := l.q.Exec(l.ctx, `ROLLBACK TO SAVEPOINT `+lookupSavepoint+`; RELEASE SAVEPOINT `+lookupSavepoint); uerr != nil {
+			return checks.Target{}, fmt.Errorf("%s: %w (and rolling back its savepoint: %v)", what, err, uerr)
 		}
 		return checks.Target{}, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := sp.Commit(l.ctx); err != nil {
-		return checks.Target{}, fmt.Errorf("%s: release savepoint: %w", what, err)
+	if !found {
+		return checks.Target{}, errNoRows
 	}
 	return t, nil
+}
+
+// remembered returns the answer to k, asking ask once.
+func (l *txLookup) remembered(k lookupKey, ask func() (checks.Target, bool)) (checks.Target, bool) {
+	if a, ok := l.memo[k]; ok {
+		return a.t, a.ok
+	}
+	t, ok := ask()
+	l.memo[k] = lookupAnswer{t: t, ok: ok}
+	return t, ok
 }
 
 func (l *txLookup) warn(t checks.Target, what string, err error) {
@@ -70,6 +119,10 @@ func (l *txLookup) warn(t checks.Target, what string, err error) {
 // HostOf implements checks.Lookup: the `host` attribute (a bare name among proxmox-host
 // entities, or a full slug), else the source of a current hosts edge into the guest.
 func (l *txLookup) HostOf(t checks.Target) (checks.Target, bool) {
+	return l.remembered(lookupKey{what: "host", id: t.ID, host: hostAttr(t)}, func() (checks.Target, bool) { return l.hostOf(t) })
+}
+
+func (l *txLookup) hostOf(t checks.Target) (checks.Target, bool) {
 	if ref := hostAttr(t); ref != "" {
 		slug, name := hostRef(ref)
 		var h checks.Target
@@ -102,6 +155,10 @@ func (l *txLookup) HostOf(t checks.Target) (checks.Target, bool) {
 
 // BackupHolder implements checks.Lookup: the source of a current backs-up-to edge into t.
 func (l *txLookup) BackupHolder(t checks.Target) (checks.Target, bool) {
+	return l.remembered(lookupKey{what: "holder", id: t.ID}, func() (checks.Target, bool) { return l.backupHolder(t) })
+}
+
+func (l *txLookup) backupHolder(t checks.Target) (checks.Target, bool) {
 	h, err := l.one("backs-up-to edge", `SELECT `+targetColumns+` FROM relationships r JOIN entities e ON e.id = r.source_id
 		WHERE r.target_id = $1 AND r.type = $2 AND r.valid_to IS NULL
 		ORDER BY (e.state = 'destroyed'), e.slug LIMIT 1`, t.ID, relBacksUpTo)

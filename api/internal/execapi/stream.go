@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
@@ -113,15 +114,15 @@ func (h *handlers) stream(c echo.Context) error {
 	if v := c.Request().Header.Get("Last-Event-ID"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return h.fail(c, &requestError{status: http.StatusBadRequest, field: "Last-Event-ID", detail: "must be the seq of the last chunk received"})
+			return request.BadRequest("Last-Event-ID", "must be the seq of the last chunk received")
 		}
 		after = n
 	} else {
-		n, err := intParam(c, "after", 0, 0, 1<<31-1)
+		n, err := request.IntParam(c, "after", 0, 0, maxSeq)
 		if err != nil {
-			return h.fail(c, err)
+			return err
 		}
-		after = n
+		after = int(n)
 	}
 	// Subscribe before the first read, so a chunk written between the read and the wait
 	// still wakes the stream.
@@ -129,7 +130,7 @@ func (h *handlers) stream(c echo.Context) error {
 	defer release()
 	first, err := h.d.Service.Logs(ctx, id, after, streamBatch)
 	if err != nil {
-		return h.fail(c, err)
+		return err
 	}
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
@@ -202,6 +203,3 @@ func (h *handlers) waitForMore(c echo.Context, wake <-chan struct{}, poll, beat 
 		}
 	}
 }
-
-// jsonEncode writes v as JSON.
-func jsonEncode(c echo.Context, v any) error { return json.NewEncoder(c.Response()).Encode(v) }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
@@ -34,33 +35,48 @@ const entityColumns = `e.id::text, e.slug, e.type, e.name, e.state, e.attributes
 
 const entityFrom = ` FROM entities e LEFT JOIN entity_status st ON st.entity_id = e.id `
 
-func scanEntity(row pgx.Row) (Entity, error) {
+// scanEntity scans entityColumns and then into extra (columns a caller appended).
+func scanEntity(row pgx.Row, extra ...any) (Entity, error) {
 	var e Entity
-	err := row.Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &e.State, &e.Attributes, &e.Version, &e.CreatedAt, &e.UpdatedAt,
-		&e.Health, &e.HealthReason, &e.LastCheckAt)
+	err := row.Scan(append([]any{&e.ID, &e.Slug, &e.Type, &e.Name, &e.State, &e.Attributes, &e.Version, &e.CreatedAt, &e.UpdatedAt,
+		&e.Health, &e.HealthReason, &e.LastCheckAt}, extra...)...)
 	if e.Attributes == nil {
 		e.Attributes = map[string]any{}
 	}
 	return e, err
 }
 
-// loadEntity reads an entity by slug or id; with lock it is locked FOR NO KEY UPDATE (which,
-// unlike FOR UPDATE, does not block edges being inserted that reference it).
-func loadEntity(ctx context.Context, q pg.Querier, ref string, lock bool) (Entity, error) {
+// entitySQL reads the entity ref names (a slug or an id) with entityColumns and extra; with
+// lock it is locked FOR NO KEY UPDATE (which, unlike FOR UPDATE, does not block edges being
+// inserted that reference it).
+func entitySQL(ref string, lock bool, extra string) string {
 	where := `WHERE e.slug = $1`
 	if isUUID(ref) {
 		where = `WHERE e.id = $1::uuid`
 	}
-	sql := `SELECT ` + entityColumns + entityFrom + where
+	sql := `SELECT ` + entityColumns + extra + entityFrom + where
 	if lock {
 		sql += ` FOR NO KEY UPDATE OF e`
 	}
-	e, err := scanEntity(q.QueryRow(ctx, sql, ref))
+	return sql
+}
+
+// entityReadError maps a failed entity read to ErrNotFound or a wrapped error.
+func entityReadError(ref string, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Entity{}, fmt.Errorf("%w: entity %q", ErrNotFound, ref)
+		return fmt.Errorf("%w: entity %q", ErrNotFound, ref)
 	}
 	if err != nil {
-		return Entity{}, fmt.Errorf("read entity %q: %w", ref, err)
+		return fmt.Errorf("read entity %q: %w", ref, err)
+	}
+	return nil
+}
+
+// loadEntity reads an entity by slug or id, locked with lock (see entitySQL).
+func loadEntity(ctx context.Context, q pg.Querier, ref string, lock bool) (Entity, error) {
+	e, err := scanEntity(q.QueryRow(ctx, entitySQL(ref, lock, ""), ref))
+	if err := entityReadError(ref, err); err != nil {
+		return Entity{}, err
 	}
 	return e, nil
 }
@@ -272,6 +288,11 @@ func (s *Service) CreateEntityTx(ctx context.Context, tx pgx.Tx, m Meta, in Crea
 // UpdateAttributes shallow-merges attrs into the entity's attributes (a null value deletes
 // the key). With expectedVersion, a different current version is ErrVersionConflict. An
 // update that changes nothing writes nothing.
+//
+// It runs in its own transaction in two round trips to the database: the first begins the
+// transaction, locks and reads the entity and reads its check definitions; the second writes
+// the entity, its audit row, its re-derived checks and its events, and commits. The outbox
+// lock (ADR 0002) is so held only while the server executes the end of the second batch.
 func (s *Service) UpdateAttributes(ctx context.Context, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
 	if err := checkMeta(m); err != nil {
 		return Entity{}, err
@@ -280,9 +301,9 @@ func (s *Service) UpdateAttributes(ctx context.Context, m Meta, ref string, attr
 		return Entity{}, err
 	}
 	var out Entity
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inBatchTx(ctx, func(t *batchTx) error {
 		var err error
-		out, err = s.UpdateAttributesTx(ctx, tx, m, ref, attrs, expectedVersion)
+		out, err = s.updateAttributes(ctx, t, m, ref, attrs, expectedVersion)
 		return err
 	})
 	if err != nil {
@@ -291,7 +312,8 @@ func (s *Service) UpdateAttributes(ctx context.Context, m Meta, ref string, attr
 	return out, nil
 }
 
-// UpdateAttributesTx is UpdateAttributes inside the caller's transaction.
+// UpdateAttributesTx is UpdateAttributes inside the caller's transaction (the outbox lock is
+// then held until the caller commits).
 func (s *Service) UpdateAttributesTx(ctx context.Context, tx pgx.Tx, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
 	if err := checkMeta(m); err != nil {
 		return Entity{}, err
@@ -299,15 +321,49 @@ func (s *Service) UpdateAttributesTx(ctx context.Context, tx pgx.Tx, m Meta, ref
 	if err := refuseSchedulerOwned(attrs); err != nil {
 		return Entity{}, err
 	}
+	return s.updateAttributes(ctx, &batchTx{q: tx}, m, ref, attrs, expectedVersion)
+}
+
+// updateAttributesSQL writes the entity and its audit row in one statement. The audit row
+// takes its actor from the updated row, so an update that matched nothing fails on the NOT
+// NULL actor and aborts the transaction: the COMMIT queued behind it in the same batch then
+// never runs. The row lock taken by the first batch makes a miss impossible; the statement
+// does not rely on it.
+const updateAttributesSQL = `WITH changed AS (
+		UPDATE entities SET attributes = $2, version = version + 1, updated_at = now()
+		WHERE id = $1 AND version = $3 RETURNING id)
+	INSERT INTO audit_log (actor, action, method, path, correlation_id, entity_id, before, after)
+	VALUES ((SELECT $4::text FROM changed), $5, $6, $7, $8, $1, $9, $10)`
+
+// updateAttributes is the one implementation of an attribute update, in t's transaction.
+func (s *Service) updateAttributes(ctx context.Context, t *batchTx, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
 	patch, err := normalizeAttrs(attrs)
 	if err != nil {
 		return Entity{}, err
 	}
 	o := s.Ontology()
-	cur, err := loadEntity(ctx, tx, ref, true)
-	if err != nil {
+
+	// Round trip 1: lock and read the entity (and the transaction's timestamp, which the
+	// update will write as updated_at), then read its check definitions.
+	var cur Entity
+	var hasStatus bool
+	var now time.Time
+	first := t.batch()
+	if touchesAny(attrs, checks.HolderAttributes) {
+		// This may change the checks of the backup targets the entity holds: lock them
+		// with it, in id order (see holderAttributesChanged below).
+		checksync.QueueLockHeld(first, ref, isUUID(ref))
+	}
+	first.Queue(entitySQL(ref, true, `, st.entity_id IS NOT NULL, now()`), ref).QueryRow(func(row pgx.Row) error {
+		var err error
+		cur, err = scanEntity(row, &hasStatus, &now)
+		return entityReadError(ref, err)
+	})
+	prefetched := checksync.QueuePrefetch(first, ref, isUUID(ref))
+	if err := t.send(ctx, first); err != nil {
 		return Entity{}, err
 	}
+
 	if expectedVersion != nil && *expectedVersion != cur.Version {
 		return Entity{}, fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, cur.Slug, cur.Version, *expectedVersion)
 	}
@@ -329,36 +385,75 @@ func (s *Service) UpdateAttributesTx(ctx context.Context, tx pgx.Tx, m Meta, ref
 		return cur, nil // nothing changes: no version bump, no audit, no event
 	}
 	next := cur
-	err = tx.QueryRow(ctx, `UPDATE entities SET attributes = $2, version = version + 1, updated_at = now()
-		WHERE id = $1 AND version = $3 RETURNING version, updated_at`, cur.ID, merged, cur.Version).Scan(&next.Version, &next.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Entity{}, fmt.Errorf("%w: %s changed concurrently", ErrVersionConflict, cur.Slug)
-	}
+	next.Attributes, next.Version, next.UpdatedAt = merged, cur.Version+1, now
+
+	// Round trip 2: the entity and its audit row, the checks re-derived from the new
+	// attributes, the events last (they take the outbox lock), and COMMIT.
+	before, err := json.Marshal(snap(cur))
 	if err != nil {
-		return Entity{}, fmt.Errorf("update %s: %w", cur.Slug, err)
+		return Entity{}, fmt.Errorf("audit entity.update: %w", err)
 	}
-	next.Attributes = merged
-	if err := writeAudit(ctx, tx, m, "entity.update", cur.ID, snap(cur), snap(next)); err != nil {
-		return Entity{}, err
-	}
-	// Derive and read first, append events last: the outbox append lock is held from the
-	// first append to the commit, so everything after it serialises concurrent mutations.
-	changes, err := s.deriveChecks(ctx, tx, o, next)
+	after, err := json.Marshal(snap(next))
 	if err != nil {
-		return Entity{}, err
+		return Entity{}, fmt.Errorf("audit entity.update: %w", err)
 	}
-	out, err := loadEntity(ctx, tx, cur.ID, false)
+	w := &pgx.Batch{}
+	w.Queue(updateAttributesSQL, cur.ID, merged, cur.Version, m.Actor, "entity.update", m.Method, m.Path, m.CorrelationID, before, after)
+	changes, statusCreated, err := s.check.SyncPrefetched(ctx, t.q, o, target(next), prefetched, hasStatus, w)
 	if err != nil {
-		return Entity{}, err
+		return Entity{}, fmt.Errorf("derive checks of %s: %w", cur.Slug, err)
+	}
+	if holderAttributesChanged(cur.Attributes, merged) {
+		// The backup targets this entity holds derive their checks from these attributes:
+		// write the entity now, then re-derive theirs (rare: an os change of a holder).
+		if err := t.send(ctx, w); err != nil {
+			return Entity{}, fmt.Errorf("update %s: %w", cur.Slug, err)
+		}
+		w = &pgx.Batch{}
+		held, err := s.check.SyncHeldBackups(ctx, t.q, o, cur.ID)
+		if err != nil {
+			return Entity{}, fmt.Errorf("derive checks of the backups %s holds: %w", cur.Slug, err)
+		}
+		changes.Merge(held)
+	}
+	if statusCreated {
+		// The entity is monitored now: answer with the status row the batch creates.
+		w.Queue(`SELECT health, reason, last_check_at FROM entity_status WHERE entity_id = $1`, cur.ID).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&next.Health, &next.HealthReason, &next.LastCheckAt)
+		})
 	}
 	payload := map[string]any{"slug": cur.Slug, "type": cur.Type, "version": next.Version, "attributes": patch}
-	if err := appendEvent(ctx, tx, m, "entity.updated", cur.ID, payload); err != nil {
+	if err := queueEvent(w, m, "entity.updated", cur.ID, payload); err != nil {
 		return Entity{}, err
 	}
-	if err := announceChecks(ctx, tx, m, cur.ID, changes); err != nil {
+	if err := queueChecksChanged(w, m, cur.ID, changes); err != nil {
 		return Entity{}, err
 	}
-	return out, nil
+	if err := t.finish(ctx, w); err != nil {
+		return Entity{}, fmt.Errorf("update %s: %w", cur.Slug, err)
+	}
+	return next, nil
+}
+
+// touchesAny reports whether attrs names one of keys.
+func touchesAny(attrs map[string]any, keys []string) bool {
+	for _, k := range keys {
+		if _, ok := attrs[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// holderAttributesChanged reports whether an attribute derivation reads of a backup holder
+// differs between before and after.
+func holderAttributesChanged(before, after map[string]any) bool {
+	for _, k := range checks.HolderAttributes {
+		if !reflect.DeepEqual(before[k], after[k]) {
+			return true
+		}
+	}
+	return false
 }
 
 // SetState moves the entity to state along a declared transition whose preconditions hold
@@ -500,10 +595,7 @@ func (s *Service) deriveChecks(ctx context.Context, tx pgx.Tx, o *ontology.Ontol
 		if err != nil {
 			return checksync.Changes{}, fmt.Errorf("derive checks of %s: %w", e.Slug, err)
 		}
-		all.Added = append(all.Added, ch.Added...)
-		all.Updated = append(all.Updated, ch.Updated...)
-		all.Disabled = append(all.Disabled, ch.Disabled...)
-		all.Targets = append(all.Targets, ch.Targets...)
+		all.Merge(ch)
 	}
 	return all, nil
 }
@@ -525,12 +617,38 @@ type checksChanged struct {
 // announceChecks writes the checks.changed event and the oikos_checks NOTIFY, only when
 // definitions changed: the scheduler reloads on it, so a no-op must stay silent.
 func announceChecks(ctx context.Context, tx pgx.Tx, m Meta, entityID string, ch checksync.Changes) error {
+	p, note, ok, err := checksChangedEvent(ch)
+	if err != nil || !ok {
+		return err
+	}
+	if err := appendEvent(ctx, tx, m, "checks.changed", entityID, p); err != nil {
+		return err
+	}
+	if err := eventbus.Notify(ctx, tx, eventbus.ChannelChecks, note); err != nil {
+		return fmt.Errorf("notify oikos_checks: %w", err)
+	}
+	return nil
+}
+
+// queueChecksChanged is announceChecks for a batch: the NOTIFY, then the event.
+func queueChecksChanged(b *pgx.Batch, m Meta, entityID string, ch checksync.Changes) error {
+	p, note, ok, err := checksChangedEvent(ch)
+	if err != nil || !ok {
+		return err
+	}
+	eventbus.QueueNotify(b, eventbus.ChannelChecks, note)
+	return queueEvent(b, m, "checks.changed", entityID, p)
+}
+
+// checksChangedEvent is the checks.changed payload and the oikos_checks NOTIFY payload for
+// ch; ok is false when no definition changed.
+func checksChangedEvent(ch checksync.Changes) (p checksChanged, note string, ok bool, err error) {
 	if !ch.Changed() {
-		return nil
+		return p, "", false, nil
 	}
 	slices.Sort(ch.Targets)
 	ch.Targets = slices.Compact(ch.Targets)
-	p := checksChanged{Added: len(ch.Added), Updated: len(ch.Updated), Disabled: len(ch.Disabled)}
+	p = checksChanged{Added: len(ch.Added), Updated: len(ch.Updated), Disabled: len(ch.Disabled)}
 	p.Checks = slices.Concat(ch.Added, ch.Updated, ch.Disabled)
 	p.Targets = ch.Targets
 	if len(p.Checks) > maxListedChecks {
@@ -539,15 +657,9 @@ func announceChecks(ctx context.Context, tx pgx.Tx, m Meta, entityID string, ch 
 	if len(p.Targets) > maxListedChecks {
 		p.Targets, p.Truncated = p.Targets[:maxListedChecks], true
 	}
-	if err := appendEvent(ctx, tx, m, "checks.changed", entityID, p); err != nil {
-		return err
-	}
-	payload, err := json.Marshal(map[string]int{"changed": ch.Count()})
+	b, err := json.Marshal(map[string]int{"changed": ch.Count()})
 	if err != nil {
-		return fmt.Errorf("notify oikos_checks: %w", err)
+		return p, "", false, fmt.Errorf("notify oikos_checks: %w", err)
 	}
-	if err := eventbus.Notify(ctx, tx, eventbus.ChannelChecks, string(payload)); err != nil {
-		return fmt.Errorf("notify oikos_checks: %w", err)
-	}
-	return nil
+	return p, string(b), true, nil
 }

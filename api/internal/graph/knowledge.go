@@ -87,7 +87,10 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var about Entity
 		if in.About != "" {
-			if about, err = loadEntity(ctx, tx, in.About, false); err != nil {
+			// Locked now, before the document's event takes the outbox lock: the about edge
+			// re-derives the checks of its ends under their row locks, and waiting for one
+			// while holding the outbox lock could deadlock with a PATCH of that entity.
+			if about, err = loadEntity(ctx, tx, in.About, true); err != nil {
 				return fieldNotFound("about", err)
 			}
 			if err := o.ValidateEdge(aboutEdge, in.Kind, about.Type); err != nil {

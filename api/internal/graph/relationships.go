@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oikos-hq/oikos/api/internal/checksync"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
@@ -115,27 +116,34 @@ func (s *Service) insertEdge(ctx context.Context, tx pgx.Tx, m Meta, typ string,
 	if err := writeAudit(ctx, tx, m, "relationship.create", src.ID, nil, r); err != nil {
 		return Relationship{}, false, err
 	}
+	ch, err := s.deriveEnds(ctx, tx, src.ID, dst.ID)
+	if err != nil {
+		return Relationship{}, false, err
+	}
 	if err := appendEvent(ctx, tx, m, "relationship.created", src.ID, r); err != nil {
 		return Relationship{}, false, err
 	}
-	if err := s.syncEnds(ctx, tx, m, src.ID, dst.ID); err != nil {
+	if err := announceChecks(ctx, tx, m, "", ch); err != nil {
 		return Relationship{}, false, err
 	}
 	return r, true, nil
 }
 
-// syncEnds locks both ends of an edge (in id order, so two edge writers cannot deadlock)
-// and re-derives their checks.
-func (s *Service) syncEnds(ctx context.Context, tx pgx.Tx, m Meta, ids ...string) error {
+// deriveEnds locks both ends of an edge (in id order, so two edge writers cannot deadlock)
+// and re-derives their checks. It must run before the transaction's first event: an append
+// holds the outbox lock until commit, and a transaction that held it while waiting for an
+// entity's row lock would deadlock with one (a PATCH) that holds that row lock and waits for
+// the outbox lock.
+func (s *Service) deriveEnds(ctx context.Context, tx pgx.Tx, ids ...string) (checksync.Changes, error) {
 	rows, err := tx.Query(ctx, `SELECT `+entityColumns+entityFrom+`WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR NO KEY UPDATE OF e`, ids)
 	if err != nil {
-		return fmt.Errorf("lock relationship ends: %w", err)
+		return checksync.Changes{}, fmt.Errorf("lock relationship ends: %w", err)
 	}
 	ends, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entity, error) { return scanEntity(r) })
 	if err != nil {
-		return fmt.Errorf("lock relationship ends: %w", err)
+		return checksync.Changes{}, fmt.Errorf("lock relationship ends: %w", err)
 	}
-	return s.syncChecks(ctx, tx, m, s.Ontology(), ends...)
+	return s.deriveChecks(ctx, tx, s.Ontology(), ends...)
 }
 
 // EndRelationship ends a current edge (sets valid_to). Ending an edge that already ended
@@ -171,10 +179,14 @@ func (s *Service) EndRelationship(ctx context.Context, m Meta, id string) (Relat
 		if err := writeAudit(ctx, tx, m, "relationship.end", out.SourceID, before, out); err != nil {
 			return err
 		}
+		ch, err := s.deriveEnds(ctx, tx, out.SourceID, out.TargetID)
+		if err != nil {
+			return err
+		}
 		if err := appendEvent(ctx, tx, m, "relationship.ended", out.SourceID, out); err != nil {
 			return err
 		}
-		return s.syncEnds(ctx, tx, m, out.SourceID, out.TargetID)
+		return announceChecks(ctx, tx, m, "", ch)
 	})
 	if err != nil {
 		return Relationship{}, err

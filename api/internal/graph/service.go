@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -286,7 +287,90 @@ func appendEvent(ctx context.Context, tx pgx.Tx, m Meta, typ, entityID string, p
 	return err
 }
 
+// queueEvent is appendEvent for a batch (see eventbus.Queue).
+func queueEvent(b *pgx.Batch, m Meta, typ, entityID string, payload any) error {
+	return eventbus.Queue(b, eventbus.Event{Type: typ, EntityID: entityID, CorrelationID: m.CorrelationID, Actor: m.Actor}, payload, nil)
+}
+
 // inTx runs fn in a transaction on the service's pool.
 func (s *Service) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pg.InTx(ctx, s.pool, fn)
+}
+
+// batchTx is the transaction a pipelined mutation runs in: a caller's transaction, or one of
+// its own on a pooled connection whose BEGIN rides in the first batch sent and whose COMMIT
+// rides in the batch sent by finish. A mutation written against it therefore has one
+// implementation for both, and costs no round trip for BEGIN or COMMIT when it owns the
+// transaction.
+type batchTx struct {
+	// q is the caller's transaction, or the connection the own transaction runs on.
+	q pg.Querier
+	// conn is set when the transaction is batchTx's own.
+	conn *pgxpool.Conn
+	// begun: a batch carrying BEGIN was sent; committed: the COMMIT batch succeeded.
+	begun, committed bool
+}
+
+// batch returns a new batch; in an own transaction not yet begun, it starts with BEGIN.
+func (t *batchTx) batch() *pgx.Batch {
+	b := &pgx.Batch{}
+	if t.conn != nil && !t.begun {
+		b.BeginTx(pgx.TxOptions{})
+	}
+	return b
+}
+
+// send sends b and reads all its results (the queued callbacks run in order).
+func (t *batchTx) send(ctx context.Context, b *pgx.Batch) error {
+	if t.conn != nil && !t.begun {
+		if len(b.QueuedQueries) == 0 || b.QueuedQueries[0].SQL != "begin" {
+			return errors.New("graph: the first batch of an own transaction must come from batch()")
+		}
+		t.begun = true
+	}
+	return t.q.SendBatch(ctx, b).Close()
+}
+
+// finish sends the mutation's last batch; in an own transaction COMMIT is queued at its end,
+// after the outbox appends, so the outbox lock is released by the same batch that took it.
+// In PostgreSQL's pipeline a failed statement makes the server skip the rest of the batch,
+// so COMMIT runs only if everything before it succeeded. The callbacks queued before COMMIT
+// must therefore fail only when the server reported an error: one that failed on its own
+// would report a change as failed that the server had already committed.
+func (t *batchTx) finish(ctx context.Context, b *pgx.Batch) error {
+	if t.conn == nil {
+		return t.send(ctx, b)
+	}
+	if !t.begun {
+		return errors.New("graph: finish before the transaction began")
+	}
+	b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	})
+	if err := t.send(ctx, b); err != nil {
+		return err
+	}
+	t.committed = true
+	return nil
+}
+
+// inBatchTx runs fn in an own batchTx on a pooled connection. Whatever fn did not commit
+// (an error, a no-op that stopped early, a panic) is rolled back before the connection goes
+// back to the pool.
+func (s *Service) inBatchTx(ctx context.Context, fn func(t *batchTx) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer conn.Release() // a connection still inside a transaction is closed, not reused
+	t := &batchTx{q: conn, conn: conn}
+	defer func() {
+		if t.begun && !t.committed && conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
+		}
+	}()
+	return fn(t)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
+	apirequest "github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/daemon"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pgtest"
@@ -125,9 +126,9 @@ func (r resp) json(t testing.TB, v any) {
 	}
 }
 
-func (r resp) problem(t testing.TB) httpapi.Problem {
+func (r resp) problem(t testing.TB) apirequest.Problem {
 	t.Helper()
-	var p httpapi.Problem
+	var p apirequest.Problem
 	r.json(t, &p)
 	return p
 }
@@ -179,7 +180,7 @@ func (c *client) do(method, path string, body any, headers ...string) resp {
 // response carries.
 func checkResponse(t testing.TB, req *http.Request, hr *http.Response, body []byte) {
 	t.Helper()
-	if hr.Header.Get(httpapi.HeaderCorrelationID) == "" {
+	if hr.Header.Get(apirequest.HeaderCorrelationID) == "" {
 		t.Errorf("%s %s: no X-Correlation-ID on the response", req.Method, req.URL.Path)
 	}
 	if hr.StatusCode >= 400 && !strings.HasPrefix(hr.Header.Get("Content-Type"), "application/problem+json") {

@@ -26,11 +26,12 @@ import (
 )
 
 // appMounts are the feature mounts exactly as the composition root (api/app) builds them:
-// execapi with its own token checks, metricsapi behind the read guard.
+// execapi behind the server's guard (one token lookup per request), metricsapi behind the
+// read guard.
 func appMounts(exec *execution.Service, store *auth.Store, pool *pgxpool.Pool) []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc) {
 	return []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc){
-		func(g *echo.Group, _ func(auth.Permission) echo.MiddlewareFunc) {
-			execapi.Register(g, execapi.Deps{Service: exec, Auth: store, Logger: zerolog.Nop()})
+		func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
+			execapi.Register(g, execapi.Deps{Service: exec, Auth: store, Guard: guard, Logger: zerolog.Nop()})
 		},
 		func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
 			metricsapi.Register(g.Group("", guard(auth.PermRead)), metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()})

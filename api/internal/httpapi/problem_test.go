@@ -12,6 +12,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
+	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/ontology"
 )
 
@@ -42,7 +43,7 @@ func TestToProblem(t *testing.T) {
 		{"validation error without sentinel", &graph.ValidationError{Field: "name", Reason: "empty"}, 422, "validation", "name", 1, false},
 		{"read field error", &readmodel.FieldError{Field: "type", Reason: "unknown"}, 422, "validation", "type", 1, false},
 		{"bad request", badRequest("limit", "too big"), 400, "malformed-request", "limit", 1, false},
-		{"body too large", &http.MaxBytesError{Limit: MaxBodyBytes}, 413, "payload-too-large", "", 0, false},
+		{"body too large", &http.MaxBytesError{Limit: request.MaxBodyBytes}, 413, "payload-too-large", "", 0, false},
 		{"echo 404", echo.ErrNotFound, 404, "no-route", "", 0, false},
 		{"echo 405", echo.ErrMethodNotAllowed, 405, "method-not-allowed", "", 0, false},
 		{"cancelled", fmt.Errorf("query: %w", context.Canceled), 503, "unavailable", "", 0, true},
@@ -51,7 +52,7 @@ func TestToProblem(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p, unexpected := toProblem(c.err)
-			if p.Status != c.status || p.Type != problemType(c.kind) || p.Field != c.field || len(p.Errors) != c.nErrors ||
+			if p.Status != c.status || p.Type != request.ProblemType(c.kind) || p.Field != c.field || len(p.Errors) != c.nErrors ||
 				unexpected != c.unexpected || p.Title == "" || p.Detail == "" {
 				t.Errorf("toProblem(%v) = %+v (unexpected %v)", c.err, p, unexpected)
 			}

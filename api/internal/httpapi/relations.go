@@ -1,11 +1,15 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
+	"github.com/oikos-hq/oikos/api/internal/topology"
 )
 
 // createRelationshipBody is the body of POST /relationships; source and target are slugs
@@ -164,10 +168,55 @@ func (s *Server) blastRadius(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items, err := s.reader.BlastRadius(c.Request().Context(), root.ID, int(depth))
+	items, err := s.blastItems(c.Request().Context(), root.ID, int(depth))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, blastRadiusAnswer{Root: root, Depth: int(depth), Items: items,
 		Forward: readmodel.BlastForward, Reverse: readmodel.BlastReverse})
+}
+
+// blastItems walks the radius in the in-memory topology index and reads the entities it
+// reached in one round trip, which also reads the topology version: when that shows a
+// relationship change the walk did not include, the index catches up and the walk is
+// redone. Without an index, or while the graph is too large for one, the recursive query
+// walks. Both answer the same items in the same order.
+func (s *Server) blastItems(ctx context.Context, rootID string, depth int) ([]readmodel.Affected, error) {
+	if s.topo == nil {
+		return s.reader.BlastRadius(ctx, rootID, depth)
+	}
+	if r, ok := s.topo.Walk(rootID, depth); ok {
+		items, version, err := s.reader.AffectedEntities(ctx, r.IDs, r.Depths)
+		if err != nil {
+			return nil, err
+		}
+		if version <= r.Changes {
+			return items, nil
+		}
+	}
+	r, err := s.topo.Dependents(ctx, rootID, depth)
+	if errors.Is(err, topology.ErrTooLarge) {
+		return s.reader.BlastRadius(ctx, rootID, depth)
+	}
+	if err != nil {
+		return nil, err
+	}
+	items, _, err := s.reader.AffectedEntities(ctx, r.IDs, r.Depths)
+	return items, err
+}
+
+// newTopology builds the blast-radius index over the pool (nil without one). It reads
+// nothing until the first blast radius.
+func newTopology(d Deps, log zerolog.Logger) *topology.Index {
+	if d.Pool == nil {
+		return nil
+	}
+	x, err := topology.New(topology.Options{Pool: d.Pool, Forward: readmodel.BlastForward, Reverse: readmodel.BlastReverse,
+		Logger: log, Metrics: d.Health.Metrics})
+	if err != nil {
+		// Only a missing pool or empty edge lists fail, both excluded above.
+		log.Error().Err(err).Msg("topology index unavailable; blast radius walks in SQL")
+		return nil
+	}
+	return x
 }

@@ -4,17 +4,15 @@
 //
 // Handlers are thin: mutations of the graph go through api/internal/graph (the one mutation
 // path, G5), reads through api/internal/readmodel. Every error becomes an RFC 9457 problem
-// in one function (toProblem). Every response carries X-Correlation-ID, which also lands on
-// the audit rows and events of the request's mutation. api/openapi.yaml is the contract;
+// in one function (toProblem, over api/internal/request, which the api's other surfaces
+// share). Every response carries X-Correlation-ID, which also lands on the audit rows and
+// events of the request's mutation. api/openapi.yaml is the contract;
 // the tests validate every response they receive against it.
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"regexp"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -27,6 +25,8 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
+	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/topology"
 	"github.com/oikos-hq/oikos/shared/daemon"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
@@ -63,6 +63,8 @@ type Server struct {
 	reader *readmodel.Reader
 	hub    *hub
 	log    zerolog.Logger
+	// topo walks blast radii in memory; nil without a pool (then they walk in SQL).
+	topo *topology.Index
 }
 
 // New builds the handler and starts the SSE hub (subscribed once to the bus). Call Stop at
@@ -79,22 +81,24 @@ func New(d Deps) *Server {
 	}
 	s := &Server{deps: d, log: d.Logger.With().Str("component", "httpapi").Logger()}
 	s.reader = readmodel.New(d.Pool, s.ontology)
+	s.topo = newTopology(d, s.log)
 	if d.Bus != nil {
 		s.hub = newHub(d.Bus, s.log, d.Health)
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = s.handleError
-	e.Use(s.correlation, s.observe, s.recoverPanics, s.limitBody)
+	// Echo's error handler, also called by observe so the recorded status is the one sent.
+	e.HTTPErrorHandler = request.ErrorHandler(s.log, graphProblem)
+	e.Use(request.Correlation, s.observe, s.recoverPanics, request.LimitBody)
 	e.GET("/healthz", echo.WrapHandler(http.HandlerFunc(d.Health.HealthzHandler)))
 	e.GET("/readyz", echo.WrapHandler(http.HandlerFunc(d.Health.ReadyzHandler)))
 	e.GET("/metrics", echo.WrapHandler(d.Health.Metrics.Handler()))
 	e.GET("/api/v1/openapi.yaml", serveSpec)
 	for _, r := range s.routes() {
-		e.Add(r.method, "/api/v1"+r.path, r.handler, s.authenticate(r.perm))
+		e.Add(r.method, "/api/v1"+r.path, r.handler, s.guard(r.perm))
 	}
 	for _, mount := range d.Mounts {
-		mount(e.Group("/api/v1"), s.authenticate)
+		mount(e.Group("/api/v1"), s.guard)
 	}
 	s.echo = e
 	return s
@@ -165,40 +169,6 @@ func serveSpec(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/yaml", api.OpenAPI)
 }
 
-// Context keys.
-const (
-	ctxCorrelation = "oikos.correlation_id"
-	ctxPrincipal   = "oikos.principal"
-)
-
-// HeaderCorrelationID carries the correlation id in and out.
-const HeaderCorrelationID = "X-Correlation-ID"
-
-// correlationRe bounds what a client may send as its correlation id: it lands in logs,
-// audit rows and events, so it must be short and plain.
-var correlationRe = regexp.MustCompile(`^[A-Za-z0-9._:@/-]{1,128}$`)
-
-// correlation reads X-Correlation-ID or generates one, and returns it on every response.
-func (s *Server) correlation(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id := c.Request().Header.Get(HeaderCorrelationID)
-		if !correlationRe.MatchString(id) {
-			var err error
-			if id, err = graph.NewID(); err != nil {
-				return err
-			}
-		}
-		c.Set(ctxCorrelation, id)
-		c.Response().Header().Set(HeaderCorrelationID, id)
-		return next(c)
-	}
-}
-
-func correlationID(c echo.Context) string {
-	id, _ := c.Get(ctxCorrelation).(string)
-	return id
-}
-
 // recoverPanics turns a handler panic into a logged 500 instead of a dropped connection.
 func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
@@ -208,7 +178,7 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 					panic(r)
 				}
 				s.log.Error().Str("panic", fmt.Sprint(r)).Bytes("stack", debug.Stack()).
-					Str("correlation_id", correlationID(c)).Msg("handler panicked")
+					Str("correlation_id", request.CorrelationID(c)).Msg("handler panicked")
 				err = fmt.Errorf("handler panic: %v", r)
 			}
 		}()
@@ -238,115 +208,9 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// limitBody refuses bodies over MaxBodyBytes: at once when Content-Length says so, else
-// when reading passes the limit (decodeJSON maps that to 413).
-func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		req := c.Request()
-		if req.ContentLength > MaxBodyBytes {
-			return &http.MaxBytesError{Limit: MaxBodyBytes}
-		}
-		if req.Body != nil {
-			req.Body = http.MaxBytesReader(c.Response(), req.Body, MaxBodyBytes)
-		}
-		return next(c)
-	}
+// guard checks the bearer token and the role's permission for a route; every route, the
+// mounted feature packages' included, is guarded by it, so a principal is verified once per
+// request whichever of them asks first.
+func (s *Server) guard(perm auth.Permission) echo.MiddlewareFunc {
+	return request.Guard(s.deps.Auth, perm)
 }
-
-// authenticate checks the bearer token and the role's permission for the route.
-func (s *Server) authenticate(perm auth.Permission) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if p, ok := c.Get(ctxPrincipal).(auth.Principal); ok {
-				// Verified already (a mounted group guarded, then a route guards again); only
-				// the permission is left to check, without a second token lookup.
-				if !p.Role.Can(perm) {
-					return fmt.Errorf("%w: role %s may not %s", auth.ErrForbidden, p.Role, perm)
-				}
-				return next(c)
-			}
-			h := c.Request().Header.Get(echo.HeaderAuthorization)
-			tok, ok := cutBearer(h)
-			if !ok {
-				return auth.ErrUnauthenticated
-			}
-			p, err := s.deps.Auth.Verify(c.Request().Context(), tok)
-			if err != nil {
-				return err
-			}
-			if !p.Role.Can(perm) {
-				return fmt.Errorf("%w: role %s may not %s", auth.ErrForbidden, p.Role, perm)
-			}
-			c.Set(ctxPrincipal, p)
-			return next(c)
-		}
-	}
-}
-
-func cutBearer(h string) (string, bool) {
-	const prefix = "bearer "
-	if len(h) <= len(prefix) || !equalFold(h[:len(prefix)], prefix) {
-		return "", false
-	}
-	return h[len(prefix):], true
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
-func principal(c echo.Context) auth.Principal {
-	p, _ := c.Get(ctxPrincipal).(auth.Principal)
-	return p
-}
-
-// meta builds the graph service's Meta for this request: who, through what, and the
-// correlation id, so the audit row and the event name the request.
-func meta(c echo.Context) graph.Meta {
-	p := principal(c)
-	return graph.Meta{
-		Actor: p.Name, Role: string(p.Role),
-		Method: c.Request().Method, Path: c.Request().URL.Path,
-		CorrelationID: correlationID(c),
-	}
-}
-
-// handleError writes err as problem JSON; it is echo's error handler and is also called by
-// observe so the recorded status is the one sent.
-func (s *Server) handleError(err error, c echo.Context) {
-	if c.Response().Committed {
-		return
-	}
-	p, unexpected := toProblem(err)
-	p.Instance = c.Request().URL.Path
-	p.CorrelationID = correlationID(c)
-	if unexpected {
-		s.log.Error().Err(err).Str("correlation_id", p.CorrelationID).Str("method", c.Request().Method).
-			Str("path", c.Request().URL.Path).Msg("request failed")
-	}
-	if p.Status == http.StatusUnauthorized {
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="oikos"`)
-	}
-	if c.Request().Method == http.MethodHead {
-		_ = c.NoContent(p.Status)
-		return
-	}
-	c.Response().Header().Set(echo.HeaderContentType, problemMediaType)
-	c.Response().WriteHeader(p.Status)
-	_ = jsonEncode(c.Response(), p)
-}
-
-// jsonEncode writes v as JSON.
-func jsonEncode(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
+	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/daemon"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/safego"
@@ -208,7 +209,7 @@ func (w *sseWriter) event(e eventbus.Event) error {
 // above the last one sent is skipped.
 func (s *Server) stream(c echo.Context) error {
 	if s.hub == nil {
-		return &apiError{status: http.StatusServiceUnavailable, kind: "unavailable", detail: "the event stream is not configured"}
+		return request.Unavailable("the event stream is not configured")
 	}
 	ctx := c.Request().Context()
 	last, err := lastEventID(c)

@@ -5,8 +5,9 @@
 // up to a timeout, for the scheduler's report answering it.
 //
 // Handlers are echo handlers mounted by the composition root on the /api/v1 group (behind
-// its authentication). Errors are echo HTTP errors; the api's error handler renders them
-// as problem JSON.
+// its authentication). Errors are api/internal/request errors naming the query parameter at
+// fault; each route renders them as problem JSON itself (request.Catch), so the routes answer
+// the same on the api's server and on a bare echo.
 package metricsapi
 
 import (
@@ -26,6 +27,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
@@ -72,14 +74,17 @@ func Register(g *echo.Group, d Deps) {
 		d.PollEvery = 100 * time.Millisecond
 	}
 	h := &handlers{d: d}
-	g.GET("/entities/:ref/metrics", h.metrics)
-	g.GET("/entities/:ref/trend", h.trend)
-	g.GET("/audit/drift", h.drift)
+	catch := request.Catch(d.Logger.With().Str("component", "metricsapi").Logger())
+	g.GET("/entities/:ref/metrics", h.metrics, catch)
+	g.GET("/entities/:ref/trend", h.trend, catch)
+	g.GET("/audit/drift", h.drift, catch)
 }
 
-func badRequest(format string, args ...any) error {
-	return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(format, args...))
-}
+// Problem kinds of a drift refresh the scheduler did not answer with a report.
+const (
+	kindDriftFailed  = "drift-failed"
+	kindDriftTimeout = "drift-timeout"
+)
 
 // parseDuration accepts Go durations ("90m", "6h") and whole days ("7d").
 func parseDuration(s string) (time.Duration, error) {
@@ -111,7 +116,7 @@ func parseSince(s string, now time.Time, def time.Duration) (time.Time, error) {
 	}
 	d, err := parseDuration(s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("since: %w, nor an RFC 3339 time", err)
+		return time.Time{}, fmt.Errorf("%w, nor an RFC 3339 time", err)
 	}
 	return now.Add(-d), nil
 }
@@ -126,7 +131,7 @@ func (h *handlers) entity(ctx context.Context, ref string) (entityRef, error) {
 	}
 	err := h.d.Pool.QueryRow(ctx, q, ref).Scan(&e.id, &e.slug)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return e, echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("no entity %q", ref))
+		return e, request.NotFound("no entity %q", ref)
 	}
 	if err != nil {
 		return e, fmt.Errorf("look up entity %q: %w", ref, err)
@@ -150,6 +155,17 @@ func (h *handlers) metricNames(ctx context.Context, id string) []string {
 	return names
 }
 
+// series reads what both the metrics and the trend of an entity are about: the entity of the
+// :ref path parameter and the metric name= (a 400 listing the names it has when missing).
+func (h *handlers) series(c echo.Context) (entityRef, string, error) {
+	e, err := h.entity(c.Request().Context(), c.Param("ref"))
+	if err != nil {
+		return e, "", err
+	}
+	name, err := h.requireName(c, e)
+	return e, name, err
+}
+
 func (h *handlers) requireName(c echo.Context, e entityRef) (string, error) {
 	name := strings.TrimSpace(c.QueryParam("name"))
 	if name != "" {
@@ -157,9 +173,9 @@ func (h *handlers) requireName(c echo.Context, e entityRef) (string, error) {
 	}
 	names := h.metricNames(c.Request().Context(), e.id)
 	if len(names) == 0 {
-		return "", badRequest("name is required; %s has no metric samples in the last 7 days", e.slug)
+		return "", request.BadRequest("name", "name is required; %s has no metric samples in the last 7 days", e.slug)
 	}
-	return "", badRequest("name is required; %s has: %s", e.slug, strings.Join(names, ", "))
+	return "", request.BadRequest("name", "name is required; %s has: %s", e.slug, strings.Join(names, ", "))
 }
 
 // Point is one bucket of samples.
@@ -184,43 +200,39 @@ type Series struct {
 
 func (h *handlers) metrics(c echo.Context) error {
 	ctx := c.Request().Context()
-	e, err := h.entity(ctx, c.Param("ref"))
-	if err != nil {
-		return err
-	}
-	name, err := h.requireName(c, e)
+	e, name, err := h.series(c)
 	if err != nil {
 		return err
 	}
 	now := h.d.Clock()
 	since, err := parseSince(c.QueryParam("since"), now, defaultSince)
 	if err != nil {
-		return badRequest("%v", err)
+		return request.BadRequest("since", "%v", err)
 	}
 	until := now
 	if u := c.QueryParam("until"); u != "" {
 		if until, err = time.Parse(time.RFC3339, u); err != nil {
-			return badRequest("until: %q is not an RFC 3339 time", u)
+			return request.BadRequest("until", "%q is not an RFC 3339 time", u)
 		}
 	}
 	if !since.Before(until) {
-		return badRequest("since (%s) must be before until (%s)", since.Format(time.RFC3339), until.Format(time.RFC3339))
+		return request.BadRequest("since", "since (%s) must be before until (%s)", since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
 	span := until.Sub(since)
 	var step time.Duration
 	if s := c.QueryParam("step"); s != "" {
 		if step, err = parseDuration(s); err != nil {
-			return badRequest("step: %v", err)
+			return request.BadRequest("step", "%v", err)
 		}
 		if step < time.Second {
-			return badRequest("step must be at least 1s")
+			return request.BadRequest("step", "must be at least 1s")
 		}
 	} else {
 		// Whole seconds, at least 10 s, about defaultPoints buckets.
 		step = max(10*time.Second, (span/defaultPoints+time.Second-1)/time.Second*time.Second)
 	}
 	if n := span / step; int(n) > h.d.MaxPoints {
-		return badRequest("step %s over %s gives %d buckets; at most %d — use a larger step", step, span, n, h.d.MaxPoints)
+		return request.BadRequest("step", "step %s over %s gives %d buckets; at most %d — use a larger step", step, span, n, h.d.MaxPoints)
 	}
 	rows, err := h.d.Pool.Query(ctx, `
 SELECT date_bin(make_interval(secs => $3), at, '2000-01-01 00:00:00+00'::timestamptz) AS bucket,
@@ -272,18 +284,14 @@ type Trend struct {
 
 func (h *handlers) trend(c echo.Context) error {
 	ctx := c.Request().Context()
-	e, err := h.entity(ctx, c.Param("ref"))
-	if err != nil {
-		return err
-	}
-	name, err := h.requireName(c, e)
+	e, name, err := h.series(c)
 	if err != nil {
 		return err
 	}
 	window := defaultWindow
 	if w := c.QueryParam("window"); w != "" {
 		if window, err = parseDuration(w); err != nil {
-			return badRequest("window: %v", err)
+			return request.BadRequest("window", "%v", err)
 		}
 	}
 	now := h.d.Clock()
@@ -356,18 +364,15 @@ type driftRequest struct {
 func (h *handlers) drift(c echo.Context) error {
 	ctx := c.Request().Context()
 	now := h.d.Clock()
-	refresh := false
-	if r := c.QueryParam("refresh"); r != "" {
-		var err error
-		if refresh, err = strconv.ParseBool(r); err != nil {
-			return badRequest("refresh: %q is not true or false", r)
-		}
+	refresh, err := request.BoolParam(c, "refresh")
+	if err != nil {
+		return err
 	}
 	if !refresh {
 		d, err := scanDrift(h.d.Pool.QueryRow(ctx, `SELECT `+driftColumns+` FROM drift_reports WHERE status = 'completed'
 ORDER BY finished_at DESC LIMIT 1`))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return echo.NewHTTPError(http.StatusNotFound, "no drift report yet: GET /api/v1/audit/drift?refresh=true asks the scheduler for one")
+			return request.NotFound("no drift report yet: GET /api/v1/audit/drift?refresh=true asks the scheduler for one")
 		}
 		if err != nil {
 			return fmt.Errorf("read the latest drift report: %w", err)
@@ -376,9 +381,8 @@ ORDER BY finished_at DESC LIMIT 1`))
 	}
 	wait := h.d.DriftWait
 	if w := c.QueryParam("timeout"); w != "" {
-		var err error
 		if wait, err = parseDuration(w); err != nil {
-			return badRequest("timeout: %v", err)
+			return request.BadRequest("timeout", "%v", err)
 		}
 		wait = min(wait, MaxDriftWait)
 	}
@@ -404,7 +408,7 @@ WHERE $1::uuid = ANY(request_ids) AND status <> 'running'`, id.String()))
 		case err == nil && d.status == "completed":
 			return c.JSON(http.StatusOK, d.body(h.d.Clock()))
 		case err == nil:
-			return echo.NewHTTPError(http.StatusBadGateway, "drift discovery failed in the scheduler: "+d.errMsg)
+			return request.Errorf(http.StatusBadGateway, kindDriftFailed, "", "drift discovery failed in the scheduler: %s", d.errMsg)
 		case !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("wait for drift report: %w", err)
 		}
@@ -412,9 +416,9 @@ WHERE $1::uuid = ANY(request_ids) AND status <> 'running'`, id.String()))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			return echo.NewHTTPError(http.StatusGatewayTimeout, fmt.Sprintf(
+			return request.Errorf(http.StatusGatewayTimeout, kindDriftTimeout, "",
 				"no drift report for request %s within %s: is the scheduler running? The latest stored report is at GET /api/v1/audit/drift",
-				id, wait))
+				id, wait)
 		case <-tick.C:
 		}
 	}

@@ -224,7 +224,9 @@ type Affected struct {
 // step carries the frontier and the set already seen, so every entity is expanded once, at
 // its smallest depth, and cycles end the walk instead of repeating it (a per-row recursion
 // re-expands an entity once for every depth it is reached at). It runs as an unnamed
-// statement so that every call is planned for its root.
+// statement so that every call is planned for its root. The api walks in memory instead
+// (api/internal/topology, then AffectedEntities); this query answers when the graph is too
+// large for that, and is the reference the index is tested against.
 func (r *Reader) BlastRadius(ctx context.Context, rootID string, maxDepth int) ([]Affected, error) {
 	rows, err := r.db.Query(ctx, `WITH RECURSIVE bfs(depth, frontier, seen) AS (
 			SELECT 0, ARRAY[$1::uuid], ARRAY[$1::uuid]
@@ -261,4 +263,56 @@ func (r *Reader) BlastRadius(ctx context.Context, rootID string, maxDepth int) (
 		out = []Affected{}
 	}
 	return out, nil
+}
+
+// AffectedEntities returns the summaries of a blast radius walked elsewhere (the api's
+// in-memory topology index): ids[i] was first reached after depths[i] hops. The order is
+// BlastRadius's, depth then slug, sorted here so that slugs compare in the database's
+// collation exactly as the recursive query orders them. Ids without an entity row are left
+// out, as the recursive query's join leaves them out.
+//
+// It also returns topology_version.changes, read in the same round trip just before the
+// rows: a caller that walked an in-memory copy of the edges at version v knows the walk
+// missed nothing committed before this call when the returned version is at most v.
+func (r *Reader) AffectedEntities(ctx context.Context, ids [][16]byte, depths []int32) ([]Affected, int64, error) {
+	if len(ids) != len(depths) {
+		return nil, 0, fmt.Errorf("affected entities: %d ids but %d depths", len(ids), len(depths))
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT changes FROM topology_version`)
+	if len(ids) > 0 {
+		// The id = ANY filter is what the plan needs: with only the join to unnest, the
+		// planner hashes all of entities (a sequential scan) instead of looking ids up by key.
+		b.Queue(`SELECT e.id::text, e.slug, e.type, e.name, e.state, coalesce(s.health, ''), h.depth
+			FROM entities e JOIN unnest($1::uuid[], $2::int[]) AS h(id, depth) ON h.id = e.id
+			LEFT JOIN entity_status s ON s.entity_id = e.id
+			WHERE e.id = ANY($1::uuid[])
+			ORDER BY h.depth, e.slug`, ids, depths)
+	}
+	br := r.db.SendBatch(ctx, b)
+	defer func() { _ = br.Close() }()
+	var version int64
+	if err := br.QueryRow().Scan(&version); err != nil {
+		return nil, 0, fmt.Errorf("affected entities: topology version: %w", err)
+	}
+	out := make([]Affected, 0, len(ids))
+	if len(ids) == 0 {
+		return out, version, br.Close()
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, 0, fmt.Errorf("affected entities: %w", err)
+	}
+	var x Affected
+	_, err = pgx.ForEachRow(rows, []any{&x.ID, &x.Slug, &x.Type, &x.Name, &x.State, &x.Health, &x.Depth}, func() error {
+		out = append(out, x)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("affected entities: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, 0, fmt.Errorf("affected entities: %w", err)
+	}
+	return out, version, nil
 }

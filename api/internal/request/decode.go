@@ -1,0 +1,112 @@
+package request
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// MaxBodyBytes caps a request body; a larger one is refused with 413 before it is parsed.
+const MaxBodyBytes = 1 << 20
+
+// LimitBody refuses bodies over MaxBodyBytes: at once when Content-Length says so, else when
+// reading passes the limit (DecodeJSON maps that to 413). It guards every body, whatever
+// reads it; DecodeJSON caps its own read too, so a route mounted without LimitBody is still
+// bounded.
+func LimitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.ContentLength > MaxBodyBytes {
+			return &http.MaxBytesError{Limit: MaxBodyBytes}
+		}
+		if req.Body != nil {
+			req.Body = http.MaxBytesReader(c.Response(), req.Body, MaxBodyBytes)
+		}
+		return next(c)
+	}
+}
+
+// DecodeJSON reads the request body into dst strictly: the body must be one JSON value of
+// the right shape, with no unknown fields and nothing after it, at most MaxBodyBytes long.
+// A body that is not JSON is a 415, malformed JSON a 400; an unknown field or a value of the
+// wrong type is a 422 naming the field and the JSON kind expected.
+func DecodeJSON(c echo.Context, dst any) error {
+	req := c.Request()
+	if ct := req.Header.Get(echo.HeaderContentType); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return UnsupportedMediaType(ct)
+		}
+	}
+	if req.Body == nil {
+		return BadRequest("", "a JSON request body is required")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return mbe
+		}
+		return BadRequest("", "read body: %v", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return BadRequest("", "a JSON request body is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return BadRequest("", "the body must hold a single JSON value; found more after it")
+	}
+	return nil
+}
+
+// jsonError turns an encoding/json error into a problem naming the field where it can.
+func jsonError(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return BadRequest("", "malformed JSON at byte %d: %v", se.Offset, err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return BadRequest("", "malformed JSON: the body ends early")
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return Unprocessable("", "the body must be a JSON object, got %s", te.Value)
+		}
+		return Unprocessable(field, "expected %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
+	}
+	// encoding/json has no type for an unknown field; its message is the only place the
+	// name is.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return Unprocessable(name, "unknown field %q", name)
+	}
+	return BadRequest("", "malformed JSON: %v", err)
+}
+
+// jsonKind names a Go kind the way a JSON client thinks of it.
+func jsonKind(k string) string {
+	switch {
+	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"):
+		return "integer"
+	case strings.HasPrefix(k, "float"):
+		return "number"
+	case k == "map", k == "struct":
+		return "object"
+	case k == "slice", k == "array":
+		return "array"
+	case k == "bool":
+		return "boolean"
+	}
+	return k
+}
