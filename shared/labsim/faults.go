@@ -11,7 +11,9 @@ import (
 //
 // Host faults: Down closes the listener and every open connection (a dial is refused at
 // once); Refusing fails SSH authentication; ChangedHostKey serves a different host key;
-// Delay, Hang and DisconnectMidOutput apply to every command. Setting Down, Refusing or
+// Delay, Hang and DisconnectMidOutput apply to every command: to the command of each SSH
+// session and, in a session running a shell that reads its commands from the session (a
+// probe shell), again to each line it reads. Setting Down, Refusing or
 // ChangedHostKey also drops the host's open connections, as the reboot or reinstall behind
 // them would, so the next command has to connect again and meets the fault.
 //

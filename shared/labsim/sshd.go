@@ -219,6 +219,24 @@ func (s *Sim) runCommand(ctx context.Context, h *hostRT, ch ssh.Channel, cmd str
 		return 0, false
 	}
 	start := time.Now()
+	// A shell that reads its commands from the session (a probe shell) meets the host's
+	// faults again before every line, as a command of its own would.
+	ctx = shell.WithLineHook(ctx, func(ctx context.Context, run func(context.Context, io.Writer, io.Writer)) bool {
+		s.mu.Lock()
+		f := h.fault
+		s.mu.Unlock()
+		if !f.wait(ctx) {
+			return false
+		}
+		if f.DisconnectMidOutput {
+			var out bytes.Buffer
+			run(ctx, &out, io.Discard)
+			writeHalfAndDrop(ch, out.Bytes(), drop)
+			return false
+		}
+		run(ctx, ch, ch.Stderr())
+		return true
+	})
 	stdio := shell.Stdio{Stdin: ch, Stdout: ch, Stderr: ch.Stderr()}
 	if f.DisconnectMidOutput {
 		var out, errb bytes.Buffer

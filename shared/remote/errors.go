@@ -41,6 +41,10 @@ var (
 	// the guest pid. It also matches context.DeadlineExceeded, so an executor
 	// records it as a timeout like any other.
 	ErrGuestTimeout = errors.New("guest command timed out")
+	// ErrProbeShell means a probe shell (see Pool.Probe) ended or broke the
+	// framing before the command's status was read, so the command's outcome
+	// is unknown; the shell is discarded and the next probe starts a new one.
+	ErrProbeShell = errors.New("probe shell failed")
 )
 
 // ResolutionError says which entity could not be resolved and why. It

@@ -13,6 +13,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/oikos-hq/oikos/shared/safego"
 )
 
 // Pool defaults.
@@ -20,6 +22,10 @@ const (
 	DefaultDialTimeout        = 10 * time.Second
 	DefaultKeepAlive          = 30 * time.Second
 	DefaultMaxSessionsPerConn = 8
+	// DefaultProbeShellsPerConn is how many long-lived probe shells (see Probe) a
+	// connection keeps. With DefaultMaxSessionsPerConn they make OpenSSH's default
+	// MaxSessions of 10.
+	DefaultProbeShellsPerConn = 2
 )
 
 // sessionCloseGrace is how long a cancelled command's session gets to close
@@ -38,6 +44,10 @@ type PoolOptions struct {
 	Logger             zerolog.Logger
 	MaxSessionsPerConn int // concurrent sessions per connection; default 8 (OpenSSH allows 10)
 	MaxOutputBytes     int // stdout and stderr kept per Result, each; default 1 MiB
+	// ProbeShellsPerConn is how many probe shells (each one more session on the
+	// connection, outside MaxSessionsPerConn) run Probe commands per connection;
+	// default 2.
+	ProbeShellsPerConn int
 }
 
 // Pool holds one SSH connection per (address, user) and runs many sessions
@@ -71,6 +81,11 @@ type conn struct {
 	slots    chan struct{}
 	gone     chan struct{} // closed when the connection is dropped
 	dropOnce sync.Once
+
+	// shellSlots bounds the probe shells in use; idleShells holds the live
+	// ones not in use. A shell is in at most one of the two at a time.
+	shellSlots chan struct{}
+	idleShells chan *probeShell
 }
 
 // NewPool builds a Pool. Nothing is dialled until the first command.
@@ -86,6 +101,9 @@ func NewPool(opts PoolOptions) *Pool {
 	}
 	if opts.MaxOutputBytes <= 0 {
 		opts.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if opts.ProbeShellsPerConn <= 0 {
+		opts.ProbeShellsPerConn = DefaultProbeShellsPerConn
 	}
 	if opts.Dial == nil {
 		d := &net.Dialer{}
@@ -160,11 +178,7 @@ func (p *Pool) goTracked(label string, fn func()) bool {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		defer func() {
-			if r := recover(); r != nil {
-				p.log.Error().Str("goroutine", label).Interface("panic", r).Msg("recovered panic in ssh pool goroutine")
-			}
-		}()
+		defer safego.Recover(p.log, label)
 		fn()
 	}()
 	return true
@@ -321,10 +335,12 @@ func (p *Pool) getConn(ctx context.Context, key connKey) (*conn, error) {
 	c := p.conns[key]
 	if c == nil {
 		c = &conn{
-			key:   key,
-			ready: make(chan struct{}),
-			slots: make(chan struct{}, p.opts.MaxSessionsPerConn),
-			gone:  make(chan struct{}),
+			key:        key,
+			ready:      make(chan struct{}),
+			slots:      make(chan struct{}, p.opts.MaxSessionsPerConn),
+			gone:       make(chan struct{}),
+			shellSlots: make(chan struct{}, p.opts.ProbeShellsPerConn),
+			idleShells: make(chan *probeShell, p.opts.ProbeShellsPerConn),
 		}
 		p.conns[key] = c
 		p.dials[key.addr]++
@@ -567,24 +583,34 @@ func isClosed(ch chan struct{}) bool {
 }
 
 // Exec runs command on a resolved target: it wraps the command for the hop
-// (t.Wrap), runs it on t.Addr as t.User and, for VMs, decodes qm guest exec's
-// JSON so the Result carries the guest command's own exit code and output.
-// qm prints nothing until the guest command ends, so for VMs out receives
-// the decoded stdout and stderr at the end rather than streamed.
+// (t.Wrap), runs it on t.Addr as t.User in a session of its own and, for VMs,
+// decodes qm guest exec's JSON so the Result carries the guest command's own
+// exit code and output. qm prints nothing until the guest command ends, so
+// for VMs out receives the decoded stdout and stderr at the end rather than
+// streamed.
 func (p *Pool) Exec(ctx context.Context, t Target, command string, out io.Writer) (Result, error) {
+	return p.execVia(ctx, t, command, out, "exec", p.run)
+}
+
+// runner runs an already wrapped command on t.Addr: Pool.run (a session per
+// command) or Pool.probeRun (a line on a probe shell).
+type runner func(ctx context.Context, t Target, command string, out io.Writer, limit int) (Result, error)
+
+// execVia is Exec's contract over either way of running the wrapped command.
+func (p *Pool) execVia(ctx context.Context, t Target, command string, out io.Writer, verb string, run runner) (Result, error) {
 	if t.Wrap == nil {
-		return Result{}, fmt.Errorf("exec on %s: target has no Wrap (not resolved?)", t.Slug)
+		return Result{}, fmt.Errorf("%s on %s: target has no Wrap (not resolved?)", verb, t.Slug)
 	}
 	wrapped, err := t.Wrap(command)
 	if err != nil {
-		return Result{}, fmt.Errorf("exec on %s: %w", t.Slug, err)
+		return Result{}, fmt.Errorf("%s on %s: %w", verb, t.Slug, err)
 	}
 	if t.Kind != KindVM {
-		return p.Run(ctx, t, wrapped, out)
+		return run(ctx, t, wrapped, out, p.opts.MaxOutputBytes)
 	}
 	// JSON escaping can grow output up to six-fold (\u00XX); keep enough of
 	// the raw answer to decode a capped result.
-	raw, err := p.run(ctx, t, wrapped, nil, 6*p.opts.MaxOutputBytes+64<<10)
+	raw, err := run(ctx, t, wrapped, nil, 6*p.opts.MaxOutputBytes+64<<10)
 	if err != nil {
 		return raw, err
 	}
@@ -592,12 +618,12 @@ func (p *Pool) Exec(ctx context.Context, t Target, command string, out io.Writer
 		return raw, guestExecFailure(t, raw)
 	}
 	if raw.StdoutTruncated {
-		return raw, fmt.Errorf("exec on %s: %w: answer larger than %d bytes", t.Slug, ErrGuestExec, len(raw.Stdout))
+		return raw, fmt.Errorf("%s on %s: %w: answer larger than %d bytes", verb, t.Slug, ErrGuestExec, len(raw.Stdout))
 	}
 	res, err := ParseGuestExec(raw.Stdout)
 	res.Duration = raw.Duration
 	if err != nil {
-		return raw, fmt.Errorf("exec on %s: %w", t.Slug, err)
+		return raw, fmt.Errorf("%s on %s: %w", verb, t.Slug, err)
 	}
 	var outTrunc, errTrunc bool
 	res.Stdout, outTrunc = capBytes(res.Stdout, p.opts.MaxOutputBytes)
@@ -610,7 +636,7 @@ func (p *Pool) Exec(ctx context.Context, t Target, command string, out io.Writer
 				continue
 			}
 			if _, werr := out.Write(b); werr != nil {
-				return res, fmt.Errorf("exec on %s: stream output: %w", t.Slug, werr)
+				return res, fmt.Errorf("%s on %s: stream output: %w", verb, t.Slug, werr)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -10,10 +11,16 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/oikos-hq/oikos/shared/labsim/coreutils"
+	"github.com/oikos-hq/oikos/shared/labsim/sandbox"
+	"github.com/oikos-hq/oikos/shared/labsim/shell"
 )
 
-// This file is a tiny SSH server for the pool's tests. It never executes
-// anything: every exec request is answered from a table of canned replies.
+// This file is a tiny SSH server for the pool's tests. It never executes a
+// host program: an exec request is answered from a table of canned replies or,
+// when the server has a shell (setShell), interpreted by the lab simulator's
+// shell over a throw-away sandbox, which runs only Go programs (as labsim does).
 
 // canned is the server's answer to one exec request.
 type canned struct {
@@ -43,6 +50,11 @@ type testServer struct {
 	maxActive  int
 	frozen     chan struct{} // non-nil while global requests go unanswered
 	keepalives chan struct{} // told on every keepalive, if set
+	shell      *shell.Shell  // interprets commands with no canned answer, if set
+	sessions   int           // session channels opened
+	sessionsC  chan struct{} // told on every session opened, if set
+	signals    []string      // signal requests received
+	signalsC   chan string   // told of every signal request, if set
 	wg         sync.WaitGroup
 	done       chan struct{}
 }
@@ -136,6 +148,36 @@ func (s *testServer) thaw() {
 	}
 }
 
+// setShell makes the server interpret commands it has no canned answer for.
+func (s *testServer) setShell(sh *shell.Shell) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shell = sh
+}
+
+// notifySessions makes the server tell ch (without blocking) of every
+// session opened.
+func (s *testServer) notifySessions(ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessionsC = ch
+}
+
+// notifySignals makes the server tell ch (without blocking) of every signal
+// request.
+func (s *testServer) notifySignals(ch chan string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.signalsC = ch
+}
+
+// sessionStats reports the session channels opened and the signals received.
+func (s *testServer) sessionStats() (sessions int, signals []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions, append([]string(nil), s.signals...)
+}
+
 func (s *testServer) stats() (accepted, maxActive int, commands []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -223,8 +265,20 @@ func (s *testServer) globalRequests(reqs <-chan *ssh.Request, connDone <-chan st
 
 func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer s.wg.Done()
+	s.mu.Lock()
+	s.sessions++
+	notify := s.sessionsC
+	s.mu.Unlock()
+	if notify != nil {
+		select {
+		case notify <- struct{}{}:
+		default:
+		}
+	}
 	closed := make(chan struct{})
-	var once sync.Once
+	// killed is closed on a KILL signal, as if the command's process died.
+	killed := make(chan struct{})
+	var once, killOnce sync.Once
 	for req := range reqs {
 		switch req.Type {
 		case "exec":
@@ -236,8 +290,28 @@ func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			_ = req.Reply(true, nil)
 			once.Do(func() {
 				s.wg.Add(1)
-				go s.exec(ch, p.Command, closed)
+				go s.exec(ch, p.Command, closed, killed)
 			})
+		case "signal":
+			var p struct{ Signal string }
+			if ssh.Unmarshal(req.Payload, &p) == nil {
+				s.mu.Lock()
+				s.signals = append(s.signals, p.Signal)
+				notify := s.signalsC
+				s.mu.Unlock()
+				if notify != nil {
+					select {
+					case notify <- p.Signal:
+					default:
+					}
+				}
+				if p.Signal == "KILL" {
+					killOnce.Do(func() { close(killed) })
+				}
+			}
+			if req.WantReply {
+				_ = req.Reply(true, nil)
+			}
 		default:
 			if req.WantReply {
 				_ = req.Reply(false, nil)
@@ -248,7 +322,7 @@ func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	close(closed)
 }
 
-func (s *testServer) exec(ch ssh.Channel, cmd string, closed <-chan struct{}) {
+func (s *testServer) exec(ch ssh.Channel, cmd string, closed, killed <-chan struct{}) {
 	defer s.wg.Done()
 	defer ch.Close()
 	s.mu.Lock()
@@ -257,6 +331,7 @@ func (s *testServer) exec(ch ssh.Channel, cmd string, closed <-chan struct{}) {
 	if s.active > s.maxActive {
 		s.maxActive = s.active
 	}
+	sh := s.shell
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -265,6 +340,10 @@ func (s *testServer) exec(ch ssh.Channel, cmd string, closed <-chan struct{}) {
 	}()
 
 	a, ok := s.answers[cmd]
+	if !ok && sh != nil {
+		s.interpret(ch, sh, cmd, closed, killed)
+		return
+	}
 	if !ok {
 		a = canned{stderr: "sh: 1: " + cmd + ": not found\n", code: 127}
 	}
@@ -294,4 +373,47 @@ func (s *testServer) exec(ch ssh.Channel, cmd string, closed <-chan struct{}) {
 		return
 	}
 	_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(a.code)}))
+}
+
+// interpret runs cmd with the lab shell until it ends, the client closes the
+// session or a KILL signal arrives (then, like a killed process, it reports
+// no exit status).
+func (s *testServer) interpret(ch ssh.Channel, sh *shell.Shell, cmd string, closed, killed <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-closed:
+		case <-killed:
+		case <-s.done:
+		case <-stop:
+		}
+		cancel()
+	}()
+	code := sh.Run(ctx, cmd, shell.Stdio{Stdin: ch, Stdout: ch, Stderr: ch.Stderr()})
+	if ctx.Err() != nil {
+		return
+	}
+	_ = ch.CloseWrite()
+	_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(code)}))
+}
+
+// labShell is a lab machine's shell over an empty sandbox in a temporary
+// directory, with the simulator's coreutils (cat, sleep, sh, …) as its only
+// programs.
+func labShell(t testing.TB) (*shell.Shell, string) {
+	t.Helper()
+	dir := t.TempDir()
+	fsys, err := sandbox.New(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fsys.Close() })
+	reg := shell.Registry{}
+	coreutils.Register(reg)
+	return &shell.Shell{FS: fsys, Programs: reg, Home: "/"}, dir
 }

@@ -11,8 +11,9 @@ package checks
 //
 // BenchmarkRunnerSSHD: the same ssh-script checks (2000, 100 per "host") against a real
 // OpenSSH sshd with 20 loopback ports, measuring sshd's CPU per check from /proc
-// (utime+stime+cutime+cstime over its whole process tree), and, for comparison, a fresh
-// SSH connection per check.
+// (utime+stime+cutime+cstime over its whole process tree; the probe shells are part of
+// it), and, for comparison, one probe run 100 times on the pooled connection's probe shell,
+// as a session of its own per check, and over a fresh SSH connection per check.
 //
 // Both run for minutes; OIKOS_BENCH_SECONDS scales the measurement windows (default 30).
 
@@ -554,29 +555,55 @@ VALUES ($1, $2, $3, $4, 'ssh-script', '{"script": "cpu", "os": "linux", "args": 
 		results = append(results, measure(b, phase.name, o, phase.warm, phase.window, sshdPIDs))
 	}
 
-	// For comparison: a fresh connection per check, as the peer monitor does.
-	const fresh = 100
+	// For comparison, the same probe run 100 times in a row on one host three ways: as a
+	// line of the pooled connection's probe shell (what the runner does), as a session of
+	// its own on the pooled connection (the runner before probe shells), and with a fresh
+	// connection per check, as the peer monitor does.
 	t, _, err := lab.Fleet.Resolve(ctx, lab.IDs["host:s01"])
 	if err != nil {
 		b.Fatal(err)
 	}
-	s0 := sshdCPU(sshdPIDs)
-	start := time.Now()
-	for i := 0; i < fresh; i++ {
-		p := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: remote.NewMemoryHostKeys(), Logger: zerolog.Nop()})
-		if _, err := p.Exec(ctx, t, `read -r l < /proc/stat && echo "$l"`, nil); err != nil {
-			b.Fatal(err)
-		}
-		p.Close()
+	const cmd = `read -r l < /proc/stat && echo "$l"`
+	pooled := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: remote.NewMemoryHostKeys(), Logger: zerolog.Nop()})
+	defer pooled.Close()
+	if _, err := pooled.Probe(ctx, t, cmd); err != nil { // connection and shell up
+		b.Fatal(err)
 	}
-	freshPer := (sshdCPU(sshdPIDs) - s0) / fresh
+	seq := func(name string, run func() error) time.Duration {
+		const n = 100
+		s0 := sshdCPU(sshdPIDs)
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			if err := run(); err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
+		}
+		per := (sshdCPU(sshdPIDs) - s0) / n
+		b.Logf("%-40s sshd %6.2f ms/check (%d sequential checks in %s)", name+":",
+			float64(per.Microseconds())/1000, n, time.Since(start).Round(time.Millisecond))
+		return per
+	}
+	shellPer := seq("pooled, probe shell (Probe)", func() error {
+		_, err := pooled.Probe(ctx, t, cmd)
+		return err
+	})
+	sessionPer := seq("pooled, a session per check (Exec)", func() error {
+		_, err := pooled.Exec(ctx, t, cmd, nil)
+		return err
+	})
+	freshPer := seq("fresh connection per check (peer)", func() error {
+		p := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: remote.NewMemoryHostKeys(), Logger: zerolog.Nop()})
+		defer p.Close()
+		_, err := p.Exec(ctx, t, cmd, nil)
+		return err
+	})
 	b.StopTimer()
-	b.Logf("fresh connection per check: sshd %.2f ms/check (%d sequential checks in %s)",
-		float64(freshPer.Microseconds())/1000, fresh, time.Since(start).Round(time.Millisecond))
 	b.ReportMetric(results[0].checksPerSec, "nominal-checks/s")
 	b.ReportMetric(float64(results[0].sshdPerCheck.Microseconds())/1000, "nominal-sshd-ms/check")
 	b.ReportMetric(results[1].checksPerSec, "stress-checks/s")
 	b.ReportMetric(float64(results[1].sshdPerCheck.Microseconds())/1000, "stress-sshd-ms/check")
 	b.ReportMetric(results[1].lagP99, "stress-lag-p99-s")
+	b.ReportMetric(float64(shellPer.Microseconds())/1000, "seq-probe-shell-sshd-ms/check")
+	b.ReportMetric(float64(sessionPer.Microseconds())/1000, "seq-session-sshd-ms/check")
 	b.ReportMetric(float64(freshPer.Microseconds())/1000, "fresh-conn-sshd-ms/check")
 }

@@ -12,5 +12,8 @@ func TestMain(m *testing.M) {
 	if inv := os.Getenv(benchChildEnv); inv != "" {
 		os.Exit(runBenchChild(inv))
 	}
+	if os.Getenv(benchHTTPChildEnv) != "" {
+		os.Exit(runHTTPBenchChild())
+	}
 	os.Exit(pgtest.Run(m))
 }

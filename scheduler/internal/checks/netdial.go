@@ -2,11 +2,9 @@ package checks
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"time"
 )
@@ -56,31 +54,11 @@ func (d *netDialer) address(hostport string) (string, error) {
 	return net.JoinHostPort(ip.String(), port), nil
 }
 
-// DialContext is the transport's dialer.
+// DialContext dials for http checks (keptClient) and tcp checks.
 func (d *netDialer) DialContext(ctx context.Context, network, hostport string) (net.Conn, error) {
 	addr, err := d.address(hostport)
 	if err != nil {
 		return nil, err
 	}
 	return d.dialer.DialContext(ctx, network, addr)
-}
-
-// newTransport is the one transport every http check shares, so connections to a service
-// are kept alive and reused instead of opening a TCP (and TLS) connection per check.
-func newTransport(d *netDialer, tlsConfig *tls.Config, maxIdlePerHost int) *http.Transport {
-	if tlsConfig == nil {
-		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	return &http.Transport{
-		DialContext:           d.DialContext,
-		TLSClientConfig:       tlsConfig,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          0, // no global cap: the per-host cap bounds it
-		MaxIdleConnsPerHost:   maxIdlePerHost,
-		IdleConnTimeout:       5 * time.Minute, // longer than the usual 60 s interval
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		ResponseHeaderTimeout: 0, // the check's context bounds the whole request
-		DisableCompression:    true,
-	}
 }

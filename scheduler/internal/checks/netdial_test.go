@@ -160,7 +160,7 @@ func TestHTTPSCheckReachesLabsimIngress(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRunner(Options{Fleet: machineResolver{}, Logger: zerolog.Nop(), NameMap: names, TLSConfig: tlsConfig}, &blockingExec{})
-	t.Cleanup(r.http.CloseIdleConnections)
+	t.Cleanup(func() { r.closeIdleHTTP(0) })
 	probe := func(r *Runner, url, match string) Result {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -186,7 +186,7 @@ func TestHTTPSCheckReachesLabsimIngress(t *testing.T) {
 
 	// Without the CA file the same check cannot trust the ingress.
 	untrusting := newRunner(Options{Fleet: machineResolver{}, Logger: zerolog.Nop(), NameMap: names}, &blockingExec{})
-	t.Cleanup(untrusting.http.CloseIdleConnections)
+	t.Cleanup(func() { untrusting.closeIdleHTTP(0) })
 	if res := probe(untrusting, "https://x.lab.example/", ""); res.Health == HealthUp || !strings.Contains(res.Reason, "certificate") {
 		t.Fatalf("without the CA file: %+v", res)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -134,7 +135,9 @@ func (r *Runner) probeScript(ctx context.Context, d *checkDef, s scriptSpec, st 
 		vmid, timeout := t.VMID, d.Timeout
 		t.Wrap = func(c string) (string, error) { return remote.GuestExecCommand(vmid, timeout, c) }
 	}
-	res, err := r.ssh.Exec(ctx, t, cmd, nil)
+	// A line of the host's probe shell, not a session of its own: a session makes sshd fork
+	// and exec the login shell for every check (remote.Pool.Probe).
+	res, err := r.ssh.Probe(ctx, t, cmd)
 	if err != nil {
 		r.forgetOnFailure(execKey(d.TargetID), err)
 		out, ferr := execFailure(ctx, t, err, t.Slug == d.TargetSlug, d.Timeout)
@@ -190,7 +193,7 @@ func (r *Runner) probeGuest(ctx context.Context, d *checkDef, s guestSpec) (Resu
 		prog = "qm"
 	}
 	cmd := prog + " status " + strconv.Itoa(s.VMID)
-	res, err := r.ssh.Exec(ctx, t, cmd, nil)
+	res, err := r.ssh.Probe(ctx, t, cmd)
 	if err != nil {
 		r.forgetOnFailure(s.Host, err)
 		out, ferr := execFailure(ctx, t, err, false, d.Timeout)
@@ -289,45 +292,64 @@ func (r *Runner) probeBackup(ctx context.Context, d *checkDef, s backupSpec) (Re
 }
 
 func (r *Runner) probeHTTP(ctx context.Context, d *checkDef, s httpSpec) (Result, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+	u, err := url.Parse(s.URL)
 	if err != nil {
 		return unknown(ClassConfig, "url %q: %v", s.URL, err), nil
 	}
-	req.Header.Set("User-Agent", "oikos-scheduler")
+	wantBody := s.BodyMatch != ""
 	start := time.Now()
-	resp, err := r.http.Do(req)
+	var ans httpAnswer
+	if r.httpc != nil {
+		ans, err = r.httpc.get(ctx, u, wantBody)
+	} else {
+		ans, err = clientGet(ctx, r.http, u, wantBody)
+	}
+	latency := time.Since(start)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return Result{}, errShuttingDown
 		}
 		return netFailure(ctx, s.URL, err, d.Timeout), nil
 	}
-	defer resp.Body.Close()
-	var body []byte
-	if s.BodyMatch != "" {
-		body, err = io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
-	} else {
-		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBodyBytes))
-	}
-	latency := time.Since(start)
-	if err != nil {
-		return netFailure(ctx, s.URL, fmt.Errorf("reading the body: %w", err), d.Timeout), nil
-	}
 	ms := float64(latency.Microseconds()) / 1000
 	var out Result
 	switch {
-	case resp.StatusCode != s.ExpectStatus:
-		out = observed(HealthDown, "HTTP %d from %s (expected %d)", resp.StatusCode, s.URL, s.ExpectStatus)
-	case s.BodyMatch != "" && !strings.Contains(string(body), s.BodyMatch):
+	case ans.status != s.ExpectStatus:
+		out = observed(HealthDown, "HTTP %d from %s (expected %d)", ans.status, s.URL, s.ExpectStatus)
+	case s.BodyMatch != "" && !strings.Contains(string(ans.body), s.BodyMatch):
 		out = observed(HealthDown, "body of %s does not contain %q", s.URL, s.BodyMatch)
 	case latency > d.Timeout/2:
-		out = observed(HealthDegraded, "HTTP %d in %.0f ms (slower than half the %s timeout)", resp.StatusCode, ms, d.Timeout)
+		out = observed(HealthDegraded, "HTTP %d in %.0f ms (slower than half the %s timeout)", ans.status, ms, d.Timeout)
 	default:
-		out = observed(HealthUp, "HTTP %d in %.0f ms", resp.StatusCode, ms)
+		out = observed(HealthUp, "HTTP %d in %.0f ms", ans.status, ms)
 	}
-	out.Summary = map[string]any{"url": s.URL, "status": resp.StatusCode, "latency_ms": round2(ms)}
-	out.Metrics = []Metric{{"http_latency_ms", round2(ms)}, {"http_status", float64(resp.StatusCode)}}
+	out.Summary = map[string]any{"url": s.URL, "status": ans.status, "latency_ms": round2(ms)}
+	out.Metrics = []Metric{{"http_latency_ms", round2(ms)}, {"http_status", float64(ans.status)}}
 	return out, nil
+}
+
+// clientGet is an http check through an http.Client (Options.HTTPClient).
+func clientGet(ctx context.Context, client *http.Client, u *url.URL, wantBody bool) (httpAnswer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return httpAnswer{}, err
+	}
+	req.Header.Set("User-Agent", "oikos-scheduler")
+	resp, err := client.Do(req)
+	if err != nil {
+		return httpAnswer{}, err
+	}
+	defer resp.Body.Close()
+	ans := httpAnswer{status: resp.StatusCode}
+	if wantBody {
+		ans.body, err = io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
+	} else {
+		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBodyBytes))
+	}
+	if err != nil {
+		return httpAnswer{}, fmt.Errorf("reading the body: %w", err)
+	}
+	return ans, nil
 }
 
 func (r *Runner) probeTCP(ctx context.Context, d *checkDef, s tcpSpec) (Result, error) {

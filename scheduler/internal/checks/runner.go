@@ -36,6 +36,9 @@ const (
 	DefaultMaxIdlePerHost = 4
 	// maxJitter bounds the per-run jitter around a check's anchored schedule.
 	maxJitter = 2 * time.Second
+	// maxSlack is how early a check may start when the loop is awake for another one anyway
+	// (see slack).
+	maxSlack = 50 * time.Millisecond
 	// lagWindow is how many recent runs the lag quantiles are computed over.
 	lagWindow = 4096
 )
@@ -55,9 +58,12 @@ type Resolver interface {
 	Resolve(ctx context.Context, slugOrID string) (remote.Target, remote.Entity, error)
 }
 
-// executor runs a command on a resolved target; *remote.Pool implements it.
+// executor runs a command on a resolved target; *remote.Pool implements it. Exec opens a
+// session per command; Probe runs the command as a line of a long-lived shell on the same
+// pooled connection, so the target starts no process for the check beyond the command's own.
 type executor interface {
 	Exec(ctx context.Context, t remote.Target, command string, out io.Writer) (remote.Result, error)
+	Probe(ctx context.Context, t remote.Target, command string) (remote.Result, error)
 	OpenConnections() int
 }
 
@@ -76,7 +82,7 @@ type Options struct {
 	// Concurrency caps the checks running at once (default 32).
 	Concurrency int
 	// HTTPClient, when set, is used by http checks as is (tests with their own TLS roots).
-	// Otherwise a client over one shared transport with the NameMap dialer is built.
+	// Otherwise http checks keep one HTTP/1.1 connection per route through the NameMap dialer.
 	HTTPClient *http.Client
 	// NameMap maps host names (or *.suffix wildcards) to the IP literal, or ip:port, to dial for
 	// http and tcp checks (see ParseNameMap); nothing
@@ -112,11 +118,15 @@ type Runner struct {
 	clock   Clock
 	ssh     executor
 	fleet   Resolver
-	http    *http.Client
+	http    *http.Client // Options.HTTPClient, when given
+	httpc   *keptClient  // otherwise: kept HTTP/1.1 connections through dialer
 	dialer  *netDialer
 	writer  *writer
-	sem     chan struct{}
 	reloadC chan struct{}
+	// jobs hands due checks to idle workers; workers counts the workers started (at most
+	// Concurrency, touched only by the scheduling loop).
+	jobs    chan job
+	workers int
 
 	mu      sync.Mutex
 	queue   dueHeap
@@ -136,7 +146,7 @@ type Runner struct {
 	running  atomic.Int64
 
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup // in-flight runs
+	wg       sync.WaitGroup // workers (each finishes its run in flight before it ends)
 	loopDone chan struct{}
 	started  atomic.Bool
 	stopOnce sync.Once
@@ -145,6 +155,13 @@ type Runner struct {
 type cachedTarget struct {
 	t  remote.Target
 	at time.Time
+}
+
+// job is one due run of a check, handed to a worker.
+type job struct {
+	e   *entry
+	d   *checkDef
+	due time.Time
 }
 
 // entry is one scheduled check.
@@ -200,7 +217,7 @@ func newRunner(opts Options, ssh executor) *Runner {
 		ssh:      ssh,
 		fleet:    opts.Fleet,
 		dialer:   newNetDialer(opts.NameMap, opts.AllowNonLoopback),
-		sem:      make(chan struct{}, opts.Concurrency),
+		jobs:     make(chan job),
 		reloadC:  make(chan struct{}, 1),
 		entries:  map[string]*entry{},
 		resCache: map[string]cachedTarget{},
@@ -208,7 +225,7 @@ func newRunner(opts Options, ssh executor) *Runner {
 	}
 	r.http = opts.HTTPClient
 	if r.http == nil {
-		r.http = &http.Client{Transport: newTransport(r.dialer, opts.TLSConfig, DefaultMaxIdlePerHost)}
+		r.httpc = newKeptClient(r.dialer, opts.TLSConfig, DefaultMaxIdlePerHost)
 	}
 	r.writer = newWriter(opts.Pool, r.log, r.m, opts.Clock, opts.FlushEvery, opts.FlushBatch)
 	if opts.Notifier != nil {
@@ -259,6 +276,7 @@ func (r *Runner) Stop() {
 		<-r.loopDone
 		r.wg.Wait()
 		r.writer.stop()
+		r.closeIdleHTTP(0)
 	})
 }
 
@@ -289,6 +307,7 @@ func (r *Runner) loop(ctx context.Context) {
 			if err := r.reload(ctx); err != nil && ctx.Err() == nil {
 				r.log.Error().Err(err).Msg("reloading check definitions failed; keeping the current ones")
 			}
+			r.closeIdleHTTP(idleConnTimeout)
 		case <-timer.C:
 			r.dispatchDue(ctx)
 		}
@@ -296,12 +315,14 @@ func (r *Runner) loop(ctx context.Context) {
 }
 
 // dispatchDue starts every check that is due, waiting for a free slot when Concurrency
-// are running (the wait is what lag measures).
+// are running (the wait is what lag measures). Checks due within their slack of now start
+// too: one wake-up of the loop, and of the threads its runs wait on, then serves several
+// checks instead of one each.
 func (r *Runner) dispatchDue(ctx context.Context) {
 	for ctx.Err() == nil {
 		now := time.Now()
 		r.mu.Lock()
-		if len(r.queue) == 0 || r.queue[0].due.After(now) {
+		if len(r.queue) == 0 || r.queue[0].due.After(now.Add(slack(r.queue[0].def.Load().Interval))) {
 			r.mu.Unlock()
 			return
 		}
@@ -320,20 +341,59 @@ func (r *Runner) dispatchDue(ctx context.Context) {
 			r.m.Add("oikos_scheduler_checks_not_owned_total", "Due checks skipped because another scheduler holds their lease.", 1)
 			continue
 		}
-		select {
-		case r.sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
 		if !e.running.CompareAndSwap(false, true) {
-			<-r.sem
 			r.overrun(e, d)
 			continue
 		}
-		r.wg.Add(1)
-		r.running.Add(1)
-		go r.run(ctx, e, d, due)
+		if !r.hand(ctx, job{e: e, d: d, due: due}) {
+			e.running.Store(false)
+			return
+		}
 	}
+}
+
+// hand gives j to an idle worker, or starts a worker while fewer than Concurrency exist, or
+// else waits for a worker to finish (that wait is what lag measures). Workers live until
+// the runner stops: a goroutine per run would be created, grow its stack and die a hundred
+// times a second. False when ctx ended first.
+func (r *Runner) hand(ctx context.Context, j job) bool {
+	select {
+	case r.jobs <- j:
+		return true
+	default:
+	}
+	if r.workers < r.opts.Concurrency {
+		r.workers++
+		r.wg.Add(1)
+		safego.Go(r.log, "check-worker", func() { r.worker(ctx, j) })
+		return true
+	}
+	select {
+	case r.jobs <- j:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// worker runs j, then every job handed to it, until ctx ends.
+func (r *Runner) worker(ctx context.Context, j job) {
+	defer r.wg.Done()
+	for {
+		r.runJob(ctx, j)
+		select {
+		case j = <-r.jobs:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// runJob runs one job; a panic outside the probe (which run already recovers) is logged
+// and the worker carries on.
+func (r *Runner) runJob(ctx context.Context, j job) {
+	defer safego.Recover(r.log, "check-run")
+	r.run(ctx, j.e, j.d, j.due)
 }
 
 func (r *Runner) overrun(e *entry, d *checkDef) {
@@ -368,6 +428,12 @@ func jitter(interval time.Duration) time.Duration {
 	return time.Duration(rand.Int64N(int64(2*j))) - j
 }
 
+// slack is how early a run may start: at most maxSlack and half the jitter its interval
+// allows, so the schedule stays within what jitter already varies.
+func slack(interval time.Duration) time.Duration {
+	return min(maxSlack, min(interval/20, maxJitter)/2)
+}
+
 // phase is a check's first-run offset.
 func (r *Runner) phase(interval time.Duration) time.Duration {
 	span := min(interval, r.opts.InitialSpread)
@@ -378,8 +444,7 @@ func (r *Runner) phase(interval time.Duration) time.Duration {
 }
 
 func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time) {
-	defer r.wg.Done()
-	defer func() { <-r.sem }()
+	r.running.Add(1)
 	defer r.running.Add(-1)
 	defer e.overrunLogged.Store(false) // after running is cleared (defers run last-first)
 	defer e.running.Store(false)
@@ -427,6 +492,14 @@ func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time) 
 		checkID: d.ID, checkSlug: d.Slug, kind: d.Kind, targetID: d.TargetID, targetSlug: d.TargetSlug,
 		at: r.clock.Now(), res: res,
 	})
+}
+
+// closeIdleHTTP closes kept HTTP connections idle for at least olderThan (an
+// Options.HTTPClient is the caller's to manage).
+func (r *Runner) closeIdleHTTP(olderThan time.Duration) {
+	if r.httpc != nil {
+		r.httpc.closeIdle(olderThan)
+	}
 }
 
 // resourceOf names the lease a check needs (see Options.Owns).

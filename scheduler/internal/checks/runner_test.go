@@ -28,6 +28,10 @@ func (b *blockingExec) Exec(ctx context.Context, _ remote.Target, _ string, _ io
 	return remote.Result{}, ctx.Err()
 }
 
+func (b *blockingExec) Probe(ctx context.Context, t remote.Target, cmd string) (remote.Result, error) {
+	return b.Exec(ctx, t, cmd, nil)
+}
+
 func (b *blockingExec) OpenConnections() int { return 1 }
 
 type machineResolver struct{}

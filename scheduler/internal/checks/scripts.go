@@ -26,7 +26,9 @@ const (
 
 // script builds a probe's command for an OS and parses its output. Commands are plain
 // reads that exist on a stock Debian, Proxmox or macOS install (nothing is deployed on the
-// target) and run under pct exec's minimal PATH.
+// target) and run under pct exec's minimal PATH. They run as a line of the host's probe
+// shell (remote.Pool.Probe), so on Linux cpu, memory and load use only shell builtins (read
+// loops over /proc): starting a process is the dominant cost of a check on the target.
 type script struct {
 	command func(s scriptSpec) (string, error)
 	// parse reads stdout and the exit status. Unless answersWithExit, a non-zero exit is a
@@ -146,7 +148,10 @@ func memoryCommand(s scriptSpec) (string, error) {
 	if s.OS == shchecks.OSDarwin {
 		return "sysctl -n hw.memsize; vm_stat", nil
 	}
-	return "cat /proc/meminfo", nil
+	// Only the lines parseMemory reads, up to SwapFree (the 16th or so of ~50): the shell's
+	// read takes a file a byte at a time.
+	return `while read -r k v u; do case $k in MemTotal:|MemFree:|MemAvailable:|Buffers:|Cached:|SwapTotal:) echo "$k $v";; ` +
+		`SwapFree:) echo "$k $v"; break;; esac; done < /proc/meminfo`, nil
 }
 
 func parseMemory(s scriptSpec, out string, _ int, _ *probeState) Result {
@@ -266,7 +271,11 @@ func loadCommand(s scriptSpec) (string, error) {
 	if s.OS == shchecks.OSDarwin {
 		return "sysctl -n vm.loadavg hw.ncpu", nil
 	}
-	return "cat /proc/loadavg; nproc", nil
+	// The cpu count is the number of cpuN lines of /proc/stat (the cpus online, what nproc
+	// reports outside a restricted affinity; lxcfs shows a container its own), counted by the
+	// shell rather than by starting nproc.
+	return `read -r l < /proc/loadavg && echo "$l" && n=0 && while read -r c r; do case $c in cpu) ;; cpu[0-9]*) n=$((n+1));; ` +
+		`*) break;; esac; done < /proc/stat && echo "$n"`, nil
 }
 
 func parseLoad(_ scriptSpec, out string, _ int, _ *probeState) Result {

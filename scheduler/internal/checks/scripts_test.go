@@ -171,6 +171,10 @@ func TestScriptCommands(t *testing.T) {
 		{scriptSpec{Script: "cpu", OS: "linux"}, `read -r l < /proc/stat && echo "$l"`},
 		{scriptSpec{Script: "cpu", OS: "darwin"}, "top -l 2 -n 0 -s 1"},
 		{scriptSpec{Script: "memory", OS: "darwin"}, "sysctl -n hw.memsize; vm_stat"},
+		{scriptSpec{Script: "memory", OS: "linux"}, `while read -r k v u; do case $k in MemTotal:|MemFree:|MemAvailable:|Buffers:|Cached:|SwapTotal:) echo "$k $v";; ` +
+			`SwapFree:) echo "$k $v"; break;; esac; done < /proc/meminfo`},
+		{scriptSpec{Script: "load", OS: "linux"}, `read -r l < /proc/loadavg && echo "$l" && n=0 && while read -r c r; do case $c in cpu) ;; ` +
+			`cpu[0-9]*) n=$((n+1));; *) break;; esac; done < /proc/stat && echo "$n"`},
 		{scriptSpec{Script: "process", OS: "linux", Args: []string{"jellyfin.service"}}, "systemctl is-active jellyfin.service"},
 		{scriptSpec{Script: "process", OS: "linux", Args: []string{"odd unit$(x)"}}, "systemctl is-active 'odd unit$(x)'"},
 		{scriptSpec{Script: "process", OS: "darwin", Args: []string{"syncthing"}}, "pgrep -f syncthing"},

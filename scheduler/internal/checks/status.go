@@ -70,6 +70,12 @@ func (r *Runner) registerMetrics() {
 	r.m.GaugeFunc("oikos_scheduler_ssh_connections", "Open pooled SSH connections.", func() float64 {
 		return float64(r.ssh.OpenConnections())
 	})
+	r.m.GaugeFunc("oikos_scheduler_http_connections", "Open kept connections of http checks (idle or in use).", func() float64 {
+		if r.httpc == nil {
+			return 0
+		}
+		return float64(r.httpc.openConnections())
+	})
 	r.m.GaugeFunc("oikos_scheduler_results_pending", "Check results waiting to be written.", func() float64 {
 		return float64(r.writer.pending.Load())
 	})

@@ -33,8 +33,8 @@ type record struct {
 }
 
 // writer batches results: one transaction about every FlushEvery writes the latest result
-// of each check, the metric samples (COPY) and the recomputed status of every touched
-// target, with health.changed events for the transitions.
+// of each check, the metric samples and the recomputed status of every touched target,
+// with health.changed events for the transitions (see flush).
 type writer struct {
 	db    *pgxpool.Pool
 	log   zerolog.Logger
@@ -43,7 +43,14 @@ type writer struct {
 	every time.Duration
 	batch int
 
-	in      chan record
+	// Submitted results wait in buf (at most 4×batch) until the loop takes them, at its
+	// tick or when a full batch is waiting (kick). A buffer under a mutex rather than a
+	// channel: a channel send wakes the writer goroutine for every result, a hundred
+	// thread wake-ups a second at 100 checks/s for nothing (issue 6).
+	bufMu   sync.Mutex
+	buf     []record
+	space   chan struct{} // made by a submitter waiting for room; closed when the loop takes buf
+	kick    chan struct{}
 	pending atomic.Int64
 	quit    chan struct{}
 	done    chan struct{}
@@ -57,7 +64,7 @@ type writer struct {
 func newWriter(db *pgxpool.Pool, log zerolog.Logger, m *metrics.Registry, clock Clock, every time.Duration, batch int) *writer {
 	return &writer{
 		db: db, log: log, m: m, clock: clock, every: every, batch: batch,
-		in:   make(chan record, 4*batch),
+		kick: make(chan struct{}, 1),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 	}
@@ -67,11 +74,46 @@ func newWriter(db *pgxpool.Pool, log zerolog.Logger, m *metrics.Registry, clock 
 // checks rather than an unbounded queue or a silent drop.
 func (w *writer) submit(ctx context.Context, rec record) {
 	w.pending.Add(1)
-	select {
-	case w.in <- rec:
-	case <-ctx.Done():
-		w.pending.Add(-1)
+	for {
+		w.bufMu.Lock()
+		if len(w.buf) < 4*w.batch {
+			w.buf = append(w.buf, rec)
+			full := len(w.buf) >= w.batch
+			w.bufMu.Unlock()
+			if full {
+				select {
+				case w.kick <- struct{}{}:
+				default:
+				}
+			}
+			return
+		}
+		if w.space == nil {
+			w.space = make(chan struct{})
+		}
+		space := w.space
+		w.bufMu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			w.pending.Add(-1)
+			return
+		}
 	}
+}
+
+// take moves the submitted results onto buf and lets waiting submitters go on.
+func (w *writer) take(buf []record) []record {
+	w.bufMu.Lock()
+	defer w.bufMu.Unlock()
+	buf = append(buf, w.buf...)
+	clear(w.buf)
+	w.buf = w.buf[:0]
+	if w.space != nil {
+		close(w.space)
+		w.space = nil
+	}
+	return buf
 }
 
 func (w *writer) start(ctx context.Context) {
@@ -139,23 +181,16 @@ func (w *writer) loop(ctx context.Context) {
 	}
 	for {
 		select {
-		case rec := <-w.in:
-			buf = append(buf, rec)
+		case <-w.kick:
+			buf = w.take(buf)
 			if len(buf) >= w.batch {
 				flush(ctx)
 			}
 		case <-tick.C:
+			buf = w.take(buf)
 			flush(ctx)
 		case <-w.quit:
-		drain:
-			for {
-				select {
-				case rec := <-w.in:
-					buf = append(buf, rec)
-				default:
-					break drain
-				}
-			}
+			buf = w.take(buf)
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			flush(fctx)
 			cancel()
@@ -166,7 +201,6 @@ func (w *writer) loop(ctx context.Context) {
 
 type targetStatus struct {
 	health, reason string
-	exists         bool
 }
 
 type healthChange struct {
@@ -177,50 +211,40 @@ type healthChange struct {
 	Reason   string `json:"reason"`
 }
 
-// flush writes one batch in one transaction.
+// targetsOfChecks is the set of targets the batch's checks observe, per check_defs (the
+// batch's check ids are always $1).
+const targetsOfChecks = `SELECT target_id FROM check_defs WHERE id = ANY($1::text[]::uuid[])`
+
+// flush writes one batch in one transaction, in four round trips whatever its size: BEGIN;
+// one pipelined batch that upserts the latest results, inserts the metric samples, creates
+// and locks the targets' status rows and reads every enabled check's latest result of those
+// targets; the UPDATE of the recomputed statuses (with the health.changed events); COMMIT.
+// Ids travel as text and are cast by the server: pgx would otherwise try, fail and retry
+// the binary uuid encoding of every string.
 func (w *writer) flush(ctx context.Context, batch []record) error {
 	// The latest result per check; every result's metrics.
-	latest := map[string]record{}
+	latest := map[string]int{} // check id → index in batch
 	var checkIDs []string
-	for _, rec := range batch {
-		prev, ok := latest[rec.checkID]
+	for i, rec := range batch {
+		j, ok := latest[rec.checkID]
 		if !ok {
 			checkIDs = append(checkIDs, rec.checkID)
 		}
-		if !ok || !rec.at.Before(prev.at) {
-			latest[rec.checkID] = rec
+		if !ok || !rec.at.Before(batch[j].at) {
+			latest[rec.checkID] = i
 		}
 	}
-	tx, err := w.db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("write check results: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-
-	// The target comes from check_defs itself (S3: never the check's own entity), and a
-	// check deleted since it ran is skipped rather than failing the batch.
-	targetOf := map[string]string{}
-	rows, err := tx.Query(ctx, `SELECT id::text, target_id::text FROM check_defs WHERE id = ANY($1::uuid[])`, checkIDs)
-	if err != nil {
-		return fmt.Errorf("write check results: read check targets: %w", err)
-	}
-	var id, target string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &target}, func() error { targetOf[id] = target; return nil }); err != nil {
-		return fmt.Errorf("write check results: read check targets: %w", err)
-	}
-
+	n := len(checkIDs)
 	var (
-		cIDs, tIDs, healths, reasons, classes, summaries []string
-		ats                                              []time.Time
-		obs                                              []*time.Time
+		healths, reasons, classes, summaries = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		ats                                  = make([]time.Time, 0, n)
+		obs                                  = make([]*time.Time, 0, n)
+		sChecks, sNames                      []string
+		sValues                              []float64
+		sAts                                 []time.Time
 	)
-	slugOf := map[string]string{}
 	for _, cid := range checkIDs {
-		rec := latest[cid]
-		tid, ok := targetOf[cid]
-		if !ok {
-			continue
-		}
+		rec := &batch[latest[cid]]
 		summary := rec.res.Summary
 		if summary == nil {
 			summary = map[string]any{}
@@ -229,8 +253,6 @@ func (w *writer) flush(ctx context.Context, batch []record) error {
 		if err != nil {
 			return fmt.Errorf("write check results: %s summary: %w", rec.checkSlug, err)
 		}
-		cIDs = append(cIDs, cid)
-		tIDs = append(tIDs, tid)
 		healths = append(healths, rec.res.Health)
 		reasons = append(reasons, rec.res.Reason)
 		classes = append(classes, rec.res.Class)
@@ -238,61 +260,120 @@ func (w *writer) flush(ctx context.Context, batch []record) error {
 		ats = append(ats, rec.at)
 		var o *time.Time
 		if rec.res.Observed {
-			t := rec.at
-			o = &t
+			o = &rec.at
 		}
 		obs = append(obs, o)
-		if tid == rec.targetID {
-			slugOf[tid] = rec.targetSlug
+	}
+	for i := range batch {
+		rec := &batch[i]
+		for _, m := range rec.res.Metrics {
+			sChecks = append(sChecks, rec.checkID)
+			sNames = append(sNames, m.Name)
+			sValues = append(sValues, m.Value)
+			sAts = append(sAts, rec.at)
 		}
 	}
-	if dropped := len(checkIDs) - len(cIDs); dropped > 0 {
+
+	tx, err := w.db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("write check results: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	var b pgx.Batch
+	// The target comes from check_defs itself (S3: never the check's own entity), and a
+	// check deleted since it ran is skipped rather than failing the batch.
+	targetOf := make(map[string]string, n)
+	b.Queue(`
+WITH cd AS (
+    SELECT id, target_id FROM check_defs WHERE id = ANY($1::text[]::uuid[])
+), latest AS (
+    INSERT INTO check_results (check_id, target_id, health, reason, error_class, summary, at, observed_at, since, first_at)
+    SELECT cd.id, cd.target_id, u.h, u.r, u.e, u.s::jsonb, u.at, u.o, u.at, u.at
+    FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[])
+         AS u(c, h, r, e, s, at, o), cd
+    WHERE cd.id = u.c
+    ON CONFLICT (check_id) DO UPDATE SET
+        target_id   = EXCLUDED.target_id,
+        health      = EXCLUDED.health,
+        reason      = EXCLUDED.reason,
+        error_class = EXCLUDED.error_class,
+        summary     = EXCLUDED.summary,
+        at          = EXCLUDED.at,
+        observed_at = coalesce(EXCLUDED.observed_at, check_results.observed_at),
+        since       = CASE WHEN check_results.health = EXCLUDED.health THEN check_results.since ELSE EXCLUDED.at END,
+        runs        = check_results.runs + 1
+    WHERE check_results.at <= EXCLUDED.at
+), samples AS (
+    INSERT INTO metric_samples (target_id, check_id, name, value, at)
+    SELECT cd.target_id, cd.id, s.n, s.v, s.at
+    FROM unnest($8::text[]::uuid[], $9::text[], $10::float8[], $11::timestamptz[]) AS s(c, n, v, at)
+    JOIN cd ON cd.id = s.c
+)
+SELECT id::text, target_id::text FROM cd`,
+		checkIDs, healths, reasons, classes, summaries, ats, obs, sChecks, sNames, sValues, sAts,
+	).Query(func(rows pgx.Rows) error {
+		var id, target string
+		_, err := pgx.ForEachRow(rows, []any{&id, &target}, func() error { targetOf[id] = target; return nil })
+		return err
+	})
+	// Status rows are created with the schema's default (unknown), then locked in id order
+	// so two schedulers writing the same targets cannot deadlock.
+	b.Queue(`INSERT INTO entity_status (entity_id) SELECT DISTINCT target_id FROM (`+targetsOfChecks+`) t ORDER BY target_id
+ON CONFLICT (entity_id) DO NOTHING`, checkIDs)
+	old := map[string]targetStatus{}
+	slugOf := map[string]string{}
+	b.Queue(`SELECT es.entity_id::text, es.health, es.reason, e.slug
+FROM entity_status es JOIN entities e ON e.id = es.entity_id
+WHERE es.entity_id IN (`+targetsOfChecks+`) ORDER BY es.entity_id FOR UPDATE OF es`, checkIDs).Query(func(rows pgx.Rows) error {
+		var id, health, reason, slug string
+		_, err := pgx.ForEachRow(rows, []any{&id, &health, &reason, &slug}, func() error {
+			old[id] = targetStatus{health: health, reason: reason}
+			slugOf[id] = slug
+			return nil
+		})
+		return err
+	})
+	states := map[string][]checkState{}
+	b.Queue(`
+SELECT cr.target_id::text, cd.slug, cd.kind, cr.health, cr.reason, cr.error_class, cr.summary, cr.at, cr.observed_at
+FROM check_results cr JOIN check_defs cd ON cd.id = cr.check_id AND cd.enabled AND cd.target_id = cr.target_id
+WHERE cr.target_id IN (`+targetsOfChecks+`)`, checkIDs).Query(func(rows pgx.Rows) error {
+		var (
+			tid string
+			s   checkState
+		)
+		_, err := pgx.ForEachRow(rows, []any{&tid, &s.Slug, &s.Kind, &s.Health, &s.Reason, &s.Class, &s.Summary, &s.At, &s.ObservedAt}, func() error {
+			states[tid] = append(states[tid], s)
+			s = checkState{}
+			return nil
+		})
+		return err
+	})
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("write check results: %w", err)
+	}
+
+	written := 0
+	for _, cid := range checkIDs {
+		if _, ok := targetOf[cid]; ok {
+			written++
+		}
+	}
+	if dropped := n - written; dropped > 0 {
 		w.m.Add("oikos_scheduler_results_dropped_total", "Check results not written, by reason.", float64(dropped), "reason", "check_deleted")
 		w.log.Debug().Int("results", dropped).Msg("results of checks deleted since they ran were dropped")
 	}
-	if len(cIDs) == 0 {
+	if written == 0 {
 		return tx.Commit(ctx)
 	}
-	_, err = tx.Exec(ctx, `
-INSERT INTO check_results (check_id, target_id, health, reason, error_class, summary, at, observed_at, since, first_at)
-SELECT u.c, u.t, u.h, u.r, u.e, u.s::jsonb, u.at, u.o, u.at, u.at
-FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[])
-     AS u(c, t, h, r, e, s, at, o)
-ON CONFLICT (check_id) DO UPDATE SET
-    target_id   = EXCLUDED.target_id,
-    health      = EXCLUDED.health,
-    reason      = EXCLUDED.reason,
-    error_class = EXCLUDED.error_class,
-    summary     = EXCLUDED.summary,
-    at          = EXCLUDED.at,
-    observed_at = coalesce(EXCLUDED.observed_at, check_results.observed_at),
-    since       = CASE WHEN check_results.health = EXCLUDED.health THEN check_results.since ELSE EXCLUDED.at END,
-    runs        = check_results.runs + 1
-WHERE check_results.at <= EXCLUDED.at`,
-		cIDs, tIDs, healths, reasons, classes, summaries, ats, obs)
-	if err != nil {
-		return fmt.Errorf("write check results: upsert latest results: %w", err)
-	}
-
-	var samples [][]any
-	for _, rec := range batch {
-		tid, ok := targetOf[rec.checkID]
-		if !ok {
-			continue
-		}
-		for _, m := range rec.res.Metrics {
-			samples = append(samples, []any{tid, rec.checkID, m.Name, m.Value, rec.at})
+	samples := 0
+	for _, c := range sChecks {
+		if _, ok := targetOf[c]; ok {
+			samples++
 		}
 	}
-	if len(samples) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"metric_samples"}, []string{"target_id", "check_id", "name", "value", "at"},
-			pgx.CopyFromRows(samples)); err != nil {
-			return fmt.Errorf("write check results: copy metric samples: %w", err)
-		}
-	}
-
-	targets := uniqueSorted(tIDs)
-	changes, err := w.recompute(ctx, tx, targets, slugOf)
+	changes, err := w.recompute(ctx, tx, old, slugOf, states)
 	if err != nil {
 		return err
 	}
@@ -304,69 +385,26 @@ WHERE check_results.at <= EXCLUDED.at`,
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("write check results: commit: %w", err)
 	}
-	w.m.Add("oikos_scheduler_metric_samples_total", "Metric samples written.", float64(len(samples)))
+	w.m.Add("oikos_scheduler_metric_samples_total", "Metric samples written.", float64(samples))
 	w.m.Add("oikos_scheduler_health_changes_total", "Combined health transitions of targets.", float64(len(changes)))
 	return nil
 }
 
-// recompute sets entity_status of targets from their enabled checks' latest results and
-// returns the transitions.
-func (w *writer) recompute(ctx context.Context, tx pgx.Tx, targets []string, slugOf map[string]string) ([]healthChange, error) {
-	// Rows are created with the schema's default (unknown), then locked in id order so two
-	// schedulers writing the same targets cannot deadlock.
-	if _, err := tx.Exec(ctx, `INSERT INTO entity_status (entity_id) SELECT t FROM unnest($1::uuid[]) AS t ORDER BY t
-ON CONFLICT (entity_id) DO NOTHING`, targets); err != nil {
-		return nil, fmt.Errorf("write check results: ensure status rows: %w", err)
+// recompute sets entity_status of the locked targets (old) from their enabled checks'
+// latest results (states) and returns the transitions.
+func (w *writer) recompute(ctx context.Context, tx pgx.Tx, old map[string]targetStatus, slugOf map[string]string, states map[string][]checkState) ([]healthChange, error) {
+	targets := make([]string, 0, len(old))
+	for tid := range old {
+		targets = append(targets, tid)
 	}
-	old := map[string]targetStatus{}
-	rows, err := tx.Query(ctx, `SELECT es.entity_id::text, es.health, es.reason, e.slug
-FROM entity_status es JOIN entities e ON e.id = es.entity_id
-WHERE es.entity_id = ANY($1::uuid[]) ORDER BY es.entity_id FOR UPDATE OF es`, targets)
-	if err != nil {
-		return nil, fmt.Errorf("write check results: lock status rows: %w", err)
-	}
-	var id, health, reason, slug string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &health, &reason, &slug}, func() error {
-		old[id] = targetStatus{health: health, reason: reason, exists: true}
-		slugOf[id] = slug
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("write check results: lock status rows: %w", err)
-	}
-
-	states := map[string][]checkState{}
-	rows, err = tx.Query(ctx, `
-SELECT cr.target_id::text, cd.slug, cd.kind, cr.health, cr.reason, cr.error_class, cr.summary, cr.at, cr.observed_at
-FROM check_results cr JOIN check_defs cd ON cd.id = cr.check_id AND cd.enabled AND cd.target_id = cr.target_id
-WHERE cr.target_id = ANY($1::uuid[])`, targets)
-	if err != nil {
-		return nil, fmt.Errorf("write check results: read results of targets: %w", err)
-	}
-	_, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
-		var (
-			tid string
-			s   checkState
-		)
-		if err := r.Scan(&tid, &s.Slug, &s.Kind, &s.Health, &s.Reason, &s.Class, &s.Summary, &s.At, &s.ObservedAt); err != nil {
-			return struct{}{}, err
-		}
-		states[tid] = append(states[tid], s)
-		return struct{}{}, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("write check results: read results of targets: %w", err)
-	}
-
+	sort.Strings(targets)
 	var (
-		ids, healths, reasons, summaries []string
-		last                             []*time.Time
+		ids, healths, reasons, summaries = make([]string, 0, len(targets)), make([]string, 0, len(targets)), make([]string, 0, len(targets)), make([]string, 0, len(targets))
+		last                             = make([]*time.Time, 0, len(targets))
 		changes                          []healthChange
 	)
 	for _, tid := range targets {
-		prev, ok := old[tid]
-		if !ok {
-			continue // the entity was deleted meanwhile
-		}
+		prev := old[tid]
 		c := combine(states[tid])
 		if prev.health == HealthStale && c.Health == HealthUnknown {
 			// Still nothing observed: stale stays stale (the sweep set it; an unknown
@@ -389,30 +427,17 @@ WHERE cr.target_id = ANY($1::uuid[])`, targets)
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	_, err = tx.Exec(ctx, `
+	_, err := tx.Exec(ctx, `
 UPDATE entity_status es SET
     health        = u.h,
     reason        = u.r,
     summary       = u.s::jsonb,
     last_check_at = coalesce(u.l, es.last_check_at),
     changed_at    = CASE WHEN es.health <> u.h THEN $6 ELSE es.changed_at END
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(id, h, r, s, l)
+FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(id, h, r, s, l)
 WHERE es.entity_id = u.id`, ids, healths, reasons, summaries, last, w.clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("write check results: update status: %w", err)
 	}
 	return changes, nil
-}
-
-func uniqueSorted(ids []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -1,7 +1,6 @@
 package coreutils
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -321,12 +320,13 @@ func sh(ctx context.Context, inv *shell.Invocation) int {
 		}
 		return inv.RunScript(ctx, prefix+string(data), args, stdio)
 	}
-	data, err := io.ReadAll(bufio.NewReader(inv.Stdin))
-	if err != nil {
-		return 1
+	// A script on stdin runs line by line as it arrives, as sh does: a client may keep the
+	// shell open and feed it one command at a time.
+	in := inv.Stdin
+	if prefix != "" {
+		in = io.MultiReader(strings.NewReader(prefix), in)
 	}
-	stdio.Stdin = nil
-	return inv.RunScript(ctx, prefix+string(data), []string{inv.Name()}, stdio)
+	return inv.RunInteractive(ctx, in, []string{inv.Name()}, stdio)
 }
 
 func timeout(ctx context.Context, inv *shell.Invocation) int {

@@ -143,6 +143,89 @@ func (inv *Invocation) RunScript(ctx context.Context, script string, params []st
 	return inv.Shell.run(ctx, script, params, stdio.norm(), inv.Dir, inv.Env)
 }
 
+// RunInteractive runs the script read from in one line at a time, the way sh runs a script
+// on its standard input: every complete line is run before the next one is read, so a client
+// can feed commands one by one and read each one's output before sending the next (a probe
+// shell). Shell state (variables, directory, options) carries from line to line, `exit` ends
+// the shell, and a syntax error ends it with status 2 as a non-interactive sh does. The
+// commands' standard input is in too. A LineHook in ctx (WithLineHook) runs around each line.
+func (inv *Invocation) RunInteractive(ctx context.Context, in io.Reader, params []string, stdio Stdio) int {
+	return inv.Shell.runInteractive(ctx, in, params, stdio.norm(), inv.Dir, inv.Env)
+}
+
+// LineHook runs around each line an interactive shell (RunInteractive) reads: it calls run
+// at most once, with the streams the line's output goes to, and returns false to end the
+// shell (after ctx ended, or after dropping the connection). The lab's SSH server uses it to
+// apply a host's faults to every command a long-lived shell receives.
+type LineHook func(ctx context.Context, run func(ctx context.Context, stdout, stderr io.Writer)) bool
+
+type lineHookKey struct{}
+
+// WithLineHook returns ctx carrying h for the next interactive shell started under it. Only
+// that shell sees it: shells nested inside it run their lines without a hook.
+func WithLineHook(ctx context.Context, h LineHook) context.Context {
+	return context.WithValue(ctx, lineHookKey{}, h)
+}
+
+// switchWriter forwards to a writer that can be changed between lines.
+type switchWriter struct{ w io.Writer }
+
+func (s *switchWriter) Write(p []byte) (int, error) { return s.w.Write(p) }
+
+func (s *Shell) runInteractive(ctx context.Context, in io.Reader, params []string, stdio Stdio, dir string, env expand.Environ) int {
+	hook, _ := ctx.Value(lineHookKey{}).(LineHook)
+	ctx = context.WithValue(ctx, lineHookKey{}, LineHook(nil))
+	name := "sh"
+	if len(params) > 0 {
+		name = params[0]
+	}
+	stdin, done := asFile(s.Log, in)
+	defer done()
+	out, errw := &switchWriter{w: stdio.Stdout}, &switchWriter{w: stdio.Stderr}
+	r, err := s.newRunner(Stdio{Stdin: stdin, Stdout: out, Stderr: errw}, env, params)
+	if err != nil {
+		fmt.Fprintf(stdio.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	if err := s.prelude(ctx, r, dir); err != nil {
+		fmt.Fprintf(stdio.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	code := 0
+	p := syntax.NewParser()
+	for stmts, perr := range p.InteractiveSeq(stdin) {
+		if perr != nil {
+			fmt.Fprintf(stdio.Stderr, "%s: %v\n", name, perr)
+			return 2
+		}
+		if p.Incomplete() || len(stmts) == 0 {
+			continue
+		}
+		run := func(ctx context.Context, stdout, stderr io.Writer) {
+			// The interpreter writes only while Run runs, so swapping between lines is safe.
+			out.w, errw.w = stdout, stderr
+			defer func() { out.w, errw.w = stdio.Stdout, stdio.Stderr }()
+			for _, st := range stmts {
+				code = exitCode(r.Run(ctx, st), stderr)
+				if r.Exited() || ctx.Err() != nil {
+					return
+				}
+			}
+		}
+		if hook != nil {
+			if !hook(ctx, run) {
+				return code
+			}
+		} else {
+			run(ctx, stdio.Stdout, stdio.Stderr)
+		}
+		if r.Exited() || ctx.Err() != nil {
+			return code
+		}
+	}
+	return code
+}
+
 // Run interprets a command line as a login shell would run `sh -c script` (the way sshd runs
 // an exec request) and returns its exit status.
 func (s *Shell) Run(ctx context.Context, script string, stdio Stdio) int {

@@ -1,0 +1,380 @@
+package checks
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxRedirects is how many redirects an http check follows, as net/http's client does.
+const maxRedirects = 10
+
+// idleConnTimeout closes a kept connection nobody used for this long (longer than the usual
+// 60 s interval, so a check on its schedule always finds its connection).
+const idleConnTimeout = 5 * time.Minute
+
+// maxHeaderBytes bounds the status line and headers of a response, as net/http's
+// Transport bounds them by default.
+const maxHeaderBytes = 10 << 20
+
+// aLongTimeAgo is a deadline in the past: setting it makes a blocked read or write return.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// errHeaderTooLarge ends an answer whose headers never end.
+var errHeaderTooLarge = errors.New("server response headers too large")
+
+// httpAnswer is what an http check needs of the final response.
+type httpAnswer struct {
+	status int
+	body   []byte // only when asked for (a body match), at most maxBodyBytes
+}
+
+// keptClient runs http checks as plain HTTP/1.1 exchanges on kept connections: the probe's
+// own goroutine writes the request and reads the response on a buffered connection it has
+// checked out of an idle list, keyed like net/http's (scheme and host:port of the URL), so a
+// route checked on its interval reuses one TCP (and TLS) connection. net/http's Transport
+// does the same with a read and a write goroutine per connection and channel hand-offs
+// between them and the caller for every request; at a hundred checks a second those
+// wake-ups cost more scheduler CPU than the exchange itself (docs/benchmarks.md, issue 6).
+//
+// Behaviour matches the Transport it replaces: names go through the name-map dialer only,
+// TLS verifies against the configured roots with the URL's host as server name, redirects
+// are followed up to ten like http.Client's, a kept connection the server closed meanwhile
+// is retried once on a fresh one (the request is a GET), the check's context bounds
+// everything, errors are wrapped in *url.Error as http.Client wraps them. It speaks
+// HTTP/1.1 only, which every health endpoint answers.
+type keptClient struct {
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	tls     *tls.Config
+	maxIdle int
+	// maxHeader bounds a response's status line and headers (maxHeaderBytes).
+	maxHeader int64
+
+	mu   sync.Mutex
+	idle map[string][]*keptConn // by "scheme://host:port" of the URL, most recently used last
+	open atomic.Int64
+}
+
+// keptConn is one connection with its buffers.
+type keptConn struct {
+	key       string
+	conn      net.Conn
+	capped    cappedReader // conn, read through br
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	idleSince time.Time
+}
+
+// cappedReader fails a read once left bytes have been read: it bounds the headers of a
+// response (http.ReadResponse itself reads them without limit).
+type cappedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+func newKeptClient(d *netDialer, tlsConfig *tls.Config, maxIdlePerHost int) *keptClient {
+	if tlsConfig == nil {
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return &keptClient{dial: d.DialContext, tls: tlsConfig, maxIdle: maxIdlePerHost, maxHeader: maxHeaderBytes,
+		idle: map[string][]*keptConn{}}
+}
+
+// get fetches u and returns the final answer after redirects.
+func (c *keptClient) get(ctx context.Context, u *url.URL, wantBody bool) (httpAnswer, error) {
+	referer := ""
+	for redirects := 0; ; redirects++ {
+		ans, loc, err := c.roundTrip(ctx, u, referer, wantBody)
+		if err != nil {
+			return httpAnswer{}, &url.Error{Op: "Get", URL: urlForError(u), Err: err}
+		}
+		if loc == "" {
+			return ans, nil
+		}
+		if redirects == maxRedirects {
+			return httpAnswer{}, &url.Error{Op: "Get", URL: urlForError(u), Err: errors.New("stopped after 10 redirects")}
+		}
+		next, err := u.Parse(loc)
+		if err != nil {
+			return httpAnswer{}, &url.Error{Op: "Get", URL: urlForError(u), Err: fmt.Errorf("failed to parse Location header %q: %w", loc, err)}
+		}
+		// http.Client sends the previous URL as Referer, except from https to http.
+		referer = ""
+		if u.Scheme != "https" || next.Scheme != "http" {
+			ru := *u
+			ru.User, ru.Fragment = nil, ""
+			referer = ru.String()
+		}
+		u = next
+	}
+}
+
+func urlForError(u *url.URL) string {
+	if _, has := u.User.Password(); has {
+		return u.Redacted()
+	}
+	return u.String()
+}
+
+// followed reports whether http.Client follows a response with this status (a GET).
+func followed(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
+
+// roundTrip does one GET. loc is the Location to follow, if the answer is a redirect.
+func (c *keptClient) roundTrip(ctx context.Context, u *url.URL, referer string, wantBody bool) (httpAnswer, string, error) {
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return httpAnswer{}, "", fmt.Errorf("unsupported protocol scheme %q", u.Scheme)
+	}
+	if u.Host == "" {
+		return httpAnswer{}, "", errors.New("http: no Host in request URL")
+	}
+	host := u.Hostname()
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	addr := net.JoinHostPort(host, port)
+	key := u.Scheme + "://" + addr
+	// Host carries the port only when the URL does, as net/http writes it.
+	hostHeader := strings.TrimSuffix(u.Host, ":")
+	req := "GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + hostHeader + "\r\nUser-Agent: oikos-scheduler\r\n"
+	if referer != "" {
+		req += "Referer: " + referer + "\r\n"
+	}
+	req += "\r\n"
+
+	for attempt := 0; ; attempt++ {
+		kc, reused := c.take(key)
+		if kc == nil {
+			var err error
+			if kc, err = c.connect(ctx, u.Scheme, host, addr, key); err != nil {
+				return httpAnswer{}, "", err
+			}
+		}
+		ans, loc, keep, retry, err := c.exchange(ctx, kc, req, wantBody)
+		if err != nil {
+			c.discard(kc)
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return httpAnswer{}, "", ctxErr
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The connection's deadline is the context's: it ran out a hair before the
+				// context's own timer fired.
+				return httpAnswer{}, "", context.DeadlineExceeded
+			}
+			if reused && retry && attempt == 0 {
+				// The server closed the kept connection while it was idle: nothing of this
+				// request was answered, and a GET may be sent again (as net/http does).
+				continue
+			}
+			return httpAnswer{}, "", err
+		}
+		if keep {
+			c.put(kc)
+		} else {
+			c.discard(kc)
+		}
+		return ans, loc, nil
+	}
+}
+
+// exchange writes req on kc and reads the answer. keep says whether the connection can be
+// reused; retry whether the error came before any byte of an answer (a stale connection).
+func (c *keptClient) exchange(ctx context.Context, kc *keptConn, req string, wantBody bool) (ans httpAnswer, loc string, keep, retry bool, err error) {
+	deadline, _ := ctx.Deadline() // zero without one: no deadline
+	if err := kc.conn.SetDeadline(deadline); err != nil {
+		return httpAnswer{}, "", false, true, err
+	}
+	// Cancellation without a deadline (Stop) unblocks the connection too.
+	stop := context.AfterFunc(ctx, func() { _ = kc.conn.SetDeadline(aLongTimeAgo) })
+	defer stop()
+	if _, err := kc.bw.WriteString(req); err != nil {
+		return httpAnswer{}, "", false, true, err
+	}
+	if err := kc.bw.Flush(); err != nil {
+		return httpAnswer{}, "", false, true, err
+	}
+	kc.capped.left = c.maxHeader
+	if _, err := kc.br.Peek(1); err != nil {
+		return httpAnswer{}, "", false, true, err
+	}
+	var resp *http.Response
+	for {
+		resp, err = http.ReadResponse(kc.br, nil)
+		if err != nil {
+			return httpAnswer{}, "", false, false, err
+		}
+		// 1xx answers (other than 101) precede the real one, as in net/http.
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			continue
+		}
+		break
+	}
+	kc.capped.left = math.MaxInt64 // the body is bounded as it is read
+	ans.status = resp.StatusCode
+	if followed(resp.StatusCode) {
+		loc = resp.Header.Get("Location")
+	}
+	var n int64
+	if wantBody && loc == "" {
+		ans.body, err = io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
+		n = int64(len(ans.body))
+	} else {
+		n, err = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBodyBytes))
+	}
+	if err != nil {
+		return httpAnswer{}, "", false, false, fmt.Errorf("reading the body: %w", err)
+	}
+	// The connection is reusable only with the whole body read and nothing after it. (The
+	// body is never Closed: for a body read to its end there is nothing left to release,
+	// and Close would drain an unread one without bound.)
+	complete := n < maxBodyBytes
+	if !complete {
+		var one [1]byte
+		m, rerr := resp.Body.Read(one[:])
+		complete = m == 0 && rerr == io.EOF
+	}
+	keep = complete && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols && kc.br.Buffered() == 0
+	return ans, loc, keep, false, nil
+}
+
+// connect dials addr through the name-map dialer and, for https, does the TLS handshake
+// with host as the server name.
+func (c *keptClient) connect(ctx context.Context, scheme, host, addr, key string) (*keptConn, error) {
+	conn, err := c.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if scheme == "https" {
+		cfg := c.tls.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
+		cfg.NextProtos = []string{"http/1.1"}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	c.open.Add(1)
+	kc := &keptConn{key: key, conn: conn, bw: bufio.NewWriterSize(conn, 1024)}
+	kc.capped.r = conn
+	kc.br = bufio.NewReaderSize(&kc.capped, 4096)
+	return kc, nil
+}
+
+// take checks out the most recently used idle connection of key, closing any that idled too
+// long.
+func (c *keptClient) take(key string) (*keptConn, bool) {
+	now := time.Now()
+	var expired []*keptConn
+	defer func() { c.discardAll(expired) }() // outside the lock: a TLS close writes
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	list := c.idle[key]
+	for len(list) > 0 {
+		kc := list[len(list)-1]
+		list[len(list)-1] = nil
+		list = list[:len(list)-1]
+		if now.Sub(kc.idleSince) < idleConnTimeout {
+			c.setIdle(key, list)
+			return kc, true
+		}
+		expired = append(expired, kc)
+	}
+	c.setIdle(key, list)
+	return nil, false
+}
+
+func (c *keptClient) setIdle(key string, list []*keptConn) {
+	if len(list) == 0 {
+		delete(c.idle, key)
+		return
+	}
+	c.idle[key] = list
+}
+
+// put returns a connection to its idle list (closing it when the list is full).
+func (c *keptClient) put(kc *keptConn) {
+	kc.idleSince = time.Now()
+	c.mu.Lock()
+	list := c.idle[kc.key]
+	if len(list) >= c.maxIdle {
+		c.mu.Unlock()
+		c.discard(kc)
+		return
+	}
+	c.idle[kc.key] = append(list, kc)
+	c.mu.Unlock()
+}
+
+func (c *keptClient) discard(kc *keptConn) {
+	_ = kc.conn.Close()
+	c.open.Add(-1)
+}
+
+// closeIdle closes the idle connections unused for at least olderThan (all with 0): a
+// route whose check was removed does not keep its connection.
+func (c *keptClient) closeIdle(olderThan time.Duration) {
+	now := time.Now()
+	var old []*keptConn
+	c.mu.Lock()
+	for key, list := range c.idle {
+		kept := list[:0]
+		for _, kc := range list {
+			if now.Sub(kc.idleSince) >= olderThan {
+				old = append(old, kc)
+			} else {
+				kept = append(kept, kc)
+			}
+		}
+		clear(list[len(kept):])
+		c.setIdle(key, kept)
+	}
+	c.mu.Unlock()
+	c.discardAll(old)
+}
+
+func (c *keptClient) discardAll(kcs []*keptConn) {
+	for _, kc := range kcs {
+		c.discard(kc)
+	}
+}
+
+// openConnections counts the connections open now, idle or in use.
+func (c *keptClient) openConnections() int { return int(c.open.Load()) }
