@@ -74,6 +74,31 @@ func TestBlastRadius(t *testing.T) {
 			t.Errorf("%s depth %s:\n got  %s\n want %s", c.ref, c.depth, got, c.want)
 		}
 	}
+	// lxc:web's id is now remembered: the requests below take the one-round-trip path, which
+	// must still see every change committed since.
+	if got, want := radius("lxc:web", ""), "service:app@1 ingress-route:app.lab.example@2 service:loop-a@3"; got != want {
+		t.Errorf("lxc:web: got %q, want %q", got, want)
+	}
+	e.create("service", "extra", nil)
+	e.link("runs-on", "service:extra", "lxc:web")
+	if got, want := radius("proxmox-host:atlas", "2"), "lxc:web@1 vm:db@1 database:pg@2 service:app@2 service:extra@2"; got != want {
+		t.Errorf("after a new runs-on edge: got %q, want %q", got, want)
+	}
+	var atlas struct {
+		ID string `json:"id"`
+	}
+	e.readonly.do("GET", "/api/v1/entities/proxmox-host:atlas", nil).expect(t, http.StatusOK).json(t, &atlas)
+	if got, want := radius(atlas.ID, "1"), "lxc:web@1 vm:db@1"; got != want {
+		t.Errorf("by id: got %q, want %q", got, want)
+	}
+	var byID struct {
+		Root entityJSON `json:"root"`
+	}
+	e.setHealth("proxmox-host:atlas", "down", time.Minute)
+	e.readonly.do("GET", "/api/v1/entities/"+atlas.ID+"/blast-radius", nil).expect(t, http.StatusOK).json(t, &byID)
+	if byID.Root.Slug != "proxmox-host:atlas" || byID.Root.Health != "down" {
+		t.Errorf("root read with the radius: %+v, want proxmox-host:atlas, down", byID.Root)
+	}
 	// An ended edge no longer carries impact.
 	var rels struct {
 		Items []struct {
@@ -86,7 +111,7 @@ func TestBlastRadius(t *testing.T) {
 		t.Fatalf("relations: %+v", rels)
 	}
 	e.operator.do("POST", "/api/v1/relationships/"+rels.Items[0].ID+"/end", nil).expect(t, http.StatusOK)
-	if got := radius("lxc:web", ""); got != "" {
+	if got := radius("lxc:web", ""); got != "service:extra@1" {
 		t.Errorf("after ending runs-on, lxc:web still affects %q", got)
 	}
 	e.readonly.do("GET", "/api/v1/entities/lxc:ghost/blast-radius", nil).expect(t, http.StatusNotFound)

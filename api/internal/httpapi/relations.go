@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
@@ -164,16 +165,84 @@ func (s *Server) blastRadius(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	root, err := s.reader.GetEntity(c.Request().Context(), ref)
+	ctx := c.Request().Context()
+	if root, items, ok, err := s.blastFast(ctx, ref, int(depth)); err != nil {
+		return err
+	} else if ok {
+		return c.JSON(http.StatusOK, blastRadiusAnswer{Root: root, Depth: int(depth), Items: items,
+			Forward: readmodel.BlastForward, Reverse: readmodel.BlastReverse})
+	}
+	root, err := s.reader.GetEntity(ctx, ref)
 	if err != nil {
 		return err
 	}
-	items, err := s.blastItems(c.Request().Context(), root.ID, int(depth))
+	s.rootIDs.remember(ref, root)
+	items, err := s.blastItems(ctx, root.ID, int(depth))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, blastRadiusAnswer{Root: root, Depth: int(depth), Items: items,
 		Forward: readmodel.BlastForward, Reverse: readmodel.BlastReverse})
+}
+
+// blastFast answers a blast radius in one round trip when the root's id is known (an id,
+// or a slug resolved by an earlier request: entities are never renamed and ids never
+// reused) and the in-memory walk is current: the root, the topology version and the
+// affected rows are read together. ok is false whenever any of that does not hold, and the
+// caller takes the ordinary path, which also answers 404.
+func (s *Server) blastFast(ctx context.Context, ref string, depth int) (readmodel.Entity, []readmodel.Affected, bool, error) {
+	if s.topo == nil {
+		return readmodel.Entity{}, nil, false, nil
+	}
+	id, known := s.rootIDs.lookup(ref)
+	if !known {
+		return readmodel.Entity{}, nil, false, nil
+	}
+	r, ok := s.topo.Walk(id, depth)
+	if !ok {
+		return readmodel.Entity{}, nil, false, nil
+	}
+	root, found, items, version, err := s.reader.RootAndAffected(ctx, id, r.IDs, r.Depths)
+	if err != nil {
+		return readmodel.Entity{}, nil, false, err
+	}
+	if !found || (root.ID != ref && root.Slug != ref) || version > r.Changes {
+		return readmodel.Entity{}, nil, false, nil
+	}
+	return root, items, true, nil
+}
+
+// rootIDCache remembers the ids of the slugs blast radii were asked for. It is only a
+// hint: blastFast checks the row it reads against the slug, so a stale entry costs a round
+// trip, never a wrong answer. Bounded: it starts over when full.
+type rootIDCache struct {
+	mu  sync.RWMutex
+	ids map[string]string
+}
+
+// maxRootIDs bounds the cache (an entry is two short strings).
+const maxRootIDs = 100_000
+
+func (c *rootIDCache) lookup(ref string) (string, bool) {
+	if readmodel.IsUUID(ref) {
+		return ref, true
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	id, ok := c.ids[ref]
+	return id, ok
+}
+
+func (c *rootIDCache) remember(ref string, e readmodel.Entity) {
+	if readmodel.IsUUID(ref) || e.Slug != ref {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ids == nil || len(c.ids) >= maxRootIDs {
+		c.ids = make(map[string]string)
+	}
+	c.ids[ref] = e.ID
 }
 
 // blastItems walks the radius in the in-memory topology index and reads the entities it

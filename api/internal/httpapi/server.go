@@ -65,6 +65,8 @@ type Server struct {
 	log    zerolog.Logger
 	// topo walks blast radii in memory; nil without a pool (then they walk in SQL).
 	topo *topology.Index
+	// rootIDs remembers slug → id for the blast radius's one-round-trip path.
+	rootIDs rootIDCache
 }
 
 // New builds the handler and starts the SSE hub (subscribed once to the bus). Call Stop at

@@ -2,6 +2,7 @@ package readmodel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -275,10 +276,28 @@ func (r *Reader) BlastRadius(ctx context.Context, rootID string, maxDepth int) (
 // rows: a caller that walked an in-memory copy of the edges at version v knows the walk
 // missed nothing committed before this call when the returned version is at most v.
 func (r *Reader) AffectedEntities(ctx context.Context, ids [][16]byte, depths []int32) ([]Affected, int64, error) {
+	_, _, items, version, err := r.affected(ctx, "", ids, depths)
+	return items, version, err
+}
+
+// RootAndAffected is AffectedEntities with the root entity read in the same round trip, for
+// a caller that already knows the root's id (a blast radius whose slug it resolved before:
+// slugs and ids never change). found is false when no entity has that id any more.
+func (r *Reader) RootAndAffected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root Entity, found bool, items []Affected, version int64, err error) {
+	return r.affected(ctx, rootID, ids, depths)
+}
+
+// affected sends the root's read (when rootID is set), the topology version and the
+// affected rows as one batch.
+func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root Entity, found bool, out []Affected, version int64, err error) {
 	if len(ids) != len(depths) {
-		return nil, 0, fmt.Errorf("affected entities: %d ids but %d depths", len(ids), len(depths))
+		return Entity{}, false, nil, 0, fmt.Errorf("affected entities: %d ids but %d depths", len(ids), len(depths))
 	}
 	b := &pgx.Batch{}
+	if rootID != "" {
+		b.Queue(`SELECT `+entityColumns+` FROM entities e LEFT JOIN entity_status s ON s.entity_id = e.id
+			WHERE e.id = $1::uuid`, rootID)
+	}
 	b.Queue(`SELECT changes FROM topology_version`)
 	if len(ids) > 0 {
 		// The id = ANY filter is what the plan needs: with only the join to unnest, the
@@ -291,28 +310,36 @@ func (r *Reader) AffectedEntities(ctx context.Context, ids [][16]byte, depths []
 	}
 	br := r.db.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
-	var version int64
+	if rootID != "" {
+		root, err = scanEntity(br.QueryRow())
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return Entity{}, false, nil, 0, fmt.Errorf("affected entities: root %s: %w", rootID, err)
+		default:
+			found = true
+		}
+	}
 	if err := br.QueryRow().Scan(&version); err != nil {
-		return nil, 0, fmt.Errorf("affected entities: topology version: %w", err)
+		return Entity{}, false, nil, 0, fmt.Errorf("affected entities: topology version: %w", err)
 	}
-	out := make([]Affected, 0, len(ids))
-	if len(ids) == 0 {
-		return out, version, br.Close()
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, 0, fmt.Errorf("affected entities: %w", err)
-	}
-	var x Affected
-	_, err = pgx.ForEachRow(rows, []any{&x.ID, &x.Slug, &x.Type, &x.Name, &x.State, &x.Health, &x.Depth}, func() error {
-		out = append(out, x)
-		return nil
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("affected entities: %w", err)
+	out = make([]Affected, 0, len(ids))
+	if len(ids) > 0 {
+		rows, err := br.Query()
+		if err != nil {
+			return Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
+		}
+		var x Affected
+		_, err = pgx.ForEachRow(rows, []any{&x.ID, &x.Slug, &x.Type, &x.Name, &x.State, &x.Health, &x.Depth}, func() error {
+			out = append(out, x)
+			return nil
+		})
+		if err != nil {
+			return Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
+		}
 	}
 	if err := br.Close(); err != nil {
-		return nil, 0, fmt.Errorf("affected entities: %w", err)
+		return Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
 	}
-	return out, version, nil
+	return root, found, out, version, nil
 }
