@@ -18,7 +18,6 @@ package checks
 //	cd scheduler && go test -run '^$' -bench BenchmarkRunnerHTTP -benchtime 1x ./internal/checks/
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -34,7 +33,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -243,28 +241,8 @@ func BenchmarkRunnerHTTP(b *testing.B) {
 		b.Skip("a minute and a half long")
 	}
 	window := benchSeconds()
-	child := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	child.Env = append(os.Environ(), benchHTTPChildEnv+"=1")
-	stdin, err := child.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		_ = stdin.Close()
-		_ = child.Wait()
-	}()
 	var info httpChildInfo
-	if err := json.NewDecoder(bufio.NewReader(stdout)).Decode(&info); err != nil {
-		b.Fatalf("child: %v", err)
-	}
+	startBenchChild(b, benchHTTPChildEnv+"=1", &info)
 	caFile := filepath.Join(b.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, []byte(info.CAPEM), 0o600); err != nil {
 		b.Fatal(err)

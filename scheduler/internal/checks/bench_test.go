@@ -294,28 +294,8 @@ func BenchmarkRunnerLabsim(b *testing.B) {
 	if err := os.WriteFile(invFile, []byte(inv), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	child := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	child.Env = append(os.Environ(), benchChildEnv+"="+invFile)
-	stdin, err := child.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		_ = stdin.Close()
-		_ = child.Wait()
-	}()
 	var info childInfo
-	if err := json.NewDecoder(bufio.NewReader(stdout)).Decode(&info); err != nil {
-		b.Fatalf("child: %v", err)
-	}
+	child := startBenchChild(b, benchChildEnv+"="+invFile, &info)
 	childPID := strconv.Itoa(child.Process.Pid)
 
 	// The graph: the fleet plus 200 ingress routes whose url names the local server.
@@ -606,4 +586,34 @@ VALUES ($1, $2, $3, $4, 'ssh-script', '{"script": "cpu", "os": "linux", "args": 
 	b.ReportMetric(float64(shellPer.Microseconds())/1000, "seq-probe-shell-sshd-ms/check")
 	b.ReportMetric(float64(sessionPer.Microseconds())/1000, "seq-session-sshd-ms/check")
 	b.ReportMetric(float64(freshPer.Microseconds())/1000, "fresh-conn-sshd-ms/check")
+}
+
+// startBenchChild re-executes the test binary as the benchmark's child process (labsim and
+// the HTTP servers, so their CPU is not the scheduler's) with env set, decodes the JSON the
+// child prints first into info, and stops the child when the benchmark ends (closing its
+// stdin is its signal to exit). The returned command exposes the child's pid.
+func startBenchChild(b *testing.B, env string, info any) *exec.Cmd {
+	b.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	child.Env = append(os.Environ(), env)
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		_ = child.Wait()
+	})
+	if err := json.NewDecoder(bufio.NewReader(stdout)).Decode(info); err != nil {
+		b.Fatalf("child: %v", err)
+	}
+	return child
 }
