@@ -2,6 +2,7 @@ package execution_test
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +193,39 @@ func TestStopMidRunKeepsOutputAndInterrupts(t *testing.T) {
 	}
 	if got := joined(l.events(id)); got != "execution.started,execution.interrupted" {
 		t.Errorf("events = %s", got)
+	}
+}
+
+// stdout and stderr are logged under their own streams, directly and through the pct exec
+// hop; the output tail holds both.
+func TestStderrLoggedApart(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, labOptions{})
+	cmd := `echo out; echo err >&2`
+	for _, target := range []string{"host:hermes", "lxc:caddy"} {
+		id, r := l.runOnce(execSpec{target: target, command: cmd}, 20*time.Second)
+		if r.Status != "completed" {
+			t.Fatalf("%s: status %s error %q", target, r.Status, r.Error)
+		}
+		if !bytes.Contains(r.Output, []byte("out\n")) || !bytes.Contains(r.Output, []byte("err\n")) {
+			t.Errorf("%s: output tail %q lacks a stream", target, r.Output)
+		}
+		rows, err := l.db.Pool.Query(context.Background(), `SELECT stream, string_agg(convert_from(data, 'UTF8'), '' ORDER BY seq)
+			FROM execution_logs WHERE execution_id = $1 AND stream <> 'system' GROUP BY stream ORDER BY stream`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for rows.Next() {
+			var stream, data string
+			if err := rows.Scan(&stream, &data); err != nil {
+				t.Fatal(err)
+			}
+			got[stream] = data
+		}
+		rows.Close()
+		if got["stdout"] != "out\n" || got["stderr"] != "err\n" || len(got) != 2 {
+			t.Errorf("%s: logged streams %q, want stdout \"out\\n\" and stderr \"err\\n\"", target, got)
+		}
 	}
 }

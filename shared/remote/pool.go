@@ -185,7 +185,8 @@ func (p *Pool) goTracked(label string, fn func()) bool {
 }
 
 // Run runs command verbatim on t.Addr as t.User (no host-hop wrapping; see
-// Exec). stdout and stderr chunks are written to out as they arrive. When ctx
+// Exec). stdout and stderr chunks are written to out as they arrive (stderr to
+// WriteStderr when out is a StderrWriter). When ctx
 // ends first, the output received so far is returned with an error wrapping
 // ctx.Err() — output is never thrown away. A non-zero exit is not an error:
 // it is Result.ExitCode.

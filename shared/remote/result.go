@@ -66,7 +66,13 @@ func (c *capture) write(b *cappedBuf, p []byte) (int, error) {
 	// logging), but it must not be silent either: the first error is kept
 	// and returned by Run, and streaming stops.
 	if c.out != nil && c.outErr == nil {
-		if _, err := c.out.Write(p); err != nil {
+		var err error
+		if se, ok := c.out.(StderrWriter); ok && b == &c.stderr {
+			_, err = se.WriteStderr(p)
+		} else {
+			_, err = c.out.Write(p)
+		}
+		if err != nil {
 			c.outErr = err
 		}
 	}
@@ -84,6 +90,15 @@ func (c *capture) finish() (Result, error) {
 		StdoutTruncated: c.stdout.truncated,
 		StderrTruncated: c.stderr.truncated,
 	}, c.outErr
+}
+
+// StderrWriter is an output sink that keeps the streams apart: when the out given to Run,
+// Exec or Probe implements it, stderr chunks go to WriteStderr and only stdout chunks to
+// Write (the executor's log stores each chunk under its stream). Any other io.Writer gets
+// both, interleaved as they arrive.
+type StderrWriter interface {
+	io.Writer
+	WriteStderr(p []byte) (int, error)
 }
 
 type streamWriter struct {

@@ -131,7 +131,7 @@ func executionsTail(ctx context.Context, env *cliEnv, args []string) int {
 // it did not run to an exit code (denied, revoked, timed out, interrupted) or the stream
 // failed.
 func followExecution(ctx context.Context, env *cliEnv, id string) int {
-	end, err := tailLogs(ctx, env, id, env.Stdout)
+	end, err := tailLogs(ctx, env, id, env.Stdout, env.Stderr)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "oikos: follow execution %s: %v\n", id, err)
 		return 1
@@ -167,13 +167,14 @@ type streamEnd struct {
 // it); the tail reconnects from the last chunk it printed.
 var errStreamClosed = errors.New("stream closed before the execution ended")
 
-// tailLogs writes an execution's output bytes to w as the api streams them, reconnecting
-// with Last-Event-ID when the connection drops, and returns how the execution ended.
-func tailLogs(ctx context.Context, env *cliEnv, id string, w io.Writer) (streamEnd, error) {
+// tailLogs writes an execution's output bytes as the api streams them — the command's
+// stderr to errw, everything else to w, as a local command would — reconnecting with
+// Last-Event-ID when the connection drops, and returns how the execution ended.
+func tailLogs(ctx context.Context, env *cliEnv, id string, w, errw io.Writer) (streamEnd, error) {
 	last := ""
 	delay := 250 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		end, err := tailOnce(ctx, env, id, w, &last)
+		end, err := tailOnce(ctx, env, id, w, errw, &last)
 		if err == nil {
 			return end, nil
 		}
@@ -193,7 +194,7 @@ func tailLogs(ctx context.Context, env *cliEnv, id string, w io.Writer) (streamE
 
 // tailOnce reads one connection of the stream. last is the id of the last chunk written
 // (kept across reconnects).
-func tailOnce(ctx context.Context, env *cliEnv, id string, w io.Writer, last *string) (streamEnd, error) {
+func tailOnce(ctx context.Context, env *cliEnv, id string, w, errw io.Writer, last *string) (streamEnd, error) {
 	base := strings.TrimRight(env.Getenv("OIKOS_API_URL"), "/")
 	if base == "" {
 		base = "http://127.0.0.1:8080"
@@ -240,12 +241,17 @@ func tailOnce(ctx context.Context, env *cliEnv, id string, w io.Writer, last *st
 			switch event {
 			case "chunk":
 				var c struct {
-					Data []byte `json:"data"`
+					Stream string `json:"stream"`
+					Data   []byte `json:"data"`
 				}
 				if err := json.Unmarshal([]byte(data.String()), &c); err != nil {
 					return streamEnd{}, fmt.Errorf("malformed chunk: %w", err)
 				}
-				if _, err := w.Write(c.Data); err != nil {
+				dst := w
+				if c.Stream == "stderr" {
+					dst = errw
+				}
+				if _, err := dst.Write(c.Data); err != nil {
 					return streamEnd{}, err
 				}
 				*last = evID

@@ -97,7 +97,13 @@ func (a *execAPI) cli(run func(context.Context, *cliEnv, []string) int, stdin st
 
 // scheduler plays the scheduler for the next runnable execution, as exec-contract.md says:
 // it waits for the NOTIFY, claims, writes output chunks, and finishes with exitCode.
-func (a *execAPI) scheduler(chunks [][]byte, exitCode int) <-chan error {
+// logChunk is one execution_logs row the fake scheduler writes.
+type logChunk struct {
+	stream string
+	data   []byte
+}
+
+func (a *execAPI) scheduler(chunks []logChunk, exitCode int) <-chan error {
 	done := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	conn, err := pgx.Connect(ctx, a.url)
@@ -126,7 +132,7 @@ func (a *execAPI) scheduler(chunks [][]byte, exitCode int) <-chan error {
 			var out []byte
 			for i, c := range chunks {
 				err := pg.InTx(ctx, a.pool, func(tx pgx.Tx) error {
-					if _, err := tx.Exec(ctx, `INSERT INTO execution_logs (execution_id, seq, stream, data) VALUES ($1, $2, 'stdout', $3)`, id, i+1, c); err != nil {
+					if _, err := tx.Exec(ctx, `INSERT INTO execution_logs (execution_id, seq, stream, data) VALUES ($1, $2, $3, $4)`, id, i+1, c.stream, c.data); err != nil {
 						return err
 					}
 					p, _ := json.Marshal(map[string]any{"execution_id": id, "seq": i + 1})
@@ -135,7 +141,7 @@ func (a *execAPI) scheduler(chunks [][]byte, exitCode int) <-chan error {
 				if err != nil {
 					return err
 				}
-				out = append(out, c...)
+				out = append(out, c.data...)
 			}
 			status := "completed"
 			if exitCode != 0 {
@@ -154,7 +160,8 @@ var approvalRe = regexp.MustCompile(`waits for approval ([0-9a-f-]{36})`)
 func TestCLIRunFollowsReadOnly(t *testing.T) {
 	t.Parallel()
 	a := newExecAPI(t)
-	chunks := [][]byte{[]byte("line one\n"), {'b', 0x00, 0xff, '\n'}}
+	chunks := []logChunk{{"stdout", []byte("line one\n")}, {"stderr", []byte("warning: on stderr\n")}, {"stdout", []byte{'b', 0x00, 0xff, '\n'}}}
+	stdout := "line one\nb\x00\xff\n"
 	done := a.scheduler(chunks, 3)
 	code, out, errOut := a.cli(runRun, "", "lxc:web", "--", "cat", "/etc/hostname")
 	if err := <-done; err != nil {
@@ -163,10 +170,11 @@ func TestCLIRunFollowsReadOnly(t *testing.T) {
 	if code != 3 {
 		t.Fatalf("exit %d, want the command's 3; stderr %s", code, errOut)
 	}
-	if out != string(bytes.Join(chunks, nil)) {
+	if out != stdout {
 		t.Fatalf("stdout %q, want the exact output bytes", out)
 	}
-	if !strings.Contains(errOut, "read_only") || !strings.Contains(errOut, "failed (exit 3)") {
+	// The command's stderr goes to the CLI's stderr, as it would run locally.
+	if !strings.Contains(errOut, "warning: on stderr\n") || !strings.Contains(errOut, "read_only") || !strings.Contains(errOut, "failed (exit 3)") {
 		t.Fatalf("stderr: %s", errOut)
 	}
 	// executions list and tail of a finished execution.
@@ -180,7 +188,7 @@ func TestCLIRunFollowsReadOnly(t *testing.T) {
 		t.Fatalf("executions list --json: %d %s", code, out)
 	}
 	code, out, _ = a.cli(runExecutions, "", "tail", p.Items[0].ID)
-	if code != 3 || out != string(bytes.Join(chunks, nil)) {
+	if code != 3 || out != stdout {
 		t.Fatalf("tail: %d %q", code, out)
 	}
 	if code, _, errOut := a.cli(runExecutions, "", "tail", "0190b7a4-0000-7000-8000-000000000000"); code != 1 || !strings.Contains(errOut, "404") {

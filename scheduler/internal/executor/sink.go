@@ -17,7 +17,8 @@ import (
 
 // Log streams.
 const (
-	streamOutput = "stdout" // the command's output (remote delivers stdout and stderr as one stream)
+	streamOutput = "stdout" // the command's standard output
+	streamError  = "stderr" // the command's standard error (remote.StderrWriter)
 	streamSystem = "system" // what the executor itself says about the run
 )
 
@@ -81,8 +82,15 @@ func newSink(ctx context.Context, db *pgxpool.Pool, id string, every time.Durati
 	return s
 }
 
-// Write takes a chunk of command output.
-func (s *sink) Write(p []byte) (int, error) {
+// Write takes a chunk of the command's standard output.
+func (s *sink) Write(p []byte) (int, error) { return s.output(streamOutput, p) }
+
+// WriteStderr takes a chunk of the command's standard error (remote.StderrWriter): it is
+// logged under its own stream, and is part of the output tail like stdout, as the operator
+// saw it interleaved.
+func (s *sink) WriteStderr(p []byte) (int, error) { return s.output(streamError, p) }
+
+func (s *sink) output(stream string, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -96,7 +104,7 @@ func (s *sink) Write(p []byte) (int, error) {
 	if len(s.tail) > 2*s.limit {
 		s.tail = append([]byte(nil), s.tail[len(s.tail)-s.limit:]...)
 	}
-	s.enqueue(streamOutput, p)
+	s.enqueue(stream, p)
 	return len(p), nil
 }
 
