@@ -31,6 +31,10 @@ func TestTypedActions(t *testing.T) {
 		{"pct_exec on its host", execSpec{target: "proxmox-host:atlas", action: "pct_exec", params: map[string]any{"vmid": 102, "command": "hostname"}},
 			"completed", "sonarr\n", ""},
 		{"apt_upgrade", execSpec{target: "host:hermes", action: "apt_upgrade"}, "completed", "", ""},
+		{"docker_exec", execSpec{target: "lxc:docker-host", action: "docker_exec", params: map[string]any{"container": "uptime-kuma", "command": "echo hi from the container"}},
+			"completed", "hi from the container\n", ""},
+		{"docker_exec unknown container", execSpec{target: "lxc:docker-host", action: "docker_exec", params: map[string]any{"container": "nope", "command": "true"}},
+			"failed", "", "status 1"},
 	} {
 		_, r := l.runOnce(c.spec, 30*time.Second)
 		if r.Status != c.status || (c.output != "" && string(r.Output) != c.output) || !strings.Contains(r.Error, c.errHas) {

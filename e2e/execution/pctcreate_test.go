@@ -1,6 +1,7 @@
 package execution_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +79,25 @@ func TestPctCreateStaticSilentGatewayFailsFast(t *testing.T) {
 	_, cfg := l.runOnce(execSpec{target: "proxmox-host:atlas", command: "pct config 192"}, 20*time.Second)
 	if !strings.Contains(string(cfg.Output), "ip=192.0.2.61/24,gw=192.0.2.1") {
 		t.Errorf("pct config 192:\n%s", cfg.Output)
+	}
+}
+
+// Without a vmid, pct_create asks the cluster for the next free one (pvesh get
+// /cluster/nextid) and creates the container under it.
+func TestPctCreateWithoutVMIDTakesNextID(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, labOptions{fleet: atlasAnswers})
+	_, next := l.runOnce(execSpec{target: "proxmox-host:atlas", command: "pvesh get /cluster/nextid --output-format json"}, 20*time.Second)
+	want, err := strconv.Atoi(strings.Trim(strings.TrimSpace(string(next.Output)), `"`))
+	if next.Status != "completed" || err != nil || want < 100 {
+		t.Fatalf("nextid: %+v (%v)", next, err)
+	}
+	_, r := l.runOnce(execSpec{target: "proxmox-host:atlas", action: "pct_create",
+		params: map[string]any{"hostname": "auto"}}, 30*time.Second)
+	if r.Status != "completed" || r.Result["vmid"] != float64(want) {
+		t.Fatalf("row = %+v, want vmid %d", r, want)
+	}
+	if st, err := l.sim.GuestStatus("atlas", want); err != nil || st != "running" {
+		t.Errorf("guest %d: %q, %v", want, st, err)
 	}
 }

@@ -1046,6 +1046,22 @@ func (s *Sim) pvesh(_ context.Context, inv *shell.Invocation, host string) int {
 			return noConfig(inv, node, vmid, want)
 		}
 		result = s.guestResource(target, g, now, false)
+	case p == "/cluster/nextid":
+		// The lowest free vmid from 100 over the cluster (Proxmox answers it as a string).
+		used := map[int]bool{}
+		for _, name := range s.order {
+			other := s.hosts[name]
+			if other.cfg.Kind == KindProxmox && (other == h || (h.cfg.Cluster != "" && other.cfg.Cluster == h.cfg.Cluster)) {
+				for vmid := range other.guests {
+					used[vmid] = true
+				}
+			}
+		}
+		next := 100
+		for used[next] {
+			next++
+		}
+		result = strconv.Itoa(next)
 	case p == "/nodes":
 		items := []any{}
 		for _, name := range s.order {

@@ -2,6 +2,7 @@ package labsim
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -162,6 +163,22 @@ func TestPveshOverSSH(t *testing.T) {
 	}
 	if res[3]["id"] != "qemu/200" || res[3]["node"] != "atlas" || res[3]["type"] != "qemu" {
 		t.Fatalf("cluster resource: %v", res[3])
+	}
+	// /cluster/nextid: the lowest vmid from 100 that no guest of the cluster holds.
+	used := map[int]bool{}
+	for _, g := range res {
+		if v, ok := g["vmid"].(float64); ok {
+			used[int(v)] = true
+		}
+	}
+	want := 100
+	for used[want] {
+		want++
+	}
+	r = run(t, c, "pvesh get /cluster/nextid --output-format json")
+	var next string
+	if err := json.Unmarshal([]byte(r.stdout), &next); err != nil || next != strconv.Itoa(want) || r.code != 0 {
+		t.Fatalf("nextid = %q (%v), want %q", r.stdout, err, strconv.Itoa(want))
 	}
 	if err := sim.SetHostFault("atlas", Fault{}); err != nil {
 		t.Fatal(err)
