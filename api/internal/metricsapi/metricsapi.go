@@ -228,8 +228,10 @@ func (h *handlers) metrics(c echo.Context) error {
 			return request.BadRequest("step", "must be at least 1s")
 		}
 	} else {
-		// Whole seconds, at least 10 s, about defaultPoints buckets.
-		step = max(10*time.Second, (span/defaultPoints+time.Second-1)/time.Second*time.Second)
+		// Whole seconds, at least 10 s, about defaultPoints buckets (fewer when MaxPoints
+		// is lower: a step the caller did not choose must never be refused).
+		points := time.Duration(min(defaultPoints, h.d.MaxPoints))
+		step = max(10*time.Second, (span/points+time.Second-1)/time.Second*time.Second)
 	}
 	if n := span / step; int(n) > h.d.MaxPoints {
 		return request.BadRequest("step", "step %s over %s gives %d buckets; at most %d — use a larger step", step, span, n, h.d.MaxPoints)

@@ -114,6 +114,9 @@ func TestMetricsErrors(t *testing.T) {
 		{"/api/v1/entities/lxc:web/metrics?name=cpu_pct&step=0s", http.StatusBadRequest, "step"},
 		{"/api/v1/entities/lxc:web/metrics?name=cpu_pct&since=7d&step=1m", http.StatusBadRequest, "at most 100"},
 		{"/api/v1/entities/lxc:web/trend?name=cpu_pct&window=-1h", http.StatusBadRequest, "window"},
+		// Without a step the automatic one keeps within MaxPoints, even when that is below
+		// the usual 300 buckets.
+		{"/api/v1/entities/lxc:web/metrics?name=cpu_pct&since=7d", http.StatusOK, `"points"`},
 	}
 	for _, tc := range tests {
 		rec := httptest.NewRecorder()
