@@ -10,22 +10,23 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
+	"github.com/oikos-hq/oikos/api/internal/request"
 )
 
 // attrPrefix marks an attribute filter in the entity list's query: attr.vmid=101.
 const attrPrefix = "attr."
 
 func (s *Server) listEntities(c echo.Context) error {
-	limit, after, err := page(c)
+	limit, after, err := request.Page(c)
 	if err != nil {
 		return err
 	}
-	f := readmodel.EntityFilter{Limit: limit, After: after, States: listParam(c, "state"), Q: c.QueryParam("q")}
-	if f.Types, err = s.reader.ExpandTypes("type", listParam(c, "type")); err != nil {
+	f := readmodel.EntityFilter{Limit: limit, After: after, States: request.ListParam(c, "state"), Q: c.QueryParam("q")}
+	if f.Types, err = s.reader.ExpandTypes("type", request.ListParam(c, "type")); err != nil {
 		return err
 	}
-	f.Health = listParam(c, "health")
-	if err := oneOf("health", f.Health, readmodel.HealthStates); err != nil {
+	f.Health = request.ListParam(c, "health")
+	if err := request.OneOf("health", f.Health, readmodel.HealthStates); err != nil {
 		return err
 	}
 	for key, values := range c.QueryParams() {
@@ -34,7 +35,7 @@ func (s *Server) listEntities(c echo.Context) error {
 			continue
 		}
 		if name == "" {
-			return badRequest(key, "attribute filter needs a name: attr.<name>=<value>")
+			return request.BadRequest(key, "attribute filter needs a name: attr.<name>=<value>")
 		}
 		for _, v := range values {
 			f.Attrs = append(f.Attrs, readmodel.AttrMatch{Key: name, Value: v})
@@ -44,11 +45,11 @@ func (s *Server) listEntities(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, listOf(p.Items, p.Next))
+	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
 }
 
 func (s *Server) getEntity(c echo.Context) error {
-	ref, err := param(c, "ref")
+	ref, err := request.Param(c, "ref")
 	if err != nil {
 		return err
 	}
@@ -77,13 +78,13 @@ const maxIdempotencyKey = 200
 
 func (s *Server) createEntity(c echo.Context) error {
 	var b createEntityBody
-	if err := decodeJSON(c, &b); err != nil {
+	if err := request.DecodeJSON(c, &b); err != nil {
 		return err
 	}
 	m := meta(c)
 	m.IdempotencyKey = c.Request().Header.Get("Idempotency-Key")
 	if len(m.IdempotencyKey) > maxIdempotencyKey {
-		return badRequest("Idempotency-Key", "at most %d characters", maxIdempotencyKey)
+		return request.BadRequest("Idempotency-Key", "at most %d characters", maxIdempotencyKey)
 	}
 	e, replay, err := s.deps.Graph.CreateEntity(c.Request().Context(), m,
 		graph.CreateEntityInput{Type: b.Type, Name: b.Name, State: b.State, Attributes: b.Attributes})
@@ -107,16 +108,16 @@ type patchEntityBody struct {
 }
 
 func (s *Server) patchEntity(c echo.Context) error {
-	ref, err := param(c, "ref")
+	ref, err := request.Param(c, "ref")
 	if err != nil {
 		return err
 	}
 	var b patchEntityBody
-	if err := decodeJSON(c, &b); err != nil {
+	if err := request.DecodeJSON(c, &b); err != nil {
 		return err
 	}
 	if b.Attributes == nil {
-		return unprocessable("attributes", "attributes is required: the keys to set (null deletes a key)")
+		return request.Unprocessable("attributes", "attributes is required: the keys to set (null deletes a key)")
 	}
 	ver, err := versionPrecondition(c, b.ExpectedVersion)
 	if err != nil {
@@ -137,16 +138,16 @@ type stateBody struct {
 }
 
 func (s *Server) setState(c echo.Context) error {
-	ref, err := param(c, "ref")
+	ref, err := request.Param(c, "ref")
 	if err != nil {
 		return err
 	}
 	var b stateBody
-	if err := decodeJSON(c, &b); err != nil {
+	if err := request.DecodeJSON(c, &b); err != nil {
 		return err
 	}
 	if b.State == "" {
-		return unprocessable("state", "state is required")
+		return request.Unprocessable("state", "state is required")
 	}
 	ver, err := versionPrecondition(c, b.ExpectedVersion)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
+	"github.com/oikos-hq/oikos/api/internal/request"
 )
 
 // idCursor parses a cursor that holds an event or audit id.
@@ -18,14 +19,14 @@ func idCursor(after string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(after, 10, 64)
 	if err != nil || n < 1 {
-		return 0, badRequest("cursor", "malformed cursor")
+		return 0, request.BadRequest("cursor", "malformed cursor")
 	}
 	return n, nil
 }
 
 // listEvents is the outbox read oldest first from since (exclusive): how a client catches up.
 func (s *Server) listEvents(c echo.Context) error {
-	limit, after, err := page(c)
+	limit, after, err := request.Page(c)
 	if err != nil {
 		return err
 	}
@@ -33,11 +34,11 @@ func (s *Server) listEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	since, err := intParam(c, "since", 0, 0, math.MaxInt64)
+	since, err := request.IntParam(c, "since", 0, 0, math.MaxInt64)
 	if err != nil {
 		return err
 	}
-	f := readmodel.EventFilter{Types: readmodel.NewTypeMatcher(listParam(c, "types")), After: max(since, cur), Limit: limit}
+	f := readmodel.EventFilter{Types: readmodel.NewTypeMatcher(request.ListParam(c, "types")), After: max(since, cur), Limit: limit}
 	if ref := c.QueryParam("entity"); ref != "" {
 		if f.EntityID, err = s.reader.ResolveID(c.Request().Context(), ref); err != nil {
 			return err
@@ -47,16 +48,16 @@ func (s *Server) listEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, listOf(p.Items, p.Next))
+	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
 }
 
 // entityEvents is an entity's timeline, newest first.
 func (s *Server) entityEvents(c echo.Context) error {
-	ref, err := param(c, "ref")
+	ref, err := request.Param(c, "ref")
 	if err != nil {
 		return err
 	}
-	limit, after, err := page(c)
+	limit, after, err := request.Page(c)
 	if err != nil {
 		return err
 	}
@@ -69,16 +70,16 @@ func (s *Server) entityEvents(c echo.Context) error {
 		return err
 	}
 	p, err := s.reader.Events(c.Request().Context(), readmodel.EventFilter{EntityID: id, Newest: true, Before: before,
-		Types: readmodel.NewTypeMatcher(listParam(c, "types")), Limit: limit})
+		Types: readmodel.NewTypeMatcher(request.ListParam(c, "types")), Limit: limit})
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, listOf(p.Items, p.Next))
+	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
 }
 
 // listAudit is the change log, newest first, optionally for one entity.
 func (s *Server) listAudit(c echo.Context) error {
-	limit, after, err := page(c)
+	limit, after, err := request.Page(c)
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func (s *Server) listAudit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, listOf(p.Items, p.Next))
+	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
 }
 
 // graphAudit runs the read-only structural audit (G11).
@@ -106,7 +107,7 @@ func (s *Server) graphAudit(c echo.Context) error {
 	if v := c.QueryParam("stuck_after"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return badRequest("stuck_after", "must be a positive duration such as 24h or 90m")
+			return request.BadRequest("stuck_after", "must be a positive duration such as 24h or 90m")
 		}
 		stuck = d
 	}

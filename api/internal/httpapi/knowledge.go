@@ -8,6 +8,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
+	"github.com/oikos-hq/oikos/api/internal/request"
 )
 
 // maxQueryLen bounds a search query; longer ones are not searches but pasted documents.
@@ -16,23 +17,23 @@ const maxQueryLen = 500
 func (s *Server) searchKnowledge(c echo.Context) error {
 	q := strings.TrimSpace(c.QueryParam("q"))
 	if q == "" {
-		return badRequest("q", "q is required: the words to search for")
+		return request.BadRequest("q", "q is required: the words to search for")
 	}
 	if len(q) > maxQueryLen {
-		return badRequest("q", "at most %d characters", maxQueryLen)
+		return request.BadRequest("q", "at most %d characters", maxQueryLen)
 	}
-	limit, after, err := page(c)
+	limit, after, err := request.Page(c)
 	if err != nil {
 		return err
 	}
-	f := readmodel.SearchFilter{Q: q, Kinds: listParam(c, "kind"), Limit: limit}
-	if err := oneOf("kind", f.Kinds, readmodel.KnowledgeKinds); err != nil {
+	f := readmodel.SearchFilter{Q: q, Kinds: request.ListParam(c, "kind"), Limit: limit}
+	if err := request.OneOf("kind", f.Kinds, readmodel.KnowledgeKinds); err != nil {
 		return err
 	}
 	if after != "" {
 		cur, err := readmodel.ParseSearchCursor(after)
 		if err != nil {
-			return badRequest("cursor", "malformed cursor")
+			return request.BadRequest("cursor", "malformed cursor")
 		}
 		f.After = &cur
 	}
@@ -40,11 +41,11 @@ func (s *Server) searchKnowledge(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, listOf(p.Items, p.Next))
+	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
 }
 
 func (s *Server) getKnowledge(c echo.Context) error {
-	slug, err := param(c, "slug")
+	slug, err := request.Param(c, "slug")
 	if err != nil {
 		return err
 	}
@@ -70,12 +71,12 @@ type upsertKnowledgeBody struct {
 // upsertKnowledge answers 201 when the document was created and 200 when it was updated in
 // place.
 func (s *Server) upsertKnowledge(c echo.Context) error {
-	slug, err := param(c, "slug")
+	slug, err := request.Param(c, "slug")
 	if err != nil {
 		return err
 	}
 	var b upsertKnowledgeBody
-	if err := decodeJSON(c, &b); err != nil {
+	if err := request.DecodeJSON(c, &b); err != nil {
 		return err
 	}
 	if b.Kind == "" {
@@ -95,11 +96,11 @@ func (s *Server) upsertKnowledge(c echo.Context) error {
 }
 
 func (s *Server) entityKnowledge(c echo.Context) error {
-	ref, err := param(c, "ref")
+	ref, err := request.Param(c, "ref")
 	if err != nil {
 		return err
 	}
-	limit, after, err := page(c)
+	limit, after, err := request.Page(c)
 	if err != nil {
 		return err
 	}
@@ -111,5 +112,5 @@ func (s *Server) entityKnowledge(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, listOf(p.Items, p.Next))
+	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
 }

@@ -42,7 +42,7 @@ func TestToProblem(t *testing.T) {
 		{"unknown type", &graph.ValidationError{Field: "type", Reason: "x", Status: 422, Err: fmt.Errorf("%w: x", ontology.ErrUnknownType)}, 422, "unknown-type", "type", 1, false},
 		{"validation error without sentinel", &graph.ValidationError{Field: "name", Reason: "empty"}, 422, "validation", "name", 1, false},
 		{"read field error", &readmodel.FieldError{Field: "type", Reason: "unknown"}, 422, "validation", "type", 1, false},
-		{"bad request", badRequest("limit", "too big"), 400, "malformed-request", "limit", 1, false},
+		{"bad request", request.BadRequest("limit", "too big"), 400, "malformed-request", "limit", 1, false},
 		{"body too large", &http.MaxBytesError{Limit: request.MaxBodyBytes}, 413, "payload-too-large", "", 0, false},
 		{"echo 404", echo.ErrNotFound, 404, "no-route", "", 0, false},
 		{"echo 405", echo.ErrMethodNotAllowed, 405, "method-not-allowed", "", 0, false},

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
+	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/topology"
 )
 
@@ -26,12 +27,12 @@ type createRelationshipBody struct {
 // (creation is idempotent: one current edge per source, type and target).
 func (s *Server) createRelationship(c echo.Context) error {
 	var b createRelationshipBody
-	if err := decodeJSON(c, &b); err != nil {
+	if err := request.DecodeJSON(c, &b); err != nil {
 		return err
 	}
 	for _, f := range []struct{ name, v string }{{"type", b.Type}, {"source", b.Source}, {"target", b.Target}} {
 		if f.v == "" {
-			return unprocessable(f.name, "%s is required", f.name)
+			return request.Unprocessable(f.name, "%s is required", f.name)
 		}
 	}
 	rel, created, err := s.deps.Graph.CreateRelationship(c.Request().Context(), meta(c), b.Type, b.Source, b.Target, b.Attributes)
@@ -46,12 +47,12 @@ func (s *Server) createRelationship(c echo.Context) error {
 }
 
 func (s *Server) endRelationship(c echo.Context) error {
-	id, err := param(c, "id")
+	id, err := request.Param(c, "id")
 	if err != nil {
 		return err
 	}
 	if !readmodel.IsUUID(id) {
-		return unprocessable("id", "relationship id must be a uuid")
+		return request.Unprocessable("id", "relationship id must be a uuid")
 	}
 	rel, err := s.deps.Graph.EndRelationship(c.Request().Context(), meta(c), id)
 	if err != nil {
@@ -63,29 +64,29 @@ func (s *Server) endRelationship(c echo.Context) error {
 var directions = []string{readmodel.DirectionOut, readmodel.DirectionIn, readmodel.DirectionBoth}
 
 func (s *Server) listRelations(c echo.Context) error {
-	ref, err := param(c, "ref")
+	ref, err := request.Param(c, "ref")
 	if err != nil {
 		return err
 	}
-	limit, after, err := page(c)
+	limit, after, err := request.Page(c)
 	if err != nil {
 		return err
 	}
-	f := readmodel.RelationsFilter{Types: listParam(c, "types"), Direction: c.QueryParam("direction"), Limit: limit, After: after}
+	f := readmodel.RelationsFilter{Types: request.ListParam(c, "types"), Direction: c.QueryParam("direction"), Limit: limit, After: after}
 	if f.Direction == "" {
 		f.Direction = readmodel.DirectionBoth
 	}
-	if err := oneOf("direction", []string{f.Direction}, directions); err != nil {
+	if err := request.OneOf("direction", []string{f.Direction}, directions); err != nil {
 		return err
 	}
 	if err := s.checkRelTypes("types", f.Types); err != nil {
 		return err
 	}
-	if f.IncludeEnded, err = boolParam(c, "include_ended"); err != nil {
+	if f.IncludeEnded, err = request.BoolParam(c, "include_ended"); err != nil {
 		return err
 	}
 	if after != "" && !readmodel.IsUUID(after) {
-		return badRequest("cursor", "malformed cursor")
+		return request.BadRequest("cursor", "malformed cursor")
 	}
 	id, err := s.reader.ResolveID(c.Request().Context(), ref)
 	if err != nil {
@@ -95,7 +96,7 @@ func (s *Server) listRelations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, listOf(p.Items, p.Next))
+	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
 }
 
 // checkRelTypes refuses relationship type names the ontology does not declare, so a typo
@@ -104,7 +105,7 @@ func (s *Server) checkRelTypes(field string, names []string) error {
 	o := s.ontology()
 	for _, n := range names {
 		if _, ok := o.RelationshipType(n); !ok {
-			return unprocessable(field, "unknown relationship type %q", n)
+			return request.Unprocessable(field, "unknown relationship type %q", n)
 		}
 	}
 	return nil
@@ -117,18 +118,18 @@ const (
 )
 
 func (s *Server) graphView(c echo.Context) error {
-	types, err := s.reader.ExpandTypes("types", listParam(c, "types"))
+	types, err := s.reader.ExpandTypes("types", request.ListParam(c, "types"))
 	if err != nil {
 		return err
 	}
-	f := readmodel.GraphFilter{Types: types, RelTypes: listParam(c, "rel_types")}
+	f := readmodel.GraphFilter{Types: types, RelTypes: request.ListParam(c, "rel_types")}
 	if err := s.checkRelTypes("rel_types", f.RelTypes); err != nil {
 		return err
 	}
-	if f.IncludeDestroyed, err = boolParam(c, "include_destroyed"); err != nil {
+	if f.IncludeDestroyed, err = request.BoolParam(c, "include_destroyed"); err != nil {
 		return err
 	}
-	n, err := intParam(c, "limit", defaultGraphNodes, 1, maxGraphNodes)
+	n, err := request.IntParam(c, "limit", defaultGraphNodes, 1, maxGraphNodes)
 	if err != nil {
 		return err
 	}
@@ -157,11 +158,11 @@ type blastRadiusAnswer struct {
 }
 
 func (s *Server) blastRadius(c echo.Context) error {
-	ref, err := param(c, "ref")
+	ref, err := request.Param(c, "ref")
 	if err != nil {
 		return err
 	}
-	depth, err := intParam(c, "depth", defaultBlastDepth, 1, maxBlastDepth)
+	depth, err := request.IntParam(c, "depth", defaultBlastDepth, 1, maxBlastDepth)
 	if err != nil {
 		return err
 	}

@@ -154,7 +154,7 @@ func lastEventID(c echo.Context) (int64, error) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || n < 0 || n == math.MaxInt64 {
-		return 0, badRequest(field, "must be the id of the last event received")
+		return 0, request.BadRequest(field, "must be the id of the last event received")
 	}
 	return n, nil
 }
@@ -225,7 +225,7 @@ func (s *Server) stream(c echo.Context) error {
 		}
 	}
 	cl := &streamClient{ch: make(chan eventbus.Event, s.deps.SSEClientBuffer), dropped: make(chan struct{}),
-		types: readmodel.NewTypeMatcher(listParam(c, "types"))}
+		types: readmodel.NewTypeMatcher(request.ListParam(c, "types"))}
 	if ref := c.QueryParam("entity"); ref != "" {
 		if cl.entityID, err = s.reader.ResolveID(ctx, ref); err != nil {
 			return err
