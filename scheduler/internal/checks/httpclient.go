@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -52,7 +53,9 @@ type httpAnswer struct {
 // Behaviour matches the Transport it replaces: names go through the name-map dialer only,
 // TLS verifies against the configured roots with the URL's host as server name, redirects
 // are followed up to ten like http.Client's, a kept connection the server closed meanwhile
-// is retried once on a fresh one (the request is a GET), the check's context bounds
+// is retried once on a fresh one (the request is a GET) and one with anything to read
+// before the request (a server's idle-timeout answer) is not used, credentials in the URL go
+// as Basic authentication, the check's context bounds
 // everything, errors are wrapped in *url.Error as http.Client wraps them. It speaks
 // HTTP/1.1 only, which every health endpoint answers.
 type keptClient struct {
@@ -75,7 +78,13 @@ type keptConn struct {
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	idleSince time.Time
+	// used is set once the connection carried an exchange: from then on it must be idle
+	// (nothing to read) before it carries another.
+	used bool
 }
+
+// errUnsolicited: a kept connection had bytes (or an EOF) to read before a request was sent.
+var errUnsolicited = errors.New("kept connection not idle: unsolicited data or close from the server")
 
 // cappedReader fails a read once left bytes have been read: it bounds the headers of a
 // response (http.ReadResponse itself reads them without limit).
@@ -174,10 +183,21 @@ func (c *keptClient) roundTrip(ctx context.Context, u *url.URL, referer string, 
 	if referer != "" {
 		req += "Referer: " + referer + "\r\n"
 	}
+	if u.User != nil {
+		// As http.Client does for credentials in the URL.
+		pass, _ := u.User.Password()
+		req += "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass)) + "\r\n"
+	}
 	req += "\r\n"
 
 	for attempt := 0; ; attempt++ {
-		kc, reused := c.take(key)
+		var kc *keptConn
+		reused := false
+		if attempt == 0 {
+			// The retry dials: another idle connection of the key may be as stale as the
+			// first (a server whose keep-alive timeout is shorter than the interval).
+			kc, reused = c.take(key)
+		}
 		if kc == nil {
 			var err error
 			if kc, err = c.connect(ctx, u.Scheme, host, addr, key); err != nil {
@@ -218,9 +238,22 @@ func (c *keptClient) exchange(ctx context.Context, kc *keptConn, req string, wan
 	if err := kc.conn.SetDeadline(deadline); err != nil {
 		return httpAnswer{}, "", false, true, err
 	}
-	// Cancellation without a deadline (Stop) unblocks the connection too.
+	// Cancellation without a deadline (Stop) unblocks the connection too. When the
+	// cancellation has already fired, its SetDeadline may land after this exchange returns,
+	// on whichever check took the connection next: such a connection is never kept.
 	stop := context.AfterFunc(ctx, func() { _ = kc.conn.SetDeadline(aLongTimeAgo) })
-	defer stop()
+	defer func() {
+		if !stop() {
+			keep = false
+		}
+	}()
+	if kc.used && (kc.br.Buffered() > 0 || !socketIdle(kc.conn)) {
+		// A kept connection must be silent while idle: bytes or an EOF waiting now (a 408
+		// sent on the server's idle timeout, then a close) would otherwise be read as the
+		// answer to this request. Retried on a fresh connection, like a stale one.
+		return httpAnswer{}, "", false, true, errUnsolicited
+	}
+	kc.used = true
 	if _, err := kc.bw.WriteString(req); err != nil {
 		return httpAnswer{}, "", false, true, err
 	}

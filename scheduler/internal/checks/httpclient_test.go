@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -305,5 +307,142 @@ func TestHTTPCancelledMidRequest(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the probe did not return after cancellation")
+	}
+}
+
+// rawServer answers each request on a connection with 200 "ok" until the connection closes,
+// and hands every accepted connection to conns.
+func rawServer(t *testing.T) (net.Listener, <-chan net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	conns := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+			go func() {
+				br := bufio.NewReader(c)
+				for {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln, conns
+}
+
+// settleIdle waits until every idle connection of kc has something to read (data or EOF)
+// in its socket, consuming nothing, so a test does not depend on when the server's bytes
+// or FIN reach the client.
+func settleIdle(t *testing.T, kc *keptClient) {
+	t.Helper()
+	kc.mu.Lock()
+	defer kc.mu.Unlock()
+	for _, list := range kc.idle {
+		for _, c := range list {
+			rc, err := c.conn.(syscall.Conn).SyscallConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = c.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			var buf [1]byte
+			if err := rc.Read(func(fd uintptr) bool { // peek; on "would block", wait and peek again
+				_, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+				return !errors.Is(err, syscall.EAGAIN)
+			}); err != nil {
+				t.Fatalf("idle connection never became readable: %v", err)
+			}
+			_ = c.conn.SetReadDeadline(time.Time{})
+			if socketIdle(c.conn) {
+				t.Fatal("socketIdle says idle although the socket is readable")
+			}
+		}
+	}
+}
+
+// Every idle connection of a route may be stale (a server whose keep-alive timeout is
+// shorter than the interval): the retry dials instead of taking another stale one.
+func TestHTTPAllIdleConnectionsStale(t *testing.T) {
+	t.Parallel()
+	ln, conns := rawServer(t)
+	kc := newKeptClient(newNetDialer(nil, false), nil, 4)
+	t.Cleanup(func() { kc.closeIdle(0) })
+	u, _ := url.Parse("http://" + ln.Addr().String() + "/")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Two kept connections, each having carried a check.
+	a, err := kc.connect(ctx, "http", "127.0.0.1", ln.Addr().String(), "http://"+ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := kc.connect(ctx, "http", "127.0.0.1", ln.Addr().String(), "http://"+ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.used, b.used = true, true
+	kc.put(a)
+	kc.put(b)
+	for range 2 {
+		_ = (<-conns).Close()
+	}
+	settleIdle(t, kc)
+	ans, err := kc.get(ctx, u, false)
+	if err != nil || ans.status != http.StatusOK {
+		t.Fatalf("status %d, err %v; want 200 on a fresh connection", ans.status, err)
+	}
+}
+
+// Bytes a server sends on an idle kept connection (a 408 on its idle timeout, then a close)
+// are not taken for the answer to the next request.
+func TestHTTPUnsolicitedAnswerOnIdleConnection(t *testing.T) {
+	t.Parallel()
+	ln, conns := rawServer(t)
+	kc := newKeptClient(newNetDialer(nil, false), nil, 4)
+	t.Cleanup(func() { kc.closeIdle(0) })
+	u, _ := url.Parse("http://" + ln.Addr().String() + "/")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if ans, err := kc.get(ctx, u, false); err != nil || ans.status != http.StatusOK {
+		t.Fatalf("first check: %d %v", ans.status, err)
+	}
+	c := <-conns
+	_, _ = io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+	_ = c.Close()
+	settleIdle(t, kc)
+	if ans, err := kc.get(ctx, u, false); err != nil || ans.status != http.StatusOK {
+		t.Fatalf("status %d, err %v; want the real answer (200), not the unsolicited 408", ans.status, err)
+	}
+}
+
+// Credentials in the URL are sent as Basic authentication, as http.Client sends them.
+func TestHTTPCredentialsInURL(t *testing.T) {
+	t.Parallel()
+	srv, _ := countingServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "monitor" || p != "s3cret:x" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	kc := newKeptClient(newNetDialer(nil, false), nil, 4)
+	t.Cleanup(func() { kc.closeIdle(0) })
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("monitor", "s3cret:x")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if ans, err := kc.get(ctx, u, false); err != nil || ans.status != http.StatusOK {
+		t.Fatalf("status %d, err %v; want 200 with the URL's credentials", ans.status, err)
 	}
 }
