@@ -85,6 +85,13 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 	var out Knowledge
 	var created bool
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		// The document and the entity it is about are locked together in id order (as
+		// every path that locks two entities does), so this never deadlocks with a
+		// relationship change or a seed ingest holding one of them.
+		if _, err := tx.Exec(ctx, `SELECT id FROM entities WHERE slug = ANY($1) ORDER BY id FOR NO KEY UPDATE`,
+			[]string{in.Slug, in.About}); err != nil {
+			return fmt.Errorf("lock %s: %w", in.Slug, err)
+		}
 		var about Entity
 		if in.About != "" {
 			// Locked now, before the document's event takes the outbox lock: the about edge

@@ -94,6 +94,13 @@ func (s *Service) insertEdge(ctx context.Context, tx pgx.Tx, m Meta, typ string,
 	if err != nil {
 		return Relationship{}, false, err
 	}
+	// Both ends are locked (in id order) before the edge exists: its uncommitted row would
+	// otherwise make a concurrent writer of the same edge (a seed ingest holding an end)
+	// wait on this transaction while this one waits on that end.
+	if _, err := tx.Exec(ctx, `SELECT id FROM entities WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`,
+		[]string{src.ID, dst.ID}); err != nil {
+		return Relationship{}, false, fmt.Errorf("lock relationship ends: %w", err)
+	}
 	tag, err := tx.Exec(ctx, `INSERT INTO relationships (id, type, source_id, target_id, attributes) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (source_id, type, target_id) WHERE valid_to IS NULL DO NOTHING`, id, typ, src.ID, dst.ID, attrs)
 	if err != nil {

@@ -151,7 +151,16 @@ func Ingest(ctx context.Context, svc *graph.Service, o *ontology.Ontology, inv *
 		if rep.OntologyChanged, err = svc.SyncOntologyTx(ctx, tx, o); err != nil {
 			return err
 		}
-		st, err := readState(ctx, tx, seedSlugs(inv, kn))
+		slugs := seedSlugs(inv, kn)
+		// Every existing entity the ingest may write, or re-derive the checks of, is locked
+		// first, in one id-ordered statement: a concurrent mutation either finishes before
+		// the ingest reads it or waits for the ingest, so the ingest never derives checks from
+		// a stale read, and its row locks are never taken in an order that could deadlock
+		// against a mutation holding the outbox lock.
+		if _, err := tx.Exec(ctx, `SELECT id FROM entities WHERE slug = ANY($1) ORDER BY id FOR NO KEY UPDATE`, slugs); err != nil {
+			return fmt.Errorf("seed: lock entities: %w", err)
+		}
+		st, err := readState(ctx, tx, slugs)
 		if err != nil {
 			return err
 		}
@@ -160,11 +169,11 @@ func Ingest(ctx context.Context, svc *graph.Service, o *ontology.Ontology, inv *
 		if err != nil {
 			return fmt.Errorf("seed: %w", err)
 		}
-		slugs := make([]string, 0, len(inv.Entities))
+		entities := make([]string, 0, len(inv.Entities))
 		for _, e := range inv.Entities {
-			slugs = append(slugs, e.Slug())
+			entities = append(entities, e.Slug())
 		}
-		if rep.ChecksChanged, err = svc.SyncChecksBulk(ctx, tx, m, o, slugs); err != nil {
+		if rep.ChecksChanged, err = svc.SyncChecksBulk(ctx, tx, m, o, entities); err != nil {
 			return fmt.Errorf("seed: %w", err)
 		}
 		rep.Created = res.Created + res.KnowledgeCreated
@@ -189,6 +198,9 @@ func seedSlugs(inv *seedfile.Inventory, kn *seedfile.KnowledgeSet) []string {
 	set := map[string]bool{}
 	for _, e := range inv.Entities {
 		set[e.Slug()] = true
+	}
+	for _, e := range inv.Relationships {
+		set[e.Source], set[e.Target] = true, true
 	}
 	for _, d := range kn.Documents {
 		set[d.Slug] = true
