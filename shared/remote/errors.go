@@ -17,6 +17,11 @@ var (
 	// ErrNotFound is what a Graph returns (wrapped) when an entity or edge
 	// does not exist, so the Resolver can tell "missing" from "lookup failed".
 	ErrNotFound = errors.New("not found")
+	// ErrNotRunnable: the entity is not a machine, LXC or VM (a service, a route, ...), so
+	// commands run on what it runs on, if anything. With ErrResolution. Callers decide
+	// whether that is a fault (a command aimed at it) or a question answered (a check
+	// following runs-on edges), so Resolver does not log it.
+	ErrNotRunnable = errors.New("not a machine, lxc or vm")
 	// ErrNoGuestAgent means a VM has no usable QEMU guest agent, so
 	// `qm guest exec` cannot reach it.
 	ErrNoGuestAgent = errors.New("no QEMU guest agent")

@@ -56,14 +56,18 @@ const proxmoxHostType = "proxmox-host"
 // Resolve returns how to run commands on e. A failure caused by the graph
 // lacking something is a *ResolutionError (matching ErrResolution) and is
 // logged as a configuration problem; a failed graph lookup is returned as is
-// and logged as such (S8).
+// and logged as such (S8). An entity that is not a machine at all
+// (ErrNotRunnable) is left to the caller to log.
 func (r *Resolver) Resolve(ctx context.Context, e Entity) (Target, error) {
 	t, err := r.resolve(ctx, e)
 	if err != nil {
-		if errors.Is(err, ErrResolution) {
+		switch {
+		case errors.Is(err, ErrNotRunnable):
+			// Not a configuration problem by itself: see ErrNotRunnable.
+		case errors.Is(err, ErrResolution):
 			r.Logger.Warn().Err(err).Str("entity", slugOf(e)).
 				Msg("target resolution failed: the graph is missing a fact (configuration problem, not an outage)")
-		} else {
+		default:
 			r.Logger.Error().Err(err).Str("entity", slugOf(e)).
 				Msg("target resolution failed: graph lookup error")
 		}
@@ -88,7 +92,7 @@ func (r *Resolver) resolve(ctx context.Context, e Entity) (Target, error) {
 	case r.isA(e.Type, "machine"):
 		return machineTarget(e, slug)
 	default:
-		return Target{}, &ResolutionError{Entity: slug,
+		return Target{}, &ResolutionError{Entity: slug, Err: ErrNotRunnable,
 			Reason: fmt.Sprintf("type %q is not a machine, lxc or vm, so nothing can run on it", e.Type)}
 	}
 }

@@ -215,7 +215,7 @@ func TestResolve(t *testing.T) {
 		{
 			name:    "not a machine",
 			e:       ent("service", "jellyfin", map[string]any{"unit": "jellyfin.service"}),
-			wantErr: []error{ErrResolution},
+			wantErr: []error{ErrResolution, ErrNotRunnable},
 			errHas:  []string{"service:jellyfin", `"service"`},
 		},
 	}
