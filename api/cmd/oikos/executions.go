@@ -168,7 +168,7 @@ type streamEnd struct {
 var errStreamClosed = errors.New("stream closed before the execution ended")
 
 // tailLogs writes an execution's output bytes as the api streams them — the command's
-// stderr to errw, everything else to w, as a local command would — reconnecting with
+// stdout to w, its stderr and the executor's [oikos] lines to errw — reconnecting with
 // Last-Event-ID when the connection drops, and returns how the execution ended.
 func tailLogs(ctx context.Context, env *cliEnv, id string, w, errw io.Writer) (streamEnd, error) {
 	last := ""
@@ -247,9 +247,11 @@ func tailOnce(ctx context.Context, env *cliEnv, id string, w, errw io.Writer, la
 				if err := json.Unmarshal([]byte(data.String()), &c); err != nil {
 					return streamEnd{}, fmt.Errorf("malformed chunk: %w", err)
 				}
-				dst := w
-				if c.Stream == "stderr" {
-					dst = errw
+				// Only the command's stdout goes to stdout, so it can be piped as if the
+				// command ran here; its stderr and the executor's own lines go to stderr.
+				dst := errw
+				if c.Stream == "stdout" {
+					dst = w
 				}
 				if _, err := dst.Write(c.Data); err != nil {
 					return streamEnd{}, err

@@ -160,7 +160,7 @@ var approvalRe = regexp.MustCompile(`waits for approval ([0-9a-f-]{36})`)
 func TestCLIRunFollowsReadOnly(t *testing.T) {
 	t.Parallel()
 	a := newExecAPI(t)
-	chunks := []logChunk{{"stdout", []byte("line one\n")}, {"stderr", []byte("warning: on stderr\n")}, {"stdout", []byte{'b', 0x00, 0xff, '\n'}}}
+	chunks := []logChunk{{"stdout", []byte("line one\n")}, {"stderr", []byte("warning: on stderr\n")}, {"system", []byte("[oikos] executor note\n")}, {"stdout", []byte{'b', 0x00, 0xff, '\n'}}}
 	stdout := "line one\nb\x00\xff\n"
 	done := a.scheduler(chunks, 3)
 	code, out, errOut := a.cli(runRun, "", "lxc:web", "--", "cat", "/etc/hostname")
@@ -174,7 +174,7 @@ func TestCLIRunFollowsReadOnly(t *testing.T) {
 		t.Fatalf("stdout %q, want the exact output bytes", out)
 	}
 	// The command's stderr goes to the CLI's stderr, as it would run locally.
-	if !strings.Contains(errOut, "warning: on stderr\n") || !strings.Contains(errOut, "read_only") || !strings.Contains(errOut, "failed (exit 3)") {
+	if !strings.Contains(errOut, "warning: on stderr\n") || !strings.Contains(errOut, "[oikos] executor note\n") || !strings.Contains(errOut, "read_only") || !strings.Contains(errOut, "failed (exit 3)") {
 		t.Fatalf("stderr: %s", errOut)
 	}
 	// executions list and tail of a finished execution.
