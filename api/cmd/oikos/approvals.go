@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -71,19 +70,9 @@ func runApprovals(ctx context.Context, env *cliEnv, args []string) int {
 		q.Set("session_id", *session)
 	}
 	q.Set("limit", strconv.Itoa(*limit))
-	var raw json.RawMessage
-	if err := env.call(ctx, http.MethodGet, "/api/v1/approvals?"+q.Encode(), nil, &raw); err != nil {
-		fmt.Fprintf(env.Stderr, "oikos approvals list: %v\n", err)
-		return 1
-	}
-	if *asJSON {
-		fmt.Fprintln(env.Stdout, string(raw))
-		return 0
-	}
-	var p page[approval]
-	if err := json.Unmarshal(raw, &p); err != nil {
-		fmt.Fprintf(env.Stderr, "oikos approvals list: %v\n", err)
-		return 1
+	p, code, done := fetchPage[approval](ctx, env, "oikos approvals list", "/api/v1/approvals?"+q.Encode(), *asJSON)
+	if done {
+		return code
 	}
 	if len(p.Items) == 0 {
 		fmt.Fprintf(env.Stdout, "no %s approvals\n", strings.ReplaceAll(*status, ",", " or "))

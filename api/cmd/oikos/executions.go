@@ -81,19 +81,9 @@ func executionsList(ctx context.Context, env *cliEnv, args []string) int {
 		}
 	}
 	q.Set("limit", strconv.Itoa(*limit))
-	var raw json.RawMessage
-	if err := env.call(ctx, http.MethodGet, "/api/v1/executions?"+q.Encode(), nil, &raw); err != nil {
-		fmt.Fprintf(env.Stderr, "oikos executions list: %v\n", err)
-		return 1
-	}
-	if *asJSON {
-		fmt.Fprintln(env.Stdout, string(raw))
-		return 0
-	}
-	var p page[execution]
-	if err := json.Unmarshal(raw, &p); err != nil {
-		fmt.Fprintf(env.Stderr, "oikos executions list: %v\n", err)
-		return 1
+	p, code, done := fetchPage[execution](ctx, env, "oikos executions list", "/api/v1/executions?"+q.Encode(), *asJSON)
+	if done {
+		return code
 	}
 	if len(p.Items) == 0 {
 		fmt.Fprintln(env.Stdout, "no executions")
@@ -297,4 +287,24 @@ func shorten(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// fetchPage GETs one page of a list endpoint for a list subcommand named cmd. With asJSON it
+// prints the page as the api sent it; done is then true, as it is on an error (printed), and
+// code is the exit status. Otherwise p is the decoded page.
+func fetchPage[T any](ctx context.Context, env *cliEnv, cmd, path string, asJSON bool) (p page[T], code int, done bool) {
+	var raw json.RawMessage
+	if err := env.call(ctx, http.MethodGet, path, nil, &raw); err != nil {
+		fmt.Fprintf(env.Stderr, "%s: %v\n", cmd, err)
+		return p, 1, true
+	}
+	if asJSON {
+		fmt.Fprintln(env.Stdout, string(raw))
+		return p, 0, true
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		fmt.Fprintf(env.Stderr, "%s: %v\n", cmd, err)
+		return p, 1, true
+	}
+	return p, 0, false
 }
