@@ -25,7 +25,7 @@ func TestClassifyOneCommand(t *testing.T) {
 	if code != 0 || errOut != "" {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	if !strings.HasPrefix(out, "destructive\n") || !strings.Contains(out, "rm-recursive-force") {
+	if !strings.HasPrefix(out, "destructive\n") || !strings.Contains(out, "rm-delete") {
 		t.Errorf("text output:\n%s", out)
 	}
 
@@ -141,12 +141,12 @@ func TestClassifyPolicyFile(t *testing.T) {
 	good := filepath.Join(dir, "good.yaml")
 	if err := os.WriteFile(good, []byte(`version: 1
 rules:
-  - name: restic-read
+  - name: kopia-read
     class: read_only
     reason: lists snapshots
-    program: restic
-    subcommands: [snapshots]
-    match: ["restic snapshots"]
+    program: kopia
+    subcommands: ['snapshot list']
+    match: ["kopia snapshot list"]
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -155,21 +155,21 @@ rules:
 rules:
   - name: wrong
     class: read_only
-    program: restic
-    subcommands: [snapshots]
-    match: ["restic forget"]
+    program: kopia
+    subcommands: ['snapshot list']
+    match: ["kopia snapshot delete x"]
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"OIKOS_POLICY_FILE": good}
-	if _, out, _ := classifyCLI(t, "", env, "--", "restic snapshots"); !strings.HasPrefix(out, "read_only") {
+	if _, out, _ := classifyCLI(t, "", env, "--", "kopia snapshot list"); !strings.HasPrefix(out, "read_only") {
 		t.Errorf("OIKOS_POLICY_FILE not applied: %q", out)
 	}
-	if _, out, _ := classifyCLI(t, "", nil, "--", "restic snapshots"); !strings.HasPrefix(out, "config_mutation") {
+	if _, out, _ := classifyCLI(t, "", nil, "--", "kopia snapshot list"); !strings.HasPrefix(out, "config_mutation") {
 		t.Errorf("default policy: %q", out)
 	}
 	code, _, errOut := classifyCLI(t, "", env, "--policy", bad, "--", "ls")
-	if code != 1 || !strings.Contains(errOut, `rule "wrong"`) || !strings.Contains(errOut, `"restic forget"`) {
+	if code != 1 || !strings.Contains(errOut, `rule "wrong"`) || !strings.Contains(errOut, `"kopia snapshot delete x"`) {
 		t.Errorf("a wrong example must refuse: exit %d, %q", code, errOut)
 	}
 }

@@ -5,9 +5,10 @@
 // by Create. Verification looks the hash up and compares it in constant time.
 //
 // Roles follow ARCHITECTURE.md's security model: an operator may do everything, an agent may
-// read and write facts and knowledge but never decide an approval, a readonly token may only
-// read. The grants are one small table (grants) so that a route states the permission it
-// needs and the table alone says who has it.
+// read and write facts and knowledge but never decide an approval (not even relaying an
+// operator's chat message, see PermDecide), a readonly token may only read. The grants are
+// one small table (grants) so that a route states the permission it needs and the table
+// alone says who has it; refusals says why a role lacking one is refused.
 package auth
 
 import (
@@ -46,11 +47,31 @@ const (
 	PermRead Permission = "read"
 	// PermWrite: mutations of the graph, knowledge and signal state.
 	PermWrite Permission = "write"
-	// PermDecide: deciding an approval (approve, deny, revoke). Operators only: an agent never
-	// approves its own work (a chat assent is verified by the api and goes through the
-	// operator's message, not the agent's token).
+	// PermDecide: deciding an approval (approve, deny, revoke). Operators only. An agent never
+	// decides, not even to relay what an operator wrote in chat (an assent, a typed
+	// confirmation): the api cannot yet prove that a relayed message is the operator's, so a
+	// message id an agent names would be its own say-so, and the agent would approve its own
+	// work. Until that proof exists the operator decides with an operator's token.
 	PermDecide Permission = "decide"
 )
+
+// refusals says, per permission, why a role without it is refused: the one place the detail
+// of a guard's 403 comes from (Forbidden).
+var refusals = map[Permission]string{
+	PermRead:  "reading needs a token of role operator, agent or readonly",
+	PermWrite: "a readonly token may only read; changes need an operator's or an agent's token",
+	PermDecide: "only an operator's token may decide an approval; an agent token cannot approve, deny or revoke, " +
+		"even relaying an operator's chat message, until the api can verify that message",
+}
+
+// Forbidden is the error for a role that lacks p: it wraps ErrForbidden and says why.
+func Forbidden(r Role, p Permission) error {
+	why, ok := refusals[p]
+	if !ok {
+		why = "the role does not hold that permission"
+	}
+	return fmt.Errorf("%w: role %s may not %s: %s", ErrForbidden, r, p, why)
+}
 
 // grants is the whole role model: which role holds which permission.
 var grants = map[Role]map[Permission]bool{

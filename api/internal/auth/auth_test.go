@@ -41,6 +41,23 @@ func TestRoleGrants(t *testing.T) {
 	}
 }
 
+// TestForbidden: a refusal wraps ErrForbidden and says why; for deciding, that only an
+// operator's token decides.
+func TestForbidden(t *testing.T) {
+	t.Parallel()
+	for _, r := range []auth.Role{auth.RoleAgent, auth.RoleReadonly} {
+		err := auth.Forbidden(r, auth.PermDecide)
+		if !errors.Is(err, auth.ErrForbidden) || !strings.Contains(err.Error(), "role "+string(r)+" may not decide") ||
+			!strings.Contains(err.Error(), "only an operator's token may decide an approval") {
+			t.Errorf("%s: %v", r, err)
+		}
+	}
+	if err := auth.Forbidden(auth.RoleReadonly, auth.PermWrite); !errors.Is(err, auth.ErrForbidden) ||
+		!strings.Contains(err.Error(), "role readonly may not write") {
+		t.Errorf("write: %v", err)
+	}
+}
+
 func TestCreateVerifyRevoke(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

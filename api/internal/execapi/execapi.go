@@ -78,7 +78,7 @@ func Register(g *echo.Group, d Deps) {
 	// with this package's mapping (its problems keep their extension members), on the api's
 	// server and on a bare echo alike.
 	catch := request.Catch(h.log, problemOf)
-	r, w := d.Guard(auth.PermRead), d.Guard(auth.PermWrite)
+	r, w, decide := d.Guard(auth.PermRead), d.Guard(auth.PermWrite), d.Guard(auth.PermDecide)
 	g.POST("/executions", h.requestRun, catch, w)
 	g.POST("/executions/actions", h.requestAction, catch, w)
 	g.GET("/executions", h.list, catch, r)
@@ -87,9 +87,11 @@ func Register(g *echo.Group, d Deps) {
 	g.GET("/executions/:id/logs/stream", h.stream, catch, r)
 	g.GET("/approvals", h.listApprovals, catch, r)
 	g.GET("/approvals/:id", h.getApproval, catch, r)
-	// Deciding is checked by the service: operators decide any way, an agent only relays an
-	// operator's chat message (with its id), a readonly token never reaches it.
-	g.POST("/approvals/:id/decision", h.decide, catch, w)
+	// Only an operator's token decides (auth.PermDecide): an agent's relay of an operator's
+	// chat message cannot be proved yet. The decide guard comes first so that its refusal,
+	// which says so, is what an agent or readonly token gets; the route is a write as well;
+	// and the service refuses any role but operator on its own.
+	g.POST("/approvals/:id/decision", h.decide, catch, decide, w)
 }
 
 func meta(c echo.Context) execution.Meta {

@@ -175,16 +175,12 @@ func TestDecisionRules(t *testing.T) {
 	var q executionJSON
 	e.agent.run("lxc:web", "rm -rf /var/lib/x", "s-rules").expect(t, http.StatusCreated).json(t, &q)
 	id := *q.ApprovalID
-	// Chat assent never approves a destructive step, whoever relays it.
-	p := e.agent.decide(id, "approve", "chat_assent", "message_id", "m-1").problem(t, http.StatusUnprocessableEntity)
+	// Chat assent never approves a destructive step.
+	p := e.operator.decide(id, "approve", "chat_assent", "message_id", "m-1").problem(t, http.StatusUnprocessableEntity)
 	if p.Code != "destructive_needs_confirmation" || p.RiskClass != "destructive" {
 		t.Fatalf("chat assent on destructive: %+v", p)
 	}
 	e.operator.decide(id, "approve", "chat_assent").problem(t, http.StatusUnprocessableEntity)
-	// Roles: readonly never; an agent only relays chat assent with a message id.
-	e.readonly.decide(id, "approve", "button").problem(t, http.StatusForbidden)
-	e.agent.decide(id, "approve", "button").problem(t, http.StatusForbidden)
-	e.agent.decide(id, "deny", "chat_assent", "message_id", "m-2").problem(t, http.StatusForbidden)
 	e.anon.decide(id, "approve", "button").problem(t, http.StatusUnauthorized)
 	// Malformed decisions.
 	if p := e.operator.decide(id, "maybe", "button").problem(t, http.StatusUnprocessableEntity); p.Field != "decision" {
@@ -197,14 +193,112 @@ func TestDecisionRules(t *testing.T) {
 	e.operator.do("POST", "/api/v1/approvals/"+id+"/decision", "{").problem(t, http.StatusBadRequest)
 	e.operator.do("POST", "/api/v1/approvals/"+id+"/decision", "decision=approve", "Content-Type", "text/plain").
 		problem(t, http.StatusUnsupportedMediaType)
-	// An agent relays a config_mutation's chat assent with the operator's message id.
+	// The operator relays nothing: their own chat assent, with its message id, is recorded.
 	e.operator.decide(id, "deny", "button").expect(t, http.StatusOK)
 	e.agent.run("lxc:web", "touch /srv/y", "s-rules").expect(t, http.StatusCreated).json(t, &q)
-	e.agent.decide(*q.ApprovalID, "approve", "chat_assent").problem(t, http.StatusForbidden)
 	var d decisionJSON
-	e.agent.decide(*q.ApprovalID, "approve", "chat_assent", "message_id", "m-3").expect(t, http.StatusOK).json(t, &d)
-	if d.Approval.MessageID == nil || *d.Approval.MessageID != "m-3" || *d.Approval.Via != "chat_assent" || *d.Approval.DecidedBy != "nomos" {
-		t.Fatalf("relayed chat assent: %+v", d.Approval)
+	e.operator.decide(*q.ApprovalID, "approve", "chat_assent", "message_id", "m-3").expect(t, http.StatusOK).json(t, &d)
+	if d.Approval.MessageID == nil || *d.Approval.MessageID != "m-3" || *d.Approval.Via != "chat_assent" || *d.Approval.DecidedBy != "op" {
+		t.Fatalf("operator's chat assent: %+v", d.Approval)
+	}
+}
+
+// TestOnlyAnOperatorDecides: no token but an operator's decides an approval. For every via ×
+// every decision × every class that queues, an agent token (with and without the message id
+// of an operator's chat message it claims to relay) and a readonly token get a 403 problem
+// saying only an operator decides, and nothing changes: the approval stays pending, the
+// execution pending_approval, and no approval audit row or approval.decided event exists.
+// The operator's decision then goes through, and its audit row and event name the operator.
+func TestOnlyAnOperatorDecides(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	vias := []string{"button", "chat_assent", "typed_confirmation", "api"}
+	decisions := []string{"approve", "deny", "revoke"}
+	classes := []struct{ class, command, approveVia string }{
+		{"config_mutation", "touch /srv/y", "chat_assent"},
+		{"destructive", "rm -rf /var/lib/x", "typed_confirmation"},
+	}
+	callers := []struct {
+		name  string
+		c     *client
+		extra []string
+	}{
+		{"agent", e.agent, nil},
+		{"agent relaying a message", e.agent, []string{"message_id", "made-up-456"}},
+		{"readonly", e.readonly, nil},
+		{"readonly naming a message", e.readonly, []string{"message_id", "made-up-789"}},
+	}
+	for _, k := range classes {
+		var q executionJSON
+		e.agent.run("lxc:web", k.command, "s-only-"+k.class).expect(t, http.StatusCreated).json(t, &q)
+		if q.Status != "pending_approval" || q.ApprovalID == nil || q.RiskClass != k.class {
+			t.Fatalf("%s: %+v, want a pending approval", k.class, q)
+		}
+		id := *q.ApprovalID
+		refused := 0
+		for _, who := range callers {
+			for _, via := range vias {
+				for _, dec := range decisions {
+					cell := fmt.Sprintf("%s: %s %s via %s", k.class, who.name, dec, via)
+					p := who.c.decide(id, dec, via, who.extra...).problem(t, http.StatusForbidden)
+					if p.Status != http.StatusForbidden || !strings.HasSuffix(p.Type, "forbidden") ||
+						!strings.Contains(p.Detail, "only an operator's token may decide an approval") {
+						t.Errorf("%s: problem %+v, want a 403 saying only an operator decides", cell, p)
+					}
+					refused++
+				}
+			}
+		}
+		if refused != len(callers)*len(vias)*len(decisions) {
+			t.Fatalf("%s: %d cells", k.class, refused)
+		}
+		// Nothing changed.
+		var a approvalJSON
+		e.readonly.do("GET", "/api/v1/approvals/"+id, nil).expect(t, http.StatusOK).json(t, &a)
+		if a.Status != "pending" || a.DecidedBy != nil || a.Via != nil || a.MessageID != nil || a.ExecutionStatus != "pending_approval" {
+			t.Fatalf("%s: after the refusals the approval is %+v", k.class, a)
+		}
+		var x executionJSON
+		e.readonly.do("GET", "/api/v1/executions/"+q.ID, nil).expect(t, http.StatusOK).json(t, &x)
+		if x.Status != "pending_approval" || x.AuthorisedBy != "" {
+			t.Fatalf("%s: after the refusals the execution is %s (authorised by %q)", k.class, x.Status, x.AuthorisedBy)
+		}
+		if n := e.count(`SELECT count(*) FROM audit_log WHERE action LIKE 'approval.%' AND after->>'id' = $1`, id); n != 0 {
+			t.Fatalf("%s: %d approval audit rows after the refusals", k.class, n)
+		}
+		if n := e.count(`SELECT count(*) FROM events WHERE type = 'approval.decided' AND payload->>'approval_id' = $1`, id); n != 0 {
+			t.Fatalf("%s: %d approval.decided events after the refusals", k.class, n)
+		}
+		if n := e.count(`SELECT count(*) FROM approval_windows WHERE approval_id = $1::uuid`, id); n != 0 {
+			t.Fatalf("%s: %d windows opened by refused decisions", k.class, n)
+		}
+		// The operator decides; the record names them.
+		var d decisionJSON
+		e.operator.decide(id, "approve", k.approveVia, "message_id", "m-"+k.class).expect(t, http.StatusOK).json(t, &d)
+		if d.Approval.Status != "approved" || d.Execution.Status != "approved" || d.Approval.DecidedBy == nil || *d.Approval.DecidedBy != "op" {
+			t.Fatalf("%s: operator's approval: %+v", k.class, d)
+		}
+		var actor, decidedBy string
+		if err := e.pool.QueryRow(context.Background(), `SELECT actor, after->>'decided_by' FROM audit_log
+			WHERE action = 'approval.approve' AND after->>'id' = $1`, id).Scan(&actor, &decidedBy); err != nil {
+			t.Fatalf("%s: audit row of the approval: %v", k.class, err)
+		}
+		if actor != "op" || decidedBy != "op" {
+			t.Fatalf("%s: audit row actor %q decided_by %q, want op", k.class, actor, decidedBy)
+		}
+		if err := e.pool.QueryRow(context.Background(), `SELECT actor, payload->>'decided_by' FROM events
+			WHERE type = 'approval.decided' AND payload->>'approval_id' = $1`, id).Scan(&actor, &decidedBy); err != nil {
+			t.Fatalf("%s: approval.decided event: %v", k.class, err)
+		}
+		if actor != "op" || decidedBy != "op" {
+			t.Fatalf("%s: approval.decided actor %q decided_by %q, want op", k.class, actor, decidedBy)
+		}
+		// An agent cannot revoke it either once approved.
+		e.agent.decide(id, "revoke", "button").problem(t, http.StatusForbidden)
+		e.readonly.do("GET", "/api/v1/approvals/"+id, nil).expect(t, http.StatusOK).json(t, &a)
+		if a.Status != "approved" {
+			t.Fatalf("%s: an agent's revoke left the approval %s", k.class, a.Status)
+		}
 	}
 }
 

@@ -17,10 +17,17 @@ const (
 	maxReasonBytes    = 4 << 10
 )
 
-// validateDecision checks a decision's fields and who may make it. Operators decide any way;
-// an agent only relays an operator's chat message (assent, or a typed confirmation), naming
-// that message so it can be proved later; a readonly token never decides.
+// validateDecision checks who decides and the decision's fields. Only an operator decides
+// (approve, deny or revoke), whatever the via: an agent relaying an operator's chat message
+// (an assent, a typed confirmation) is refused too, because the api cannot yet prove that
+// the message it names is the operator's; until it can, a message_id from an agent is its
+// own say-so, and the agent would be approving its own work. A readonly token never decides.
+// The role is checked first, so a refused decision says only why it was refused.
 func validateDecision(m Meta, d *Decision) error {
+	if m.Role != RoleOperator {
+		return forbidden("only an operator's token may decide an approval; a %s token cannot approve, deny or revoke, "+
+			"even relaying an operator's chat message, until the api can verify that message", m.Role)
+	}
 	var err error
 	d.Decision, d.Via = strings.TrimSpace(d.Decision), strings.TrimSpace(d.Via)
 	switch d.Decision {
@@ -39,22 +46,7 @@ func validateDecision(m Meta, d *Decision) error {
 	if d.Reason, err = trimLimit("reason", d.Reason, maxReasonBytes); err != nil {
 		return err
 	}
-	switch m.Role {
-	case RoleOperator:
-		return nil
-	case RoleAgent:
-		// The agent relays what the operator wrote in chat: a loose assent, or the typed
-		// confirmation phrase a destructive step needs (BEHAVIOURS A5). It never decides on
-		// its own, so it names the operator's message, which it must be able to prove.
-		if d.Decision != DecisionApprove || (d.Via != ViaChatAssent && d.Via != ViaTypedConfirmation) {
-			return forbidden("an agent token may only relay an operator's chat message (decision approve, via chat_assent or typed_confirmation); other decisions are the operator's")
-		}
-		if d.MessageID == "" {
-			return forbidden("an approval relayed by an agent must name the operator's message (message_id)")
-		}
-		return nil
-	}
-	return forbidden("a %s token cannot decide approvals", m.Role)
+	return nil
 }
 
 // decisionRow is the approval and its execution, locked for the decision.

@@ -408,23 +408,42 @@ func TestDecisionRecordsRealRiskClass(t *testing.T) {
 	}
 }
 
+// TestDecisionRoles: only an operator decides. An agent (naming an operator's message or
+// not) and a readonly token are refused every decision by every via, and nothing is written.
 func TestDecisionRoles(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	e := mustRequest(t, f, agent, run("lxc:web", cmdMutation, "sess-roles"))
-	for _, c := range []struct {
-		m Meta
-		d Decision
-	}{
-		{readonly, Decision{Decision: DecisionApprove, Via: ViaButton}},
-		{agent, Decision{Decision: DecisionApprove, Via: ViaButton}},
-		{agent, Decision{Decision: DecisionApprove, Via: ViaChatAssent}}, // no message id
-		{agent, Decision{Decision: DecisionDeny, Via: ViaChatAssent, MessageID: "m1"}},
-		{agent, Decision{Decision: DecisionApprove, Via: ViaAPI, MessageID: "m1"}},
-	} {
-		if _, err := f.svc.Decide(ctx, c.m, *e.ApprovalID, c.d); !errors.Is(err, ErrForbidden) {
-			t.Errorf("%s %+v: err = %v, want forbidden", c.m.Role, c.d, err)
+	d := mustRequest(t, f, agent, run("lxc:web", cmdDestructive, "sess-roles-2"))
+	for _, id := range []string{*e.ApprovalID, *d.ApprovalID} {
+		for _, m := range []Meta{agent, readonly} {
+			for _, via := range []string{ViaButton, ViaChatAssent, ViaTypedConfirmation, ViaAPI} {
+				for _, dec := range []string{DecisionApprove, DecisionDeny, DecisionRevoke} {
+					for _, msg := range []string{"", "msg-42"} {
+						_, err := f.svc.Decide(ctx, m, id, Decision{Decision: dec, Via: via, MessageID: msg})
+						if !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "only an operator's token may decide") {
+							t.Errorf("%s %s via %s (message %q): err = %v, want forbidden", m.Role, dec, via, msg, err)
+						}
+					}
+				}
+			}
+		}
+		// Refused even for a malformed or unknown decision: the role is checked first.
+		if _, err := f.svc.Decide(ctx, agent, id, Decision{Decision: "maybe", Via: "telepathy"}); !errors.Is(err, ErrForbidden) {
+			t.Errorf("agent, malformed decision: %v", err)
+		}
+		got, err := f.svc.GetApproval(ctx, id)
+		if err != nil || got.Status != ApprovalPending || got.DecidedBy != nil || got.ExecutionStatus != StatusPendingApproval {
+			t.Fatalf("refused decisions changed the approval: %+v %v", got, err)
+		}
+		var audits, events int
+		if err := f.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM audit_log WHERE action LIKE 'approval.%' AND after->>'id' = $1),
+			(SELECT count(*) FROM events WHERE type = 'approval.decided' AND payload->>'approval_id' = $1)`, id).Scan(&audits, &events); err != nil {
+			t.Fatal(err)
+		}
+		if audits != 0 || events != 0 {
+			t.Fatalf("refused decisions wrote %d audit rows and %d events", audits, events)
 		}
 	}
 	for _, d := range []Decision{{Decision: "maybe", Via: ViaButton}, {Decision: DecisionApprove, Via: "telepathy"}} {
@@ -433,32 +452,38 @@ func TestDecisionRoles(t *testing.T) {
 			t.Errorf("%+v: err = %v, want a field error", d, err)
 		}
 	}
-	res, err := f.svc.Decide(ctx, agent, *e.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaChatAssent, MessageID: "msg-42"})
+	// The operator's own chat assent, with its message id, approves the config_mutation.
+	res, err := f.svc.Decide(ctx, operator, *e.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaChatAssent, MessageID: "msg-42"})
 	if err != nil {
-		t.Fatalf("agent relaying chat assent: %v", err)
+		t.Fatalf("operator's chat assent: %v", err)
 	}
-	if res.Approval.MessageID == nil || *res.Approval.MessageID != "msg-42" || *res.Approval.DecidedBy != "nomos" {
+	if res.Approval.MessageID == nil || *res.Approval.MessageID != "msg-42" || *res.Approval.DecidedBy != operator.Actor {
 		t.Fatalf("chat assent not recorded: %+v", res.Approval)
 	}
 	// Chat assent never approves a destructive execution, nor does via=api.
-	d := mustRequest(t, f, agent, run("lxc:web", cmdDestructive, "sess-roles-2"))
-	for _, m := range []Meta{agent, operator} {
-		_, err := f.svc.Decide(ctx, m, *d.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaChatAssent, MessageID: "msg-43"})
-		refusedCode(t, err, "destructive_needs_confirmation")
-	}
+	_, err = f.svc.Decide(ctx, operator, *d.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaChatAssent, MessageID: "msg-43"})
+	refusedCode(t, err, "destructive_needs_confirmation")
 	_, err = f.svc.Decide(ctx, operator, *d.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaAPI})
 	refusedCode(t, err, "destructive_needs_confirmation")
 	if got, _ := f.svc.GetApproval(ctx, *d.ApprovalID); got.Status != ApprovalPending {
 		t.Fatalf("refused decisions changed the approval: %s", got.Status)
 	}
-	// The operator's typed confirmation, relayed by the agent with its message, approves it
-	// and opens the destructive window for that target and session.
-	if _, err := f.svc.Decide(ctx, agent, *d.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaTypedConfirmation}); !errors.Is(err, ErrForbidden) {
-		t.Fatalf("typed confirmation relayed without a message id: %v", err)
-	}
-	res, err = f.svc.Decide(ctx, agent, *d.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaTypedConfirmation, MessageID: "msg-44"})
+	// The operator's typed confirmation approves it and opens the destructive window for that
+	// target and session; the audit row and the event name the operator.
+	res, err = f.svc.Decide(ctx, operator, *d.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaTypedConfirmation, MessageID: "msg-44"})
 	if err != nil || res.Approval.RiskClass != "destructive" || res.Window == nil || res.Window.Kind != "destructive" || res.Window.Target != "lxc:web" {
-		t.Fatalf("relayed typed confirmation: %+v %v", res, err)
+		t.Fatalf("typed confirmation: %+v %v", res, err)
+	}
+	var auditActor, auditBy, eventActor, eventBy string
+	if err := f.pool.QueryRow(ctx, `SELECT a.actor, a.after->>'decided_by', e.actor, e.payload->>'decided_by'
+		FROM audit_log a, events e
+		WHERE a.action = 'approval.approve' AND a.after->>'id' = $1
+		  AND e.type = 'approval.decided' AND e.payload->>'approval_id' = $1`, *d.ApprovalID).
+		Scan(&auditActor, &auditBy, &eventActor, &eventBy); err != nil {
+		t.Fatal(err)
+	}
+	if auditActor != operator.Actor || auditBy != operator.Actor || eventActor != operator.Actor || eventBy != operator.Actor {
+		t.Fatalf("decided by: audit %q/%q, event %q/%q; want %s", auditActor, auditBy, eventActor, eventBy, operator.Actor)
 	}
 }
 

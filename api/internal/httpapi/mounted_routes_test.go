@@ -189,6 +189,12 @@ func TestMountedFeaturesMatchSpec(t *testing.T) {
 	e.readonly.do("GET", "/api/v1/approvals/"+pending.ApprovalID, nil).expect(t, http.StatusOK)
 	e.readonly.do("POST", "/api/v1/approvals/"+pending.ApprovalID+"/decision", map[string]any{"decision": "deny", "via": "api"}).
 		expect(t, http.StatusForbidden)
+	// Not an agent either, even naming the operator's message it claims to relay.
+	if p := e.agent.do("POST", "/api/v1/approvals/"+pending.ApprovalID+"/decision",
+		map[string]any{"decision": "approve", "via": "typed_confirmation", "message_id": "made-up-456"}).
+		expect(t, http.StatusForbidden).problem(t); !strings.Contains(p.Detail, "only an operator's token may decide an approval") {
+		t.Fatalf("agent decision: %+v", p)
+	}
 	e.operator.do("POST", "/api/v1/approvals/"+pending.ApprovalID+"/decision", map[string]any{"decision": "deny", "via": "api"}).
 		expect(t, http.StatusOK)
 	e.operator.do("POST", "/api/v1/approvals/"+pending.ApprovalID+"/decision", map[string]any{"decision": "deny", "via": "api"}).

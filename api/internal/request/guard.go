@@ -2,7 +2,6 @@ package request
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -20,9 +19,10 @@ type Verifier interface {
 }
 
 // Guard is a middleware that admits a request only with a valid bearer token whose role has
-// perm. It returns auth.ErrUnauthenticated or an error wrapping auth.ErrForbidden (or the
-// verifier's own failure) for whoever renders errors to answer 401, 403 or 500, and puts
-// the principal on the context (Principal). A request a guard already admitted is only
+// perm. It returns auth.ErrUnauthenticated, auth.Forbidden's error (it wraps
+// auth.ErrForbidden and says why the role is refused) or the verifier's own failure, for
+// whoever renders errors to answer 401, 403 or 500, and puts the principal on the context
+// (Principal). A request a guard already admitted is only
 // checked for perm, without a second token lookup.
 func Guard(v Verifier, perm auth.Permission) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -39,7 +39,7 @@ func Guard(v Verifier, perm auth.Permission) echo.MiddlewareFunc {
 				}
 			}
 			if !p.Role.Can(perm) {
-				return fmt.Errorf("%w: role %s may not %s", auth.ErrForbidden, p.Role, perm)
+				return auth.Forbidden(p.Role, perm)
 			}
 			c.Set(ctxPrincipal, p)
 			return next(c)

@@ -2,9 +2,11 @@ package request
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -37,6 +39,7 @@ func newTokens() *tokens {
 	return &tokens{byToken: map[string]auth.Principal{
 		"op-token":     {Name: "op", Role: auth.RoleOperator},
 		"viewer-token": {Name: "viewer", Role: auth.RoleReadonly},
+		"agent-token":  {Name: "nomos", Role: auth.RoleAgent},
 	}}
 }
 
@@ -55,6 +58,10 @@ func TestGuard(t *testing.T) {
 		{"store failure passes through", "Bearer broken", auth.PermRead, errStore, ""},
 		{"role lacks the permission", "Bearer viewer-token", auth.PermWrite, auth.ErrForbidden, ""},
 		{"reader reads", "Bearer viewer-token", auth.PermRead, nil, "viewer"},
+		{"agent writes", "Bearer agent-token", auth.PermWrite, nil, "nomos"},
+		{"agent never decides", "Bearer agent-token", auth.PermDecide, auth.ErrForbidden, ""},
+		{"reader never decides", "Bearer viewer-token", auth.PermDecide, auth.ErrForbidden, ""},
+		{"operator decides", "Bearer op-token", auth.PermDecide, nil, "op"},
 		{"scheme is case-insensitive", "bEaReR op-token", auth.PermWrite, nil, "op"},
 	}
 	for _, c := range cases {
@@ -90,6 +97,38 @@ func TestGuardTwiceLooksUpOnce(t *testing.T) {
 		e.ServeHTTP(rec, req)
 		if rec.Code != status || v.calls.Load()-before != 1 {
 			t.Errorf("%s: %d after %d lookups; want %d after 1", tok, rec.Code, v.calls.Load()-before, status)
+		}
+	}
+}
+
+// A token refused the decide permission is told why: only an operator's token decides, and
+// an agent cannot even relay an operator's chat message yet.
+func TestGuardDecideSaysOnlyOperators(t *testing.T) {
+	t.Parallel()
+	e := echo.New()
+	e.HTTPErrorHandler = ErrorHandler(noLog())
+	e.POST("/decide", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }, Guard(newTokens(), auth.PermDecide))
+	for tok, status := range map[string]int{"op-token": 204, "agent-token": 403, "viewer-token": 403} {
+		req := httptest.NewRequest(http.MethodPost, "/decide", nil)
+		req.Header.Set(echo.HeaderAuthorization, "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code != status {
+			t.Fatalf("%s: %d, want %d: %s", tok, rec.Code, status, rec.Body)
+		}
+		if status != 403 {
+			continue
+		}
+		var p struct {
+			Status int    `json:"status"`
+			Detail string `json:"detail"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+			t.Fatalf("%s: %v: %s", tok, err, rec.Body)
+		}
+		if p.Status != 403 || !strings.Contains(p.Detail, "only an operator's token may decide an approval") ||
+			!strings.Contains(p.Detail, "even relaying an operator's chat message") {
+			t.Errorf("%s: problem %+v does not say only an operator decides", tok, p)
 		}
 	}
 }
