@@ -7,6 +7,7 @@
 package shell
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -165,6 +167,46 @@ type lineHookKey struct{}
 // that shell sees it: shells nested inside it run their lines without a hook.
 func WithLineHook(ctx context.Context, h LineHook) context.Context {
 	return context.WithValue(ctx, lineHookKey{}, h)
+}
+
+// lineWriter passes on what is written to it a line at a time (or when its buffer fills, or
+// at flush). Pipeline elements write concurrently, so it is locked.
+type lineWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+const lineWriterMax = 32 << 10
+
+func newLineWriter(w io.Writer) *lineWriter { return &lineWriter{w: w} }
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	cut := bytes.LastIndexByte(l.buf, '\n') + 1
+	if len(l.buf) >= lineWriterMax {
+		cut = len(l.buf)
+	}
+	if cut == 0 {
+		return len(p), nil
+	}
+	_, err := l.w.Write(l.buf[:cut])
+	l.buf = append(l.buf[:0], l.buf[cut:]...)
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (l *lineWriter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		_, _ = l.w.Write(l.buf) // the command has ended; a failed write has no one to tell
+		l.buf = l.buf[:0]
+	}
 }
 
 // switchWriter forwards to a writer that can be changed between lines.
@@ -375,6 +417,13 @@ func (s *Shell) run(ctx context.Context, script string, params []string, stdio S
 	stdin, done := asFile(s.Log, stdio.Stdin)
 	defer done()
 	stdio.Stdin = stdin
+	// The interpreter's builtins write a line in pieces (echo writes each word, then the
+	// newline). A program writes a line at once, so a reader of both streams sees whole lines
+	// in the order they were printed: the guest's output is passed on a line at a time.
+	out, errw := newLineWriter(stdio.Stdout), newLineWriter(stdio.Stderr)
+	defer errw.flush()
+	defer out.flush()
+	stdio.Stdout, stdio.Stderr = out, errw
 	r, err := s.newRunner(stdio, env, params)
 	if err != nil {
 		fmt.Fprintf(stdio.Stderr, "sh: %v\n", err)
