@@ -38,12 +38,14 @@ type cmdline struct {
 	// flagLike: some argument that could turn out to be an option is only known
 	// at run time (an expansion, or a glob with no literal prefix).
 	flagLike bool
+	// endOpts: the line holds `--`, which ends the options.
+	endOpts bool
 }
 
 func (c *cmdline) reset() {
 	c.opts = c.opts[:0]
 	c.pos = c.pos[:0]
-	c.dyn, c.flagLike = false, false
+	c.dyn, c.flagLike, c.endOpts = false, false, false
 }
 
 // parse splits args (the words after the program name) by the grammar g,
@@ -68,7 +70,7 @@ func (g *grammar) parse(args []word, c *cmdline) {
 		}
 		s := w.val
 		if !endOpts && s == "--" {
-			endOpts = true
+			endOpts, c.endOpts = true, true
 			continue
 		}
 		if endOpts || len(s) < 2 || s[0] != '-' {

@@ -160,7 +160,8 @@ func destructiveVerb(w string) bool {
 	switch w {
 	case "destroy", "delete", "purge", "rm", "remove", "wipefs", "dd", "shred", "reboot", "shutdown",
 		"poweroff", "halt", "prune", "drop", "truncate", "rollback", "userdel", "flush", "format",
-		"blkdiscard", "lvremove", "vgremove", "pvremove", "labelclear", "dropdb", "flushall", "flushdb":
+		"blkdiscard", "lvremove", "vgremove", "pvremove", "labelclear", "dropdb", "flushall", "flushdb",
+		"reset", "clean", "stop", "stopall", "uninstall", "unlink", "delnode", "mask", "down", "lvreduce", "killall", "pkill":
 		return true
 	}
 	return strings.HasPrefix(w, "mkfs") || strings.HasPrefix(w, "mke2fs")

@@ -389,6 +389,10 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		// same command. Only a definition at the top level of the shell's
 		// code makes later calls name the function (see code).
 		c.stmt(cmd.Body, f, stdin{})
+		if cmd.Name != nil && callsItself(cmd.Name.Value, cmd.Body) {
+			c.add(f, Segment{Command: stmtText(f.src, st), Program: cmd.Name.Value, Class: Destructive,
+				Reason: "the function " + cmd.Name.Value + " calls itself, which forks without end (a fork bomb takes the machine down)"})
+		}
 	case *syntax.ArithmCmd:
 		c.subst(cmd, f)
 		c.checkArith(f, cmd.X)
@@ -414,6 +418,21 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		c.add(f, Segment{Command: stmtText(f.src, st), Class: Destructive,
 			Reason: fmt.Sprintf("shell construct %T is not known to the classifier; failing closed", cmd)})
 	}
+}
+
+// callsItself reports whether a function body calls the function itself:
+// recursion in a one-line command is a fork bomb (:(){ :|:& };:).
+func callsItself(name string, body *syntax.Stmt) bool {
+	found := false
+	syntax.Walk(body, func(n syntax.Node) bool {
+		if call, ok := n.(*syntax.CallExpr); ok && len(call.Args) > 0 {
+			if prog, ok := bareLiteral(call.Args[0]); ok && prog == name {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
 }
 
 // subst classifies every command and process substitution inside a node
@@ -445,6 +464,19 @@ func (c *classifier) visitSubst(n syntax.Node) bool {
 	case *syntax.ArithmExp:
 		c.checkArith(c.substFrame, n.X)
 	case *syntax.ParamExp:
+		if n.Exp != nil && n.Exp.Op == syntax.OtherParamOps && n.Exp.Word != nil && n.Param != nil {
+			// ${x@P} expands x as a prompt, running the command
+			// substitutions in its value: code, unless the value is a
+			// literal this command set (its substitutions are classified
+			// where it is assigned).
+			if op, _ := bareLiteral(n.Exp.Word); op == "P" {
+				if _, known := c.substFrame.sh.lits[n.Param.Value]; !known {
+					f := c.substFrame
+					c.add(f, Segment{Command: nodeText(f.src, n), Class: ConfigMutation,
+						Reason: "${" + n.Param.Value + "@P} expands a value only known at run time as a prompt, which runs the commands in it (unknown code needs approval)"})
+				}
+			}
+		}
 		if n.Excl {
 			// ${!x} looks up the variable x names, and bash evaluates a
 			// subscript in that name.
@@ -521,7 +553,7 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 		if r.Word != nil && len(r.Word.Parts) == 1 && (r.Op == syntax.RdrOut || r.Op == syntax.AppOut || r.Op == syntax.RdrAll) {
 			if ps, ok := r.Word.Parts[0].(*syntax.ProcSubst); ok && ps.Op == syntax.CmdOut {
 				if call, ok := st.Cmd.(*syntax.CallExpr); ok {
-					out := c.producerOutput(st, call, f)
+					out := c.producerOutput(st, call, f, stdin{})
 					c.keepDestructive(func() { c.stmts(ps.Stmts, f, out) })
 				}
 				continue
@@ -540,6 +572,9 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 		}
 		w := resolveParts(f.src, r.Word.Parts)
 		text := stmtText(f.src, st)
+		// > (not >>) empties the file before anything is written.
+		overwrite := r.Op != syntax.AppOut && r.Op != syntax.AppClob && r.Op != syntax.AppAll &&
+			r.Op != syntax.AppAllClob && r.Op != syntax.RdrInOut && r.Op != syntax.DplOut
 		switch {
 		case w.dyn:
 			c.add(f, Segment{Command: text, Class: ConfigMutation,
@@ -550,11 +585,56 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 		case argMatches(c.p.destructiveOut, w):
 			c.add(f, Segment{Command: text, Class: Destructive,
 				Reason: "output redirected to " + w.val + ", a raw device or kernel trigger"})
+		case overwrite && argMatches(c.p.protected, w):
+			c.add(f, Segment{Command: text, Class: Destructive,
+				Reason: "output redirected over " + w.val + ", a protected file, whose contents are lost"})
+		case overwrite && c.truncates(st, f):
+			c.add(f, Segment{Command: text, Class: Destructive,
+				Reason: "empties " + w.val + " (a redirection that writes nothing truncates the file)"})
 		default:
 			c.add(f, Segment{Command: text, Class: ConfigMutation,
 				Reason: "output redirected to the file " + w.val})
 		}
 	}
+}
+
+// truncates reports whether a statement's only effect on its output file is
+// to empty it: no command (`> f`), or one that writes nothing (`: > f`,
+// `true > f`, `cat /dev/null > f`, `echo -n > f`, printf of an empty format).
+func (c *classifier) truncates(st *syntax.Stmt, f *frame) bool {
+	if st.Cmd == nil {
+		return true
+	}
+	call, ok := st.Cmd.(*syntax.CallExpr)
+	if !ok {
+		return false
+	}
+	if len(call.Args) == 0 {
+		return true
+	}
+	argv := resolveWords(f.src, call.Args, nil)
+	for _, a := range argv {
+		if a.dyn || a.glob {
+			return false
+		}
+	}
+	name, _, system := c.p.resolveProgram(argv[0].val)
+	if !system {
+		return false
+	}
+	args := argv[1:]
+	switch name {
+	case ":", "true", "false":
+		return true
+	case "cat":
+		return len(args) > 0 && slices.ContainsFunc(args, func(w word) bool { return w.val == "/dev/null" }) &&
+			!slices.ContainsFunc(args, func(w word) bool { return w.val != "/dev/null" && !strings.HasPrefix(w.val, "-") })
+	case "echo":
+		return len(args) == 1 && args[0].val == "-n" || len(args) == 2 && args[0].val == "-n" && args[1].val == ""
+	case "printf":
+		return len(args) == 1 && args[0].val == ""
+	}
+	return false
 }
 
 func isDigits(s string) bool {
@@ -755,9 +835,15 @@ func (c *classifier) command(argv []word, text string, f *frame, in stdin) {
 		return
 	}
 	if pw.dyn || pw.glob {
-		c.add(f, Segment{Command: text, Program: pw.val, Class: ConfigMutation,
-			Reason: "the program `" + pw.val + "` is only known at run time (unknown code needs approval)"})
-		c.programHint(argv, text, f)
+		seg := Segment{Command: text, Program: pw.val, Class: ConfigMutation,
+			Reason: "the program `" + pw.val + "` is only known at run time (unknown code needs approval)"}
+		// `$X rm -rf /`, `"$@" dd of=/dev/sda`: whatever $X is, it is
+		// handed a destructive command, which it probably runs.
+		c.scanArgs(pw.val, args, text, f, &seg, in)
+		c.add(f, seg)
+		if seg.Class != Destructive {
+			c.programHint(argv, text, f)
+		}
 		return
 	}
 	name, base, system := c.p.resolveProgram(pw.val)
@@ -816,9 +902,13 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 			}
 		}
 	}
+	asksHelp := system && c.p.asksHelp(base, cl)
 	c.putCmdline(cl)
 	seg := Segment{Command: text, Program: name}
 	switch {
+	case asksHelp:
+		seg.Class = ReadOnly
+		seg.Reason = name + ": --help or --version prints and exits; nothing else runs"
 	case best != nil:
 		seg.Class, seg.Rule = best.class, best.name
 		seg.Reason = name + ": " + best.reason + " (rule " + best.name + ")"
@@ -841,10 +931,55 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 	if seg.Class == ConfigMutation && base != "find" {
 		c.scanArgs(name, args, text, f, &seg, in)
 	}
+	if seg.Class == ConfigMutation && c.p.codeDeletion != nil && c.p.isInterpreter(base) {
+		for _, a := range args {
+			if !a.dyn {
+				if m := c.p.codeDeletion.FindString(a.val); m != "" {
+					seg.Class, seg.Rule = Destructive, ""
+					seg.Reason = "`" + name + "` runs code that deletes or truncates files (" + m + ")"
+					break
+				}
+			}
+		}
+	}
 	c.add(f, seg)
 	if seg.Class == ConfigMutation {
 		c.argHints(args, f, name)
 	}
+}
+
+// isInterpreter: a runs_arguments program as a whole (python3, perl …),
+// whose literal code arguments are looked into.
+func (p *Policy) isInterpreter(base string) bool {
+	for _, sub := range p.runsArguments[base] {
+		if len(sub) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// asksHelp reports whether a command line asks the program only for its help
+// or version: --help or --version as an option (not a value, not after --)
+// of a program the policy knows, which parses its options before it acts.
+// Programs that hand their trailing arguments to another program
+// (runs_arguments: interpreters, docker run, strace …) are excluded: their
+// --help may belong to the command they run.
+func (p *Policy) asksHelp(base string, cl *cmdline) bool {
+	if len(p.byProgram[base]) == 0 && p.grammars[base] == nil && !p.hostOnly[base] {
+		return false
+	}
+	for _, sub := range p.runsArguments[base] {
+		if len(sub) <= len(cl.pos) && slices.EqualFunc(sub, cl.pos[:len(sub)], func(s string, w word) bool { return !w.dyn && s == w.val }) {
+			return false
+		}
+	}
+	for _, o := range cl.opts {
+		if (o.name == "--help" || o.name == "--version") && !o.hasValue {
+			return true
+		}
+	}
+	return false
 }
 
 // better returns the higher-class of best and r, if r applies.

@@ -50,7 +50,7 @@ func TestSegmentsCarryProgramRuleAndTransport(t *testing.T) {
 		}
 	}
 	last := r.Segments[2]
-	if last.Rule != "rm-recursive-force" || !strings.Contains(last.Reason, "inside ssh atlas → pct exec 101 → sudo") {
+	if last.Rule != "rm-delete" || !strings.Contains(last.Reason, "inside ssh atlas → pct exec 101 → sudo") {
 		t.Errorf("rm segment = %+v", last)
 	}
 	if len(r.Reasons) != 1 || r.Reasons[0] != last.Reason {
@@ -138,7 +138,7 @@ func TestFailsClosed(t *testing.T) {
 		{"glob program", `/bin/c?t /etc/hosts`, ConfigMutation, "only known at run time"},
 		{"dynamic code for bash -c", `bash -c "$X"`, ConfigMutation, "only known at run time"},
 		{"partly known code for ssh", `ssh atlas "uptime $X"`, ConfigMutation, "only partly known"},
-		{"dynamic args of a conditional read rule", `journalctl $ARGS`, ConfigMutation, "no rule"},
+		{"dynamic args of a conditional read rule", `hostnamectl $ARGS`, ConfigMutation, "no rule"},
 		{"dynamic args of a destructive program", `zfs $OP tank`, Destructive, "only known at run time"},
 		{"too deep", nested, Destructive, "nested more than"},
 		{"deep but not too deep", okNested, ReadOnly, ""},

@@ -20,16 +20,30 @@ type corpusFile struct {
 	Declared       []corpusCase `yaml:"declared"`
 }
 
-// loadCorpus reads testdata/corpus.yaml into one list of cases.
+// corpusFiles are the classifier corpora: the original one, and the one for
+// the principle that destructive means irreversible (data loss, discarded
+// history, lost machines or reachability), dry runs and --help read-only.
+var corpusFiles = []string{"testdata/corpus.yaml", "testdata/corpus_gate.yaml"}
+
+// loadCorpus reads every corpus file into one list of cases.
 func loadCorpus(tb testing.TB) []corpusCase {
 	tb.Helper()
-	data, err := os.ReadFile("testdata/corpus.yaml")
+	var out []corpusCase
+	for _, name := range corpusFiles {
+		out = append(out, loadCorpusFile(tb, name)...)
+	}
+	return out
+}
+
+func loadCorpusFile(tb testing.TB, name string) []corpusCase {
+	tb.Helper()
+	data, err := os.ReadFile(name)
 	if err != nil {
 		tb.Fatalf("read corpus: %v", err)
 	}
 	var f corpusFile
 	if err := yaml.Unmarshal(data, &f); err != nil {
-		tb.Fatalf("parse corpus: %v", err)
+		tb.Fatalf("parse corpus %s: %v", name, err)
 	}
 	var out []corpusCase
 	for _, c := range f.ReadOnly {

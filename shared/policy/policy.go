@@ -43,6 +43,17 @@ type Policy struct {
 	codeVarGlobs   []string
 	safeRedirects  []*regexp.Regexp
 	destructiveOut []*regexp.Regexp
+	// protected are paths whose overwriting or truncation loses what the
+	// operator cannot get back (/etc/shadow, /etc/pve/**, backups, logs,
+	// databases): writing over one is destructive, writing elsewhere is not.
+	protected []*regexp.Regexp
+	// runsArguments are programs (or program subcommands: docker run) that
+	// pass their trailing arguments to another program, so a --help among
+	// them is not theirs. An empty path stands for the whole program.
+	runsArguments map[string][][]string
+	// codeDeletion finds, in an interpreter's literal code argument, a
+	// call that deletes or truncates files (shutil.rmtree, unlink …).
+	codeDeletion *regexp.Regexp
 	// hintPrograms are the programs a destructive rule names, the wrappers
 	// and the shells, sorted: a glob used as a program name (/???/rm) is
 	// tried against each. hintRE finds one of them starting a command inside
@@ -114,6 +125,9 @@ type fileSpec struct {
 	CommandVariables        []string                `yaml:"command_variables"`
 	SafeRedirectTargets     []string                `yaml:"safe_redirect_targets"`
 	DestructiveWriteTargets []string                `yaml:"destructive_write_targets"`
+	ProtectedPaths          []string                `yaml:"protected_paths"`
+	RunsArguments           []string                `yaml:"runs_arguments"`
+	CodeDeletions           []string                `yaml:"code_deletions"`
 	Programs                map[string]*programSpec `yaml:"programs"`
 	Rules                   []*ruleSpec             `yaml:"rules"`
 	Disable                 []string                `yaml:"disable"`
@@ -144,6 +158,9 @@ type ruleSpec struct {
 	Args              []string            `yaml:"args"`
 	RequireArgs       []string            `yaml:"require_args"`
 	DenyArgs          []string            `yaml:"deny_args"`
+	LastArg           []string            `yaml:"last_arg"`
+	EndOfOptions      bool                `yaml:"require_end_of_options"`
+	SQLReadOnly       []string            `yaml:"sql_read_only"`
 	Match             []string            `yaml:"match"`
 	NotMatch          []string            `yaml:"not_match"`
 }
@@ -179,6 +196,9 @@ func mergeSpecs(base, over *fileSpec) (*fileSpec, error) {
 	out.CommandVariables = appendNew(slices.Clone(base.CommandVariables), over.CommandVariables)
 	out.SafeRedirectTargets = appendNew(slices.Clone(base.SafeRedirectTargets), over.SafeRedirectTargets)
 	out.DestructiveWriteTargets = appendNew(slices.Clone(base.DestructiveWriteTargets), over.DestructiveWriteTargets)
+	out.ProtectedPaths = appendNew(slices.Clone(base.ProtectedPaths), over.ProtectedPaths)
+	out.RunsArguments = appendNew(slices.Clone(base.RunsArguments), over.RunsArguments)
+	out.CodeDeletions = appendNew(slices.Clone(base.CodeDeletions), over.CodeDeletions)
 
 	out.Programs = map[string]*programSpec{}
 	for k, v := range base.Programs {
@@ -316,6 +336,14 @@ func compile(s *fileSpec) (*Policy, error) {
 		triggerPrograms: map[string]bool{},
 		codeVars:        map[string]bool{},
 		commandVars:     setOf(s.CommandVariables),
+		runsArguments:   map[string][][]string{},
+	}
+	for _, ra := range s.RunsArguments {
+		f := strings.Fields(ra)
+		if len(f) == 0 {
+			return nil, fmt.Errorf("%w: runs_arguments: empty entry", ErrPolicy)
+		}
+		p.runsArguments[f[0]] = append(p.runsArguments[f[0]], f[1:])
 	}
 	for _, v := range s.CodeVariables {
 		if strings.IndexByte(v, '*') >= 0 {
@@ -330,11 +358,32 @@ func compile(s *fileSpec) (*Policy, error) {
 	for _, h := range s.HostOnly {
 		p.hostOnly[h] = true
 	}
+	// protected_paths become the pattern {{protected_path}}, so rules name
+	// them (cp's destination, sort -o) and redirections check them.
+	patterns := make(map[string]string, len(s.Patterns)+1)
+	for k, v := range s.Patterns {
+		patterns[k] = v
+	}
+	if _, ok := patterns["protected_path"]; ok {
+		return nil, fmt.Errorf("%w: patterns: protected_path is derived from protected_paths and cannot be set", ErrPolicy)
+	}
+	patterns["protected_path"] = "(?:" + strings.Join(s.ProtectedPaths, ")|(?:") + ")"
+	if len(s.ProtectedPaths) == 0 {
+		patterns["protected_path"] = "$.^" // matches nothing
+	}
 	var err error
-	if p.safeRedirects, err = compileREs(s.SafeRedirectTargets, s.Patterns); err != nil {
+	if p.protected, err = compileREs(s.ProtectedPaths, patterns); err != nil {
+		return nil, fmt.Errorf("%w: protected_paths: %w", ErrPolicy, err)
+	}
+	if len(s.CodeDeletions) > 0 {
+		if p.codeDeletion, err = regexp.Compile("(?:" + strings.Join(s.CodeDeletions, ")|(?:") + ")"); err != nil {
+			return nil, fmt.Errorf("%w: code_deletions: %w", ErrPolicy, err)
+		}
+	}
+	if p.safeRedirects, err = compileREs(s.SafeRedirectTargets, patterns); err != nil {
 		return nil, fmt.Errorf("%w: safe_redirect_targets: %w", ErrPolicy, err)
 	}
-	if p.destructiveOut, err = compileREs(s.DestructiveWriteTargets, s.Patterns); err != nil {
+	if p.destructiveOut, err = compileREs(s.DestructiveWriteTargets, patterns); err != nil {
 		return nil, fmt.Errorf("%w: destructive_write_targets: %w", ErrPolicy, err)
 	}
 	for name, ps := range s.Programs {
@@ -359,7 +408,7 @@ func compile(s *fileSpec) (*Policy, error) {
 		if rs == nil {
 			return nil, fmt.Errorf("%w: rule %d is empty", ErrPolicy, i)
 		}
-		r, err := compileRule(rs, s.Patterns)
+		r, err := compileRule(rs, patterns)
 		if err != nil {
 			return nil, fmt.Errorf("%w: rule %q: %w", ErrPolicy, rs.Name, err)
 		}
@@ -504,8 +553,16 @@ func compileRule(rs *ruleSpec, patterns map[string]string) (*rule, error) {
 	if r.denyArgs, err = compileREs(rs.DenyArgs, patterns); err != nil {
 		return nil, fmt.Errorf("deny_args: %w", err)
 	}
+	if r.lastArg, err = compileREs(rs.LastArg, patterns); err != nil {
+		return nil, fmt.Errorf("last_arg: %w", err)
+	}
+	r.endOfOptions = rs.EndOfOptions
+	if len(rs.SQLReadOnly) > 0 && r.class != ReadOnly {
+		return nil, errors.New("sql_read_only is a condition of read_only rules only")
+	}
+	r.sqlOpts = rs.SQLReadOnly
 	r.known = map[string]bool{}
-	for _, list := range [][]string{r.denyOpts, r.allowOpts, r.requireOpts} {
+	for _, list := range [][]string{r.denyOpts, r.allowOpts, r.requireOpts, r.sqlOpts} {
 		for _, o := range list {
 			if strings.IndexByte(o, '*') < 0 {
 				r.known[o] = true
@@ -520,7 +577,8 @@ func compileRule(rs *ruleSpec, patterns map[string]string) (*rule, error) {
 	r.conditional = len(r.subcommands) > 0 || len(r.denyOpts) > 0 || len(r.allowOpts) > 0 ||
 		len(r.requireOpts) > 0 || len(r.optValues) > 0 || len(r.denyOptValues) > 0 ||
 		len(r.requireOptValues) > 0 || r.minArgs >= 0 || r.maxArgs >= 0 ||
-		len(r.firstArg) > 0 || len(r.args) > 0 || len(r.requireArgs) > 0 || len(r.denyArgs) > 0
+		len(r.firstArg) > 0 || len(r.args) > 0 || len(r.requireArgs) > 0 || len(r.denyArgs) > 0 ||
+		len(r.lastArg) > 0 || r.endOfOptions || len(r.sqlOpts) > 0
 	return r, nil
 }
 

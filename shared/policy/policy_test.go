@@ -55,13 +55,14 @@ rules:
     subcommands: ['snapshots|stats|check']
     match: ["restic -r /srv/restic snapshots"]
     not_match: ["restic -r /srv/restic forget --prune"]
-  # a new destructive rule
+  # replaces a default destructive rule
   - name: git-clean-force
     class: destructive
     reason: deletes untracked files
     program: git
     subcommands: [clean]
     require_flags: [-f, --force]
+    deny_flags: [-n, --dry-run]
     match: ["git clean -fdx"]
     not_match: ["git clean -n"]
   # replaces the default rule of the same name: cat is no longer read-only
@@ -101,8 +102,8 @@ disable: [wg-bare]
 		t.Errorf("host_only must extend the default list")
 	}
 	// The default policy itself is untouched.
-	if got := Default().Classify("git clean -fdx", "").Class; got != ConfigMutation {
-		t.Errorf("default policy changed: git clean -fdx = %s", got)
+	if got := Default().Classify("cat /srv/app/.env", "").Class; got != ReadOnly {
+		t.Errorf("default policy changed: cat /srv/app/.env = %s", got)
 	}
 }
 

@@ -25,8 +25,17 @@ type rule struct {
 	optValues, denyOptValues, requireOptValues []optValues
 	minArgs, maxArgs                           int
 	firstArg, args, requireArgs, denyArgs      []*regexp.Regexp
-	conditional                                bool
-	match, notMatch                            []string
+	// lastArg: the last positional word must match (a destination: cp a
+	// /etc/passwd writes over passwd, cp /etc/passwd /tmp reads it).
+	lastArg []*regexp.Regexp
+	// endOfOptions: the command line must contain `--` (git checkout --
+	// file discards changes; git checkout main switches branches).
+	endOfOptions bool
+	// sqlOpts: options whose values are SQL; a read_only rule with them
+	// applies only when one is present and every one is read-only SQL.
+	sqlOpts         []string
+	conditional     bool
+	match, notMatch []string
 	// known holds every option name the rule lists. A program takes an
 	// option it has by its exact name, so a name the rule knows is never
 	// read as an abbreviation of a longer one (tar --list is not
@@ -167,7 +176,38 @@ func (r *rule) permits(c *cmdline) bool {
 			return false
 		}
 	}
+	if len(r.lastArg) > 0 && (len(rest) == 0 || !anyRE(r.lastArg, rest[len(rest)-1].val)) {
+		return false
+	}
+	if r.endOfOptions && !c.endOpts {
+		return false
+	}
+	if len(r.sqlOpts) > 0 {
+		found := false
+		for _, o := range c.opts {
+			if !r.isAny(o.name, r.sqlOpts) {
+				continue
+			}
+			if !o.hasValue || o.valueDyn || !ReadOnlySQL(o.value) {
+				return false
+			}
+			found = true
+		}
+		if !found {
+			return false
+		}
+	}
 	return true
+}
+
+// isAny reports whether the parsed option have is one of the listed options.
+func (r *rule) isAny(have string, want []string) bool {
+	for _, w := range want {
+		if r.is(have, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // triggers: the rule applies unless a condition is shown to fail. An argument
@@ -240,6 +280,17 @@ func (r *rule) triggers(c *cmdline) bool {
 		if !found {
 			return false
 		}
+	}
+	if len(r.lastArg) > 0 && !c.dyn {
+		if len(rest) == 0 {
+			return false
+		}
+		if last := rest[len(rest)-1]; !last.dyn && !argMatches(r.lastArg, last) {
+			return false
+		}
+	}
+	if r.endOfOptions && !c.endOpts && !c.dyn {
+		return false
 	}
 	return true
 }

@@ -453,7 +453,19 @@ func (c *classifier) programHint(argv []word, text string, f *frame) {
 		}
 		return
 	}
-	guess := substituteKnown(text, f.sh)
+	// ${RM} -rf /x, $SHELL -c '…': a variable named after a program
+	// probably holds it.
+	if m := paramNameRE.FindStringSubmatch(pw.val); m != nil {
+		if prog := programNamed(m[1]); prog != "" && slices.Contains(c.p.hintPrograms, prog) {
+			cand := append([]word{{val: prog}}, argv[1:]...)
+			if c.keepDestructive(func() {
+				c.command(cand, joinVals(argv), f.child("the variable "+pw.val), stdin{})
+			}) {
+				return
+			}
+		}
+	}
+	guess := substituteKnown(c.staticSubst(text, f), f.sh)
 	if guess == text {
 		return
 	}
@@ -463,10 +475,56 @@ func (c *classifier) programHint(argv []word, text string, f *frame) {
 	c.destructiveHint(guess, f, "the expansion "+pw.val)
 }
 
+// paramNameRE matches a word that is one variable: $X, ${X}, "$X".
+var paramNameRE = regexp.MustCompile(`^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$`)
+
+// programNamed guesses the program a variable holds from its name: SHELL and
+// BASH hold shells, RM or RM_CMD holds rm, MKFS_BIN mkfs.
+func programNamed(name string) string {
+	switch name {
+	case "SHELL", "BASH", "ZSH_NAME", "0":
+		return "sh"
+	}
+	n := strings.ToLower(name)
+	for _, suffix := range []string{"_cmd", "_bin", "_prog", "_exe", "_command", "cmd", "bin"} {
+		if t, ok := strings.CutSuffix(n, suffix); ok && t != "" {
+			n = strings.TrimSuffix(t, "_")
+			break
+		}
+	}
+	return strings.ReplaceAll(n, "_", "-")
+}
+
+// cmdSubstRE finds $(…) without nested parentheses.
+var cmdSubstRE = regexp.MustCompile(`\$\(([^()]*)\)`)
+
+// staticSubst replaces each $(…) whose output the command spells out (echo
+// … | base64 -d, printf '\x72\x6d') with that output, trailing newlines cut
+// as the shell does.
+func (c *classifier) staticSubst(s string, f *frame) string {
+	if !strings.Contains(s, "$(") {
+		return s
+	}
+	return cmdSubstRE.ReplaceAllStringFunc(s, func(m string) string {
+		file, err := c.parse(m[2 : len(m)-1])
+		if err != nil || len(file.Stmts) != 1 {
+			return m
+		}
+		sub := *f
+		sub.src = m[2 : len(m)-1]
+		out := c.pipeSource(file.Stmts[0], &sub)
+		if out.kind != stdinText || out.dyn {
+			return m
+		}
+		return strings.TrimRight(out.text, "\n")
+	})
+}
+
 var (
-	defaultParamRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*):?[-=]([^{}$` + "`" + `]*)\}`)
-	knownParamRE   = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*|[0-9])\}?`)
-	echoSubstRE    = regexp.MustCompile("\\$\\((?:echo|printf)\\s+([^()`]*)\\)|`(?:echo|printf)\\s+([^()`]*)`")
+	defaultParamRE   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*):?[-=]([^{}$` + "`" + `]*)\}`)
+	transformParamRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)@([EPQaAKkUuL])\}`)
+	knownParamRE     = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*|[0-9])\}?`)
+	echoSubstRE      = regexp.MustCompile("\\$\\((?:echo|printf)\\s+([^()`]*)\\)|`(?:echo|printf)\\s+([^()`]*)`")
 )
 
 // substituteKnown replaces the expansions a command spells out itself with
@@ -485,6 +543,21 @@ func substituteKnown(s string, sh *shellState) string {
 			return v
 		}
 		return sub[2]
+	})
+	// ${x@E}, ${x@P}, ${x@Q}: the value transformed (escapes decoded for E;
+	// P expands it as a prompt, which runs the substitutions in it).
+	s = transformParamRE.ReplaceAllStringFunc(s, func(m string) string {
+		sub := transformParamRE.FindStringSubmatch(m)
+		v, ok := sh.lits[sub[1]]
+		if !ok {
+			return m
+		}
+		if sub[2] == "E" {
+			if d, ok := decodeANSIC(v); ok {
+				return d
+			}
+		}
+		return v
 	})
 	return knownParamRE.ReplaceAllStringFunc(s, func(m string) string {
 		name := strings.Trim(m, "${}")

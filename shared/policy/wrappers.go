@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"path"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -34,17 +35,46 @@ func (c *classifier) pipeSource(x *syntax.Stmt, f *frame) stdin {
 		switch cmd := x.Cmd.(type) {
 		case *syntax.BinaryCmd:
 			if cmd.Op == syntax.Pipe || cmd.Op == syntax.PipeAll {
+				// A decoder (base64 -d, xxd -r) passes on what it is fed,
+				// decoded: only then is the element before it looked at.
+				if y, ok := cmd.Y.Cmd.(*syntax.CallExpr); ok && len(y.Args) > 0 {
+					if prog, ok := bareLiteral(y.Args[0]); ok && isDecoder(path.Base(prog)) {
+						return c.producerOutput(cmd.Y, y, f, c.pipeSource(cmd.X, f))
+					}
+				}
 				x = cmd.Y
 				continue
 			}
 		case *syntax.CallExpr:
-			return c.producerOutput(x, cmd, f)
+			return c.producerOutput(x, cmd, f, stdin{})
 		}
 		return stdin{kind: stdinOther, producer: "`" + nodeText(f.src, x) + "`"}
 	}
 }
 
-func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *frame) stdin {
+// ownInput is what a statement's own here-document or here-string feeds it,
+// or in when it has none.
+func ownInput(st *syntax.Stmt, f *frame, in stdin) stdin {
+	for i := len(st.Redirs) - 1; i >= 0; i-- {
+		r := st.Redirs[i]
+		switch r.Op {
+		case syntax.Hdoc, syntax.DashHdoc:
+			w := heredocText(f.src, r)
+			return stdin{kind: stdinText, text: w.val, dyn: w.dyn, producer: "a here-document"}
+		case syntax.WordHdoc:
+			w := resolveParts(f.src, r.Word.Parts)
+			return stdin{kind: stdinText, text: w.val + "\n", dyn: w.dyn, producer: "a here-string"}
+		case syntax.RdrIn:
+			return stdin{kind: stdinOther, producer: "the file " + nodeText(f.src, r.Word)}
+		}
+	}
+	return in
+}
+
+// producerOutput describes what a command writes to its standard output, as
+// far as it matters to a program that runs it as code; in is what the
+// command itself reads.
+func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *frame, in stdin) stdin {
 	other := stdin{kind: stdinOther, producer: "`" + nodeText(f.src, st) + "`"}
 	if len(call.Args) == 0 {
 		return other
@@ -66,6 +96,12 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *f
 		return other
 	}
 	args := argv[1:]
+	if isDecoder(name) {
+		if out, ok := decodeOutput(name, args, ownInput(st, f, in)); ok {
+			return out
+		}
+		return other
+	}
 	switch name {
 	case "curl", "wget":
 		return stdin{kind: stdinFetch, producer: name}

@@ -1,0 +1,190 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// The principle (docs/policy.md): destructive is what the operator cannot
+// take back. These properties hold for every case of the corpora, not only
+// the examples written next to the rules.
+
+// wrapCommand returns the ways a command can be run through a wrapper or a
+// transport. Each must be classified at least as high as the command itself.
+func wrapCommand(t *testing.T, cmd string) []string {
+	t.Helper()
+	q, err := syntax.Quote(cmd, syntax.LangBash)
+	if err != nil {
+		t.Fatalf("quote %q: %v", cmd, err)
+	}
+	// ssh joins its arguments with spaces for the remote shell, so the
+	// remote command is quoted once more.
+	quote := func(s string) string {
+		out, err := syntax.Quote(s, syntax.LangBash)
+		if err != nil {
+			t.Fatalf("quote %q: %v", s, err)
+		}
+		return out
+	}
+	var out []string
+	if simpleCommand(cmd) {
+		// A prefix wrapper runs one program: only a simple command (no
+		// list, pipe, assignment or here-document) means the same behind it.
+		out = append(out, "sudo "+cmd, "sudo -u root "+cmd, "env LC_ALL=C "+cmd, "timeout 30 "+cmd,
+			"nice -n 10 "+cmd, "nohup "+cmd, "sudo -u root env X=1 nice -n 5 "+cmd)
+	}
+	return append(out,
+		"bash -c "+q,
+		"sh -c "+q,
+		"sudo bash -c "+q,
+		"eval "+q,
+		"echo "+q+" | sh",
+		"bash <<< "+q,
+		"ssh atlas "+q,
+		"ssh -p 2222 root@atlas "+q,
+		"pct exec 101 -- bash -c "+q,
+		"qm guest exec 200 -- sh -c "+q,
+		"docker exec web sh -c "+q,
+		"ssh atlas "+quote("sh -c "+q),
+		"ssh atlas "+quote("pct exec 101 -- sh -c "+q),
+	)
+}
+
+// simpleCommand reports whether cmd is one program with arguments.
+func simpleCommand(cmd string) bool {
+	f, err := syntax.NewParser().Parse(strings.NewReader(cmd), "")
+	if err != nil || len(f.Stmts) != 1 {
+		return false
+	}
+	st := f.Stmts[0]
+	call, ok := st.Cmd.(*syntax.CallExpr)
+	return ok && len(call.Assigns) == 0 && len(st.Redirs) == 0 && !st.Background && len(call.Args) > 0
+}
+
+// TestDestructiveSurvivesWrappers: for every destructive case, each wrapper
+// and transport keeps it destructive.
+func TestDestructiveSurvivesWrappers(t *testing.T) {
+	t.Parallel()
+	p := Default()
+	n := 0
+	for _, tc := range loadCorpus(t) {
+		if tc.Class != Destructive || tc.Declared != "" {
+			continue
+		}
+		if got := p.Classify(tc.Command, "").Class; got != Destructive {
+			continue // TestCorpus reports it
+		}
+		for _, w := range wrapCommand(t, tc.Command) {
+			n++
+			if got := p.Classify(w, ""); got.Class != Destructive {
+				t.Errorf("Classify(%q) = %s, want destructive (the unwrapped command is)\n  reasons: %q", w, got.Class, got.Reasons)
+			}
+		}
+	}
+	t.Logf("%d wrapped destructive commands", n)
+}
+
+// dryRuns pairs each dry run with the same command without its dry-run flag:
+// the dry run is read_only, and taking the flag away raises it.
+var dryRuns = []struct{ dry, wet string }{
+	{"rsync -n --delete a/ b/", "rsync --delete a/ b/"},
+	{"rsync --dry-run -a --delete a/ b/", "rsync -a --delete a/ b/"},
+	{"rsync -avn --delete src/ dst/", "rsync -av --delete src/ dst/"},
+	{"zfs destroy -n tank/x", "zfs destroy tank/x"},
+	{"zfs destroy -rnv tank/old", "zfs destroy -rv tank/old"},
+	{"mkfs.ext4 -n /dev/sdb1", "mkfs.ext4 /dev/sdb1"},
+	{"mke2fs -n /dev/sdb1", "mke2fs /dev/sdb1"},
+	{"mkfs -t ext4 -n /dev/sdb1", "mkfs -t ext4 /dev/sdb1"},
+	{"mkfs.xfs -N /dev/sdb1", "mkfs.xfs /dev/sdb1"},
+	{"wipefs -n -a /dev/sdb", "wipefs -a /dev/sdb"},
+	{"wipefs --no-act --all /dev/sdc", "wipefs --all /dev/sdc"},
+	{"apt-get -s purge nginx", "apt-get purge nginx"},
+	{"apt-get --dry-run remove openssh-server", "apt-get remove openssh-server"},
+	{"kubectl delete pod x --dry-run=client", "kubectl delete pod x"},
+	{"kubectl delete --dry-run=server ns staging", "kubectl delete ns staging"},
+	{"helm uninstall web --dry-run", "helm uninstall web"},
+	{"terraform plan -destroy", "terraform apply -destroy"},
+	{"git clean -n -d", "git clean -f -d"},
+	{"git clean -nfdx", "git clean -fdx"},
+	{"git push --dry-run --force origin main", "git push --force origin main"},
+	{"git push -n origin +main", "git push origin +main"},
+	{"restic forget --dry-run --keep-last 3", "restic forget --keep-last 3"},
+	{"pvesm prune-backups local --dry-run --keep-last 3", "pvesm prune-backups local --keep-last 3"},
+	{"lvremove --test pve/vm-101-disk-0", "lvremove pve/vm-101-disk-0"},
+	{"zpool upgrade", "zpool upgrade tank"},
+	{"psql -c 'SELECT count(*) FROM sessions'", "psql -c 'DELETE FROM sessions'"},
+	{"rm --help", "rm /srv/x"},
+	{"git reset --help", "git reset --hard"},
+	{"qm stop --help", "qm stop 100"},
+}
+
+func TestDryRunsAreReadOnlyAndTheirFlagsMatter(t *testing.T) {
+	t.Parallel()
+	p := Default()
+	for _, d := range dryRuns {
+		if got := p.Classify(d.dry, ""); got.Class != ReadOnly {
+			t.Errorf("Classify(%q) = %s, want read_only\n  reasons: %q", d.dry, got.Class, got.Reasons)
+		}
+		if got := p.Classify(d.wet, ""); got.Class != Destructive {
+			t.Errorf("without its dry-run flag, Classify(%q) = %s, want destructive\n  reasons: %q", d.wet, got.Class, got.Reasons)
+		}
+		for _, w := range wrapCommand(t, d.dry) {
+			if got := p.Classify(w, ""); got.Class.Rank() > ConfigMutation.Rank() {
+				t.Errorf("Classify(%q) = %s: a wrapped dry run must not be destructive", w, got.Class)
+			}
+		}
+	}
+}
+
+// TestLooseAssentWindowAndTheNewRules: a loose chat "ok" grants the pending
+// config_mutation and opens the assent window, inside which config_mutation
+// runs unattended; every command the principle calls destructive still
+// queues for a typed confirmation or a button, window or not.
+func TestLooseAssentWindowAndTheNewRules(t *testing.T) {
+	t.Parallel()
+	p := Default()
+	destructive := []string{
+		"rm /etc/passwd", "rm /tmp/one.txt", "git reset --hard", "git -C /srv/app push -f", "truncate -s 0 /var/log/syslog",
+		": > /var/log/syslog", "cp /dev/null /etc/pve/lxc/101.conf", "echo x > /etc/fstab", "qm stop 100", "pct stop 101",
+		"ip link set vmbr0 down", "systemctl stop ssh", "iptables -P INPUT DROP", "apt purge openssh-server",
+		"kubectl delete ns prod", "terraform destroy -auto-approve", "zpool upgrade -a", "pvecm delnode node2",
+		"echo cm0gLXJmIC9ldGM= | base64 -d | sh", "$X rm -rf /srv", "pkill -9 qemu", "psql -c 'UPDATE users SET admin=true'",
+	}
+	pending := []PendingApproval{{ID: "a-cm", TargetSlug: "host:atlas", Class: ConfigMutation, Command: "systemctl restart caddy"}}
+	for i, cmd := range destructive {
+		if got := p.Classify(cmd, ""); got.Class != Destructive {
+			t.Fatalf("Classify(%q) = %s, want destructive", cmd, got.Class)
+		}
+		pending = append(pending, PendingApproval{ID: "a-d" + string(rune('a'+i)), TargetSlug: "host:atlas", Class: Destructive, Command: cmd})
+	}
+	for _, msg := range []string{"ok", "Yes.", "go ahead", "OK 👍", "approve"} {
+		grants := DetectAssent(msg, pending)
+		if len(grants) != 1 || grants[0].ApprovalID != "a-cm" {
+			t.Fatalf("DetectAssent(%q) = %+v, want only the config_mutation approval", msg, grants)
+		}
+	}
+	base := GateInput{Action: "run", TargetSlug: "proxmox-host:atlas", TargetKind: KindProxmoxHost, TargetExists: true,
+		SessionID: "s-1", AssentWindowOpen: true}
+	in := base
+	in.Command = "systemctl restart caddy"
+	if d := p.Decide(in); d.Outcome != RunNow || d.Window != "assent" {
+		t.Fatalf("config_mutation in an open assent window: %+v", d)
+	}
+	for _, cmd := range destructive {
+		in := base
+		in.Command = cmd
+		if d := p.Decide(in); d.Outcome != Queue || d.Class != Destructive {
+			t.Errorf("Decide(%q) in an assent window = %s (%s), want queue as destructive", cmd, d.Outcome, d.Class)
+		}
+	}
+	// A typed confirmation names each destructive step: the phrase works.
+	for _, a := range pending[1:] {
+		phrase := ConfirmationPhrase(a)
+		grants := DetectAssent(phrase, pending)
+		if len(grants) == 0 || !strings.HasPrefix(phrase, "confirm ") {
+			t.Errorf("ConfirmationPhrase(%q) = %q grants nothing", a.Command, phrase)
+		}
+	}
+}
