@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"net"
 	"os"
 
 	"github.com/rs/zerolog"
@@ -20,6 +21,12 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	return run(ctx, cfg, log, nil)
+}
+
+// run is Run with its configuration; ready, when non-nil, receives the address the HTTP
+// server listens on (tests listen on port 0).
+func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Addr)) error {
 	pool, err := pg.Connect(ctx, cfg.DatabaseURL, 20, log)
 	if err != nil {
 		return err
@@ -30,5 +37,5 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	}
 	health := daemon.NewHealth()
 	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
-	return daemon.Serve(ctx, log, cfg.Addr, health.Mux(), nil)
+	return daemon.Serve(ctx, log, cfg.Addr, health.Metrics.InstrumentHandler(health.Mux()), ready)
 }

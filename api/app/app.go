@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
@@ -152,15 +152,12 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	})
 	h := httpapi.New(httpapi.Deps{
 		Pool: pool, Graph: svc, Ontology: o, Auth: store, Bus: bus, Logger: log, Health: health,
-		Mounts: []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc){
-			func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
-				// The server's guard, so one token lookup admits a request on every route.
-				execapi.Register(g, execapi.Deps{Service: exec, Auth: store, Guard: guard, Notifier: notifier, Logger: log})
-			},
-			func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
-				metricsapi.Register(g.Group("", guard(auth.PermRead)), metricsapi.Deps{Pool: pool, Logger: log})
-			},
-		},
+		// The feature packages' route tables, mounted with the server's own behind its guard
+		// (one token lookup admits a request on every route) and its error handling.
+		Routes: slices.Concat(
+			execapi.New(execapi.Deps{Service: exec, Notifier: notifier, Logger: log}).Routes(),
+			metricsapi.New(metricsapi.Deps{Pool: pool, Logger: log}).Routes(),
+		),
 	})
 	registrar, err := execution.NewRegistrar(execution.RegistrarOptions{Bus: bus, Pool: pool, Graph: svc, Logger: log})
 	if err != nil {

@@ -204,7 +204,7 @@ type execSpec struct {
 }
 
 // submit inserts an approved execution and NOTIFYs oikos_exec in the same transaction, as the
-// api's gate does for a run_now decision (exec-contract.md), and returns its id.
+// api's gate does for a run_now decision (docs/execution-contract.md), and returns its id.
 func (l *lab) submit(s execSpec) string {
 	l.t.Helper()
 	ctx := context.Background()

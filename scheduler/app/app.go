@@ -9,13 +9,14 @@ package app
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"net"
 	"os"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/scheduler/internal/checks"
+	"github.com/oikos-hq/oikos/scheduler/internal/checkrun"
 	"github.com/oikos-hq/oikos/scheduler/internal/drift"
 	"github.com/oikos-hq/oikos/scheduler/internal/executor"
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
@@ -24,6 +25,7 @@ import (
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/daemon"
 	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/metrics"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
@@ -36,6 +38,12 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	return run(ctx, cfg, log, nil)
+}
+
+// run is Run with its configuration; ready, when non-nil, receives the address the HTTP
+// server listens on (tests listen on port 0).
+func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Addr)) error {
 	// The ontology decides coverage; it is the same embedded file the api derives checks with.
 	onto, err := ontology.Parse(seeds.Ontology())
 	if err != nil {
@@ -57,6 +65,10 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	defer ssh.Close()
 	graph := fleet.New(pool, fleet.Options{Logger: log})
 	health := daemon.NewHealth()
+	// Before the check runner, whose own (legacy) gauge of the same name then stays private.
+	metrics.Register(health.Metrics, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "oikos_scheduler_ssh_connections", Help: "Open SSH connections (one per host).",
+	}, func() float64 { return float64(ssh.OpenConnections()) }))
 
 	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
@@ -66,8 +78,8 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	// Every part that listens registers its handlers in its constructor, so all are built
 	// before the notifier starts.
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
-	ex := executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log})
-	runner, err := checks.NewRunner(checks.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log,
+	ex := executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics})
+	runner, err := checkrun.NewRunner(checkrun.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log,
 		Metrics: health.Metrics, NameMap: cfg.NameMap, AllowNonLoopback: cfg.AllowNonLoopback, TLSConfig: cfg.CheckTLS,
 		Concurrency: cfg.CheckConcurrency})
 	if err != nil {
@@ -89,10 +101,6 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 		}
 		return nil
 	})
-	health.Metrics.GaugeFunc("oikos_scheduler_ssh_connections", "Open SSH connections (one per host).",
-		func() float64 { return float64(ssh.OpenConnections()) })
-	health.Metrics.GaugeFunc("oikos_scheduler_executions_running", "Executions running now.",
-		func() float64 { return float64(ex.Running()) })
 
 	if err := notifier.Start(ctx); err != nil {
 		return err
@@ -109,5 +117,5 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	}
 	mux := health.Mux()
 	mux.Handle("GET /status", runner.StatusHandler())
-	return daemon.Serve(ctx, log, cfg.Addr, http.Handler(mux), nil)
+	return daemon.Serve(ctx, log, cfg.Addr, health.Metrics.InstrumentHandler(mux), ready)
 }

@@ -14,11 +14,11 @@ import (
 // end-to-end tests, which substitute the lab simulator's dialer for the network — can build
 // them exactly as the daemon does. The implementations stay internal.
 type (
-	// Executor claims and runs gated executions (BEHAVIOURS S9).
+	// Executor claims and runs gated executions (docs/behaviours.md S9).
 	Executor = executor.Executor
 	// ExecutorOptions configure an Executor.
 	ExecutorOptions = executor.Options
-	// Fleet resolves targets over the entity graph (BEHAVIOURS S2).
+	// Fleet resolves targets over the entity graph (docs/behaviours.md S2).
 	Fleet = fleet.Graph
 	// FleetOptions configure a Fleet.
 	FleetOptions = fleet.Options

@@ -4,7 +4,7 @@ import (
 	"crypto/tls"
 	"time"
 
-	"github.com/oikos-hq/oikos/scheduler/internal/checks"
+	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
 	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/shared/config"
 )
@@ -43,14 +43,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	r.Require("OIKOS_DATABASE_URL", c.DatabaseURL)
 	r.Require("OIKOS_SSH_KEY_FILE", c.SSHKeyFile)
 	var err error
-	if c.Retention, err = sweep.ParseRetention(r.String("OIKOS_METRICS_RETENTION", "30d")); err != nil {
-		r.Fail("OIKOS_METRICS_RETENTION: %v", err)
-	}
-	if c.NameMap, err = checks.ParseNameMap(r.String("OIKOS_CHECK_NAME_MAP", "")); err != nil {
+	c.Retention = r.Duration("OIKOS_METRICS_RETENTION", sweep.DefaultRetention)
+	if c.NameMap, err = httpprobe.ParseNameMap(r.String("OIKOS_CHECK_NAME_MAP", "")); err != nil {
 		r.Fail("OIKOS_CHECK_NAME_MAP: %v", err)
 	}
 	if ca := r.String("OIKOS_CHECK_CA_FILE", ""); ca != "" {
-		if c.CheckTLS, err = checks.LoadCAFile(ca); err != nil {
+		if c.CheckTLS, err = httpprobe.LoadCAFile(ca); err != nil {
 			r.Fail("OIKOS_CHECK_CA_FILE: %v", err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/oikos-hq/oikos/shared/ontology"
 )
 
-// CoverageGap reports whether t lacks monitoring its type declares (BEHAVIOURS S5), given
+// CoverageGap reports whether t lacks monitoring its type declares (docs/behaviours.md S5), given
 // r, the result of Derive for t. It is true only when the type (or an entity override)
 // asks for at least one check that applies to this live entity and r holds no check at
 // all. Types and entities declaring `monitoring: none`, specs the entity disabled, specs

@@ -144,7 +144,7 @@ type Result struct {
 	Warnings []string
 }
 
-// Derive computes the check definitions for t (BEHAVIOURS S1). It never fails: anything
+// Derive computes the check definitions for t (docs/behaviours.md S1). It never fails: anything
 // that prevents a check is recorded in Result.Skipped or Result.Warnings. A nil Lookup
 // behaves as one that finds nothing.
 func Derive(t Target, o *ontology.Ontology, l Lookup) Result {

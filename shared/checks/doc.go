@@ -1,5 +1,5 @@
 // Package checks derives check definitions from a graph entity and the ontology
-// (BEHAVIOURS S1) and decides whether an entity is a monitoring coverage gap (S5).
+// (docs/behaviours.md S1) and decides whether an entity is a monitoring coverage gap (S5).
 //
 // Derive is pure: no I/O, no database, no clock. Everything it needs from the graph (the
 // owning Proxmox host of a guest, the machine holding a backup target) comes through the

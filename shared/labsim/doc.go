@@ -5,7 +5,7 @@
 // interpreted by labsim/shell, every path is mapped into the machine's sandbox (labsim/sandbox)
 // and only simulated programs written in Go run (labsim/coreutils, labsim/system and the
 // Proxmox tools pct, qm, pveam and pvesh here, which print exactly what
-// design/PROXMOX.md describes). Tests can therefore send `rm -rf /` safely.
+// docs/proxmox.md describes). Tests can therefore send `rm -rf /` safely.
 //
 // Faults can be injected per host or guest while the simulator runs — down, refusing
 // authentication, slow, hanging commands, disconnecting mid-output, a changed host key, a

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// This file renders Proxmox command output exactly as design/PROXMOX.md describes it. The
+// This file renders Proxmox command output exactly as docs/proxmox.md describes it. The
 // functions are pure so that the byte-exact formats are tested on their own.
 
 // pctRow is one line of `pct list`.

@@ -1,154 +1,118 @@
-// Package metrics is a small Prometheus text-format registry: counters, gauges and gauge
-// functions, enough for each daemon's /metrics without pulling a client library into every
-// module. Names follow Prometheus conventions (oikos_<daemon>_<what>_<unit>).
+// Package metrics is each daemon's Prometheus registry, built on client_golang: one
+// *prometheus.Registry per daemon (never the global default one), with the Go runtime and
+// process collectors, the HTTP request histogram shared by every daemon, and the /metrics
+// handler.
+//
+// # Naming
+//
+// Every name starts with oikos_. A metric only one daemon has is oikos_<daemon>_<what>_<unit>
+// (oikos_scheduler_execution_duration_seconds); one that every daemon exports with the same
+// meaning has no daemon part (oikos_http_request_duration_seconds) — the scrape's job label
+// tells the daemons apart. Units are base units (seconds, bytes); counters end in _total.
+// Durations are histograms, so Prometheus can compute quantiles over any window and across
+// daemons; a histogram's _count is the matching outcome counter (no separate _total). Label
+// values come from a small fixed set (a route pattern, an action name, an outcome), never
+// from a request's raw path or an entity's name, so a scrape cannot grow without bound.
+// The README's Metrics section lists every metric.
+//
+// # Registering a part's metrics
+//
+// A part that has metrics takes a prometheus.Registerer in its Options (or Deps), builds its
+// collectors in its constructor and registers each with Register, which accepts a nil
+// Registerer (the part then records into collectors nobody scrapes: tests, tools):
+//
+//	type Options struct {
+//		// Metrics receives the part's metrics; nil keeps them unregistered.
+//		Metrics prometheus.Registerer
+//	}
+//
+//	func New(opts Options) *Part {
+//		return &Part{runs: metrics.Register(opts.Metrics, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+//			Name:    "oikos_scheduler_part_run_duration_seconds",
+//			Help:    "Runs of the part by outcome.",
+//			Buckets: metrics.FastBuckets(),
+//		}, []string{"outcome"}))}
+//	}
+//
+// The composition root (each daemon's app package) passes the daemon's registry,
+// daemon.Health.Metrics, which is a prometheus.Registerer, and mounts Handler at /metrics.
+// HTTP servers record requests with EchoMiddleware (echo) or InstrumentHandler (net/http).
 package metrics
 
 import (
+	"errors"
 	"fmt"
-	"io"
-	"math"
 	"net/http"
-	"sort"
-	"strings"
-	"sync"
-	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Registry holds a process's metrics.
+// Registry is one daemon's metrics. It is a *prometheus.Registry (so a
+// prometheus.Registerer and a prometheus.Gatherer) holding, from the start, the Go runtime
+// collector (go_*), the process collector (process_*), go_build_info and the HTTP request
+// histogram.
 type Registry struct {
-	mu      sync.Mutex
-	entries map[string]*entry
+	*prometheus.Registry
+	http   httpMetrics
+	legacy legacy
 }
 
-type entry struct {
-	name, help, kind string
-	series           map[string]*atomic.Uint64 // label string -> float64 bits
-	fn               func() float64
+// NewRegistry returns a daemon's registry. Each call builds a new one: nothing is
+// registered with client_golang's global default registry.
+func NewRegistry() *Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector(),
+	)
+	r := &Registry{Registry: reg}
+	r.http = newHTTPMetrics(reg)
+	return r
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{entries: map[string]*entry{}} }
+// Handler serves the registry in the Prometheus exposition format (mount it at GET
+// /metrics), negotiating the format and compression with the scraper. A collector that fails
+// leaves its metrics out of the scrape; the rest is served.
+func (r *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(r.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
 
-func (r *Registry) get(name, help, kind string) *entry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.entries[name]
-	if !ok {
-		e = &entry{name: name, help: help, kind: kind, series: map[string]*atomic.Uint64{}}
-		r.entries[name] = e
+// Register registers c with reg and returns the collector to record into: c, or the equal
+// collector (same name, help, labels and type) registered before, so one part built twice
+// against a daemon's registry shares its series instead of failing. A nil reg leaves c
+// unregistered. Any other error — the name taken with other labels or help — panics, as
+// prometheus.MustRegister does: it is a wiring mistake the first test building the part
+// finds.
+func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if reg == nil {
+		return c
 	}
-	return e
-}
-
-func (r *Registry) cell(e *entry, labels []string) *atomic.Uint64 {
-	key := labelString(labels)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	c, ok := e.series[key]
-	if !ok {
-		c = &atomic.Uint64{}
-		e.series[key] = c
+	if r, ok := reg.(*Registry); ok && r == nil {
+		return c
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(fmt.Sprintf("metrics: register: %v", err))
 	}
 	return c
 }
 
-// labelString renders alternating name, value pairs as {a="b",...}.
-func labelString(kv []string) string {
-	if len(kv) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteByte('{')
-	for i := 0; i+1 < len(kv); i += 2 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%s=%q", kv[i], kv[i+1])
-	}
-	b.WriteByte('}')
-	return b.String()
+// FastBuckets are histogram buckets (seconds) for work that takes milliseconds: HTTP
+// requests, checks. 0.5 ms to 30 s.
+func FastBuckets() []float64 {
+	return []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 }
 
-// Add increments counter name (with label pairs) by v.
-func (r *Registry) Add(name, help string, v float64, labels ...string) {
-	c := r.cell(r.get(name, help, "counter"), labels)
-	for {
-		old := c.Load()
-		if c.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
-		}
-	}
-}
-
-// Set sets gauge name (with label pairs) to v.
-func (r *Registry) Set(name, help string, v float64, labels ...string) {
-	r.cell(r.get(name, help, "gauge"), labels).Store(math.Float64bits(v))
-}
-
-// GaugeFunc registers a gauge read at scrape time.
-func (r *Registry) GaugeFunc(name, help string, fn func() float64) {
-	r.get(name, help, "gauge").fn = fn
-}
-
-// Value returns the current value of a series (for tests and health reports).
-func (r *Registry) Value(name string, labels ...string) float64 {
-	r.mu.Lock()
-	e, ok := r.entries[name]
-	r.mu.Unlock()
-	if !ok {
-		return 0
-	}
-	if e.fn != nil {
-		return e.fn()
-	}
-	r.mu.Lock()
-	c, ok := e.series[labelString(labels)]
-	r.mu.Unlock()
-	if !ok {
-		return 0
-	}
-	return math.Float64frombits(c.Load())
-}
-
-// WriteTo writes the text exposition format.
-func (r *Registry) WriteTo(w io.Writer) (int64, error) {
-	r.mu.Lock()
-	names := make([]string, 0, len(r.entries))
-	for n := range r.entries {
-		names = append(names, n)
-	}
-	r.mu.Unlock()
-	sort.Strings(names)
-	var b strings.Builder
-	for _, n := range names {
-		r.mu.Lock()
-		e := r.entries[n]
-		keys := make([]string, 0, len(e.series))
-		for k := range e.series {
-			keys = append(keys, k)
-		}
-		r.mu.Unlock()
-		sort.Strings(keys)
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", e.name, e.help, e.name, e.kind)
-		if e.fn != nil {
-			fmt.Fprintf(&b, "%s %g\n", e.name, e.fn())
-			continue
-		}
-		for _, k := range keys {
-			r.mu.Lock()
-			c := e.series[k]
-			r.mu.Unlock()
-			fmt.Fprintf(&b, "%s%s %g\n", e.name, k, math.Float64frombits(c.Load()))
-		}
-	}
-	n, err := io.WriteString(w, b.String())
-	return int64(n), err
-}
-
-// Handler serves the registry at /metrics.
-func (r *Registry) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = r.WriteTo(w)
-	})
+// SlowBuckets are histogram buckets (seconds) for work that takes seconds to minutes:
+// executions of commands on machines. 50 ms to 1 h.
+func SlowBuckets() []float64 {
+	return []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 }

@@ -96,6 +96,92 @@ func InTx(ctx context.Context, db TxBeginner, fn func(tx pgx.Tx) error) (err err
 	return nil
 }
 
+// BatchTx is a transaction whose statements travel in pipelined batches, for writers that
+// must cost few round trips: BEGIN rides in the first batch sent and COMMIT at the end of
+// the last one, so a transaction of n batches costs n round trips where InTx costs n + 2.
+// Build each batch with Batch, send the intermediate ones with Send and the last with
+// Commit. Only InBatchTx makes one.
+type BatchTx struct {
+	conn             *pgxpool.Conn
+	begun, committed bool
+}
+
+// InBatchTx runs fn with a BatchTx on a connection of pool and rolls the transaction back
+// when fn returns an error, panics or returns without having committed (fn may also send
+// nothing at all: then there is no transaction and nothing to undo). Like InTx, what fn
+// writes commits together or not at all.
+func InBatchTx(ctx context.Context, pool *pgxpool.Pool, fn func(t *BatchTx) error) (err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	// A connection left inside a transaction (the rollback failed) is closed by Release,
+	// never handed out again.
+	defer conn.Release()
+	t := &BatchTx{conn: conn}
+	defer func() {
+		p := recover()
+		if t.begun && !t.committed && conn.Conn().PgConn().TxStatus() != 'I' {
+			if _, rerr := conn.Exec(context.WithoutCancel(ctx), "rollback"); rerr != nil {
+				_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			}
+		}
+		if p != nil {
+			panic(p)
+		}
+		if err == nil && t.begun && !t.committed {
+			err = errors.New("pg: batch transaction ended without Commit; rolled back")
+		}
+	}()
+	return fn(t)
+}
+
+// Batch returns an empty batch to queue statements on; the first batch of the transaction
+// starts with BEGIN.
+func (t *BatchTx) Batch() *pgx.Batch {
+	b := &pgx.Batch{}
+	if !t.begun {
+		b.Queue("begin")
+	}
+	return b
+}
+
+// Send sends b, which must come from Batch, and reads all its results: the callbacks queued
+// on its statements run in order, and the first error is returned. After a failed statement
+// the server skips the rest of the batch and the transaction can only roll back.
+func (t *BatchTx) Send(ctx context.Context, b *pgx.Batch) error {
+	if t.committed {
+		return errors.New("pg: batch transaction already committed")
+	}
+	if !t.begun {
+		if len(b.QueuedQueries) == 0 || b.QueuedQueries[0].SQL != "begin" {
+			return errors.New("pg: the first batch of a BatchTx must come from Batch")
+		}
+		t.begun = true
+	}
+	return t.conn.SendBatch(ctx, b).Close()
+}
+
+// Commit queues COMMIT at the end of b and sends it, so the transaction ends in the same
+// round trip as its last statements (a lock taken in b, such as the event outbox's, is held
+// only while the server runs the rest of b). A failed statement makes the server skip the
+// rest of the batch, COMMIT included; but a callback that fails on its own (a Scan into the
+// wrong type) cannot stop a COMMIT the server already ran, so callbacks queued in b must
+// fail only when the server reported an error.
+func (t *BatchTx) Commit(ctx context.Context, b *pgx.Batch) error {
+	b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	})
+	if err := t.Send(ctx, b); err != nil {
+		return err
+	}
+	t.committed = true
+	return nil
+}
+
 func provider(pool *pgxpool.Pool, locked bool) (*goose.Provider, *sql.DB, error) {
 	sub, err := fs.Sub(migrations.FS, migrations.Dir)
 	if err != nil {

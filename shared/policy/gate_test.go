@@ -8,7 +8,7 @@ import (
 
 // The gate matrix: command risk × window state × declared risk × approval
 // flood × dedup (× whether there is a session id), with the outcome the gate
-// order in ARCHITECTURE.md prescribes. The rows start from a pairwise covering
+// order in docs/policy.md prescribes. The rows start from a pairwise covering
 // set and add the combinations that matter most (each window with the class
 // it serves, and with the class it does not).
 type matrixRow struct {

@@ -9,7 +9,7 @@ import (
 )
 
 // The pool's Exec against a fake Proxmox host: the canned answers are what
-// PROXMOX.md says pct and qm print.
+// docs/proxmox.md says pct and qm print.
 func TestExecThroughHostHop(t *testing.T) {
 	t.Parallel()
 	guestJSON := "{\n   \"err-data\" : \"warn\\n\",\n   \"exitcode\" : 3,\n   \"exited\" : 1,\n   \"out-data\" : \"website-edge\\n\",\n   \"out-truncated\" : 0\n}\n"

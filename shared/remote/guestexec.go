@@ -8,7 +8,7 @@ import (
 )
 
 // ParseGuestExec reads the pretty JSON printed by `qm guest exec` (see
-// PROXMOX.md): `exitcode`, `exited`, `out-data`, `err-data`, `out-truncated`,
+// docs/proxmox.md): `exitcode`, `exited`, `out-data`, `err-data`, `out-truncated`,
 // `err-truncated`, `signal`, booleans printed as 1/0 and keys omitted when
 // empty. qm itself exits 0 even when the guest command failed, so the exit
 // code here is the only true one.

@@ -12,17 +12,12 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// The table PGHostKeys expects (the migration is owned by the migrations
-// module, not by this package):
-//
-//	CREATE TABLE ssh_host_keys (
-//	    address     text PRIMARY KEY,          -- dialled "ip:port"
-//	    key_type    text NOT NULL,             -- e.g. ssh-ed25519
-//	    public_key  bytea NOT NULL,            -- SSH wire encoding
-//	    fingerprint text NOT NULL,             -- SHA256:… as ssh-keygen -l prints
-//	    first_seen  timestamptz NOT NULL DEFAULT now(),
-//	    last_seen   timestamptz
-//	);
+// PGHostKeys uses the ssh_host_keys table that migrations/sql/00003_executions.sql
+// creates (the migrations module owns it; this package keeps no copy of its DDL):
+// address is the dialled "ip:port", key_type e.g. ssh-ed25519, public_key the SSH
+// wire encoding, fingerprint SHA256:… as ssh-keygen -l prints it, and first_seen
+// and last_seen when the key was pinned and last presented. Its tests run against
+// the migrated schema (shared/pgtest).
 
 // DB is the part of pgx that PGHostKeys uses; *pgxpool.Pool, *pgx.Conn and
 // pgx.Tx all satisfy it.

@@ -4,47 +4,28 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/shared/pgtest"
 )
 
-// TestPGHostKeys runs against a real Postgres when OIKOS_TEST_DATABASE_URL is
-// set. Everything happens in one transaction on a temporary table that
-// shadows any real ssh_host_keys, and is rolled back.
+// pgtest gives each test its own database cloned from the migrated template, so these tests
+// run against the ssh_host_keys table the migrations create, never a copy of it. Without
+// OIKOS_TEST_DATABASE_URL the test binary starts a private cluster; there is no skip.
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
 func TestPGHostKeys(t *testing.T) {
-	url := os.Getenv("OIKOS_TEST_DATABASE_URL")
-	if url == "" {
-		t.Skip("OIKOS_TEST_DATABASE_URL not set")
-	}
 	t.Parallel()
+	db := pgtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(context.Background()) }()
-	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE ssh_host_keys (
-		address text PRIMARY KEY,
-		key_type text NOT NULL,
-		public_key bytea NOT NULL,
-		fingerprint text NOT NULL,
-		first_seen timestamptz NOT NULL DEFAULT now(),
-		last_seen timestamptz
-	) ON COMMIT DROP`); err != nil {
-		t.Fatal(err)
-	}
 
 	var signals []string
-	store := NewPGHostKeys(tx, func(_ context.Context, addr, want, got string) {
+	store := NewPGHostKeys(db.Pool, func(_ context.Context, addr, want, got string) {
 		signals = append(signals, addr+" "+want+" "+got)
 	}, zerolog.Nop())
 	const addr = "127.0.10.1:2222"
@@ -53,22 +34,45 @@ func TestPGHostKeys(t *testing.T) {
 	if _, ok, err := store.Get(ctx, addr); err != nil || ok {
 		t.Fatalf("unknown host: ok=%v err=%v", ok, err)
 	}
-	// First use pins; the same key verifies; the row records type and fingerprint.
+	// First use pins; the same key verifies; the row records type, key and fingerprint.
 	if err := verifyHostKey(ctx, store, addr, a, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	if err := verifyHostKey(ctx, store, addr, a, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
-	var keyType, fp string
-	var lastSeen *time.Time
-	if err := tx.QueryRow(ctx, `SELECT key_type, fingerprint, last_seen FROM ssh_host_keys WHERE address = $1`, addr).
-		Scan(&keyType, &fp, &lastSeen); err != nil {
+	var (
+		keyType, fp         string
+		key                 []byte
+		firstSeen, lastSeen time.Time
+	)
+	if err := db.Pool.QueryRow(ctx, `SELECT key_type, public_key, fingerprint, first_seen, last_seen
+		FROM ssh_host_keys WHERE address = $1`, addr).Scan(&keyType, &key, &fp, &firstSeen, &lastSeen); err != nil {
 		t.Fatal(err)
 	}
-	if keyType != "ssh-ed25519" || fp != Fingerprint(a.Marshal()) || lastSeen == nil {
-		t.Errorf("row: type %q fingerprint %q last_seen %v", keyType, fp, lastSeen)
+	if keyType != "ssh-ed25519" || fp != Fingerprint(a.Marshal()) || string(key) != string(a.Marshal()) {
+		t.Errorf("row: type %q fingerprint %q key matches %v", keyType, fp, string(key) == string(a.Marshal()))
 	}
+	if lastSeen.Before(firstSeen) {
+		t.Errorf("last_seen %v before first_seen %v", lastSeen, firstSeen)
+	}
+
+	// Get stamps last_seen: the table shows when each host was last reached.
+	if _, err := db.Pool.Exec(ctx, `UPDATE ssh_host_keys SET last_seen = now() - interval '1 day' WHERE address = $1`, addr); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := store.Get(ctx, addr); err != nil || !ok || Fingerprint(got) != Fingerprint(a.Marshal()) {
+		t.Fatalf("Get pinned: ok=%v err=%v", ok, err)
+	}
+	var fresh bool
+	if err := db.Pool.QueryRow(ctx, `SELECT last_seen > now() - interval '1 hour' FROM ssh_host_keys WHERE address = $1`, addr).
+		Scan(&fresh); err != nil {
+		t.Fatal(err)
+	}
+	if !fresh {
+		t.Errorf("Get did not stamp last_seen")
+	}
+
 	// Losing a pin race to the same key is fine; to a different key is a change.
 	if err := store.Put(ctx, addr, a.Marshal()); err != nil {
 		t.Errorf("re-pin same key: %v", err)
@@ -78,7 +82,7 @@ func TestPGHostKeys(t *testing.T) {
 		t.Errorf("re-pin other key: err = %v", err)
 	}
 	// A changed key is refused and signalled with both fingerprints.
-	err = verifyHostKey(ctx, store, addr, b, zerolog.Nop())
+	err := verifyHostKey(ctx, store, addr, b, zerolog.Nop())
 	if !errors.Is(err, ErrHostKeyChanged) {
 		t.Fatalf("err = %v, want ErrHostKeyChanged", err)
 	}
@@ -88,5 +92,63 @@ func TestPGHostKeys(t *testing.T) {
 	}
 	if key, _, _ := store.Get(ctx, addr); Fingerprint(key) != Fingerprint(a.Marshal()) {
 		t.Errorf("pin replaced")
+	}
+	var rows int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM ssh_host_keys`).Scan(&rows); err != nil || rows != 1 {
+		t.Errorf("ssh_host_keys has %d rows (err %v), want 1", rows, err)
+	}
+}
+
+// Two schedulers meeting a new host at once with different keys: the insert is first-wins,
+// exactly one pins, and the other sees a changed key rather than overwriting the pin.
+func TestPGHostKeysPinRace(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	const addr = "127.0.10.2:2222"
+	const racers = 8
+	keys := make([][]byte, racers)
+	for i := range keys {
+		keys[i] = newSigner(t).PublicKey().Marshal()
+	}
+	errs := make([]error, racers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range racers {
+		store := NewPGHostKeys(db.Pool, nil, zerolog.Nop())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = store.Put(ctx, addr, keys[i])
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	winner := -1
+	for i, err := range errs {
+		var changed *HostKeyChangedError
+		switch {
+		case err == nil:
+			if winner >= 0 {
+				t.Fatalf("racers %d and %d both pinned %s", winner, i, addr)
+			}
+			winner = i
+		case !errors.As(err, &changed):
+			t.Errorf("racer %d: err = %v, want nil or *HostKeyChangedError", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no racer pinned %s: %v", addr, errs)
+	}
+	var pinned []byte
+	if err := db.Pool.QueryRow(ctx, `SELECT public_key FROM ssh_host_keys WHERE address = $1`, addr).Scan(&pinned); err != nil {
+		t.Fatal(err)
+	}
+	if string(pinned) != string(keys[winner]) {
+		t.Errorf("the pinned key is not the winner's")
 	}
 }

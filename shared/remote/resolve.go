@@ -37,7 +37,7 @@ type Graph interface {
 	HostOf(ctx context.Context, guestID string) (Entity, error)
 }
 
-// Resolver turns entities into Targets (BEHAVIOURS S2). It reads attributes
+// Resolver turns entities into Targets (docs/behaviours.md S2). It reads attributes
 // live on every call, so an edited address or user takes effect without a
 // re-seed.
 type Resolver struct {

@@ -95,8 +95,9 @@ func (a *execAPI) cli(run func(context.Context, *cliEnv, []string) int, stdin st
 	return code, out.String(), errOut.String()
 }
 
-// scheduler plays the scheduler for the next runnable execution, as exec-contract.md says:
-// it waits for the NOTIFY, claims, writes output chunks, and finishes with exitCode.
+// scheduler plays the scheduler for the next runnable execution, as
+// docs/execution-contract.md says: it waits for the NOTIFY, claims, writes output chunks, and
+// finishes with exitCode.
 // logChunk is one execution_logs row the fake scheduler writes.
 type logChunk struct {
 	stream string

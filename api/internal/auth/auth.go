@@ -4,9 +4,9 @@
 // stored, so the api_tokens table never holds a usable secret; the plaintext is shown once,
 // by Create. Verification looks the hash up and compares it in constant time.
 //
-// Roles follow ARCHITECTURE.md's security model: an operator may do everything, an agent may
-// read and write facts and knowledge but never decide an approval (not even relaying an
-// operator's chat message, see PermDecide), a readonly token may only read. The grants are
+// Roles follow the security model of docs/architecture.md: an operator may do everything, an
+// agent may read and write facts and knowledge but never decide an approval (not even relaying
+// an operator's chat message, see PermDecide), a readonly token may only read. The grants are
 // one small table (grants) so that a route states the permission it needs and the table
 // alone says who has it; refusals says why a role lacking one is refused.
 package auth

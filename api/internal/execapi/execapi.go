@@ -3,10 +3,12 @@
 // tail), listing approvals and deciding them. The handlers are thin: every rule lives in
 // api/internal/execution, and every request it answers is one transaction there.
 //
-// Errors are RFC 9457 problem documents of the same shape as the rest of the api (rendered by
-// api/internal/request, this package mapping only the execution service's errors), with a few
-// extension members where a client needs them: `code` and `approval_id` on a gate refusal
-// (a flood refusal names the approval it waits on), `approval` on a lost decision.
+// The routes are a request.Route table (Routes), mounted like every other surface's. Errors
+// are RFC 9457 problem documents of the same shape as the rest of the api, rendered by
+// api/internal/request; this package only makes the execution service's errors the api's
+// (apierr, see errors.go), with a few extension members where a client needs them: `code`
+// and `approval_id` on a gate refusal (a flood refusal names the approval it waits on),
+// `approval` on a lost decision.
 package execapi
 
 import (
@@ -28,14 +30,11 @@ import (
 // Deps are what the handlers need; the composition root builds them.
 type Deps struct {
 	Service *execution.Service
-	// Auth verifies bearer tokens and says what each role may do; used through
-	// request.Guard when Guard is nil.
+	// Auth verifies bearer tokens for Register (the api's server mounts Routes behind its
+	// own guard instead).
 	Auth *auth.Store
-	// Guard, when given, is the server's token guard (the one Mounts receive), so a request
-	// is verified the same way and once on every route of the api.
-	Guard func(auth.Permission) echo.MiddlewareFunc
 	// Notifier, when given, wakes log streams as soon as a chunk or a status change is
-	// written; Register adds its handlers, so call it before the notifier starts. Without
+	// written; New adds its handlers, so call it before the notifier starts. Without
 	// it streams poll (every StreamPoll).
 	Notifier *eventbus.Notifier
 	Logger   zerolog.Logger
@@ -46,20 +45,18 @@ type Deps struct {
 	Heartbeat time.Duration
 }
 
-type handlers struct {
+// API is the execution surface: its route table and the log streams' wake-ups.
+type API struct {
 	d   Deps
 	hub *logHub
 	log zerolog.Logger
 }
 
-// Register adds the execution and approval routes to g (mounted at /api/v1).
-func Register(g *echo.Group, d Deps) {
-	if d.Service == nil || (d.Auth == nil && d.Guard == nil) {
-		panic("execapi: Register needs the execution service and the token store or a guard")
-	}
-	if d.Guard == nil {
-		store := d.Auth
-		d.Guard = func(perm auth.Permission) echo.MiddlewareFunc { return request.Guard(store, perm) }
+// New builds the surface; with a Notifier it registers its handlers on it, so call it
+// before the notifier starts.
+func New(d Deps) *API {
+	if d.Service == nil {
+		panic("execapi: New needs the execution service")
 	}
 	if d.StreamPoll <= 0 {
 		d.StreamPoll = time.Second
@@ -70,28 +67,42 @@ func Register(g *echo.Group, d Deps) {
 	if d.Heartbeat <= 0 {
 		d.Heartbeat = 15 * time.Second
 	}
-	h := &handlers{d: d, hub: newLogHub(), log: d.Logger.With().Str("component", "execapi").Logger()}
+	a := &API{d: d, hub: newLogHub(), log: d.Logger.With().Str("component", "execapi").Logger()}
 	if d.Notifier != nil {
-		h.hub.listen(d.Notifier)
+		a.hub.listen(d.Notifier)
 	}
-	// Catch comes first on every route so that any error, the guard's included, is rendered
-	// with this package's mapping (its problems keep their extension members), on the api's
-	// server and on a bare echo alike.
-	catch := request.Catch(h.log, problemOf)
-	r, w, decide := d.Guard(auth.PermRead), d.Guard(auth.PermWrite), d.Guard(auth.PermDecide)
-	g.POST("/executions", h.requestRun, catch, w)
-	g.POST("/executions/actions", h.requestAction, catch, w)
-	g.GET("/executions", h.list, catch, r)
-	g.GET("/executions/:id", h.get, catch, r)
-	g.GET("/executions/:id/logs", h.logs, catch, r)
-	g.GET("/executions/:id/logs/stream", h.stream, catch, r)
-	g.GET("/approvals", h.listApprovals, catch, r)
-	g.GET("/approvals/:id", h.getApproval, catch, r)
-	// Only an operator's token decides (auth.PermDecide): an agent's relay of an operator's
-	// chat message cannot be proved yet. The decide guard comes first so that its refusal,
-	// which says so, is what an agent or readonly token gets; the route is a write as well;
-	// and the service refuses any role but operator on its own.
-	g.POST("/approvals/:id/decision", h.decide, catch, decide, w)
+	return a
+}
+
+// Routes is the execution and approval routes (under /api/v1). Each handler's errors are
+// made the api's (serviceError) before request renders them.
+func (a *API) Routes() []request.Route {
+	r, w := auth.PermRead, auth.PermWrite
+	return []request.Route{
+		request.POST("/executions", w, serviceErrors(a.requestRun)),
+		request.POST("/executions/actions", w, serviceErrors(a.requestAction)),
+		request.GET("/executions", r, serviceErrors(a.list)),
+		request.GET("/executions/:id", r, serviceErrors(a.get)),
+		request.GET("/executions/:id/logs", r, serviceErrors(a.logs)),
+		request.GET("/executions/:id/logs/stream", r, serviceErrors(a.stream)),
+		request.GET("/approvals", r, serviceErrors(a.listApprovals)),
+		request.GET("/approvals/:id", r, serviceErrors(a.getApproval)),
+		// Only an operator's token decides (auth.PermDecide, which only the operator role
+		// holds, a role that may also write): an agent's relay of an operator's chat message
+		// cannot be proved yet, so an agent or readonly token gets the refusal that says so;
+		// and the service refuses any role but operator on its own.
+		request.POST("/approvals/:id/decision", auth.PermDecide, serviceErrors(a.decide)),
+	}
+}
+
+// Register mounts Routes on g (mounted at /api/v1) behind a guard over d.Auth, as the api's
+// server mounts them behind its own: for a standalone surface (the CLI's tests).
+func Register(g *echo.Group, d Deps) {
+	if d.Auth == nil {
+		panic("execapi: Register needs the token store")
+	}
+	a := New(d)
+	request.Mount(g, d.Auth, a.log, a.Routes()...)
 }
 
 func meta(c echo.Context) execution.Meta {
@@ -120,7 +131,7 @@ type actionBody struct {
 	TimeoutSeconds int             `json:"timeout_seconds"`
 }
 
-func (h *handlers) requestRun(c echo.Context) error {
+func (h *API) requestRun(c echo.Context) error {
 	var b runBody
 	if err := request.DecodeJSON(c, &b); err != nil {
 		return err
@@ -129,7 +140,7 @@ func (h *handlers) requestRun(c echo.Context) error {
 		Purpose: b.Purpose, DeclaredRisk: b.DeclaredRisk, SessionID: b.SessionID, TimeoutSeconds: b.TimeoutSeconds})
 }
 
-func (h *handlers) requestAction(c echo.Context) error {
+func (h *API) requestAction(c echo.Context) error {
 	var b actionBody
 	if err := request.DecodeJSON(c, &b); err != nil {
 		return err
@@ -141,7 +152,7 @@ func (h *handlers) requestAction(c echo.Context) error {
 		Purpose: b.Purpose, DeclaredRisk: b.DeclaredRisk, SessionID: b.SessionID, TimeoutSeconds: b.TimeoutSeconds})
 }
 
-func (h *handlers) request(c echo.Context, r execution.Request) error {
+func (h *API) request(c echo.Context, r execution.Request) error {
 	e, err := h.d.Service.Request(c.Request().Context(), meta(c), r)
 	if err != nil {
 		return err
@@ -155,7 +166,7 @@ func (h *handlers) request(c echo.Context, r execution.Request) error {
 	return c.JSON(status, e)
 }
 
-func (h *handlers) list(c echo.Context) error {
+func (h *API) list(c echo.Context) error {
 	limit, after, err := request.Page(c)
 	if err != nil {
 		return err
@@ -182,7 +193,7 @@ func pathID(c echo.Context) string {
 	return v
 }
 
-func (h *handlers) get(c echo.Context) error {
+func (h *API) get(c echo.Context) error {
 	e, err := h.d.Service.Get(c.Request().Context(), pathID(c))
 	if err != nil {
 		return err
@@ -190,7 +201,7 @@ func (h *handlers) get(c echo.Context) error {
 	return c.JSON(http.StatusOK, e)
 }
 
-func (h *handlers) logs(c echo.Context) error {
+func (h *API) logs(c echo.Context) error {
 	after, err := request.IntParam(c, "after", 0, 0, maxSeq)
 	if err != nil {
 		return err
@@ -206,7 +217,7 @@ func (h *handlers) logs(c echo.Context) error {
 	return c.JSON(http.StatusOK, l)
 }
 
-func (h *handlers) listApprovals(c echo.Context) error {
+func (h *API) listApprovals(c echo.Context) error {
 	limit, after, err := request.Page(c)
 	if err != nil {
 		return err
@@ -219,7 +230,7 @@ func (h *handlers) listApprovals(c echo.Context) error {
 	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
 }
 
-func (h *handlers) getApproval(c echo.Context) error {
+func (h *API) getApproval(c echo.Context) error {
 	a, err := h.d.Service.GetApproval(c.Request().Context(), pathID(c))
 	if err != nil {
 		return err
@@ -227,7 +238,7 @@ func (h *handlers) getApproval(c echo.Context) error {
 	return c.JSON(http.StatusOK, a)
 }
 
-func (h *handlers) decide(c echo.Context) error {
+func (h *API) decide(c echo.Context) error {
 	var d execution.Decision
 	if err := request.DecodeJSON(c, &d); err != nil {
 		return err

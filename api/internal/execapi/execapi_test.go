@@ -26,7 +26,7 @@ var rank = map[string]int{"": 0, "read_only": 0, "reversible_low": 1, "config_mu
 
 // TestGateMatrix runs every combination of command class × declared risk × open window ×
 // requesting session × target through HTTP and checks the outcome against the rules of
-// ARCHITECTURE.md: read_only and reversible_low run at once; config_mutation runs inside the
+// docs/policy.md: read_only and reversible_low run at once; config_mutation runs inside the
 // requesting session's assent window; destructive runs only inside the window for that
 // target and session; everything else waits for an approval; the declared class only
 // escalates. Session A's windows never serve session B, a destructive window only serves

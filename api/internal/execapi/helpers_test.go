@@ -324,7 +324,7 @@ func (e *env) count(sql string, args ...any) int {
 	return n
 }
 
-// claim, appendChunk and finish play the scheduler as exec-contract.md describes it.
+// claim, appendChunk and finish play the scheduler as docs/execution-contract.md describes it.
 func (e *env) claim(id string) {
 	e.t.Helper()
 	tag, err := e.pool.Exec(context.Background(), `UPDATE executions SET status = 'running', started_at = now(), claimed_by = 'test'

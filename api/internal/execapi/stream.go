@@ -2,8 +2,6 @@ package execapi
 
 import (
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,7 +105,7 @@ type endEvent struct {
 // Last-Event-ID (or ?after=) as `event: chunk` with `id: <seq>`, then new chunks as they are
 // written, and a final `event: end` once the execution is terminal and all its output has
 // been sent. A reconnect with Last-Event-ID resumes without a gap or a repeat.
-func (h *handlers) stream(c echo.Context) error {
+func (h *API) stream(c echo.Context) error {
 	ctx := c.Request().Context()
 	id := pathID(c)
 	after := 0
@@ -132,12 +130,12 @@ func (h *handlers) stream(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	w := c.Response()
-	w.Header().Set(echo.HeaderContentType, "text/event-stream")
-	w.Header().Set(echo.HeaderCacheControl, "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	w.Flush()
+	// The api's one SSE writer: a deadline per write (a client that stops reading is
+	// dropped), a flush per event.
+	w, err := request.StartStream(c, 0)
+	if err != nil {
+		return nil
+	}
 	poll := time.NewTicker(h.d.StreamPoll)
 	defer poll.Stop()
 	beat := time.NewTicker(h.d.Heartbeat)
@@ -145,31 +143,21 @@ func (h *handlers) stream(c echo.Context) error {
 	logs := first
 	for {
 		for _, ch := range logs.Chunks {
-			data, err := json.Marshal(ch)
-			if err != nil {
-				return nil
-			}
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: chunk\ndata: %s\n\n", ch.Seq, data); err != nil {
+			if err := w.EventID(int64(ch.Seq), "chunk", ch); err != nil {
 				return nil // the client went away
 			}
 		}
 		after = logs.NextSeq
-		w.Flush()
 		if logs.Done {
 			e, err := h.d.Service.Get(ctx, id)
 			if err != nil {
 				return nil
 			}
-			data, err := json.Marshal(endEvent{ExecutionID: e.ID, Status: e.Status, ExitCode: e.ExitCode, Error: e.Error, FinishedAt: e.FinishedAt})
-			if err != nil {
-				return nil
-			}
-			_, _ = fmt.Fprintf(w, "event: end\ndata: %s\n\n", data)
-			w.Flush()
+			_ = w.Event("", "end", endEvent{ExecutionID: e.ID, Status: e.Status, ExitCode: e.ExitCode, Error: e.Error, FinishedAt: e.FinishedAt})
 			return nil
 		}
 		if len(logs.Chunks) < streamBatch {
-			if !h.waitForMore(c, wake, poll.C, beat.C) {
+			if !h.waitForMore(c, w, wake, poll.C, beat.C) {
 				return nil
 			}
 		}
@@ -185,7 +173,7 @@ func (h *handlers) stream(c echo.Context) error {
 
 // waitForMore blocks until a wake-up or a poll tick, writing heartbeats meanwhile. It
 // returns false when the client has gone.
-func (h *handlers) waitForMore(c echo.Context, wake <-chan struct{}, poll, beat <-chan time.Time) bool {
+func (h *API) waitForMore(c echo.Context, w *request.Stream, wake <-chan struct{}, poll, beat <-chan time.Time) bool {
 	ctx := c.Request().Context()
 	for {
 		select {
@@ -196,10 +184,9 @@ func (h *handlers) waitForMore(c echo.Context, wake <-chan struct{}, poll, beat 
 		case <-poll:
 			return true
 		case <-beat:
-			if _, err := fmt.Fprint(c.Response(), ": ping\n\n"); err != nil {
+			if err := w.Heartbeat(); err != nil {
 				return false
 			}
-			c.Response().Flush()
 		}
 	}
 }

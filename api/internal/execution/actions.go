@@ -16,9 +16,9 @@ import (
 )
 
 // The actions an execution may carry. "run" is a free-form shell command; the others are the
-// typed actions of BEHAVIOURS X9. Every one of them goes through the same gate: the original
-// system let restart, pct_exec and systemctl skip the classifier, and a restart of the fleet's
-// reverse proxy ran with no approval at all.
+// typed actions of docs/behaviours.md X9. Every one of them goes through the same gate: the
+// original system let restart, pct_exec and systemctl skip the classifier, and a restart of
+// the fleet's reverse proxy ran with no approval at all.
 const (
 	ActionRun        = "run"
 	ActionPctCreate  = "pct_create"

@@ -60,8 +60,8 @@ type decisionRow struct {
 // runnable), deny, or revoke (a pending approval, or an approved execution that has not
 // started). One conditional UPDATE makes the transition, so of two concurrent decisions
 // exactly one wins; the loser gets a *ConflictError saying how the approval was decided. The
-// approval records the execution's real risk class, windows open as exec-contract.md says,
-// and the audit row and events commit with the decision.
+// approval records the execution's real risk class, windows open as
+// docs/execution-contract.md says, and the audit row and events commit with the decision.
 func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decision) (DecisionResult, error) {
 	if err := checkMeta(m); err != nil {
 		return DecisionResult{}, err
@@ -224,10 +224,11 @@ type decidedPayload struct {
 	Window      *Window `json:"window,omitempty"`
 }
 
-// openWindow opens the window an approval grants (exec-contract.md, BEHAVIOURS X6): approving
-// a config_mutation of a session opens that session's assent window (30 min); approving a
-// destructive one by typed confirmation or button opens a destructive window for that target
-// and session (15 min). Without a session there is no window.
+// openWindow opens the window an approval grants (docs/execution-contract.md,
+// docs/behaviours.md X6): approving a config_mutation of a session opens that session's assent
+// window (30 min); approving a destructive one by typed confirmation or button opens a
+// destructive window for that target and session (15 min). Without a session there is no
+// window.
 func openWindow(ctx context.Context, tx pgx.Tx, m Meta, via string, a Approval, e Execution) (*Window, error) {
 	session := a.session()
 	if session == "" {

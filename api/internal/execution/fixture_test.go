@@ -93,7 +93,7 @@ func (f *fixture) count(t testing.TB, sql string, args ...any) int {
 	return n
 }
 
-// simulate plays the scheduler as exec-contract.md describes it: claim (running,
+// simulate plays the scheduler as docs/execution-contract.md describes it: claim (running,
 // started_at, execution.running), append output chunks, then finish with a terminal status,
 // exit code, output tail, result and its event, each step in one transaction.
 func (f *fixture) simulate(t testing.TB, id string, chunks [][]byte, status string, exitCode int, result string) {

@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// Execution statuses (BEHAVIOURS X8). Only the api writes pending_approval, approved,
-// denied, revoked and cancelled; the scheduler writes running and the terminal ones.
+// Execution statuses (docs/behaviours.md X8, docs/execution-contract.md). Only the api writes
+// pending_approval, approved, denied, revoked and cancelled; the scheduler writes running and
+// the terminal ones.
 const (
 	StatusPendingApproval = "pending_approval"
 	StatusApproved        = "approved"
@@ -72,7 +73,7 @@ const (
 	AuthorisedApproval = "approval"
 )
 
-// Window lengths (exec-contract.md).
+// Window lengths (docs/execution-contract.md).
 const (
 	AssentWindow      = 30 * time.Minute
 	DestructiveWindow = 15 * time.Minute

@@ -1,7 +1,8 @@
-// Package execution is the api side of the one gated execution path (ARCHITECTURE.md "One
-// gated execution path", BEHAVIOURS X3-X10, G12): it takes a request to run something on a
-// machine, runs the authoritative gate over it, and records what the gate decided; it takes
-// an operator's decision on a queued execution and moves the execution with it.
+// Package execution is the api side of the one gated execution path (docs/architecture.md
+// "One gated execution path", docs/behaviours.md X3-X10, G12): it takes a request to run
+// something on a machine, runs the authoritative gate over it, and records what the gate
+// decided; it takes an operator's decision on a queued execution and moves the execution
+// with it.
 //
 // Everything one request changes is written in one transaction: the execution, its approval,
 // the execution entity with its targets and involves edges (through the graph service), the
@@ -21,7 +22,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
@@ -120,36 +121,14 @@ func dedupKey(targetID, action, command string, params []byte, session string) s
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// writeAudit appends one audit row in tx.
+// writeAudit appends one audit row in tx (shared/audit); before/after are marshalled, nil
+// stays SQL NULL.
 func writeAudit(ctx context.Context, tx pgx.Tx, m Meta, correlation, action, entityID string, before, after any) error {
-	b, err := jsonOrNil(before)
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", action, err)
-	}
-	a, err := jsonOrNil(after)
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", action, err)
-	}
-	var eid *string
-	if entityID != "" {
-		eid = &entityID
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (actor, action, method, path, correlation_id, entity_id, before, after)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		m.Actor, action, m.Method, m.Path, correlation, eid, b, a); err != nil {
-		return fmt.Errorf("audit %s: %w", action, err)
-	}
-	return nil
+	return audit.Write(ctx, tx, audit.Row{Actor: m.Actor, Action: action, Method: m.Method, Path: m.Path,
+		CorrelationID: correlation, EntityID: entityID, Before: before, After: after})
 }
 
-func jsonOrNil(v any) ([]byte, error) {
-	if v == nil {
-		return nil, nil
-	}
-	return json.Marshal(v)
-}
-
-// eventPayload is the payload every execution.* event carries (exec-contract.md).
+// eventPayload is the payload every execution.* event carries (docs/execution-contract.md).
 type eventPayload struct {
 	ExecutionID string  `json:"execution_id"`
 	Status      string  `json:"status"`

@@ -26,8 +26,12 @@ func TestUpdateAttributesSQLRefusesAMiss(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = tx.Exec(ctx, updateAttributesSQL, tc.id, map[string]any{"unit": "x"}, tc.version,
-			"tester", "entity.update", "PATCH", "/p", "corr", []byte(`{}`), []byte(`{}`))
+		row, err := auditOf(Meta{Actor: "tester", Method: "PATCH", Path: "/p", CorrelationID: "corr"}, "entity.update", tc.id,
+			json.RawMessage(`{}`), json.RawMessage(`{}`)).Args()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tx.Exec(ctx, updateAttributesSQL, append([]any{tc.id, map[string]any{"unit": "x"}, tc.version}, row...)...)
 		_ = tx.Rollback(ctx)
 		if err == nil || !strings.Contains(err.Error(), "actor") {
 			t.Errorf("%s: the update+audit statement gave %v, want the NOT NULL actor violation", tc.name, err)

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
@@ -149,7 +151,7 @@ func (s *Service) bulkCreate(ctx context.Context, tx pgx.Tx, o *ontology.Ontolog
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"entities"}, []string{"id", "slug", "type", "name", "state", "attributes"},
 		pgx.CopyFromRows(rows)); err != nil {
 		if pg.IsUniqueViolation(err, "") {
-			return 0, &ValidationError{Field: "name", Reason: "an entity being created already exists (created concurrently?)", Status: 409, Err: ErrDuplicate}
+			return 0, &ValidationError{Field: "name", Reason: "an entity being created already exists (created concurrently?)", Err: ErrDuplicate}
 		}
 		return 0, fmt.Errorf("bulk insert entities: %w", err)
 	}
@@ -168,7 +170,7 @@ func dropNil(attrs map[string]any) map[string]any {
 
 // loadEntitiesBySlug reads entities by slug (locked when lock is set), keyed by slug.
 func loadEntitiesBySlug(ctx context.Context, tx pgx.Tx, slugs []string, lock bool) (map[string]Entity, error) {
-	sql := `SELECT ` + entityColumns + entityFrom + `WHERE e.slug = ANY($1) ORDER BY e.id`
+	sql := `SELECT ` + store.EntityColumns + store.EntityFrom + `WHERE e.slug = ANY($1) ORDER BY e.id`
 	if lock {
 		sql += ` FOR NO KEY UPDATE OF e`
 	}
@@ -176,7 +178,7 @@ func loadEntitiesBySlug(ctx context.Context, tx pgx.Tx, slugs []string, lock boo
 	if err != nil {
 		return nil, fmt.Errorf("read entities: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entity, error) { return scanEntity(r) })
+	list, err := pgx.CollectRows(rows, store.CollectEntity)
 	if err != nil {
 		return nil, fmt.Errorf("read entities: %w", err)
 	}
@@ -384,7 +386,7 @@ func (s *Service) bulkEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 		}
 		if err := o.ValidateEdge(e.Type, src.Type, dst.Type); err != nil {
 			return 0, fmt.Errorf("relationship %s -%s-> %s: %w", e.Source, e.Type, e.Target,
-				&ValidationError{Field: "type", Reason: err.Error(), Status: 422, Err: err})
+				&ValidationError{Field: "type", Reason: err.Error(), Err: err})
 		}
 		key := edgeKey{src.ID, e.Type, dst.ID}
 		if have[key] {
@@ -490,29 +492,13 @@ func sortedKeys[V any](m map[string]V) []string {
 // outbox collects audit rows and events of a bulk write and writes them with COPY.
 type outbox struct {
 	m      Meta
-	audits [][]any
+	audits audit.Rows
 	events []eventbus.Event
 }
 
+// audit collects a row, marshalled now: the values it names may change before flush.
 func (o *outbox) audit(action, entityID string, before, after any) error {
-	b, err := jsonOrNil(before)
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", action, err)
-	}
-	a, err := jsonOrNil(after)
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", action, err)
-	}
-	var eid any
-	if entityID != "" {
-		id, err := parseID(entityID)
-		if err != nil {
-			return err
-		}
-		eid = id
-	}
-	o.audits = append(o.audits, []any{o.m.Actor, action, o.m.Method, o.m.Path, o.m.CorrelationID, eid, b, a})
-	return nil
+	return o.audits.Add(auditOf(o.m, action, entityID, before, after))
 }
 
 func (o *outbox) event(typ, entityID string, payload any) error {
@@ -525,41 +511,14 @@ func (o *outbox) event(typ, entityID string, payload any) error {
 	return nil
 }
 
-// flush writes the collected rows. The first event goes through eventbus.Append, which
-// takes the outbox's transaction-scoped append lock; the rest are COPYed while this
-// transaction holds that lock, so ids still become visible in commit order.
+// flush writes the collected rows: the audit rows by COPY (audit.Rows), the events by
+// eventbus.AppendMany, which takes the outbox's append lock for the rest of the transaction
+// before it COPYs them, so ids still become visible in commit order.
 func (o *outbox) flush(ctx context.Context, tx pgx.Tx) error {
-	if len(o.audits) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"audit_log"},
-			[]string{"actor", "action", "method", "path", "correlation_id", "entity_id", "before", "after"},
-			pgx.CopyFromRows(o.audits)); err != nil {
-			return fmt.Errorf("bulk audit: %w", err)
-		}
+	if err := o.audits.Copy(ctx, tx); err != nil {
+		return fmt.Errorf("bulk audit: %w", err)
 	}
-	if len(o.events) == 0 {
-		return nil
-	}
-	if _, err := eventbus.Append(ctx, tx, o.events[0], nil); err != nil {
-		return err
-	}
-	rest := o.events[1:]
-	if len(rest) == 0 {
-		return nil
-	}
-	rows := make([][]any, 0, len(rest))
-	for _, e := range rest {
-		var eid any
-		if e.EntityID != "" {
-			id, err := parseID(e.EntityID)
-			if err != nil {
-				return err
-			}
-			eid = id
-		}
-		rows = append(rows, []any{e.Type, eid, e.CorrelationID, e.Actor, []byte(e.Payload)})
-	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"type", "entity_id", "correlation_id", "actor", "payload"},
-		pgx.CopyFromRows(rows)); err != nil {
+	if _, err := eventbus.AppendMany(ctx, tx, o.events); err != nil {
 		return fmt.Errorf("bulk events: %w", err)
 	}
 	return nil

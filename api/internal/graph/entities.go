@@ -15,10 +15,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oikos-hq/oikos/api/internal/checksync"
+	"github.com/oikos-hq/oikos/api/internal/ids"
+	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // Types that have their own write path and are refused by CreateEntity.
@@ -30,60 +32,9 @@ const (
 // Relationship types whose live sources block a no_live_dependents transition.
 var dependentEdgeTypes = []string{"depends-on", "runs-on", "routes-to"}
 
-const entityColumns = `e.id::text, e.slug, e.type, e.name, e.state, e.attributes, e.version, e.created_at, e.updated_at,
-	coalesce(st.health, ''), coalesce(st.reason, ''), st.last_check_at`
-
-const entityFrom = ` FROM entities e LEFT JOIN entity_status st ON st.entity_id = e.id `
-
-// scanEntity scans entityColumns and then into extra (columns a caller appended).
-func scanEntity(row pgx.Row, extra ...any) (Entity, error) {
-	var e Entity
-	err := row.Scan(append([]any{&e.ID, &e.Slug, &e.Type, &e.Name, &e.State, &e.Attributes, &e.Version, &e.CreatedAt, &e.UpdatedAt,
-		&e.Health, &e.HealthReason, &e.LastCheckAt}, extra...)...)
-	if e.Attributes == nil {
-		e.Attributes = map[string]any{}
-	}
-	return e, err
-}
-
-// entitySQL reads the entity ref names (a slug or an id) with entityColumns and extra; with
-// lock it is locked FOR NO KEY UPDATE (which, unlike FOR UPDATE, does not block edges being
-// inserted that reference it).
-func entitySQL(ref string, lock bool, extra string) string {
-	where := `WHERE e.slug = $1`
-	if isUUID(ref) {
-		where = `WHERE e.id = $1::uuid`
-	}
-	sql := `SELECT ` + entityColumns + extra + entityFrom + where
-	if lock {
-		sql += ` FOR NO KEY UPDATE OF e`
-	}
-	return sql
-}
-
-// entityReadError maps a failed entity read to ErrNotFound or a wrapped error.
-func entityReadError(ref string, err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: entity %q", ErrNotFound, ref)
-	}
-	if err != nil {
-		return fmt.Errorf("read entity %q: %w", ref, err)
-	}
-	return nil
-}
-
-// loadEntity reads an entity by slug or id, locked with lock (see entitySQL).
-func loadEntity(ctx context.Context, q pg.Querier, ref string, lock bool) (Entity, error) {
-	e, err := scanEntity(q.QueryRow(ctx, entitySQL(ref, lock, ""), ref))
-	if err := entityReadError(ref, err); err != nil {
-		return Entity{}, err
-	}
-	return e, nil
-}
-
 // GetEntity returns an entity by slug or id, with its health.
 func (s *Service) GetEntity(ctx context.Context, ref string) (Entity, error) {
-	return loadEntity(ctx, s.pool, ref, false)
+	return store.GetEntity(ctx, s.pool, ref, false)
 }
 
 // snapshot is the audited view of an entity (no health: the scheduler owns that).
@@ -121,7 +72,7 @@ func ValidateName(name string) error {
 func refuseSchedulerOwned(attrs map[string]any) error {
 	for _, k := range SchedulerOwnedKeys {
 		if _, ok := attrs[k]; ok {
-			return &ValidationError{Field: "attributes." + k, Reason: ErrSchedulerOwned.Error(), Status: 422, Err: ErrSchedulerOwned}
+			return &ValidationError{Field: "attributes." + k, Reason: ErrSchedulerOwned.Error(), Err: ErrSchedulerOwned}
 		}
 	}
 	return nil
@@ -129,7 +80,7 @@ func refuseSchedulerOwned(attrs map[string]any) error {
 
 // typeError maps an ontology type error to the field "type".
 func typeError(err error) error {
-	return &ValidationError{Field: "type", Reason: err.Error(), Status: 422, Err: err}
+	return &ValidationError{Field: "type", Reason: err.Error(), Err: err}
 }
 
 // attributeError maps ValidateAttributes' joined FieldErrors to a ValidationError naming
@@ -141,9 +92,9 @@ func attributeError(err error) error {
 	var fe *ontology.FieldError
 	if errors.As(err, &fe) {
 		reason := err.Error()
-		return &ValidationError{Field: "attributes." + fe.Field, Reason: strings.ReplaceAll(reason, "\n", "; "), Status: 422, Err: err}
+		return &ValidationError{Field: "attributes." + fe.Field, Reason: strings.ReplaceAll(reason, "\n", "; "), Err: err}
 	}
-	return &ValidationError{Field: "attributes", Reason: err.Error(), Status: 422, Err: err}
+	return &ValidationError{Field: "attributes", Reason: err.Error(), Err: err}
 }
 
 // ValidateCreate checks a create against the ontology exactly as CreateEntity will, without
@@ -182,7 +133,7 @@ func validateCreate(o *ontology.Ontology, in CreateEntityInput) (string, error) 
 	if state == "" {
 		state = t.DefaultState
 	} else if err := o.ValidateState(in.Type, state); err != nil {
-		return "", &ValidationError{Field: "state", Reason: err.Error(), Status: 422, Err: err}
+		return "", &ValidationError{Field: "state", Reason: err.Error(), Err: err}
 	}
 	if err := o.ValidateAttributes(in.Type, in.Attributes, true); err != nil {
 		return "", attributeError(err)
@@ -266,9 +217,9 @@ func (s *Service) CreateEntityTx(ctx context.Context, tx pgx.Tx, m Meta, in Crea
 		return Entity{}, fmt.Errorf("insert entity %s: %w", slug, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return Entity{}, &ValidationError{Field: "name", Reason: fmt.Sprintf("an entity %s already exists", slug), Status: 409, Err: ErrDuplicate}
+		return Entity{}, &ValidationError{Field: "name", Reason: fmt.Sprintf("an entity %s already exists", slug), Err: ErrDuplicate}
 	}
-	created, err := loadEntity(ctx, tx, id, false)
+	created, err := store.GetEntity(ctx, tx, id, false)
 	if err != nil {
 		return Entity{}, err
 	}
@@ -282,7 +233,7 @@ func (s *Service) CreateEntityTx(ctx context.Context, tx pgx.Tx, m Meta, in Crea
 		return Entity{}, err
 	}
 	// Re-read: check derivation may have given it an entity_status row.
-	return loadEntity(ctx, tx, id, false)
+	return store.GetEntity(ctx, tx, id, false)
 }
 
 // UpdateAttributes shallow-merges attrs into the entity's attributes (a null value deletes
@@ -324,16 +275,16 @@ func (s *Service) UpdateAttributesTx(ctx context.Context, tx pgx.Tx, m Meta, ref
 	return s.updateAttributes(ctx, &batchTx{q: tx}, m, ref, attrs, expectedVersion)
 }
 
-// updateAttributesSQL writes the entity and its audit row in one statement. The audit row
-// takes its actor from the updated row, so an update that matched nothing fails on the NOT
-// NULL actor and aborts the transaction: the COMMIT queued behind it in the same batch then
-// never runs. The row lock taken by the first batch makes a miss impossible; the statement
-// does not rely on it.
-const updateAttributesSQL = `WITH changed AS (
+// updateAttributesSQL writes the entity and its audit row in one statement ($1-$3 the
+// update's, then audit.Row.Args). The audit row takes its actor from the updated row
+// (audit.GuardedInsert), so an update that matched nothing fails on the NOT NULL actor and
+// aborts the transaction: the COMMIT queued behind it in the same batch then never runs. The
+// row lock taken by the first batch makes a miss impossible; the statement does not rely on
+// it.
+var updateAttributesSQL = `WITH changed AS (
 		UPDATE entities SET attributes = $2, version = version + 1, updated_at = now()
 		WHERE id = $1 AND version = $3 RETURNING id)
-	INSERT INTO audit_log (actor, action, method, path, correlation_id, entity_id, before, after)
-	VALUES ((SELECT $4::text FROM changed), $5, $6, $7, $8, $1, $9, $10)`
+	` + audit.GuardedInsert("changed", 4)
 
 // updateAttributes is the one implementation of an attribute update, in t's transaction.
 func (s *Service) updateAttributes(ctx context.Context, t *batchTx, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
@@ -352,14 +303,14 @@ func (s *Service) updateAttributes(ctx context.Context, t *batchTx, m Meta, ref 
 	if touchesAny(attrs, checks.HolderAttributes) {
 		// This may change the checks of the backup targets the entity holds: lock them
 		// with it, in id order (see holderAttributesChanged below).
-		checksync.QueueLockHeld(first, ref, isUUID(ref))
+		checksync.QueueLockHeld(first, ref, ids.IsUUID(ref))
 	}
-	first.Queue(entitySQL(ref, true, `, st.entity_id IS NOT NULL, now()`), ref).QueryRow(func(row pgx.Row) error {
+	first.Queue(store.EntitySQL(ref, true, `, st.entity_id IS NOT NULL, now()`), ref).QueryRow(func(row pgx.Row) error {
 		var err error
-		cur, err = scanEntity(row, &hasStatus, &now)
-		return entityReadError(ref, err)
+		cur, err = store.ScanEntity(row, &hasStatus, &now)
+		return store.EntityReadError(ref, err)
 	})
-	prefetched := checksync.QueuePrefetch(first, ref, isUUID(ref))
+	prefetched := checksync.QueuePrefetch(first, ref, ids.IsUUID(ref))
 	if err := t.send(ctx, first); err != nil {
 		return Entity{}, err
 	}
@@ -389,16 +340,12 @@ func (s *Service) updateAttributes(ctx context.Context, t *batchTx, m Meta, ref 
 
 	// Round trip 2: the entity and its audit row, the checks re-derived from the new
 	// attributes, the events last (they take the outbox lock), and COMMIT.
-	before, err := json.Marshal(snap(cur))
+	row, err := auditOf(m, "entity.update", cur.ID, snap(cur), snap(next)).Args()
 	if err != nil {
-		return Entity{}, fmt.Errorf("audit entity.update: %w", err)
-	}
-	after, err := json.Marshal(snap(next))
-	if err != nil {
-		return Entity{}, fmt.Errorf("audit entity.update: %w", err)
+		return Entity{}, err
 	}
 	w := &pgx.Batch{}
-	w.Queue(updateAttributesSQL, cur.ID, merged, cur.Version, m.Actor, "entity.update", m.Method, m.Path, m.CorrelationID, before, after)
+	w.Queue(updateAttributesSQL, append([]any{cur.ID, merged, cur.Version}, row...)...)
 	changes, statusCreated, err := s.check.SyncPrefetched(ctx, t.q, o, target(next), prefetched, hasStatus, w)
 	if err != nil {
 		return Entity{}, fmt.Errorf("derive checks of %s: %w", cur.Slug, err)
@@ -486,7 +433,7 @@ func (s *Service) SetStateTx(ctx context.Context, tx pgx.Tx, m Meta, ref, state 
 		return Entity{}, invalid("state", ErrInvalid, "state is required")
 	}
 	o := s.Ontology()
-	cur, err := loadEntity(ctx, tx, ref, true)
+	cur, err := store.GetEntity(ctx, tx, ref, true)
 	if err != nil {
 		return Entity{}, err
 	}
@@ -495,7 +442,7 @@ func (s *Service) SetStateTx(ctx context.Context, tx pgx.Tx, m Meta, ref, state 
 	}
 	pre, err := o.ValidateTransition(cur.Type, cur.State, state)
 	if err != nil {
-		return Entity{}, &ValidationError{Field: "state", Reason: err.Error(), Status: 422, Err: err}
+		return Entity{}, &ValidationError{Field: "state", Reason: err.Error(), Err: err}
 	}
 	if cur.State == state {
 		return cur, nil
@@ -523,7 +470,7 @@ func (s *Service) SetStateTx(ctx context.Context, tx pgx.Tx, m Meta, ref, state 
 	if err := s.syncChecks(ctx, tx, m, o, next); err != nil {
 		return Entity{}, err
 	}
-	return loadEntity(ctx, tx, cur.ID, false)
+	return store.GetEntity(ctx, tx, cur.ID, false)
 }
 
 // checkPreconditions evaluates a transition's preconditions inside the transaction, so no
@@ -547,20 +494,20 @@ func checkPreconditions(ctx context.Context, tx pgx.Tx, e Entity, to string, pre
 				return fmt.Errorf("check dependents of %s: %w", e.Slug, err)
 			}
 			if len(deps) > 0 {
-				return &ValidationError{Field: "state", Status: 422, Err: ErrPreconditionFailed,
+				return &ValidationError{Field: "state", Err: ErrPreconditionFailed,
 					Reason: fmt.Sprintf("%s cannot become %s: precondition %s failed: %s (end those relationships or retire the dependents first)",
 						e.Slug, to, p, strings.Join(deps, ", "))}
 			}
 		case strings.HasPrefix(p, ontology.PreconditionHasAttribute):
 			name := strings.TrimPrefix(p, ontology.PreconditionHasAttribute)
 			if v, ok := e.Attributes[name]; !ok || v == nil || v == "" {
-				return &ValidationError{Field: "state", Status: 422, Err: ErrPreconditionFailed,
+				return &ValidationError{Field: "state", Err: ErrPreconditionFailed,
 					Reason: fmt.Sprintf("%s cannot become %s: precondition %s failed: attribute %q is not set", e.Slug, to, p, name)}
 			}
 		default:
 			// An unknown precondition must fail closed: the ontology promised a check the
 			// api cannot make.
-			return &ValidationError{Field: "state", Status: 422, Err: ErrPreconditionFailed,
+			return &ValidationError{Field: "state", Err: ErrPreconditionFailed,
 				Reason: fmt.Sprintf("%s cannot become %s: precondition %q is not understood by this api", e.Slug, to, p)}
 		}
 	}

@@ -54,7 +54,7 @@ func beginIdempotent(ctx context.Context, tx pgx.Tx, m Meta, body any) (*idempot
 	case err != nil:
 		return nil, nil, fmt.Errorf("read idempotency key: %w", err)
 	case stored != hash:
-		return nil, nil, &ValidationError{Field: "Idempotency-Key", Status: 422, Err: ErrIdempotencyMismatch,
+		return nil, nil, &ValidationError{Field: "Idempotency-Key", Err: ErrIdempotencyMismatch,
 			Reason: fmt.Sprintf("key %q was already used for a different request body", i.key)}
 	}
 	return nil, &r, nil

@@ -9,15 +9,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oikos-hq/oikos/api/internal/store"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // KnowledgeKinds are the kinds a knowledge entity may have; each is also its entity type.
-var KnowledgeKinds = []string{"document", "investigation", "runbook"}
+var KnowledgeKinds = store.KnowledgeKinds
 
 // aboutEdge is the relationship from knowledge to what it is about.
-const aboutEdge = "about"
+const aboutEdge = store.AboutEdge
 
 // knowledgeDoc is the audited view of a knowledge entity.
 type knowledgeDoc struct {
@@ -97,14 +98,14 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 			// Locked now, before the document's event takes the outbox lock: the about edge
 			// re-derives the checks of its ends under their row locks, and waiting for one
 			// while holding the outbox lock could deadlock with a PATCH of that entity.
-			if about, err = loadEntity(ctx, tx, in.About, true); err != nil {
+			if about, err = store.GetEntity(ctx, tx, in.About, true); err != nil {
 				return fieldNotFound("about", err)
 			}
 			if err := o.ValidateEdge(aboutEdge, in.Kind, about.Type); err != nil {
-				return &ValidationError{Field: "about", Reason: err.Error(), Status: 422, Err: err}
+				return &ValidationError{Field: "about", Reason: err.Error(), Err: err}
 			}
 		}
-		cur, err := loadKnowledge(ctx, tx, in.Slug, true)
+		cur, err := store.GetKnowledge(ctx, tx, in.Slug, true)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			created = true
@@ -118,7 +119,7 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 				return err
 			}
 		}
-		doc, err := loadEntity(ctx, tx, in.Slug, false)
+		doc, err := store.GetEntity(ctx, tx, in.Slug, false)
 		if err != nil {
 			return err
 		}
@@ -127,7 +128,7 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 				return err
 			}
 		}
-		out, err = loadKnowledge(ctx, tx, in.Slug, false)
+		out, err = store.GetKnowledge(ctx, tx, in.Slug, false)
 		return err
 	})
 	if err != nil {
@@ -145,7 +146,7 @@ func (s *Service) insertKnowledge(ctx context.Context, tx pgx.Tx, m Meta, o *ont
 	if _, err := tx.Exec(ctx, `INSERT INTO entities (id, slug, type, name, state, attributes) VALUES ($1, $2, $3, $4, $5, '{}')`,
 		id, in.Slug, in.Kind, name, t.DefaultState); err != nil {
 		if pg.IsUniqueViolation(err, "") {
-			return &ValidationError{Field: "slug", Reason: fmt.Sprintf("%s was created concurrently", in.Slug), Status: 409, Err: ErrDuplicate}
+			return &ValidationError{Field: "slug", Reason: fmt.Sprintf("%s was created concurrently", in.Slug), Err: ErrDuplicate}
 		}
 		return fmt.Errorf("insert %s: %w", in.Slug, err)
 	}
@@ -188,41 +189,4 @@ func (s *Service) updateKnowledge(ctx context.Context, tx pgx.Tx, m Meta, cur Kn
 // knowledgeEvent is the knowledge.upserted payload; the body stays out of the outbox.
 func knowledgeEvent(d knowledgeDoc, created bool) map[string]any {
 	return map[string]any{"slug": d.Slug, "kind": d.Kind, "title": d.Title, "tags": d.Tags, "version": d.Version, "created": created}
-}
-
-// loadKnowledge reads a knowledge entity with its text and the slugs it is about.
-func loadKnowledge(ctx context.Context, q pg.Querier, slug string, lock bool) (Knowledge, error) {
-	sql := `SELECT ` + entityColumns + `, coalesce(k.kind, ''), coalesce(k.title, ''), coalesce(k.body, ''), coalesce(k.tags, '{}')` +
-		entityFrom + `LEFT JOIN knowledge_entities k ON k.entity_id = e.id WHERE e.slug = $1`
-	if lock {
-		sql += ` FOR NO KEY UPDATE OF e`
-	}
-	var k Knowledge
-	e := &k.Entity
-	err := q.QueryRow(ctx, sql, slug).Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &e.State, &e.Attributes, &e.Version,
-		&e.CreatedAt, &e.UpdatedAt, &e.Health, &e.HealthReason, &e.LastCheckAt, &k.Kind, &k.Title, &k.Body, &k.Tags)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Knowledge{}, fmt.Errorf("%w: knowledge %q", ErrNotFound, slug)
-	}
-	if err != nil {
-		return Knowledge{}, fmt.Errorf("read knowledge %q: %w", slug, err)
-	}
-	if e.Attributes == nil {
-		e.Attributes = map[string]any{}
-	}
-	if !slices.Contains(KnowledgeKinds, e.Type) {
-		return Knowledge{}, fmt.Errorf("%w: %s is a %s, not knowledge", ErrNotFound, slug, e.Type)
-	}
-	rows, err := q.Query(ctx, `SELECT t.slug FROM relationships r JOIN entities t ON t.id = r.target_id
-		WHERE r.source_id = $1 AND r.type = $2 AND r.valid_to IS NULL ORDER BY t.slug`, e.ID, aboutEdge)
-	if err != nil {
-		return Knowledge{}, fmt.Errorf("read about edges of %s: %w", slug, err)
-	}
-	if k.About, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		return Knowledge{}, fmt.Errorf("read about edges of %s: %w", slug, err)
-	}
-	if k.Tags == nil {
-		k.Tags = []string{}
-	}
-	return k, nil
 }

@@ -8,25 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oikos-hq/oikos/api/internal/checksync"
+	"github.com/oikos-hq/oikos/api/internal/ids"
+	"github.com/oikos-hq/oikos/api/internal/store"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
-const relColumns = `r.id::text, r.type, r.source_id::text, s.slug, r.target_id::text, t.slug, r.attributes, r.valid_from, r.valid_to`
-
-const relFrom = ` FROM relationships r JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id `
-
-func scanRel(row pgx.Row) (Relationship, error) {
-	var r Relationship
-	err := row.Scan(&r.ID, &r.Type, &r.SourceID, &r.SourceSlug, &r.TargetID, &r.TargetSlug, &r.Attributes, &r.ValidFrom, &r.ValidTo)
-	if r.Attributes == nil {
-		r.Attributes = map[string]any{}
-	}
-	return r, err
-}
-
 // currentEdge returns the current (not ended) edge source -typ-> target, if any.
 func currentEdge(ctx context.Context, q pg.Querier, typ, sourceID, targetID string) (Relationship, bool, error) {
-	r, err := scanRel(q.QueryRow(ctx, `SELECT `+relColumns+relFrom+
+	r, err := store.ScanRelationship(q.QueryRow(ctx, `SELECT `+store.RelationshipColumns+store.RelationshipFrom+
 		`WHERE r.source_id = $1 AND r.type = $2 AND r.target_id = $3 AND r.valid_to IS NULL`, sourceID, typ, targetID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Relationship{}, false, nil
@@ -69,11 +58,11 @@ func (s *Service) CreateRelationshipTx(ctx context.Context, tx pgx.Tx, m Meta, t
 	if err != nil {
 		return Relationship{}, false, err
 	}
-	src, err := loadEntity(ctx, tx, source, false)
+	src, err := store.GetEntity(ctx, tx, source, false)
 	if err != nil {
 		return Relationship{}, false, fieldNotFound("source", err)
 	}
-	dst, err := loadEntity(ctx, tx, target, false)
+	dst, err := store.GetEntity(ctx, tx, target, false)
 	if err != nil {
 		return Relationship{}, false, fieldNotFound("target", err)
 	}
@@ -81,7 +70,7 @@ func (s *Service) CreateRelationshipTx(ctx context.Context, tx pgx.Tx, m Meta, t
 		return Relationship{}, false, invalid("target", ErrInvalid, "an entity cannot be related to itself")
 	}
 	if err := s.Ontology().ValidateEdge(typ, src.Type, dst.Type); err != nil {
-		return Relationship{}, false, &ValidationError{Field: "type", Reason: err.Error(), Status: 422, Err: err}
+		return Relationship{}, false, &ValidationError{Field: "type", Reason: err.Error(), Err: err}
 	}
 	return s.insertEdge(ctx, tx, m, typ, src, dst, norm)
 }
@@ -116,7 +105,7 @@ func (s *Service) insertEdge(ctx context.Context, tx pgx.Tx, m Meta, typ string,
 		}
 		return r, false, nil
 	}
-	r, err := scanRel(tx.QueryRow(ctx, `SELECT `+relColumns+relFrom+`WHERE r.id = $1`, id))
+	r, err := store.ScanRelationship(tx.QueryRow(ctx, `SELECT `+store.RelationshipColumns+store.RelationshipFrom+`WHERE r.id = $1`, id))
 	if err != nil {
 		return Relationship{}, false, fmt.Errorf("read relationship: %w", err)
 	}
@@ -142,11 +131,11 @@ func (s *Service) insertEdge(ctx context.Context, tx pgx.Tx, m Meta, typ string,
 // entity's row lock would deadlock with one (a PATCH) that holds that row lock and waits for
 // the outbox lock.
 func (s *Service) deriveEnds(ctx context.Context, tx pgx.Tx, ids ...string) (checksync.Changes, error) {
-	rows, err := tx.Query(ctx, `SELECT `+entityColumns+entityFrom+`WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR NO KEY UPDATE OF e`, ids)
+	rows, err := tx.Query(ctx, `SELECT `+store.EntityColumns+store.EntityFrom+`WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR NO KEY UPDATE OF e`, ids)
 	if err != nil {
 		return checksync.Changes{}, fmt.Errorf("lock relationship ends: %w", err)
 	}
-	ends, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Entity, error) { return scanEntity(r) })
+	ends, err := pgx.CollectRows(rows, store.CollectEntity)
 	if err != nil {
 		return checksync.Changes{}, fmt.Errorf("lock relationship ends: %w", err)
 	}
@@ -159,12 +148,12 @@ func (s *Service) EndRelationship(ctx context.Context, m Meta, id string) (Relat
 	if err := checkMeta(m); err != nil {
 		return Relationship{}, err
 	}
-	if !isUUID(id) {
+	if !ids.IsUUID(id) {
 		return Relationship{}, fmt.Errorf("%w: relationship %q", ErrNotFound, id)
 	}
 	var out Relationship
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		before, err := scanRel(tx.QueryRow(ctx, `SELECT `+relColumns+relFrom+`WHERE r.id = $1 FOR UPDATE OF r`, id))
+		before, err := store.ScanRelationship(tx.QueryRow(ctx, `SELECT `+store.RelationshipColumns+store.RelationshipFrom+`WHERE r.id = $1 FOR UPDATE OF r`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: relationship %q", ErrNotFound, id)
 		}
@@ -180,7 +169,7 @@ func (s *Service) EndRelationship(ctx context.Context, m Meta, id string) (Relat
 		if _, err := tx.Exec(ctx, `UPDATE relationships SET valid_to = greatest(now(), valid_from) WHERE id = $1`, id); err != nil {
 			return fmt.Errorf("end relationship: %w", err)
 		}
-		if out, err = scanRel(tx.QueryRow(ctx, `SELECT `+relColumns+relFrom+`WHERE r.id = $1`, id)); err != nil {
+		if out, err = store.ScanRelationship(tx.QueryRow(ctx, `SELECT `+store.RelationshipColumns+store.RelationshipFrom+`WHERE r.id = $1`, id)); err != nil {
 			return fmt.Errorf("read relationship: %w", err)
 		}
 		if err := writeAudit(ctx, tx, m, "relationship.end", out.SourceID, before, out); err != nil {
@@ -201,11 +190,11 @@ func (s *Service) EndRelationship(ctx context.Context, m Meta, id string) (Relat
 	return out, nil
 }
 
-// fieldNotFound says which reference was missing (a 404 naming the field); errors.Is still
-// matches ErrNotFound.
+// fieldNotFound says which reference was missing (a not-found naming the field); errors.Is
+// still matches ErrNotFound.
 func fieldNotFound(field string, err error) error {
 	if errors.Is(err, ErrNotFound) {
-		return &ValidationError{Field: field, Reason: err.Error(), Status: 404, Err: err}
+		return &ValidationError{Field: field, Reason: err.Error(), Err: err}
 	}
 	return err
 }

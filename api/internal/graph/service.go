@@ -1,6 +1,6 @@
 // Package graph is the api's single mutation path for the knowledge graph: entities,
 // relationships and knowledge. HTTP handlers, agent tools and the seed ingest all call it, so
-// there is exactly one copy of every rule (BEHAVIOURS G2-G5, G8): ontology validation, the
+// there is exactly one copy of every rule (docs/behaviours.md G2-G5, G8): ontology validation, the
 // audit row, the outbox event, idempotency and check re-derivation happen in the same
 // transaction as the change they describe, or not at all.
 //
@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -23,63 +22,45 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/checksync"
+	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
-// Sentinel errors; callers map them to HTTP statuses with errors.Is.
+// Sentinel errors: the api's (api/internal/apierr), under the names this package's callers
+// know them by. api/internal/request maps each to its answer; nothing here knows HTTP.
 var (
-	// ErrNotFound: no entity (or relationship) with that slug or id. HTTP 404.
-	ErrNotFound = errors.New("not found")
-	// ErrVersionConflict: the expected version is not the current one. HTTP 409.
-	ErrVersionConflict = errors.New("version conflict")
-	// ErrDuplicate: an entity with that slug already exists. HTTP 409.
-	ErrDuplicate = errors.New("duplicate slug")
-	// ErrIdempotencyMismatch: the Idempotency-Key was used before with another body. HTTP 422.
-	ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request body")
-	// ErrSchedulerOwned: the attribute is written only by the scheduler. HTTP 422.
-	ErrSchedulerOwned = errors.New("health, last_check_at and last_check are owned by the scheduler: " +
-		"they are set from the results of the entity's checks and cannot be written; " +
-		"read them with GET /api/v1/entities/{slug} or GET /api/v1/health/summary")
-	// ErrPreconditionFailed: a state transition's precondition does not hold. HTTP 422.
-	ErrPreconditionFailed = errors.New("transition precondition failed")
-	// ErrInvalid: a malformed request value (empty name, bad slug, ...). HTTP 422.
-	ErrInvalid = errors.New("invalid value")
+	// ErrNotFound: no entity (or relationship) with that slug or id.
+	ErrNotFound = apierr.ErrNotFound
+	// ErrVersionConflict: the expected version is not the current one.
+	ErrVersionConflict = apierr.ErrVersionConflict
+	// ErrDuplicate: an entity with that slug already exists.
+	ErrDuplicate = apierr.ErrDuplicate
+	// ErrIdempotencyMismatch: the Idempotency-Key was used before with another body.
+	ErrIdempotencyMismatch = apierr.ErrIdempotencyMismatch
+	// ErrSchedulerOwned: the attribute is written only by the scheduler.
+	ErrSchedulerOwned = apierr.ErrSchedulerOwned
+	// ErrPreconditionFailed: a state transition's precondition does not hold.
+	ErrPreconditionFailed = apierr.ErrPreconditionFailed
+	// ErrInvalid: a malformed request value (empty name, bad slug, ...).
+	ErrInvalid = apierr.ErrInvalid
 )
 
 // SchedulerOwnedKeys are the attribute keys only the scheduler writes (into entity_status,
 // not attributes); an update that names one is refused, never silently stripped.
 var SchedulerOwnedKeys = []string{"health", "last_check_at", "last_check"}
 
-// ValidationError names the field at fault and why. It wraps the underlying sentinel
-// (ontology.ErrUnknownType, ErrSchedulerOwned, ...) so errors.Is still matches it. Status is
-// the HTTP status the caller should answer (422 unless said otherwise).
-type ValidationError struct {
-	// Field is the request field at fault, e.g. "type", "state", "attributes.vmid".
-	Field string
-	// Reason says what is wrong, for a human.
-	Reason string
-	// Status is the HTTP status to answer with.
-	Status int
-	// Err is the wrapped sentinel, if any.
-	Err error
-}
-
-// Error implements error.
-func (e *ValidationError) Error() string {
-	if e.Field == "" {
-		return e.Reason
-	}
-	return e.Field + ": " + e.Reason
-}
-
-// Unwrap exposes the sentinel.
-func (e *ValidationError) Unwrap() error { return e.Err }
+// ValidationError names the field at fault and why (apierr.FieldError). It wraps the
+// underlying sentinel (ontology.ErrUnknownType, ErrSchedulerOwned, ...) so errors.Is still
+// matches it, and that sentinel alone decides how the api answers.
+type ValidationError = apierr.FieldError
 
 func invalid(field string, sentinel error, format string, args ...any) *ValidationError {
-	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...), Status: 422, Err: sentinel}
+	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, args...), Err: sentinel}
 }
 
 // Meta says who asked for a mutation and through what; it lands on the audit row and event.
@@ -96,62 +77,16 @@ type Meta struct {
 	IdempotencyKey string
 }
 
-// Entity is one node of the graph, with the health the scheduler recorded for it.
-type Entity struct {
-	// ID is a uuid v7.
-	ID string `json:"id"`
-	// Slug is "<type>:<name>", unique.
-	Slug string `json:"slug"`
-	// Type is the ontology entity type.
-	Type string `json:"type"`
-	// Name is unique within the type.
-	Name string `json:"name"`
-	// State is one of the type's lifecycle states.
-	State string `json:"state"`
-	// Attributes are the entity's facts (JSON numbers decode as float64).
-	Attributes map[string]any `json:"attributes"`
-	// Version increases with every change; PATCH and state changes may expect it.
-	Version   int64     `json:"version"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-	// Health is from entity_status; "" when the entity has no status row.
-	Health string `json:"health"`
-	// HealthReason explains Health (from entity_status.reason).
-	HealthReason string `json:"health_reason"`
-	// LastCheckAt is when a check last reported on the entity.
-	LastCheckAt *time.Time `json:"last_check_at"`
-}
-
-// Relationship is one edge; ValidTo is set once it has ended.
-type Relationship struct {
-	// ID is a uuid v7.
-	ID string `json:"id"`
-	// Type is the ontology relationship type.
-	Type string `json:"type"`
-	// SourceID / SourceSlug and TargetID / TargetSlug are the ends, source -type-> target.
-	SourceID   string `json:"source_id"`
-	SourceSlug string `json:"source_slug"`
-	TargetID   string `json:"target_id"`
-	TargetSlug string `json:"target_slug"`
-	// Attributes of the edge itself.
-	Attributes map[string]any `json:"attributes"`
-	// ValidFrom is when the edge was created; ValidTo when it ended (nil while current).
-	ValidFrom time.Time  `json:"valid_from"`
-	ValidTo   *time.Time `json:"valid_to"`
-}
-
-// Knowledge is a document, investigation or runbook: an entity with a markdown body.
-type Knowledge struct {
-	Entity
-	// Kind is document, investigation or runbook (also the entity type).
-	Kind string `json:"kind"`
-	// Title, Body (markdown) and Tags are what search indexes.
-	Title string   `json:"title"`
-	Body  string   `json:"body"`
-	Tags  []string `json:"tags"`
-	// About lists the slugs of the entities it is about (current about edges).
-	About []string `json:"about"`
-}
+// Entity, Relationship and Knowledge are the api's row types (api/internal/store): the
+// graph returns exactly what the reads return.
+type (
+	// Entity is one node of the graph, with the health the scheduler recorded for it.
+	Entity = store.Entity
+	// Relationship is one edge; ValidTo is set once it has ended.
+	Relationship = store.Relationship
+	// Knowledge is a document, investigation or runbook: an entity with a markdown body.
+	Knowledge = store.Knowledge
+)
 
 // CreateEntityInput is the body of an entity create.
 type CreateEntityInput struct {
@@ -238,12 +173,6 @@ func newID() (string, error) {
 // NewID returns a fresh uuid v7 string (for callers that need a correlation id).
 func NewID() (string, error) { return newID() }
 
-// isUUID reports whether ref is an id rather than a slug. Slugs always contain a colon.
-func isUUID(ref string) bool {
-	_, err := uuid.Parse(ref)
-	return err == nil && len(ref) == 36
-}
-
 func checkMeta(m Meta) error {
 	if m.Actor == "" {
 		return errors.New("graph: Meta.Actor is required (audit rows name who acted)")
@@ -251,33 +180,16 @@ func checkMeta(m Meta) error {
 	return nil
 }
 
-// writeAudit appends one audit row in tx. before/after are marshalled; nil stays SQL NULL.
-func writeAudit(ctx context.Context, tx pgx.Tx, m Meta, action, entityID string, before, after any) error {
-	b, err := jsonOrNil(before)
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", action, err)
-	}
-	a, err := jsonOrNil(after)
-	if err != nil {
-		return fmt.Errorf("audit %s: %w", action, err)
-	}
-	var eid *string
-	if entityID != "" {
-		eid = &entityID
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (actor, action, method, path, correlation_id, entity_id, before, after)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		m.Actor, action, m.Method, m.Path, m.CorrelationID, eid, b, a); err != nil {
-		return fmt.Errorf("audit %s: %w", action, err)
-	}
-	return nil
+// auditOf is the audit row of a mutation m made: before/after are marshalled, nil stays
+// SQL NULL.
+func auditOf(m Meta, action, entityID string, before, after any) audit.Row {
+	return audit.Row{Actor: m.Actor, Action: action, Method: m.Method, Path: m.Path, CorrelationID: m.CorrelationID,
+		EntityID: entityID, Before: before, After: after}
 }
 
-func jsonOrNil(v any) ([]byte, error) {
-	if v == nil {
-		return nil, nil
-	}
-	return json.Marshal(v)
+// writeAudit appends one audit row in tx (shared/audit).
+func writeAudit(ctx context.Context, tx pgx.Tx, m Meta, action, entityID string, before, after any) error {
+	return audit.Write(ctx, tx, auditOf(m, action, entityID, before, after))
 }
 
 // appendEvent writes the mutation's event to the outbox in tx.

@@ -42,10 +42,7 @@ func (s *Server) listEntities(c echo.Context) error {
 		}
 	}
 	p, err := s.reader.ListEntities(c.Request().Context(), f)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
+	return answerPage(c, p, err)
 }
 
 func (s *Server) getEntity(c echo.Context) error {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
 func TestAuthAndRoles(t *testing.T) {
@@ -43,7 +45,7 @@ func TestAuthAndRoles(t *testing.T) {
 	e.agent.do("POST", "/api/v1/entities", map[string]any{"type": "host", "name": "by-agent"}).expect(t, http.StatusCreated)
 	// Metrics record requests by route.
 	m := e.anon.do("GET", "/metrics", nil)
-	if !strings.Contains(string(m.Body), `oikos_api_http_requests_total{route="/api/v1/entities",method="POST",status="403"}`) {
+	if !strings.Contains(string(m.Body), `oikos_http_request_duration_seconds_count{code="403",method="POST",route="/api/v1/entities"}`) {
 		t.Errorf("metrics lack the 403: %s", m.Body)
 	}
 }
@@ -378,10 +380,12 @@ func TestPaginationNoDuplicatesNoLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 17 {
-		if _, err := tx.Exec(ctx, `INSERT INTO events (type, payload) VALUES ('test.tie', jsonb_build_object('i', $1::int))`, i); err != nil {
-			t.Fatal(err)
-		}
+	ties := make([]eventbus.Event, 17)
+	for i := range ties {
+		ties[i] = eventbus.Event{Type: "test.tie", Payload: []byte(`{"i": ` + strconv.Itoa(i) + `}`)}
+	}
+	if _, err := eventbus.AppendMany(ctx, tx, ties); err != nil {
+		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -425,5 +429,29 @@ func TestPaginationNoDuplicatesNoLoss(t *testing.T) {
 	e.readonly.do("GET", "/api/v1/events?types=test.tie&since="+strconv.FormatInt(l.Items[9].ID, 10), nil).expect(t, http.StatusOK).json(t, &after)
 	if len(after.Items) != 7 || after.Items[0].ID != l.Items[10].ID {
 		t.Errorf("since: %+v", after.Items)
+	}
+	// since= may also be a point in time: a duration back from now or an RFC 3339 time, read
+	// as everywhere else (7d, 90m); the events at or after it, paged the same way.
+	if _, err := e.pool.Exec(ctx, `UPDATE events SET at = now() - interval '10 days' WHERE type = 'test.tie' AND id <= $1`, l.Items[4].ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, since := range []string{"7d", "90m", url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))} {
+		var recent listJSON[struct {
+			ID int64 `json:"id"`
+		}]
+		e.readonly.do("GET", "/api/v1/events?types=test.tie&limit=5&since="+since, nil).expect(t, http.StatusOK).json(t, &recent)
+		if len(recent.Items) != 5 || recent.Items[0].ID != l.Items[5].ID || recent.NextCursor == nil {
+			t.Fatalf("since=%s: %+v", since, recent)
+		}
+		e.readonly.do("GET", "/api/v1/events?types=test.tie&limit=500&since="+since+"&cursor="+url.QueryEscape(*recent.NextCursor), nil).
+			expect(t, http.StatusOK).json(t, &recent)
+		if len(recent.Items) != 7 || recent.Items[0].ID != l.Items[10].ID {
+			t.Errorf("since=%s, second page: %+v", since, recent.Items)
+		}
+	}
+	for _, bad := range []string{"yesterday", "-7d", "0d"} {
+		if p := e.readonly.do("GET", "/api/v1/events?since="+bad, nil).expect(t, http.StatusBadRequest).problem(t); p.Field != "since" {
+			t.Errorf("since=%s: %+v", bad, p)
+		}
 	}
 }

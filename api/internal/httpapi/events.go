@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -24,40 +25,34 @@ func idCursor(after string) (int64, error) {
 	return n, nil
 }
 
-// listEvents is the outbox read oldest first from since (exclusive): how a client catches up.
+// listEvents is the outbox read oldest first from since: after an event id (exclusive), how
+// a client catches up, or from a point in time (a duration back from now such as 7d, or an
+// RFC 3339 time; inclusive).
 func (s *Server) listEvents(c echo.Context) error {
-	limit, after, err := request.Page(c)
+	limit, cur, err := idPage(c)
 	if err != nil {
 		return err
 	}
-	cur, err := idCursor(after)
-	if err != nil {
-		return err
-	}
-	since, err := request.IntParam(c, "since", 0, 0, math.MaxInt64)
-	if err != nil {
-		return err
-	}
-	f := readmodel.EventFilter{Types: readmodel.NewTypeMatcher(request.ListParam(c, "types")), After: max(since, cur), Limit: limit}
-	if ref := c.QueryParam("entity"); ref != "" {
-		if f.EntityID, err = s.reader.ResolveID(c.Request().Context(), ref); err != nil {
+	f := readmodel.EventFilter{Types: readmodel.NewTypeMatcher(request.ListParam(c, "types")), After: cur, Limit: limit}
+	if v := c.QueryParam("since"); v != "" && strings.Trim(v, "0123456789") == "" {
+		since, err := request.IntParam(c, "since", 0, 0, math.MaxInt64)
+		if err != nil {
 			return err
 		}
-	}
-	p, err := s.reader.Events(c.Request().Context(), f)
-	if err != nil {
+		f.After = max(since, cur)
+	} else if f.Since, _, err = request.SinceParam(c, "since", time.Now()); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
+	if f.EntityID, err = s.entityParam(c); err != nil {
+		return err
+	}
+	p, err := s.reader.Events(c.Request().Context(), f)
+	return answerPage(c, p, err)
 }
 
 // entityEvents is an entity's timeline, newest first.
 func (s *Server) entityEvents(c echo.Context) error {
-	ref, err := request.Param(c, "ref")
-	if err != nil {
-		return err
-	}
-	limit, after, err := request.Page(c)
+	ref, limit, after, err := refPage(c)
 	if err != nil {
 		return err
 	}
@@ -71,45 +66,30 @@ func (s *Server) entityEvents(c echo.Context) error {
 	}
 	p, err := s.reader.Events(c.Request().Context(), readmodel.EventFilter{EntityID: id, Newest: true, Before: before,
 		Types: readmodel.NewTypeMatcher(request.ListParam(c, "types")), Limit: limit})
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
+	return answerPage(c, p, err)
 }
 
 // listAudit is the change log, newest first, optionally for one entity.
 func (s *Server) listAudit(c echo.Context) error {
-	limit, after, err := request.Page(c)
-	if err != nil {
-		return err
-	}
-	before, err := idCursor(after)
+	limit, before, err := idPage(c)
 	if err != nil {
 		return err
 	}
 	f := readmodel.AuditFilter{Actor: c.QueryParam("actor"), Action: c.QueryParam("action"),
 		CorrelationID: c.QueryParam("correlation_id"), Before: before, Limit: limit}
-	if ref := c.QueryParam("entity"); ref != "" {
-		if f.EntityID, err = s.reader.ResolveID(c.Request().Context(), ref); err != nil {
-			return err
-		}
-	}
-	p, err := s.reader.Audit(c.Request().Context(), f)
-	if err != nil {
+	if f.EntityID, err = s.entityParam(c); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
+	p, err := s.reader.Audit(c.Request().Context(), f)
+	return answerPage(c, p, err)
 }
 
 // graphAudit runs the read-only structural audit (G11).
 func (s *Server) graphAudit(c echo.Context) error {
-	var stuck time.Duration
-	if v := c.QueryParam("stuck_after"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return request.BadRequest("stuck_after", "must be a positive duration such as 24h or 90m")
-		}
-		stuck = d
+	// 0: the report's default (24 h).
+	stuck, err := request.DurationParam(c, "stuck_after", 0)
+	if err != nil {
+		return err
 	}
 	rep, err := s.reader.GraphAudit(c.Request().Context(), s.deps.Pool, stuck)
 	if err != nil {

@@ -1,13 +1,17 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
+	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/shared/signals"
 )
 
 // healthSummary is the fleet rollup (G10): counts per health state and the entities in the
@@ -37,23 +41,18 @@ func (s *Server) listSignals(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if after != "" && !readmodel.IsUUID(after) {
+	if after != "" && !ids.IsUUID(after) {
 		return request.BadRequest("cursor", "malformed cursor")
 	}
 	f := readmodel.SignalFilter{Statuses: request.ListParam(c, "status"), Kind: c.QueryParam("kind"), After: after, Limit: limit}
 	if err := request.OneOf("status", f.Statuses, readmodel.SignalStatuses); err != nil {
 		return err
 	}
-	if ref := c.QueryParam("entity"); ref != "" {
-		if f.EntityID, err = s.reader.ResolveID(c.Request().Context(), ref); err != nil {
-			return err
-		}
-	}
-	p, err := s.reader.ListSignals(c.Request().Context(), f)
-	if err != nil {
+	if f.EntityID, err = s.entityParam(c); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
+	p, err := s.reader.ListSignals(c.Request().Context(), f)
+	return answerPage(c, p, err)
 }
 
 // muteBody is the body of POST /signals/{id}/mute.
@@ -70,7 +69,7 @@ func (s *Server) decideSignal(what string) echo.HandlerFunc {
 			return err
 		}
 		var until *time.Time
-		if what == readmodel.DecisionMute {
+		if what == signals.DecisionMute {
 			var b muteBody
 			if err := request.DecodeJSON(c, &b); err != nil {
 				return err
@@ -82,11 +81,26 @@ func (s *Server) decideSignal(what string) echo.HandlerFunc {
 			until = &t
 		}
 		m := meta(c)
-		sig, err := readmodel.DecideSignal(c.Request().Context(), s.deps.Pool, id, what, until,
-			readmodel.Actor{Name: m.Actor, Method: m.Method, Path: m.Path, CorrelationID: m.CorrelationID})
+		sig, err := signals.Decide(c.Request().Context(), s.deps.Pool, id, what, until,
+			signals.By{Name: m.Actor, Method: m.Method, Path: m.Path, CorrelationID: m.CorrelationID})
 		if err != nil {
-			return err
+			return signalError(err)
 		}
 		return c.JSON(http.StatusOK, sig)
 	}
+}
+
+// signalError makes shared/signals' errors the api's (apierr), message unchanged, so they
+// answer as every other missing thing, conflict or invalid field does.
+func signalError(err error) error {
+	var fe *signals.FieldError
+	switch {
+	case errors.As(err, &fe):
+		return &apierr.FieldError{Field: fe.Field, Reason: fe.Reason}
+	case errors.Is(err, signals.ErrNotFound):
+		return apierr.Mark(err, apierr.ErrNotFound)
+	case errors.Is(err, signals.ErrConflict):
+		return apierr.Mark(err, apierr.ErrConflict)
+	}
+	return err
 }

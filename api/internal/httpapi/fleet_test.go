@@ -12,6 +12,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/apitest"
 	"github.com/oikos-hq/oikos/api/internal/auth"
+	apirequest "github.com/oikos-hq/oikos/api/internal/request"
 )
 
 func TestKnowledge(t *testing.T) {
@@ -289,12 +290,9 @@ func TestOntologyEndpoints(t *testing.T) {
 // checks, correlation ids and problem JSON as the server's own.
 func TestMountedRoutes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{mounts: []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc){
-		func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
-			r := g.Group("", guard(auth.PermRead))
-			r.GET("/x-mounted", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) })
-			r.POST("/x-mounted", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }, guard(auth.PermWrite))
-		},
+	e := newEnv(t, envOptions{routes: []apirequest.Route{
+		apirequest.GET("/x-mounted", auth.PermRead, func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]bool{"ok": true}) }),
+		apirequest.POST("/x-mounted", auth.PermWrite, func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }),
 	}})
 	call := func(method, token string) (int, http.Header) {
 		req, _ := http.NewRequest(method, e.ts.URL+"/api/v1/x-mounted", nil)

@@ -252,6 +252,7 @@ func TestGraphAudit(t *testing.T) {
 			Related string `json:"related"`
 			Runbook string `json:"runbook"`
 		} `json:"findings"`
+		StuckAfterSeconds int64 `json:"stuck_after_seconds"`
 	}
 	e.readonly.do("GET", "/api/v1/audit/graph", nil).expect(t, http.StatusOK).json(t, &rep)
 	got := map[string]bool{}
@@ -297,5 +298,14 @@ func TestGraphAudit(t *testing.T) {
 	if strings.Join(stuck, ",") != "proxmox-host:atlas,service:web" {
 		t.Errorf("stuck probes with stuck_after=10m: %v", stuck)
 	}
-	e.readonly.do("GET", "/api/v1/audit/graph?stuck_after=soon", nil).expect(t, http.StatusBadRequest)
+	// Durations are read as everywhere else: whole days too, never negative.
+	e.readonly.do("GET", "/api/v1/audit/graph?stuck_after=7d", nil).expect(t, http.StatusOK).json(t, &rep)
+	if rep.StuckAfterSeconds != 7*24*3600 {
+		t.Errorf("stuck_after=7d: %d s", rep.StuckAfterSeconds)
+	}
+	for _, bad := range []string{"soon", "-1h", "0d"} {
+		if p := e.readonly.do("GET", "/api/v1/audit/graph?stuck_after="+bad, nil).expect(t, http.StatusBadRequest).problem(t); p.Field != "stuck_after" {
+			t.Errorf("stuck_after=%s: %+v", bad, p)
+		}
+	}
 }

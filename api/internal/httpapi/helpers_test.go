@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/apitest"
@@ -48,7 +47,7 @@ type env struct {
 type envOptions struct {
 	heartbeat time.Duration
 	buffer    int
-	mounts    []func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc)
+	routes    []apirequest.Route
 }
 
 func newEnv(t testing.TB, opts ...envOptions) *env {
@@ -81,7 +80,7 @@ func newEnv(t testing.TB, opts ...envOptions) *env {
 	}
 	health := daemon.NewHealth()
 	srv := httpapi.New(httpapi.Deps{Pool: db.Pool, Graph: g, Auth: store, Bus: bus, Logger: zerolog.Nop(), Health: health,
-		SSEHeartbeat: o.heartbeat, SSEClientBuffer: o.buffer, Mounts: o.mounts})
+		SSEHeartbeat: o.heartbeat, SSEClientBuffer: o.buffer, Routes: o.routes})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		srv.Stop()

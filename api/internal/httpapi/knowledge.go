@@ -38,10 +38,7 @@ func (s *Server) searchKnowledge(c echo.Context) error {
 		f.After = &cur
 	}
 	p, err := s.reader.SearchKnowledge(c.Request().Context(), f)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
+	return answerPage(c, p, err)
 }
 
 func (s *Server) getKnowledge(c echo.Context) error {
@@ -96,11 +93,7 @@ func (s *Server) upsertKnowledge(c echo.Context) error {
 }
 
 func (s *Server) entityKnowledge(c echo.Context) error {
-	ref, err := request.Param(c, "ref")
-	if err != nil {
-		return err
-	}
-	limit, after, err := request.Page(c)
+	ref, limit, after, err := refPage(c)
 	if err != nil {
 		return err
 	}
@@ -109,8 +102,5 @@ func (s *Server) entityKnowledge(c echo.Context) error {
 		return err
 	}
 	p, err := s.reader.KnowledgeAbout(c.Request().Context(), id, after, limit)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
+	return answerPage(c, p, err)
 }

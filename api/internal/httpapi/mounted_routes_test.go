@@ -20,23 +20,17 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
+	apirequest "github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/daemon"
 	"github.com/oikos-hq/oikos/shared/pgtest"
 	"github.com/oikos-hq/oikos/shared/policy"
 )
 
-// appMounts are the feature mounts exactly as the composition root (api/app) builds them:
-// execapi behind the server's guard (one token lookup per request), metricsapi behind the
-// read guard.
-func appMounts(exec *execution.Service, store *auth.Store, pool *pgxpool.Pool) []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc) {
-	return []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc){
-		func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
-			execapi.Register(g, execapi.Deps{Service: exec, Auth: store, Guard: guard, Logger: zerolog.Nop()})
-		},
-		func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
-			metricsapi.Register(g.Group("", guard(auth.PermRead)), metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()})
-		},
-	}
+// appRoutes are the feature routes exactly as the composition root (api/app) builds them:
+// execapi's and metricsapi's tables, mounted by the server with its own.
+func appRoutes(exec *execution.Service, pool *pgxpool.Pool) []apirequest.Route {
+	return append(execapi.New(execapi.Deps{Service: exec, Logger: zerolog.Nop()}).Routes(),
+		metricsapi.New(metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()}).Routes()...)
 }
 
 // newMountedEnv is newEnv's api with the execution and metrics routes mounted as in
@@ -59,7 +53,7 @@ func newMountedEnv(t *testing.T) *env {
 	store := auth.NewStore(db.Pool)
 	health := daemon.NewHealth()
 	srv := httpapi.New(httpapi.Deps{Pool: db.Pool, Graph: g, Auth: store, Logger: zerolog.Nop(), Health: health,
-		Mounts: appMounts(exec, store, db.Pool)})
+		Routes: appRoutes(exec, db.Pool)})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		ts.CloseClientConnections()

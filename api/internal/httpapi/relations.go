@@ -9,8 +9,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/store"
 	"github.com/oikos-hq/oikos/api/internal/topology"
 )
 
@@ -51,7 +53,7 @@ func (s *Server) endRelationship(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if !readmodel.IsUUID(id) {
+	if !ids.IsUUID(id) {
 		return request.Unprocessable("id", "relationship id must be a uuid")
 	}
 	rel, err := s.deps.Graph.EndRelationship(c.Request().Context(), meta(c), id)
@@ -64,11 +66,7 @@ func (s *Server) endRelationship(c echo.Context) error {
 var directions = []string{readmodel.DirectionOut, readmodel.DirectionIn, readmodel.DirectionBoth}
 
 func (s *Server) listRelations(c echo.Context) error {
-	ref, err := request.Param(c, "ref")
-	if err != nil {
-		return err
-	}
-	limit, after, err := request.Page(c)
+	ref, limit, after, err := refPage(c)
 	if err != nil {
 		return err
 	}
@@ -85,7 +83,7 @@ func (s *Server) listRelations(c echo.Context) error {
 	if f.IncludeEnded, err = request.BoolParam(c, "include_ended"); err != nil {
 		return err
 	}
-	if after != "" && !readmodel.IsUUID(after) {
+	if after != "" && !ids.IsUUID(after) {
 		return request.BadRequest("cursor", "malformed cursor")
 	}
 	id, err := s.reader.ResolveID(c.Request().Context(), ref)
@@ -93,10 +91,7 @@ func (s *Server) listRelations(c echo.Context) error {
 		return err
 	}
 	p, err := s.reader.Relations(c.Request().Context(), id, f)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, request.ListOf(p.Items, p.Next))
+	return answerPage(c, p, err)
 }
 
 // checkRelTypes refuses relationship type names the ontology does not declare, so a typo
@@ -149,7 +144,7 @@ const (
 
 // blastRadiusAnswer is the answer of GET /entities/{ref}/blast-radius.
 type blastRadiusAnswer struct {
-	Root  readmodel.Entity     `json:"root"`
+	Root  store.Entity         `json:"root"`
 	Depth int                  `json:"depth"`
 	Items []readmodel.Affected `json:"items"`
 	// Forward and Reverse name the edge types walked (see readmodel.BlastForward).
@@ -191,24 +186,24 @@ func (s *Server) blastRadius(c echo.Context) error {
 // reused) and the in-memory walk is current: the root, the topology version and the
 // affected rows are read together. ok is false whenever any of that does not hold, and the
 // caller takes the ordinary path, which also answers 404.
-func (s *Server) blastFast(ctx context.Context, ref string, depth int) (readmodel.Entity, []readmodel.Affected, bool, error) {
+func (s *Server) blastFast(ctx context.Context, ref string, depth int) (store.Entity, []readmodel.Affected, bool, error) {
 	if s.topo == nil {
-		return readmodel.Entity{}, nil, false, nil
+		return store.Entity{}, nil, false, nil
 	}
 	id, known := s.rootIDs.lookup(ref)
 	if !known {
-		return readmodel.Entity{}, nil, false, nil
+		return store.Entity{}, nil, false, nil
 	}
 	r, ok := s.topo.Walk(id, depth)
 	if !ok {
-		return readmodel.Entity{}, nil, false, nil
+		return store.Entity{}, nil, false, nil
 	}
 	root, found, items, version, err := s.reader.RootAndAffected(ctx, id, r.IDs, r.Depths)
 	if err != nil {
-		return readmodel.Entity{}, nil, false, err
+		return store.Entity{}, nil, false, err
 	}
 	if !found || (root.ID != ref && root.Slug != ref) || version > r.Changes {
-		return readmodel.Entity{}, nil, false, nil
+		return store.Entity{}, nil, false, nil
 	}
 	return root, items, true, nil
 }
@@ -225,7 +220,7 @@ type rootIDCache struct {
 const maxRootIDs = 100_000
 
 func (c *rootIDCache) lookup(ref string) (string, bool) {
-	if readmodel.IsUUID(ref) {
+	if ids.IsUUID(ref) {
 		return ref, true
 	}
 	c.mu.RLock()
@@ -234,8 +229,8 @@ func (c *rootIDCache) lookup(ref string) (string, bool) {
 	return id, ok
 }
 
-func (c *rootIDCache) remember(ref string, e readmodel.Entity) {
-	if readmodel.IsUUID(ref) || e.Slug != ref {
+func (c *rootIDCache) remember(ref string, e store.Entity) {
+	if ids.IsUUID(ref) || e.Slug != ref {
 		return
 	}
 	c.mu.Lock()

@@ -3,10 +3,11 @@
 // and /metrics.
 //
 // Handlers are thin: mutations of the graph go through api/internal/graph (the one mutation
-// path, G5), reads through api/internal/readmodel. Every error becomes an RFC 9457 problem
-// in one function (toProblem, over api/internal/request, which the api's other surfaces
-// share). Every response carries X-Correlation-ID, which also lands on the audit rows and
-// events of the request's mutation. api/openapi.yaml is the contract;
+// path, G5), reads through api/internal/readmodel; no handler holds SQL. Every route, the
+// feature packages' (Deps.Routes) included, is a request.Route mounted by request.Mount, so
+// all share one guard and one error handling, and every error becomes an RFC 9457 problem in
+// one function (request.ToProblem). Every response carries X-Correlation-ID, which also lands
+// on the audit rows and events of the request's mutation. api/openapi.yaml is the contract;
 // the tests validate every response they receive against it.
 package httpapi
 
@@ -14,7 +15,6 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,6 +30,7 @@ import (
 	"github.com/oikos-hq/oikos/shared/daemon"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/signals"
 )
 
 // Deps are what the HTTP surface needs; the composition root (api/internal/app) builds them.
@@ -47,10 +48,9 @@ type Deps struct {
 	Health *daemon.Health
 	// SSEHeartbeat is the interval of the stream's keep-alive comments (default 15 s).
 	SSEHeartbeat time.Duration
-	// Mounts add feature packages' routes (executions, metrics) under /api/v1. Each gets the
-	// group and the token guard, so every route shares one authentication, one correlation
-	// id and one error handler.
-	Mounts []func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc)
+	// Routes are the feature packages' routes (executions, metrics), mounted under /api/v1
+	// exactly as the server's own: one authentication, one correlation id, one error handling.
+	Routes []request.Route
 	// SSEClientBuffer is how many events a stream client may lag behind before it is
 	// dropped (default 256); a dropped client reconnects with Last-Event-ID.
 	SSEClientBuffer int
@@ -89,19 +89,15 @@ func New(d Deps) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	// Echo's error handler, also called by observe so the recorded status is the one sent.
-	e.HTTPErrorHandler = request.ErrorHandler(s.log, graphProblem)
-	e.Use(request.Correlation, s.observe, s.recoverPanics, request.LimitBody)
+	// Echo's error handler, also called by the metrics middleware so it records the status sent.
+	e.HTTPErrorHandler = request.ErrorHandler(s.log)
+	e.Use(request.Correlation, d.Health.Metrics.EchoMiddleware(), s.recoverPanics, request.LimitBody)
 	e.GET("/healthz", echo.WrapHandler(http.HandlerFunc(d.Health.HealthzHandler)))
 	e.GET("/readyz", echo.WrapHandler(http.HandlerFunc(d.Health.ReadyzHandler)))
 	e.GET("/metrics", echo.WrapHandler(d.Health.Metrics.Handler()))
 	e.GET("/api/v1/openapi.yaml", serveSpec)
-	for _, r := range s.routes() {
-		e.Add(r.method, "/api/v1"+r.path, r.handler, s.guard(r.perm))
-	}
-	for _, mount := range d.Mounts {
-		mount(e.Group("/api/v1"), s.guard)
-	}
+	// Every route behind one guard over the token store, so a request is verified once.
+	request.Mount(e.Group("/api/v1"), d.Auth, s.log, append(s.routes(), d.Routes...)...)
 	s.echo = e
 	return s
 }
@@ -128,42 +124,36 @@ func (s *Server) ontology() *ontology.Ontology {
 	return s.deps.Ontology
 }
 
-// route is one endpoint and the permission it requires.
-type route struct {
-	method, path string
-	perm         auth.Permission
-	handler      echo.HandlerFunc
-}
-
-func (s *Server) routes() []route {
+// routes is the server's route table (the feature packages' are in Deps.Routes).
+func (s *Server) routes() []request.Route {
 	r, w := auth.PermRead, auth.PermWrite
-	return []route{
-		{http.MethodGet, "/entities", r, s.listEntities},
-		{http.MethodPost, "/entities", w, s.createEntity},
-		{http.MethodGet, "/entities/:ref", r, s.getEntity},
-		{http.MethodPatch, "/entities/:ref", w, s.patchEntity},
-		{http.MethodPost, "/entities/:ref/state", w, s.setState},
-		{http.MethodGet, "/entities/:ref/relations", r, s.listRelations},
-		{http.MethodGet, "/entities/:ref/blast-radius", r, s.blastRadius},
-		{http.MethodGet, "/entities/:ref/events", r, s.entityEvents},
-		{http.MethodGet, "/entities/:ref/knowledge", r, s.entityKnowledge},
-		{http.MethodPost, "/relationships", w, s.createRelationship},
-		{http.MethodPost, "/relationships/:id/end", w, s.endRelationship},
-		{http.MethodGet, "/graph", r, s.graphView},
-		{http.MethodGet, "/events", r, s.listEvents},
-		{http.MethodGet, "/audit", r, s.listAudit},
-		{http.MethodGet, "/audit/graph", r, s.graphAudit},
-		{http.MethodGet, "/ontology/types", r, s.ontologyTypes},
-		{http.MethodGet, "/ontology/relationship-types", r, s.ontologyRelationshipTypes},
-		{http.MethodGet, "/knowledge/search", r, s.searchKnowledge},
-		{http.MethodGet, "/knowledge/:slug", r, s.getKnowledge},
-		{http.MethodPut, "/knowledge/:slug", w, s.upsertKnowledge},
-		{http.MethodGet, "/health/summary", r, s.healthSummary},
-		{http.MethodGet, "/signals", r, s.listSignals},
-		{http.MethodPost, "/signals/:id/ack", w, s.decideSignal(readmodel.DecisionAck)},
-		{http.MethodPost, "/signals/:id/mute", w, s.decideSignal(readmodel.DecisionMute)},
-		{http.MethodPost, "/signals/:id/resolve", w, s.decideSignal(readmodel.DecisionResolve)},
-		{http.MethodGet, "/stream", r, s.stream},
+	return []request.Route{
+		request.GET("/entities", r, s.listEntities),
+		request.POST("/entities", w, s.createEntity),
+		request.GET("/entities/:ref", r, s.getEntity),
+		request.PATCH("/entities/:ref", w, s.patchEntity),
+		request.POST("/entities/:ref/state", w, s.setState),
+		request.GET("/entities/:ref/relations", r, s.listRelations),
+		request.GET("/entities/:ref/blast-radius", r, s.blastRadius),
+		request.GET("/entities/:ref/events", r, s.entityEvents),
+		request.GET("/entities/:ref/knowledge", r, s.entityKnowledge),
+		request.POST("/relationships", w, s.createRelationship),
+		request.POST("/relationships/:id/end", w, s.endRelationship),
+		request.GET("/graph", r, s.graphView),
+		request.GET("/events", r, s.listEvents),
+		request.GET("/audit", r, s.listAudit),
+		request.GET("/audit/graph", r, s.graphAudit),
+		request.GET("/ontology/types", r, s.ontologyTypes),
+		request.GET("/ontology/relationship-types", r, s.ontologyRelationshipTypes),
+		request.GET("/knowledge/search", r, s.searchKnowledge),
+		request.GET("/knowledge/:slug", r, s.getKnowledge),
+		request.PUT("/knowledge/:slug", w, s.upsertKnowledge),
+		request.GET("/health/summary", r, s.healthSummary),
+		request.GET("/signals", r, s.listSignals),
+		request.POST("/signals/:id/ack", w, s.decideSignal(signals.DecisionAck)),
+		request.POST("/signals/:id/mute", w, s.decideSignal(signals.DecisionMute)),
+		request.POST("/signals/:id/resolve", w, s.decideSignal(signals.DecisionResolve)),
+		request.GET("/stream", r, s.stream),
 	}
 }
 
@@ -186,33 +176,4 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 		}()
 		return next(c)
 	}
-}
-
-// observe records request counts and durations per route in the daemon's registry.
-func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := next(c)
-		if err != nil {
-			c.Error(err) // write the problem now so the status below is the real one
-		}
-		path := c.Path()
-		if path == "" {
-			path = "unmatched"
-		}
-		status := strconv.Itoa(c.Response().Status)
-		m := s.deps.Health.Metrics
-		m.Add("oikos_api_http_requests_total", "HTTP requests by route, method and status.", 1,
-			"route", path, "method", c.Request().Method, "status", status)
-		m.Add("oikos_api_http_request_seconds_total", "Time spent serving HTTP requests, by route.",
-			time.Since(start).Seconds(), "route", path)
-		return nil
-	}
-}
-
-// guard checks the bearer token and the role's permission for a route; every route, the
-// mounted feature packages' included, is guarded by it, so a principal is verified once per
-// request whichever of them asks first.
-func (s *Server) guard(perm auth.Permission) echo.MiddlewareFunc {
-	return request.Guard(s.deps.Auth, perm)
 }

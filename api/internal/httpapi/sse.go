@@ -2,11 +2,8 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,9 +32,8 @@ const hubBuffer = 4096
 // replayBatch is how many outbox rows one resumption read fetches.
 const replayBatch = 500
 
-// writeTimeout bounds one write to a stream; a client whose socket stays full that long is
-// gone.
-const writeTimeout = 10 * time.Second
+// sseRetry is the reconnection delay the stream asks EventSource clients to use.
+const sseRetry = 2 * time.Second
 
 type hub struct {
 	log     zerolog.Logger
@@ -159,47 +155,6 @@ func lastEventID(c echo.Context) (int64, error) {
 	return n, nil
 }
 
-// sseWriter writes SSE frames with a deadline per write. kill, from another goroutine,
-// makes the current and every later write fail at once.
-type sseWriter struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
-
-	mu   sync.Mutex
-	dead bool
-}
-
-var errStreamKilled = errors.New("stream dropped")
-
-func (w *sseWriter) kill() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.dead = true
-	_ = w.rc.SetWriteDeadline(time.Now())
-}
-
-func (w *sseWriter) write(frame string) error {
-	w.mu.Lock()
-	if w.dead {
-		w.mu.Unlock()
-		return errStreamKilled
-	}
-	_ = w.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	w.mu.Unlock()
-	if _, err := w.w.Write([]byte(frame)); err != nil {
-		return err
-	}
-	return w.rc.Flush()
-}
-
-func (w *sseWriter) event(e eventbus.Event) error {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("marshal event %d: %w", e.ID, err)
-	}
-	return w.write("id: " + strconv.FormatInt(e.ID, 10) + "\nevent: " + e.Type + "\ndata: " + string(b) + "\n\n")
-}
-
 // stream serves GET /api/v1/stream?types=&entity= with optional Last-Event-ID resumption.
 //
 // Resumption without gaps or duplicates: the outbox is replayed after the client's id
@@ -226,19 +181,12 @@ func (s *Server) stream(c echo.Context) error {
 	}
 	cl := &streamClient{ch: make(chan eventbus.Event, s.deps.SSEClientBuffer), dropped: make(chan struct{}),
 		types: readmodel.NewTypeMatcher(request.ListParam(c, "types"))}
-	if ref := c.QueryParam("entity"); ref != "" {
-		if cl.entityID, err = s.reader.ResolveID(ctx, ref); err != nil {
-			return err
-		}
+	if cl.entityID, err = s.entityParam(c); err != nil {
+		return err
 	}
-	resp := c.Response()
-	h := resp.Header()
-	h.Set(echo.HeaderContentType, "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	resp.WriteHeader(http.StatusOK)
-	w := &sseWriter{w: resp, rc: http.NewResponseController(resp)}
-	if err := w.write(": connected\nretry: 2000\n\n"); err != nil {
+	// The api's one SSE writer: a deadline per write, a flush per event, Kill for a drop.
+	w, err := request.StartStream(c, sseRetry)
+	if err != nil {
 		return nil
 	}
 	replay := func() error {
@@ -248,7 +196,7 @@ func (s *Server) stream(c echo.Context) error {
 				return err
 			}
 			for _, e := range p.Items {
-				if err := w.event(e); err != nil {
+				if err := w.EventID(e.ID, e.Type, e); err != nil {
 					return err
 				}
 				last = e.ID
@@ -272,7 +220,7 @@ func (s *Server) stream(c echo.Context) error {
 	safego.Go(s.log, "sse-drop-watch", func() {
 		select {
 		case <-cl.dropped:
-			w.kill()
+			w.Kill()
 		case <-handlerDone:
 		}
 	})
@@ -290,14 +238,14 @@ func (s *Server) stream(c echo.Context) error {
 		case <-cl.dropped:
 			return nil
 		case <-beat.C:
-			if err := w.write(": heartbeat\n\n"); err != nil {
+			if err := w.Heartbeat(); err != nil {
 				return nil
 			}
 		case e := <-cl.ch:
 			if e.ID <= last {
 				continue
 			}
-			if err := w.event(e); err != nil {
+			if err := w.EventID(e.ID, e.Type, e); err != nil {
 				return nil
 			}
 			last = e.ID

@@ -4,10 +4,10 @@
 // reader may ask to refresh: the api sends NOTIFY oikos_drift with a request id and waits,
 // up to a timeout, for the scheduler's report answering it.
 //
-// Handlers are echo handlers mounted by the composition root on the /api/v1 group (behind
-// its authentication). Errors are api/internal/request errors naming the query parameter at
-// fault; each route renders them as problem JSON itself (request.Catch), so the routes answer
-// the same on the api's server and on a bare echo.
+// The routes are a request.Route table (Routes) the composition root mounts with the api's
+// others, behind the same guard and error handling. The queries are readmodel's (no SQL
+// here); durations are read as everywhere else (request.DurationParam, "7d", "90m"), and
+// errors are api/internal/request errors naming the query parameter at fault.
 package metricsapi
 
 import (
@@ -17,17 +17,19 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
+	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/store"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
@@ -56,11 +58,15 @@ type Deps struct {
 	PollEvery time.Duration
 }
 
-type handlers struct{ d Deps }
+// API is the metrics surface.
+type API struct {
+	d      Deps
+	reader *readmodel.Reader
+	log    zerolog.Logger
+}
 
-// Register mounts GET /entities/:ref/metrics, GET /entities/:ref/trend and GET /audit/drift
-// on g (the /api/v1 group).
-func Register(g *echo.Group, d Deps) {
+// New builds the surface with Deps' defaults filled in.
+func New(d Deps) *API {
 	if d.DriftWait <= 0 {
 		d.DriftWait = DefaultDriftWait
 	}
@@ -73,11 +79,17 @@ func Register(g *echo.Group, d Deps) {
 	if d.PollEvery <= 0 {
 		d.PollEvery = 100 * time.Millisecond
 	}
-	h := &handlers{d: d}
-	catch := request.Catch(d.Logger.With().Str("component", "metricsapi").Logger())
-	g.GET("/entities/:ref/metrics", h.metrics, catch)
-	g.GET("/entities/:ref/trend", h.trend, catch)
-	g.GET("/audit/drift", h.drift, catch)
+	return &API{d: d, reader: readmodel.New(d.Pool, nil), log: d.Logger.With().Str("component", "metricsapi").Logger()}
+}
+
+// Routes is GET /entities/:ref/metrics, GET /entities/:ref/trend and GET /audit/drift
+// (under /api/v1), for any reading token.
+func (h *API) Routes() []request.Route {
+	return []request.Route{
+		request.GET("/entities/:ref/metrics", auth.PermRead, h.metrics),
+		request.GET("/entities/:ref/trend", auth.PermRead, h.trend),
+		request.GET("/audit/drift", auth.PermRead, h.drift),
+	}
 }
 
 // Problem kinds of a drift refresh the scheduler did not answer with a report.
@@ -86,70 +98,12 @@ const (
 	kindDriftTimeout = "drift-timeout"
 )
 
-// parseDuration accepts Go durations ("90m", "6h") and whole days ("7d").
-func parseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n <= 0 {
-			return 0, fmt.Errorf("%q is not a number of days", s)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
+// metricNames lists the metrics an entity has samples of in the last week, to say what
+// name= may be; nil when the list cannot be read.
+func (h *API) metricNames(ctx context.Context, id string) []string {
+	names, err := h.reader.MetricNames(ctx, id, h.d.Clock().Add(-7*24*time.Hour))
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration (such as 90s, 15m, 6h, 7d)", s)
-	}
-	if d <= 0 {
-		return 0, fmt.Errorf("%q is not positive", s)
-	}
-	return d, nil
-}
-
-// parseSince reads `since` as a duration back from now or an RFC 3339 time.
-func parseSince(s string, now time.Time, def time.Duration) (time.Time, error) {
-	if s == "" {
-		return now.Add(-def), nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	d, err := parseDuration(s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%w, nor an RFC 3339 time", err)
-	}
-	return now.Add(-d), nil
-}
-
-type entityRef struct{ id, slug string }
-
-func (h *handlers) entity(ctx context.Context, ref string) (entityRef, error) {
-	var e entityRef
-	q := `SELECT id::text, slug FROM entities WHERE slug = $1`
-	if _, err := uuid.Parse(ref); err == nil {
-		q = `SELECT id::text, slug FROM entities WHERE id = $1::uuid`
-	}
-	err := h.d.Pool.QueryRow(ctx, q, ref).Scan(&e.id, &e.slug)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return e, request.NotFound("no entity %q", ref)
-	}
-	if err != nil {
-		return e, fmt.Errorf("look up entity %q: %w", ref, err)
-	}
-	return e, nil
-}
-
-// metricNames lists the metrics an entity has samples of, to say what name= may be.
-func (h *handlers) metricNames(ctx context.Context, id string) []string {
-	rows, err := h.d.Pool.Query(ctx, `SELECT DISTINCT name FROM metric_samples WHERE target_id = $1 AND at > $2 ORDER BY name`,
-		id, h.d.Clock().Add(-7*24*time.Hour))
-	if err != nil {
-		h.d.Logger.Warn().Err(err).Msg("list metric names")
-		return nil
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		h.d.Logger.Warn().Err(err).Msg("list metric names")
+		h.log.Warn().Err(err).Msg("list metric names")
 		return nil
 	}
 	return names
@@ -157,8 +111,12 @@ func (h *handlers) metricNames(ctx context.Context, id string) []string {
 
 // series reads what both the metrics and the trend of an entity are about: the entity of the
 // :ref path parameter and the metric name= (a 400 listing the names it has when missing).
-func (h *handlers) series(c echo.Context) (entityRef, string, error) {
-	e, err := h.entity(c.Request().Context(), c.Param("ref"))
+func (h *API) series(c echo.Context) (store.EntityRef, string, error) {
+	ref, err := request.Param(c, "ref")
+	if err != nil {
+		return store.EntityRef{}, "", err
+	}
+	e, err := h.reader.ResolveEntity(c.Request().Context(), ref)
 	if err != nil {
 		return e, "", err
 	}
@@ -166,26 +124,20 @@ func (h *handlers) series(c echo.Context) (entityRef, string, error) {
 	return e, name, err
 }
 
-func (h *handlers) requireName(c echo.Context, e entityRef) (string, error) {
+func (h *API) requireName(c echo.Context, e store.EntityRef) (string, error) {
 	name := strings.TrimSpace(c.QueryParam("name"))
 	if name != "" {
 		return name, nil
 	}
-	names := h.metricNames(c.Request().Context(), e.id)
+	names := h.metricNames(c.Request().Context(), e.ID)
 	if len(names) == 0 {
-		return "", request.BadRequest("name", "name is required; %s has no metric samples in the last 7 days", e.slug)
+		return "", request.BadRequest("name", "name is required; %s has no metric samples in the last 7 days", e.Slug)
 	}
-	return "", request.BadRequest("name", "name is required; %s has: %s", e.slug, strings.Join(names, ", "))
+	return "", request.BadRequest("name", "name is required; %s has: %s", e.Slug, strings.Join(names, ", "))
 }
 
 // Point is one bucket of samples.
-type Point struct {
-	At    time.Time `json:"at"`
-	Avg   float64   `json:"avg"`
-	Min   float64   `json:"min"`
-	Max   float64   `json:"max"`
-	Count int64     `json:"count"`
-}
+type Point = readmodel.MetricPoint
 
 // Series is the answer of GET /entities/{ref}/metrics.
 type Series struct {
@@ -198,16 +150,19 @@ type Series struct {
 	Points      []Point   `json:"points"`
 }
 
-func (h *handlers) metrics(c echo.Context) error {
+func (h *API) metrics(c echo.Context) error {
 	ctx := c.Request().Context()
 	e, name, err := h.series(c)
 	if err != nil {
 		return err
 	}
 	now := h.d.Clock()
-	since, err := parseSince(c.QueryParam("since"), now, defaultSince)
+	since, given, err := request.SinceParam(c, "since", now)
 	if err != nil {
-		return request.BadRequest("since", "%v", err)
+		return err
+	}
+	if !given {
+		since = now.Add(-defaultSince)
 	}
 	until := now
 	if u := c.QueryParam("until"); u != "" {
@@ -219,15 +174,14 @@ func (h *handlers) metrics(c echo.Context) error {
 		return request.BadRequest("since", "since (%s) must be before until (%s)", since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
 	span := until.Sub(since)
-	var step time.Duration
-	if s := c.QueryParam("step"); s != "" {
-		if step, err = parseDuration(s); err != nil {
-			return request.BadRequest("step", "%v", err)
-		}
-		if step < time.Second {
-			return request.BadRequest("step", "must be at least 1s")
-		}
-	} else {
+	step, err := request.DurationParam(c, "step", 0)
+	if err != nil {
+		return err
+	}
+	if step != 0 && step < time.Second {
+		return request.BadRequest("step", "must be at least 1s")
+	}
+	if step == 0 {
 		// Whole seconds, at least 10 s, about defaultPoints buckets (fewer when MaxPoints
 		// is lower: a step the caller did not choose must never be refused).
 		points := time.Duration(min(defaultPoints, h.d.MaxPoints))
@@ -236,78 +190,43 @@ func (h *handlers) metrics(c echo.Context) error {
 	if n := span / step; int(n) > h.d.MaxPoints {
 		return request.BadRequest("step", "step %s over %s gives %d buckets; at most %d — use a larger step", step, span, n, h.d.MaxPoints)
 	}
-	rows, err := h.d.Pool.Query(ctx, `
-SELECT date_bin(make_interval(secs => $3), at, '2000-01-01 00:00:00+00'::timestamptz) AS bucket,
-       avg(value), min(value), max(value), count(*)
-FROM metric_samples
-WHERE target_id = $1 AND name = $2 AND at >= $4 AND at < $5
-GROUP BY bucket ORDER BY bucket`, e.id, name, step.Seconds(), since, until)
+	points, err := h.reader.MetricBuckets(ctx, e.ID, name, step, since, until)
 	if err != nil {
-		return fmt.Errorf("read metric %s of %s: %w", name, e.slug, err)
+		return fmt.Errorf("metrics of %s: %w", e.Slug, err)
 	}
-	points, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Point, error) {
-		var p Point
-		err := r.Scan(&p.At, &p.Avg, &p.Min, &p.Max, &p.Count)
-		p.At = p.At.UTC()
-		return p, err
-	})
-	if err != nil {
-		return fmt.Errorf("read metric %s of %s: %w", name, e.slug, err)
-	}
-	if points == nil {
-		points = []Point{}
-	}
-	return c.JSON(http.StatusOK, Series{Entity: e.slug, EntityID: e.id, Name: name, Since: since.UTC(), Until: until.UTC(),
+	return c.JSON(http.StatusOK, Series{Entity: e.Slug, EntityID: e.ID, Name: name, Since: since.UTC(), Until: until.UTC(),
 		StepSeconds: step.Seconds(), Points: points})
 }
 
 // Trend is the answer of GET /entities/{ref}/trend.
 type Trend struct {
-	Entity        string     `json:"entity"`
-	EntityID      string     `json:"entity_id"`
-	Name          string     `json:"name"`
-	WindowSeconds float64    `json:"window_seconds"`
-	Since         time.Time  `json:"since"`
-	Until         time.Time  `json:"until"`
-	Count         int64      `json:"count"`
-	Min           *float64   `json:"min"`
-	Max           *float64   `json:"max"`
-	Avg           *float64   `json:"avg"`
-	First         *float64   `json:"first"`
-	FirstAt       *time.Time `json:"first_at"`
-	Last          *float64   `json:"last"`
-	LastAt        *time.Time `json:"last_at"`
-	// SlopePerHour is the least-squares slope of value over time, per hour.
-	SlopePerHour *float64 `json:"slope_per_hour"`
+	Entity        string    `json:"entity"`
+	EntityID      string    `json:"entity_id"`
+	Name          string    `json:"name"`
+	WindowSeconds float64   `json:"window_seconds"`
+	Since         time.Time `json:"since"`
+	Until         time.Time `json:"until"`
+	// The samples' count, range, mean, first, last and slope per hour (count … slope_per_hour).
+	readmodel.MetricStats
 	// Direction is rising, falling or flat (the fitted change over the window is under 5%
 	// of the larger of the mean and the range), or unknown with fewer than two samples.
 	Direction string `json:"direction"`
 }
 
-func (h *handlers) trend(c echo.Context) error {
+func (h *API) trend(c echo.Context) error {
 	ctx := c.Request().Context()
 	e, name, err := h.series(c)
 	if err != nil {
 		return err
 	}
-	window := defaultWindow
-	if w := c.QueryParam("window"); w != "" {
-		if window, err = parseDuration(w); err != nil {
-			return request.BadRequest("window", "%v", err)
-		}
+	window, err := request.DurationParam(c, "window", defaultWindow)
+	if err != nil {
+		return err
 	}
 	now := h.d.Clock()
-	t := Trend{Entity: e.slug, EntityID: e.id, Name: name, WindowSeconds: window.Seconds(), Since: now.Add(-window).UTC(), Until: now.UTC()}
-	err = h.d.Pool.QueryRow(ctx, `
-SELECT count(*), min(value), max(value), avg(value),
-       (array_agg(value ORDER BY at))[1], min(at),
-       (array_agg(value ORDER BY at DESC))[1], max(at),
-       regr_slope(value, extract(epoch FROM at)) * 3600
-FROM metric_samples
-WHERE target_id = $1 AND name = $2 AND at >= $3 AND at <= $4`, e.id, name, t.Since, now).
-		Scan(&t.Count, &t.Min, &t.Max, &t.Avg, &t.First, &t.FirstAt, &t.Last, &t.LastAt, &t.SlopePerHour)
-	if err != nil {
-		return fmt.Errorf("trend of %s of %s: %w", name, e.slug, err)
+	t := Trend{Entity: e.Slug, EntityID: e.ID, Name: name, WindowSeconds: window.Seconds(), Since: now.Add(-window).UTC(), Until: now.UTC()}
+	if t.MetricStats, err = h.reader.MetricTrend(ctx, e.ID, name, t.Since, now); err != nil {
+		return fmt.Errorf("trend of %s: %w", e.Slug, err)
 	}
 	t.Direction = direction(t, window)
 	return c.JSON(http.StatusOK, t)
@@ -329,32 +248,16 @@ func direction(t Trend, window time.Duration) string {
 	}
 }
 
-// driftRow is a stored drift report.
-type driftRow struct {
-	id, status, trigger, errMsg string
-	started                     time.Time
-	finished                    *time.Time
-	report                      map[string]any
-}
-
-const driftColumns = `id::text, status, trigger, error, started_at, finished_at, report`
-
-func scanDrift(row pgx.Row) (driftRow, error) {
-	var d driftRow
-	err := row.Scan(&d.id, &d.status, &d.trigger, &d.errMsg, &d.started, &d.finished, &d.report)
-	return d, err
-}
-
-// body is what GET /audit/drift answers: the stored report with its status.
-func (d driftRow) body(now time.Time) map[string]any {
+// driftBody is what GET /audit/drift answers: the stored report with its status.
+func driftBody(d readmodel.DriftReport, now time.Time) map[string]any {
 	out := map[string]any{}
-	for k, v := range d.report {
+	for k, v := range d.Report {
 		out[k] = v
 	}
-	out["id"], out["status"], out["trigger"], out["started_at"] = d.id, d.status, d.trigger, d.started.UTC()
-	if d.finished != nil {
-		out["finished_at"] = d.finished.UTC()
-		out["age_seconds"] = math.Round(now.Sub(*d.finished).Seconds())
+	out["id"], out["status"], out["trigger"], out["started_at"] = d.ID, d.Status, d.Trigger, d.StartedAt.UTC()
+	if d.FinishedAt != nil {
+		out["finished_at"] = d.FinishedAt.UTC()
+		out["age_seconds"] = math.Round(now.Sub(*d.FinishedAt).Seconds())
 	}
 	return out
 }
@@ -363,7 +266,7 @@ type driftRequest struct {
 	RequestID string `json:"request_id"`
 }
 
-func (h *handlers) drift(c echo.Context) error {
+func (h *API) drift(c echo.Context) error {
 	ctx := c.Request().Context()
 	now := h.d.Clock()
 	refresh, err := request.BoolParam(c, "refresh")
@@ -371,23 +274,20 @@ func (h *handlers) drift(c echo.Context) error {
 		return err
 	}
 	if !refresh {
-		d, err := scanDrift(h.d.Pool.QueryRow(ctx, `SELECT `+driftColumns+` FROM drift_reports WHERE status = 'completed'
-ORDER BY finished_at DESC LIMIT 1`))
-		if errors.Is(err, pgx.ErrNoRows) {
+		d, err := h.reader.LatestDrift(ctx)
+		if errors.Is(err, apierr.ErrNotFound) {
 			return request.NotFound("no drift report yet: GET /api/v1/audit/drift?refresh=true asks the scheduler for one")
 		}
 		if err != nil {
-			return fmt.Errorf("read the latest drift report: %w", err)
+			return err
 		}
-		return c.JSON(http.StatusOK, d.body(now))
+		return c.JSON(http.StatusOK, driftBody(d, now))
 	}
-	wait := h.d.DriftWait
-	if w := c.QueryParam("timeout"); w != "" {
-		if wait, err = parseDuration(w); err != nil {
-			return request.BadRequest("timeout", "%v", err)
-		}
-		wait = min(wait, MaxDriftWait)
+	wait, err := request.DurationParam(c, "timeout", h.d.DriftWait)
+	if err != nil {
+		return err
 	}
+	wait = min(wait, MaxDriftWait)
 	id, err := uuid.NewV7()
 	if err != nil {
 		return fmt.Errorf("request id: %w", err)
@@ -404,15 +304,14 @@ ORDER BY finished_at DESC LIMIT 1`))
 	tick := time.NewTicker(h.d.PollEvery)
 	defer tick.Stop()
 	for {
-		d, err := scanDrift(h.d.Pool.QueryRow(ctx, `SELECT `+driftColumns+` FROM drift_reports
-WHERE $1::uuid = ANY(request_ids) AND status <> 'running'`, id.String()))
+		d, found, err := h.reader.DriftAnswering(ctx, id.String())
 		switch {
-		case err == nil && d.status == "completed":
-			return c.JSON(http.StatusOK, d.body(h.d.Clock()))
-		case err == nil:
-			return request.Errorf(http.StatusBadGateway, kindDriftFailed, "", "drift discovery failed in the scheduler: %s", d.errMsg)
-		case !errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("wait for drift report: %w", err)
+		case err != nil:
+			return err
+		case found && d.Status == "completed":
+			return c.JSON(http.StatusOK, driftBody(d, h.d.Clock()))
+		case found:
+			return request.Errorf(http.StatusBadGateway, kindDriftFailed, "", "drift discovery failed in the scheduler: %s", d.Error)
 		}
 		select {
 		case <-ctx.Done():

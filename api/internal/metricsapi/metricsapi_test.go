@@ -15,6 +15,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pgtest"
 )
@@ -50,8 +52,23 @@ func setup(t *testing.T, mod func(*Deps)) (*pgxpool.Pool, *echo.Echo) {
 		mod(&d)
 	}
 	e := echo.New()
-	Register(e.Group("/api/v1"), d)
+	// Every request carries a token anyone may read with: these tests are about the
+	// routes, the guard is request's (and spec_test drives the real one).
+	e.Pre(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Request().Header.Set(echo.HeaderAuthorization, "Bearer reader")
+			return next(c)
+		}
+	})
+	request.Mount(e.Group("/api/v1"), anyReader{}, zerolog.Nop(), New(d).Routes()...)
 	return db, e
+}
+
+// anyReader admits every token as a readonly principal.
+type anyReader struct{}
+
+func (anyReader) Verify(context.Context, string) (auth.Principal, error) {
+	return auth.Principal{Name: "reader", Role: auth.RoleReadonly}, nil
 }
 
 func get(t *testing.T, e *echo.Echo, path string, out any) int {
@@ -108,7 +125,7 @@ func TestMetricsErrors(t *testing.T) {
 		code int
 		body string
 	}{
-		{"/api/v1/entities/lxc:nope/metrics?name=cpu_pct", http.StatusNotFound, "no entity"},
+		{"/api/v1/entities/lxc:nope/metrics?name=cpu_pct", http.StatusNotFound, `entity \"lxc:nope\"`},
 		{"/api/v1/entities/lxc:web/metrics", http.StatusBadRequest, "cpu_pct, mem_used_pct"},
 		{"/api/v1/entities/lxc:web/metrics?name=cpu_pct&since=yesterday", http.StatusBadRequest, "since"},
 		{"/api/v1/entities/lxc:web/metrics?name=cpu_pct&step=0s", http.StatusBadRequest, "step"},

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/apitest"
@@ -34,12 +33,7 @@ func specServer(t *testing.T, mod func(*Deps)) (*httptest.Server, *pgxpool.Pool,
 		d = dd
 	})
 	store := auth.NewStore(db)
-	h := httpapi.New(httpapi.Deps{Pool: db, Auth: store, Logger: zerolog.Nop(),
-		Mounts: []func(*echo.Group, func(auth.Permission) echo.MiddlewareFunc){
-			func(g *echo.Group, guard func(auth.Permission) echo.MiddlewareFunc) {
-				Register(g.Group("", guard(auth.PermRead)), *d)
-			},
-		}})
+	h := httpapi.New(httpapi.Deps{Pool: db, Auth: store, Logger: zerolog.Nop(), Routes: New(*d).Routes()})
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		ts.Close()

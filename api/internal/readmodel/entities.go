@@ -2,11 +2,12 @@ package readmodel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/api/internal/store"
 )
 
 // AttrMatch is one attribute filter: the attribute's value, as text, equals Value
@@ -30,7 +31,7 @@ type EntityFilter struct {
 }
 
 // ListEntities returns a page of entities in slug order.
-func (r *Reader) ListEntities(ctx context.Context, f EntityFilter) (Page[Entity], error) {
+func (r *Reader) ListEntities(ctx context.Context, f EntityFilter) (Page[store.Entity], error) {
 	var a args
 	var where []string
 	if len(f.Types) > 0 {
@@ -40,7 +41,7 @@ func (r *Reader) ListEntities(ctx context.Context, f EntityFilter) (Page[Entity]
 		where = append(where, "e.state = ANY("+a.add(f.States)+")")
 	}
 	if len(f.Health) > 0 {
-		where = append(where, "s.health = ANY("+a.add(f.Health)+")")
+		where = append(where, "st.health = ANY("+a.add(f.Health)+")")
 	}
 	for _, m := range f.Attrs {
 		where = append(where, "e.attributes ->> "+a.add(m.Key)+" = "+a.add(m.Value))
@@ -52,20 +53,20 @@ func (r *Reader) ListEntities(ctx context.Context, f EntityFilter) (Page[Entity]
 	if f.After != "" {
 		where = append(where, "e.slug > "+a.add(f.After))
 	}
-	q := `SELECT ` + entityColumns + ` FROM entities e LEFT JOIN entity_status s ON s.entity_id = e.id`
+	q := `SELECT ` + store.EntityColumns + store.EntityFrom
 	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+		q += "WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY e.slug LIMIT " + a.add(f.Limit+1)
 	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
-		return Page[Entity]{}, fmt.Errorf("list entities: %w", err)
+		return Page[store.Entity]{}, fmt.Errorf("list entities: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Entity, error) { return scanEntity(row) })
+	items, err := pgx.CollectRows(rows, store.CollectEntity)
 	if err != nil {
-		return Page[Entity]{}, fmt.Errorf("list entities: %w", err)
+		return Page[store.Entity]{}, fmt.Errorf("list entities: %w", err)
 	}
-	return pageOf(items, f.Limit, func(e Entity) string { return e.Slug }), nil
+	return pageOf(items, f.Limit, func(e store.Entity) string { return e.Slug }), nil
 }
 
 // pageOf trims a limit+1 result to limit and sets Next when the extra row existed.
@@ -82,15 +83,6 @@ func pageOf[T any](items []T, limit int, key func(T) string) Page[T] {
 }
 
 // GetEntity returns one entity by slug or id, with its health.
-func (r *Reader) GetEntity(ctx context.Context, ref string) (Entity, error) {
-	row := r.db.QueryRow(ctx, `SELECT `+entityColumns+` FROM entities e LEFT JOIN entity_status s ON s.entity_id = e.id
-		WHERE `+refCondition("e", 1, ref), ref)
-	e, err := scanEntity(row)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Entity{}, fmt.Errorf("%w: entity %q", ErrNotFound, ref)
-	}
-	if err != nil {
-		return Entity{}, fmt.Errorf("get entity %q: %w", ref, err)
-	}
-	return e, nil
+func (r *Reader) GetEntity(ctx context.Context, ref string) (store.Entity, error) {
+	return store.GetEntity(ctx, r.db, ref, false)
 }

@@ -80,6 +80,8 @@ type EventFilter struct {
 	EntityID string
 	// After returns events with a larger id, oldest first (catching up).
 	After int64
+	// Since, when set, keeps the events at or after that time.
+	Since time.Time
 	// Before, when set, returns events with a smaller id, newest first (a timeline).
 	Before int64
 	// Newest makes the order newest first; Before continues such a list.
@@ -106,6 +108,9 @@ func (r *Reader) Events(ctx context.Context, f EventFilter) (Page[eventbus.Event
 		}
 	} else if f.After > 0 {
 		where = append(where, "ev.id > "+a.add(f.After))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "ev.at >= "+a.add(f.Since))
 	}
 	q := `SELECT ` + eventColumns + ` FROM events ev`
 	if len(where) > 0 {

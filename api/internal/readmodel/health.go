@@ -34,12 +34,7 @@ func (c *HealthCounts) add(health string, n int) {
 
 // HealthEntity is one entity in the health summary.
 type HealthEntity struct {
-	ID          string     `json:"id"`
-	Slug        string     `json:"slug"`
-	Type        string     `json:"type"`
-	Name        string     `json:"name"`
-	State       string     `json:"state"`
-	Health      string     `json:"health"`
+	Node
 	Reason      string     `json:"reason"`
 	LastCheckAt *time.Time `json:"last_check_at"`
 	ChangedAt   time.Time  `json:"changed_at"`

@@ -11,11 +11,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oikos-hq/oikos/api/internal/store"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // Knowledge kinds, as knowledge_entities.kind allows.
-var KnowledgeKinds = []string{"document", "investigation", "runbook"}
+var KnowledgeKinds = store.KnowledgeKinds
 
 // SearchHit is one ranked search result: enough to choose a document, with a snippet of the
 // matching text; the whole body is read with GetKnowledge.
@@ -138,46 +139,10 @@ func scanHit(row pgx.CollectableRow) (SearchHit, error) {
 	return h, err
 }
 
-// Knowledge is a document, investigation or runbook with its whole body: the entity (same
-// shape as everywhere else) plus its text and the slugs of what it is about.
-type Knowledge struct {
-	Entity
-	Kind  string   `json:"kind"`
-	Title string   `json:"title"`
-	Body  string   `json:"body"`
-	Tags  []string `json:"tags"`
-	About []string `json:"about"`
-}
-
 // GetKnowledge returns a knowledge entity's full content by slug or id, with the slugs of
 // the entities it is about.
-func (r *Reader) GetKnowledge(ctx context.Context, ref string) (Knowledge, error) {
-	var k Knowledge
-	var e Entity
-	err := r.db.QueryRow(ctx, `SELECT `+entityColumns+`, k.kind, k.title, k.body, k.tags,
-			coalesce((SELECT array_agg(t.slug ORDER BY t.slug) FROM relationships r JOIN entities t ON t.id = r.target_id
-				WHERE r.source_id = e.id AND r.type = 'about' AND r.valid_to IS NULL), '{}')
-		FROM knowledge_entities k JOIN entities e ON e.id = k.entity_id LEFT JOIN entity_status s ON s.entity_id = e.id
-		WHERE `+refCondition("e", 1, ref), ref).
-		Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &e.State, &e.Attributes, &e.Version, &e.CreatedAt, &e.UpdatedAt,
-			&e.Health, &e.HealthReason, &e.LastCheckAt, &k.Kind, &k.Title, &k.Body, &k.Tags, &k.About)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Knowledge{}, fmt.Errorf("%w: knowledge %q", ErrNotFound, ref)
-	}
-	if err != nil {
-		return Knowledge{}, fmt.Errorf("get knowledge %q: %w", ref, err)
-	}
-	if e.Attributes == nil {
-		e.Attributes = map[string]any{}
-	}
-	k.Entity = e
-	if k.Tags == nil {
-		k.Tags = []string{}
-	}
-	if k.About == nil {
-		k.About = []string{}
-	}
-	return k, nil
+func (r *Reader) GetKnowledge(ctx context.Context, ref string) (store.Knowledge, error) {
+	return store.GetKnowledge(ctx, r.db, ref, false)
 }
 
 // KnowledgeRef is a knowledge entity listed without its body.

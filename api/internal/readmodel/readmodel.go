@@ -1,12 +1,18 @@
 // Package readmodel holds the api's read queries: entity lists and filters, relations, the
 // graph, blast radius, event timelines, the audit log, knowledge search, the health summary,
-// signals and the graph audit. Each is a named method with parameterised SQL and explicit
-// columns, so every read the REST handlers (and later the agent's tools) make is in one place.
+// signals, the graph audit, metric series and trends, and drift reports. Each is a named
+// method with parameterised SQL and explicit columns, so every read the HTTP handlers (and
+// later the agent's tools) make is in one place; entities, relationships and knowledge are
+// read with api/internal/store's columns and scanners, the ones the graph's mutation path
+// uses too (docs/adr/0007-store-layer.md).
 //
-// Writes of the graph (entities, relationships, knowledge) are not here: they belong to
-// api/internal/graph, which validates, audits and emits events in one transaction. The one
-// write in this package is the operator's decision on a signal (signals.go): the scheduler
-// raises signals, the api only decides them.
+// Errors are the api's sentinels (api/internal/apierr): an unknown entity is ErrNotFound, a
+// bad filter value an *apierr.FieldError naming the parameter.
+//
+// Nothing here writes. Writes of the graph (entities, relationships, knowledge) belong to
+// api/internal/graph, and signal changes (the scheduler's raises and resolutions, an
+// operator's decisions) to shared/signals; each validates, audits and emits its events in one
+// transaction.
 //
 // Lists page by keyset on a unique key (slug for entities, id for everything else), never by
 // offset and never on a non-unique column: a non-unique sort key drops and repeats rows at
@@ -15,33 +21,14 @@ package readmodel
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"regexp"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/oikos-hq/oikos/api/internal/apierr"
+	"github.com/oikos-hq/oikos/api/internal/store"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
-
-// ErrNotFound is returned when the entity, document or signal asked for does not exist.
-var ErrNotFound = errors.New("not found")
-
-// ErrConflict is returned when a signal is not in a state the decision applies to.
-var ErrConflict = errors.New("conflict")
-
-// FieldError says which request parameter is wrong and why; handlers answer 422 (or 400)
-// naming Field.
-type FieldError struct {
-	Field  string
-	Reason string
-}
-
-// Error implements error.
-func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // Reader runs the read queries.
 type Reader struct {
@@ -51,7 +38,8 @@ type Reader struct {
 
 // New returns a Reader over db (normally the pool). ont returns the current ontology, which
 // resolves type filters through is-a; it is a function because the graph service may swap
-// the ontology after a seed ingest.
+// the ontology after a seed ingest. It may be nil for a reader that never filters by type
+// (the metrics routes').
 func New(db pg.Querier, ont func() *ontology.Ontology) *Reader { return &Reader{db: db, ontFunc: ont} }
 
 func (r *Reader) ont() *ontology.Ontology { return r.ontFunc() }
@@ -63,72 +51,26 @@ type Page[T any] struct {
 	Next  string
 }
 
-// Entity is an entity as the api shows it: its row with its health from entity_status.
-type Entity struct {
-	ID         string         `json:"id"`
-	Slug       string         `json:"slug"`
-	Type       string         `json:"type"`
-	Name       string         `json:"name"`
-	State      string         `json:"state"`
-	Attributes map[string]any `json:"attributes"`
-	Version    int64          `json:"version"`
-	CreatedAt  time.Time      `json:"created_at"`
-	UpdatedAt  time.Time      `json:"updated_at"`
-	// Health is from entity_status; "" when the entity has no status row (not monitored).
-	Health       string     `json:"health"`
-	HealthReason string     `json:"health_reason"`
-	LastCheckAt  *time.Time `json:"last_check_at"`
-}
-
-// entityColumns matches scanEntity; e is entities, s is the LEFT JOINed entity_status.
-const entityColumns = `e.id::text, e.slug, e.type, e.name, e.state, e.attributes, e.version, e.created_at, e.updated_at,
-	coalesce(s.health, ''), coalesce(s.reason, ''), s.last_check_at`
-
-func scanEntity(row pgx.Row) (Entity, error) {
-	var e Entity
-	err := row.Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &e.State, &e.Attributes, &e.Version, &e.CreatedAt, &e.UpdatedAt,
-		&e.Health, &e.HealthReason, &e.LastCheckAt)
-	if e.Attributes == nil {
-		e.Attributes = map[string]any{}
-	}
-	return e, err
-}
-
-var uuidRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
-// IsUUID reports whether ref is a uuid (an entity id) rather than a slug.
-func IsUUID(ref string) bool { return uuidRe.MatchString(ref) }
-
-// refCondition returns a WHERE fragment matching an entity by id or slug, with $n bound.
-func refCondition(alias string, n int, ref string) string {
-	if IsUUID(ref) {
-		return fmt.Sprintf("%s.id = $%d::uuid", alias, n)
-	}
-	return fmt.Sprintf("%s.slug = $%d", alias, n)
-}
-
 // ResolveID returns the id of the entity ref names (slug or id).
 func (r *Reader) ResolveID(ctx context.Context, ref string) (string, error) {
-	var id string
-	err := r.db.QueryRow(ctx, `SELECT e.id::text FROM entities e WHERE `+refCondition("e", 1, ref), ref).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("%w: entity %q", ErrNotFound, ref)
-	}
-	if err != nil {
-		return "", fmt.Errorf("resolve entity %q: %w", ref, err)
-	}
-	return id, nil
+	e, err := store.ResolveEntity(ctx, r.db, ref)
+	return e.ID, err
+}
+
+// ResolveEntity returns the id and slug of the entity ref names (slug or id).
+func (r *Reader) ResolveEntity(ctx context.Context, ref string) (store.EntityRef, error) {
+	return store.ResolveEntity(ctx, r.db, ref)
 }
 
 // ExpandTypes resolves each named type to itself and its subtypes, so a filter on "guest"
-// matches lxc and vm. An unknown type is a FieldError on field.
+// matches lxc and vm. An unknown type is an *apierr.FieldError on field.
 func (r *Reader) ExpandTypes(field string, names []string) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for _, n := range names {
 		d := r.ont().Descendants(n)
 		if d == nil {
-			return nil, &FieldError{Field: field, Reason: fmt.Sprintf("unknown entity type %q", n)}
+			return nil, &apierr.FieldError{Field: field, Reason: fmt.Sprintf("unknown entity type %q", n)}
 		}
 		for _, t := range d {
 			if !seen[t] {

@@ -5,34 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/api/internal/store"
 )
-
-// Relationship is an edge with both endpoints' slugs.
-type Relationship struct {
-	ID         string         `json:"id"`
-	Type       string         `json:"type"`
-	SourceID   string         `json:"source_id"`
-	Source     string         `json:"source_slug"`
-	TargetID   string         `json:"target_id"`
-	Target     string         `json:"target_slug"`
-	Attributes map[string]any `json:"attributes"`
-	ValidFrom  time.Time      `json:"valid_from"`
-	ValidTo    *time.Time     `json:"valid_to"`
-}
-
-const relColumns = `r.id::text, r.type, r.source_id::text, se.slug, r.target_id::text, te.slug, r.attributes, r.valid_from, r.valid_to`
-
-func scanRel(row pgx.Row) (Relationship, error) {
-	var x Relationship
-	err := row.Scan(&x.ID, &x.Type, &x.SourceID, &x.Source, &x.TargetID, &x.Target, &x.Attributes, &x.ValidFrom, &x.ValidTo)
-	if x.Attributes == nil {
-		x.Attributes = map[string]any{}
-	}
-	return x, err
-}
 
 // Directions of RelationsFilter.
 const (
@@ -55,7 +32,7 @@ type RelationsFilter struct {
 }
 
 // Relations returns a page of the edges of the entity with id entityID, in id order.
-func (r *Reader) Relations(ctx context.Context, entityID string, f RelationsFilter) (Page[Relationship], error) {
+func (r *Reader) Relations(ctx context.Context, entityID string, f RelationsFilter) (Page[store.Relationship], error) {
 	var a args
 	id := a.add(entityID)
 	var where []string
@@ -76,21 +53,21 @@ func (r *Reader) Relations(ctx context.Context, entityID string, f RelationsFilt
 	if f.After != "" {
 		where = append(where, "r.id > "+a.add(f.After)+"::uuid")
 	}
-	q := `SELECT ` + relColumns + ` FROM relationships r
-		JOIN entities se ON se.id = r.source_id JOIN entities te ON te.id = r.target_id
-		WHERE ` + strings.Join(where, " AND ") + ` ORDER BY r.id LIMIT ` + a.add(f.Limit+1)
+	q := `SELECT ` + store.RelationshipColumns + store.RelationshipFrom +
+		`WHERE ` + strings.Join(where, " AND ") + ` ORDER BY r.id LIMIT ` + a.add(f.Limit+1)
 	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
-		return Page[Relationship]{}, fmt.Errorf("list relations: %w", err)
+		return Page[store.Relationship]{}, fmt.Errorf("list relations: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Relationship, error) { return scanRel(row) })
+	items, err := pgx.CollectRows(rows, store.CollectRelationship)
 	if err != nil {
-		return Page[Relationship]{}, fmt.Errorf("list relations: %w", err)
+		return Page[store.Relationship]{}, fmt.Errorf("list relations: %w", err)
 	}
-	return pageOf(items, f.Limit, func(x Relationship) string { return x.ID }), nil
+	return pageOf(items, f.Limit, func(x store.Relationship) string { return x.ID }), nil
 }
 
-// Node is an entity in a graph view.
+// Node is an entity in a graph view, and the summary of an entity in the other reads that
+// list many (a blast radius, the health summary) without their attributes.
 type Node struct {
 	ID     string `json:"id"`
 	Slug   string `json:"slug"`
@@ -211,13 +188,8 @@ var (
 // thousands of entities; their attributes are one GET away), with the fewest dependency
 // hops from the root.
 type Affected struct {
-	ID     string `json:"id"`
-	Slug   string `json:"slug"`
-	Type   string `json:"type"`
-	Name   string `json:"name"`
-	State  string `json:"state"`
-	Health string `json:"health"`
-	Depth  int    `json:"depth"`
+	Node
+	Depth int `json:"depth"`
 }
 
 // BlastRadius returns everything that transitively depends on the entity with id rootID, up
@@ -283,20 +255,19 @@ func (r *Reader) AffectedEntities(ctx context.Context, ids [][16]byte, depths []
 // RootAndAffected is AffectedEntities with the root entity read in the same round trip, for
 // a caller that already knows the root's id (a blast radius whose slug it resolved before:
 // slugs and ids never change). found is false when no entity has that id any more.
-func (r *Reader) RootAndAffected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root Entity, found bool, items []Affected, version int64, err error) {
+func (r *Reader) RootAndAffected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root store.Entity, found bool, items []Affected, version int64, err error) {
 	return r.affected(ctx, rootID, ids, depths)
 }
 
 // affected sends the root's read (when rootID is set), the topology version and the
 // affected rows as one batch.
-func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root Entity, found bool, out []Affected, version int64, err error) {
+func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root store.Entity, found bool, out []Affected, version int64, err error) {
 	if len(ids) != len(depths) {
-		return Entity{}, false, nil, 0, fmt.Errorf("affected entities: %d ids but %d depths", len(ids), len(depths))
+		return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %d ids but %d depths", len(ids), len(depths))
 	}
 	b := &pgx.Batch{}
 	if rootID != "" {
-		b.Queue(`SELECT `+entityColumns+` FROM entities e LEFT JOIN entity_status s ON s.entity_id = e.id
-			WHERE e.id = $1::uuid`, rootID)
+		b.Queue(store.EntitySQL(rootID, false, ""), rootID)
 	}
 	b.Queue(`SELECT changes FROM topology_version`)
 	if len(ids) > 0 {
@@ -311,23 +282,23 @@ func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, de
 	br := r.db.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
 	if rootID != "" {
-		root, err = scanEntity(br.QueryRow())
+		root, err = store.ScanEntity(br.QueryRow())
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
-			return Entity{}, false, nil, 0, fmt.Errorf("affected entities: root %s: %w", rootID, err)
+			return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: root %s: %w", rootID, err)
 		default:
 			found = true
 		}
 	}
 	if err := br.QueryRow().Scan(&version); err != nil {
-		return Entity{}, false, nil, 0, fmt.Errorf("affected entities: topology version: %w", err)
+		return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: topology version: %w", err)
 	}
 	out = make([]Affected, 0, len(ids))
 	if len(ids) > 0 {
 		rows, err := br.Query()
 		if err != nil {
-			return Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
+			return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
 		}
 		var x Affected
 		_, err = pgx.ForEachRow(rows, []any{&x.ID, &x.Slug, &x.Type, &x.Name, &x.State, &x.Health, &x.Depth}, func() error {
@@ -335,11 +306,11 @@ func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, de
 			return nil
 		})
 		if err != nil {
-			return Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
+			return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
 		}
 	}
 	if err := br.Close(); err != nil {
-		return Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
+		return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
 	}
 	return root, found, out, version, nil
 }

@@ -5,8 +5,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/oikos-hq/oikos/shared/config"
 )
 
 // Paging bounds of every list endpoint (limit=).
@@ -77,6 +80,39 @@ func BoolParam(c echo.Context, name string) (bool, error) {
 		return false, BadRequest(name, "must be true or false")
 	}
 	return b, nil
+}
+
+// DurationParam parses an optional duration query parameter the one way durations are
+// read across Oikos (config.ParseDuration: "7d", "12h", "90m"; positive); def when absent.
+// A bad one is a 400 naming it and saying what is accepted.
+func DurationParam(c echo.Context, name string, def time.Duration) (time.Duration, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := config.ParseDuration(v)
+	if err != nil {
+		return 0, BadRequest(name, "%v", err)
+	}
+	return d, nil
+}
+
+// SinceParam parses an optional point in time given as a duration back from now ("7d":
+// seven days before now) or an RFC 3339 time; ok is false when the parameter is absent. A
+// bad one is a 400 naming it.
+func SinceParam(c echo.Context, name string, now time.Time) (t time.Time, ok bool, err error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return time.Time{}, false, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, true, nil
+	}
+	d, err := config.ParseDuration(v)
+	if err != nil {
+		return time.Time{}, false, BadRequest(name, "%v, nor an RFC 3339 time", err)
+	}
+	return now.Add(-d), true, nil
 }
 
 // Page reads limit and cursor. The cursor is opaque to clients: base64url of the sort key of

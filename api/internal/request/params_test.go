@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 )
@@ -118,6 +120,58 @@ func TestPageAndListOf(t *testing.T) {
 		_, _, err := Page(get("/x" + q))
 		if status, f := fieldOf(err); f != field || (field != "" && status != 400) {
 			t.Errorf("Page(%s): %v", q, err)
+		}
+	}
+}
+
+func TestDurationAndSinceParams(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		query string
+		want  time.Duration
+		bad   string
+	}{
+		{"", time.Minute, ""},
+		{"d=7d", 7 * 24 * time.Hour, ""},
+		{"d=90m", 90 * time.Minute, ""},
+		{"d=12h", 12 * time.Hour, ""},
+		{"d=-1h", 0, `"-1h" is not a positive duration`},
+		{"d=0s", 0, `"0s" is not a positive duration`},
+		{"d=soon", 0, `"soon" is not a duration`},
+	} {
+		d, err := DurationParam(get("/?"+c.query), "d", time.Minute)
+		if c.bad == "" {
+			if err != nil || d != c.want {
+				t.Errorf("%q: %v %v", c.query, d, err)
+			}
+			continue
+		}
+		if p, _ := ToProblem(err); err == nil || p.Status != 400 || p.Field != "d" || !strings.Contains(p.Detail, c.bad) {
+			t.Errorf("%q: %v", c.query, err)
+		}
+	}
+	for _, c := range []struct {
+		query string
+		want  time.Time
+		given bool
+		bad   bool
+	}{
+		{"", time.Time{}, false, false},
+		{"since=7d", now.Add(-7 * 24 * time.Hour), true, false},
+		{"since=90m", now.Add(-90 * time.Minute), true, false},
+		{"since=2026-11-01T00:00:00Z", time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), true, false},
+		{"since=yesterday", time.Time{}, false, true},
+	} {
+		got, given, err := SinceParam(get("/?"+c.query), "since", now)
+		if (err != nil) != c.bad || given != c.given || !got.Equal(c.want) {
+			t.Errorf("%q: %v %v %v", c.query, got, given, err)
+		}
+		if !c.bad || err == nil {
+			continue
+		}
+		if p, _ := ToProblem(err); p.Field != "since" || !strings.Contains(p.Detail, "nor an RFC 3339 time") {
+			t.Errorf("%q: %+v", c.query, p)
 		}
 	}
 }

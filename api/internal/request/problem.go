@@ -10,7 +10,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/shared/ontology"
 )
 
 // ProblemMediaType is RFC 9457's media type for error bodies.
@@ -50,25 +52,50 @@ type Problem struct {
 // ProblemType builds the type URI of a problem kind. A URN, so it never points at a host.
 func ProblemType(kind string) string { return "urn:oikos:problem:" + kind }
 
-// Mapper turns the errors one surface knows (its services' sentinels and types) into a
-// problem; ok is false for an error it does not know, which the base mapping then answers.
-// A mapper sets Status, Type (ProblemType), Detail and, where it has them, Title, Field and
-// Errors; Render fills the rest.
-type Mapper func(err error) (p Problem, ok bool)
+// answer is how the api answers one sentinel: its status, problem kind and title.
+type answer struct {
+	sentinel error
+	status   int
+	kind     string
+	title    string
+}
 
-// ToProblem is the one place an error becomes a problem: the mappers in order, then the
-// base mapping (Error, an over-long body, echo's errors, the auth sentinels, a cancelled
-// request, else an internal error). unexpected reports a 5xx nobody mapped, which the
-// caller must log: its detail says only to look in the log.
-func ToProblem(err error, mappers ...Mapper) (p Problem, unexpected bool) {
-	matched := false
-	for _, m := range mappers {
-		if p, matched = m(err); matched {
-			break
+// answers is the api's one table from its sentinels (api/internal/apierr, and the shared
+// ontology's validation errors, which graph wraps in field errors) to statuses. The first
+// row whose sentinel err wraps wins, so a specific sentinel comes before a general one.
+var answers = []answer{
+	{apierr.ErrSchedulerOwned, http.StatusUnprocessableEntity, "scheduler-owned", "Attribute owned by the scheduler"},
+	{apierr.ErrNotFound, http.StatusNotFound, "not-found", "Not found"},
+	{apierr.ErrVersionConflict, http.StatusConflict, "version-conflict", "Version conflict"},
+	{apierr.ErrDuplicate, http.StatusConflict, "duplicate", "Already exists"},
+	{apierr.ErrAlreadyDecided, http.StatusConflict, "already-decided", "Already decided"},
+	{apierr.ErrConflict, http.StatusConflict, "conflict", "Conflict"},
+	{apierr.ErrIdempotencyMismatch, http.StatusUnprocessableEntity, "idempotency-mismatch", "Idempotency-Key reused with another body"},
+	{apierr.ErrPreconditionFailed, http.StatusUnprocessableEntity, "precondition-failed", "Transition precondition failed"},
+	{apierr.ErrRefused, http.StatusUnprocessableEntity, "execution-refused", "Refused by the gate"},
+	{ontology.ErrIllegalTransition, http.StatusUnprocessableEntity, "illegal-transition", "Illegal state transition"},
+	{ontology.ErrUndeclaredState, http.StatusUnprocessableEntity, "undeclared-state", "Undeclared state"},
+	{ontology.ErrAbstractType, http.StatusUnprocessableEntity, "abstract-type", "Abstract entity type"},
+	{ontology.ErrUnknownType, http.StatusUnprocessableEntity, "unknown-type", "Unknown entity type"},
+	{ontology.ErrEdgeNotAllowed, http.StatusUnprocessableEntity, "edge-not-allowed", "Edge not allowed by the ontology"},
+	{ontology.ErrInvalidAttribute, http.StatusUnprocessableEntity, "invalid-attribute", "Invalid attribute"},
+	{apierr.ErrInvalid, http.StatusUnprocessableEntity, "validation", "Invalid value"},
+}
+
+// ToProblem is the one place an error becomes a problem, for every surface of the api: the
+// api's sentinels through the answers table, then what every request may meet (an Error a
+// handler raised, an over-long body, echo's own errors, the auth sentinels), a field error of
+// no known sentinel as a validation failure, a cancelled request, else an internal error. An
+// *apierr.Extended adds its detail and extension members. unexpected reports a 5xx nobody
+// mapped, which the caller must log: its detail says only to look in the log.
+func ToProblem(err error) (p Problem, unexpected bool) {
+	p, unexpected = problemOf(err)
+	var x *apierr.Extended
+	if !unexpected && errors.As(err, &x) {
+		if x.Detail != "" {
+			p.Detail = x.Detail
 		}
-	}
-	if !matched {
-		p, unexpected = baseProblem(err)
+		p.Code, p.ApprovalID, p.RiskClass, p.Approval = x.Code, x.ApprovalID, x.RiskClass, x.Approval
 	}
 	if p.Status == http.StatusUnauthorized || p.Status == http.StatusForbidden {
 		// Say nothing about why a token failed beyond what the sentinel says.
@@ -83,12 +110,19 @@ func ToProblem(err error, mappers ...Mapper) (p Problem, unexpected bool) {
 	return p, unexpected
 }
 
-// baseProblem maps the errors every surface meets.
-func baseProblem(err error) (Problem, bool) {
-	p := Problem{Detail: err.Error(), Errors: Issues(err, nil)}
+// problemOf maps err to its status, kind, title and detail, and lists its fields at fault.
+func problemOf(err error) (Problem, bool) {
+	p := Problem{Detail: err.Error(), Errors: Issues(err)}
 	if len(p.Errors) > 0 {
 		p.Field = p.Errors[0].Field
 	}
+	for _, a := range answers {
+		if errors.Is(err, a.sentinel) {
+			p.Status, p.Type, p.Title = a.status, ProblemType(a.kind), a.title
+			return p, false
+		}
+	}
+	var fe *apierr.FieldError
 	var re *Error
 	var mbe *http.MaxBytesError
 	var he *echo.HTTPError
@@ -105,8 +139,11 @@ func baseProblem(err error) (Problem, bool) {
 		p.Status, p.Type, p.Title = http.StatusUnauthorized, ProblemType("unauthorized"), "Unauthorized"
 	case errors.Is(err, auth.ErrForbidden):
 		p.Status, p.Type, p.Title = http.StatusForbidden, ProblemType("forbidden"), "Forbidden"
+	case errors.As(err, &fe):
+		// A field error of no known sentinel is a plain validation failure.
+		p.Status, p.Type = http.StatusUnprocessableEntity, ProblemType(kindValidation)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		p.Status, p.Type = http.StatusServiceUnavailable, ProblemType("unavailable")
+		p.Status, p.Type = http.StatusServiceUnavailable, ProblemType(kindUnavailable)
 		p.Detail = "the request was cancelled or timed out"
 		return p, true
 	default:
@@ -132,20 +169,24 @@ func echoKind(code int) string {
 }
 
 // Issues collects every field-level error in err's tree, in order and without repeats: each
-// Error naming a field, and whatever issue recognises (a surface's own field error types;
-// nil for none). A joined error reports every field at fault, not only the first.
-func Issues(err error, issue func(error) (FieldIssue, bool)) []FieldIssue {
+// Error and *apierr.FieldError naming a field, and each attribute the ontology refused (as
+// attributes.<name>). A joined error reports every field at fault, not only the first.
+func Issues(err error) []FieldIssue {
 	var out []FieldIssue
 	seen := map[FieldIssue]bool{}
 	walkErrors(err, func(e error) {
 		var fi FieldIssue
-		var ok bool
-		if re, isErr := e.(*Error); isErr {
-			fi, ok = FieldIssue{Field: re.Field, Reason: re.Detail}, true
-		} else if issue != nil {
-			fi, ok = issue(e)
+		switch x := e.(type) {
+		case *Error:
+			fi = FieldIssue{Field: x.Field, Reason: x.Detail}
+		case *apierr.FieldError:
+			fi = FieldIssue{Field: x.Field, Reason: x.Reason}
+		case *ontology.FieldError:
+			fi = FieldIssue{Field: "attributes." + x.Field, Reason: x.Reason}
+		default:
+			return
 		}
-		if !ok || fi.Field == "" || seen[fi] {
+		if fi.Field == "" || seen[fi] {
 			return
 		}
 		seen[fi] = true
@@ -172,17 +213,22 @@ func walkErrors(err error, fn func(error)) {
 
 // Render writes err as problem JSON: the mapped problem with the request's path as Instance
 // and its correlation id, WWW-Authenticate on a 401, and no body for HEAD. A response
-// already committed (a stream that failed midway) is left alone. unexpected is true when
-// err was an unmapped 5xx the caller must log.
-func Render(c echo.Context, err error, mappers ...Mapper) (unexpected bool) {
+// already committed (a stream that failed midway) is left alone. A refused body (413) is
+// first read to its end, within a bound, and the connection is closed after the answer (see
+// discardBody), so the client reads the 413 instead of a reset. unexpected is true when err
+// was an unmapped 5xx the caller must log.
+func Render(c echo.Context, err error) (unexpected bool) {
 	if c.Response().Committed {
 		return false
 	}
-	p, unexpected := ToProblem(err, mappers...)
+	p, unexpected := ToProblem(err)
 	p.Instance = c.Request().URL.Path
 	p.CorrelationID = CorrelationID(c)
 	if p.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="oikos"`)
+	}
+	if p.Status == http.StatusRequestEntityTooLarge {
+		discardBody(c)
 	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(p.Status)
@@ -196,21 +242,21 @@ func Render(c echo.Context, err error, mappers ...Mapper) (unexpected bool) {
 
 // ErrorHandler is an echo error handler that renders through Render and logs every
 // unexpected error with the correlation id the client was given, so the two can be matched.
-func ErrorHandler(log zerolog.Logger, mappers ...Mapper) echo.HTTPErrorHandler {
+func ErrorHandler(log zerolog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
-		if Render(c, err, mappers...) {
+		if Render(c, err) {
 			log.Error().Err(err).Str("correlation_id", CorrelationID(c)).Str("method", c.Request().Method).
 				Str("path", c.Request().URL.Path).Msg("request failed")
 		}
 	}
 }
 
-// Catch is a route-level middleware that renders any error of what it wraps (a guard, the
-// handler) as ErrorHandler does, and answers nil. A feature package puts it first on its
-// routes so its problems carry its own mapping and it works mounted on a bare echo (as its
-// tests do) exactly as behind the api's server.
-func Catch(log zerolog.Logger, mappers ...Mapper) echo.MiddlewareFunc {
-	handle := ErrorHandler(log, mappers...)
+// Catch is the route-level middleware Mount puts first on every route: it renders any error
+// of what it wraps (the guard, the handler) as ErrorHandler does and answers nil, so a route
+// answers the same on the api's server and on a bare echo (as the feature packages' tests
+// mount them).
+func Catch(log zerolog.Logger) echo.MiddlewareFunc {
+	handle := ErrorHandler(log)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if err := next(c); err != nil {

@@ -1,5 +1,5 @@
 // Package seed loads the seed files (ontology, inventory, knowledge) into the graph and
-// reports drift between the seeds and the database (BEHAVIOURS G9).
+// reports drift between the seeds and the database (docs/behaviours.md G9).
 //
 // Ingest is idempotent by construction: it reads what the database holds once, computes
 // the difference, and writes only that difference through the graph service's bulk path

@@ -25,6 +25,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/shared/metrics"
@@ -55,8 +56,8 @@ type Options struct {
 	// target depends on their source. Other edges are not kept.
 	Forward, Reverse []string
 	Logger           zerolog.Logger
-	// Metrics, when set, receives build and catch-up counters.
-	Metrics *metrics.Registry
+	// Metrics, when set, receives the build histogram, the edge gauge and the catch-up counter.
+	Metrics prometheus.Registerer
 	// MaxEdges bounds memory: with more current dependency edges the index refuses
 	// (ErrTooLarge). Default DefaultMaxEdges (about 100 MB at the limit).
 	MaxEdges int
@@ -86,6 +87,10 @@ type Index struct {
 	refresh chan struct{}
 	visits  sync.Pool // of *visits
 
+	builds  prometheus.Histogram // oikos_api_topology_build_duration_seconds
+	edges   prometheus.Gauge     // oikos_api_topology_edges
+	applied prometheus.Counter   // oikos_api_topology_events_applied_total
+
 	mu            sync.RWMutex // guards the fields below
 	adj           *adjacency   // nil until built, or after an inconsistency
 	stats         Stats
@@ -103,7 +108,21 @@ func New(opts Options) (*Index, error) {
 	if opts.MaxCatchUp <= 0 {
 		opts.MaxCatchUp = DefaultMaxCatchUp
 	}
-	x := &Index{opts: opts, dirs: map[string]uint8{}, refresh: make(chan struct{}, 1)}
+	x := &Index{opts: opts, dirs: map[string]uint8{}, refresh: make(chan struct{}, 1),
+		builds: metrics.Register(opts.Metrics, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "oikos_api_topology_build_duration_seconds",
+			Help:    "Full builds of the topology index from a snapshot of the dependency edges.",
+			Buckets: metrics.FastBuckets(),
+		})),
+		edges: metrics.Register(opts.Metrics, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "oikos_api_topology_edges",
+			Help: "Dependency edges in the topology index after its latest build.",
+		})),
+		applied: metrics.Register(opts.Metrics, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "oikos_api_topology_events_applied_total",
+			Help: "Relationship events applied to the topology index.",
+		})),
+	}
 	for _, t := range opts.Forward {
 		x.dirs[t] |= dirForward
 	}
@@ -298,7 +317,7 @@ func (x *Index) applyEvents(ctx context.Context, a *adjacency) (bool, error) {
 	}
 	a.changes = changes
 	x.stats.Applied += int64(len(evs))
-	x.metric("oikos_api_topology_events_applied_total", "Relationship events applied to the topology index.", float64(len(evs)))
+	x.applied.Add(float64(len(evs)))
 	return true, nil
 }
 
@@ -347,7 +366,7 @@ func (x *Index) rebuild(ctx context.Context) error {
 	defer x.mu.Unlock()
 	x.stats.Builds++
 	x.stats.LastBuild = took
-	x.metric("oikos_api_topology_builds_total", "Full builds of the topology index.", 1)
+	x.builds.Observe(took.Seconds())
 	if len(a.edges) > x.opts.MaxEdges {
 		x.adj = nil
 		x.tooLargeUntil = time.Now().Add(tooLargeRetry)
@@ -355,17 +374,8 @@ func (x *Index) rebuild(ctx context.Context) error {
 		return ErrTooLarge
 	}
 	x.adj = a
-	if x.opts.Metrics != nil {
-		x.opts.Metrics.Set("oikos_api_topology_build_seconds", "Duration of the latest topology index build.", took.Seconds())
-		x.opts.Metrics.Set("oikos_api_topology_edges", "Dependency edges in the topology index after its latest build.", float64(len(a.edges)))
-	}
+	x.edges.Set(float64(len(a.edges)))
 	x.opts.Logger.Info().Int("edges", len(a.edges)).Int("nodes", len(a.ids)).Dur("took", took).
 		Int64("changes", changes).Msg("topology index built")
 	return nil
-}
-
-func (x *Index) metric(name, help string, v float64) {
-	if x.opts.Metrics != nil {
-		x.opts.Metrics.Add(name, help, v)
-	}
 }

@@ -1,5 +1,5 @@
 // Package drift compares what the Proxmox hosts run with what the graph says they run
-// (BEHAVIOURS S7): `pct list` and `qm list` on every live proxmox-host, over the same SSH
+// (docs/behaviours.md S7): `pct list` and `qm list` on every live proxmox-host, over the same SSH
 // pool and resolution the checks use, diffed against the graph's lxc and vm entities.
 //
 //   - missing: a guest a host runs that no entity describes (a test container created behind
@@ -31,13 +31,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/shared/attr"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/metrics"
+	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
 // Defaults for Options.
@@ -75,7 +77,7 @@ type Options struct {
 	// service before starting the notifier.
 	Notifier *eventbus.Notifier
 	Logger   zerolog.Logger
-	Metrics  *metrics.Registry
+	Metrics  prometheus.Registerer // the discovery's metrics (README, Metrics); nil: unregistered
 	Clock    func() time.Time
 	// Every is how old the latest report may get before a scheduled run (default 24 h).
 	Every time.Duration
@@ -91,15 +93,13 @@ type Options struct {
 type Service struct {
 	opts Options
 	log  zerolog.Logger
-	m    *metrics.Registry
+	m    *driftMetrics
 
 	mu      sync.Mutex
 	pending []string
 	wake    chan struct{}
 
-	cancel   context.CancelFunc
-	done     chan struct{}
-	stopOnce sync.Once
+	life startstop.Lifecycle // the loop
 }
 
 // HostReport is what one Proxmox host answered.
@@ -177,14 +177,11 @@ func New(opts Options) (*Service, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	if opts.Metrics == nil {
-		opts.Metrics = metrics.NewRegistry()
-	}
 	if opts.SchedulerID == "" {
 		h, _ := os.Hostname()
 		opts.SchedulerID = h + ":" + strconv.Itoa(os.Getpid())
 	}
-	s := &Service{opts: opts, log: opts.Logger.With().Str("component", "drift").Logger(), m: opts.Metrics,
+	s := &Service{opts: opts, log: opts.Logger.With().Str("component", "drift").Logger(), m: newDriftMetrics(opts.Metrics),
 		wake: make(chan struct{}, 1)}
 	if opts.Notifier != nil {
 		opts.Notifier.Listen(eventbus.ChannelDrift, s.onNotify)
@@ -229,24 +226,12 @@ error = 'interrupted: the scheduler running it stopped' WHERE status = 'running'
 		s.opts.Clock(), s.opts.Clock().Add(-time.Hour)); err != nil {
 		return fmt.Errorf("drift: clear interrupted runs: %w", err)
 	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	safego.Go(s.log, "drift", func() {
-		defer close(s.done)
-		s.loop(ctx)
-	})
-	return nil
+	return s.life.Start(ctx, s.log, "drift", s.loop)
 }
 
-// Stop ends the loop, waiting for a run in progress (its context is cancelled).
-func (s *Service) Stop() {
-	s.stopOnce.Do(func() {
-		if s.cancel != nil {
-			s.cancel()
-			<-s.done
-		}
-	})
-}
+// Stop ends the loop, waiting for a run in progress (its context is cancelled). Safe twice,
+// and before Start.
+func (s *Service) Stop() { s.life.Stop() }
 
 func (s *Service) loop(ctx context.Context) {
 	poll := time.NewTimer(time.Minute)
@@ -355,23 +340,22 @@ func (s *Service) RunNow(ctx context.Context) (*Report, error) {
 	return s.execute(ctx, reportID, "requested", nil)
 }
 
+// claim runs fn under the claim lock, in a transaction that commits what fn wrote (when
+// fn finds nothing to claim it writes nothing, and the commit only releases the lock).
 func (s *Service) claim(ctx context.Context, fn func(tx pgx.Tx) (bool, error)) error {
-	tx, err := s.opts.Pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("drift: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(lockClaim)); err != nil {
-		return fmt.Errorf("drift: lock: %w", err)
-	}
-	ok, err := fn(tx)
-	if err != nil {
-		return fmt.Errorf("drift: claim: %w", err)
-	}
-	if !ok {
+	err := pg.InTx(ctx, s.opts.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(lockClaim)); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if _, err := fn(tx); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
 		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("drift: %w", err)
 	}
-	return tx.Commit(ctx)
+	return nil
 }
 
 func (s *Service) insertRunning(ctx context.Context, tx pgx.Tx, trigger string, requestIDs []string) (string, error) {
@@ -393,7 +377,7 @@ func (s *Service) execute(ctx context.Context, reportID, trigger string, request
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if runErr != nil {
-		s.m.Add("oikos_scheduler_drift_runs_total", "Drift discoveries by outcome.", 1, "outcome", "failed")
+		s.m.runs.WithLabelValues("failed").Inc()
 		if _, err := s.opts.Pool.Exec(fctx, `UPDATE drift_reports SET status = 'failed', finished_at = $2, error = $3 WHERE id = $1`,
 			reportID, s.opts.Clock(), runErr.Error()); err != nil {
 			return nil, errors.Join(runErr, fmt.Errorf("drift: store failure: %w", err))
@@ -408,7 +392,7 @@ func (s *Service) execute(ctx context.Context, reportID, trigger string, request
 	if err != nil {
 		return nil, fmt.Errorf("drift: marshal report: %w", err)
 	}
-	err = pgxInTx(fctx, s.opts.Pool, func(tx pgx.Tx) error {
+	err = pg.InTx(fctx, s.opts.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(fctx, `UPDATE drift_reports SET status = 'completed', finished_at = $2, report = $3,
 missing_count = $4, ghost_count = $5 WHERE id = $1`, reportID, rep.FinishedAt, raw, len(rep.Missing), len(rep.Ghost)); err != nil {
 			return err
@@ -422,24 +406,12 @@ missing_count = $4, ghost_count = $5 WHERE id = $1`, reportID, rep.FinishedAt, r
 	if err != nil {
 		return nil, fmt.Errorf("drift: store report: %w", err)
 	}
-	s.m.Add("oikos_scheduler_drift_runs_total", "Drift discoveries by outcome.", 1, "outcome", "completed")
-	s.m.Set("oikos_scheduler_drift_missing", "Live guests without an entity (latest drift report).", float64(len(rep.Missing)))
-	s.m.Set("oikos_scheduler_drift_ghost", "Entities whose guest is not live (latest drift report).", float64(len(rep.Ghost)))
+	s.m.runs.WithLabelValues("completed").Inc()
+	s.m.missing.Set(float64(len(rep.Missing)))
+	s.m.ghost.Set(float64(len(rep.Ghost)))
 	s.log.Info().Int("missing", len(rep.Missing)).Int("ghost", len(rep.Ghost)).Int("unchecked", len(rep.Unchecked)).
 		Str("trigger", trigger).Msg("drift discovery stored")
 	return rep, nil
-}
-
-func pgxInTx(ctx context.Context, pool *pgxpool.Pool, fn func(tx pgx.Tx) error) error {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
 }
 
 // graphGuest is an lxc or vm entity.

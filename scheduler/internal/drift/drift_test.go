@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/scheduler/internal/checks/checkstest"
+	"github.com/oikos-hq/oikos/scheduler/internal/labtest"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/labsim"
 )
@@ -30,7 +30,7 @@ relationships:
   - {type: hosts, source: "proxmox-host:atlas", target: "vm:ha"}
 `
 
-func newService(t *testing.T, lab *checkstest.Lab, mod func(*Options)) *Service {
+func newService(t *testing.T, lab *labtest.Lab, mod func(*Options)) *Service {
 	t.Helper()
 	o := Options{Pool: lab.DB, SSH: lab.SSH, Fleet: lab.Fleet, Logger: zerolog.Nop(), HostTimeout: 5 * time.Second}
 	if mod != nil {
@@ -48,7 +48,7 @@ func newService(t *testing.T, lab *checkstest.Lab, mod func(*Options)) *Service 
 // reported; the report is stored.
 func TestDriftFindsMissingAndGhost(t *testing.T) {
 	t.Parallel()
-	lab := checkstest.New(t, checkstest.Options{Inventory: []byte(inventory)})
+	lab := labtest.New(t, labtest.Options{Inventory: []byte(inventory)})
 	// Behind the graph's back: a new container on atlas, and db destroyed.
 	lab.Exec(t, "proxmox-host:atlas", "pct create 150 local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst --hostname stray")
 	lab.Exec(t, "proxmox-host:atlas", "pct stop 102 && pct destroy 102")
@@ -102,7 +102,7 @@ func TestDriftFindsMissingAndGhost(t *testing.T) {
 // repeated request id is not run twice.
 func TestDriftOnDemandThroughNotify(t *testing.T) {
 	t.Parallel()
-	lab := checkstest.New(t, checkstest.Options{Inventory: []byte(inventory)})
+	lab := labtest.New(t, labtest.Options{Inventory: []byte(inventory)})
 	cfg, err := pgx.ParseConfig(lab.DB.Config().ConnConfig.ConnString())
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-// Package executor is the scheduler's half of the gated execution path (BEHAVIOURS S9, X8):
+// Package executor is the scheduler's half of the gated execution path (docs/behaviours.md S9, X8):
 // it claims runnable executions, runs them on their targets through the host-hop, streams
 // their output into execution_logs and records how they ended.
 //
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
@@ -48,6 +49,8 @@ type Options struct {
 	Fleet    *fleet.Graph
 	Notifier *eventbus.Notifier // optional: without it only the poll finds work
 	Logger   zerolog.Logger
+	// Metrics receives the executor's metrics (README, Metrics); nil keeps them unregistered.
+	Metrics prometheus.Registerer
 	// SchedulerID is written to executions.claimed_by; default "<hostname>:<pid>".
 	SchedulerID string
 	// DefaultTimeout applies when an execution has no timeout_seconds (the column defaults to
@@ -74,6 +77,7 @@ type Options struct {
 type Executor struct {
 	opts Options
 	log  zerolog.Logger
+	m    execMetrics
 
 	wake  chan struct{}
 	slots chan struct{}
@@ -128,6 +132,7 @@ func New(opts Options) *Executor {
 		slots:    make(chan struct{}, opts.Concurrency),
 		inflight: map[string]struct{}{},
 	}
+	e.m = newExecMetrics(opts.Metrics, e)
 	if opts.Notifier != nil {
 		// The payload (an execution id) is only a hint: the claim reads the database.
 		opts.Notifier.Listen(eventbus.ChannelExec, func(string) { e.poke() })
@@ -168,6 +173,7 @@ func (e *Executor) Start(ctx context.Context) error {
 		e.cancel()
 		return fmt.Errorf("executor: recover orphaned executions: %w", err)
 	}
+	e.m.observeSwept(sweptOrphaned, n)
 	if n > 0 {
 		e.log.Warn().Int("count", n).Msg("marked executions left running by a stopped scheduler as interrupted; they are not re-run")
 	}

@@ -40,6 +40,7 @@ func (e *Executor) run(ctx context.Context, j job) {
 		}
 		o.Status, o.Err = StatusInterrupted, msg
 	}
+	e.m.observeRun(j.Action, o.Status, o.Duration)
 	if o.Err != "" {
 		s.System("%s: %s", o.Status, o.Err)
 	}

@@ -367,7 +367,12 @@ FOR UPDATE SKIP LOCKED`, []any{e.opts.SchedulerID},
 
 // SweepStuck marks as interrupted the running executions that no run of this executor owns
 // and that have outlived their own timeout by StuckAfter. It returns how many it marked.
-func (e *Executor) SweepStuck(ctx context.Context) (int, error) {
+func (e *Executor) SweepStuck(ctx context.Context) (n int, err error) {
+	defer func() {
+		if err == nil {
+			e.m.observeSwept(sweptStuck, n)
+		}
+	}()
 	return e.interrupt(ctx, `
 SELECT id FROM executions
 WHERE status = 'running'

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,7 +168,7 @@ func (g *Graph) Lookup(ctx context.Context, slugOrID string) (remote.Entity, err
 	return g.EntityBySlug(ctx, slugOrID)
 }
 
-// Resolve looks up the entity named by slugOrID and turns it into a Target (BEHAVIOURS S2).
+// Resolve looks up the entity named by slugOrID and turns it into a Target (docs/behaviours.md S2).
 // A missing entity or a missing fact is a *remote.ResolutionError (errors.Is
 // remote.ErrResolution), logged as a configuration problem; a failed query is returned as
 // is, so a broken config is never mistaken for an outage (S8).
@@ -197,6 +198,53 @@ func (g *Graph) Resolve(ctx context.Context, slugOrID string) (remote.Target, re
 		return remote.Target{}, e, err
 	}
 	return t, e, nil
+}
+
+// RunsOn lists what the entity with id runs on, following current runs-on edges
+// transitively (at most eight hops), nearest first; destroyed entities are skipped.
+func (g *Graph) RunsOn(ctx context.Context, id string) ([]string, error) {
+	rows, err := g.db.Query(ctx, `
+WITH RECURSIVE chain(id, slug, depth) AS (
+    SELECT e.id, e.slug, 1
+    FROM relationships r JOIN entities e ON e.id = r.target_id
+    WHERE r.source_id = $1 AND r.type = 'runs-on' AND r.valid_to IS NULL AND e.state <> 'destroyed'
+    UNION
+    SELECT e.id, e.slug, c.depth + 1
+    FROM chain c JOIN relationships r ON r.source_id = c.id AND r.type = 'runs-on' AND r.valid_to IS NULL
+    JOIN entities e ON e.id = r.target_id
+    WHERE c.depth < 8 AND e.state <> 'destroyed'
+)
+SELECT slug FROM chain GROUP BY slug ORDER BY min(depth), slug`, id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// ResolveRunsOn finds where a command about the entity slugOrID runs: on the entity itself
+// when it is a machine or a guest, else on the nearest entity it runs on (a service on an
+// LXC, a container on a docker host on an LXC) that is — the host fallback through the
+// graph of S1. Errors are Resolve's; when nothing along the runs-on edges can run a
+// command either, the resolution error says what was tried.
+func (g *Graph) ResolveRunsOn(ctx context.Context, slugOrID string) (remote.Target, error) {
+	t, e, err := g.Resolve(ctx, slugOrID)
+	if err == nil || !errors.Is(err, remote.ErrResolution) || e.ID == "" {
+		return t, err
+	}
+	chain, qerr := g.RunsOn(ctx, e.ID)
+	if qerr != nil {
+		return remote.Target{}, fmt.Errorf("%w; and following its runs-on edges failed: %w", err, qerr)
+	}
+	if len(chain) == 0 {
+		return remote.Target{}, err
+	}
+	for _, slug := range chain {
+		t, _, err = g.Resolve(ctx, slug)
+		if err == nil || !errors.Is(err, remote.ErrResolution) {
+			return t, err
+		}
+	}
+	return remote.Target{}, fmt.Errorf("%s runs on %s, none of which can run a command: %w", e.Slug, strings.Join(chain, " → "), err)
 }
 
 // sqlPrefetch reads an entity (%s is the WHERE condition on e) with its candidate hosts,

@@ -164,3 +164,51 @@ func TestLookups(t *testing.T) {
 		t.Errorf("ambiguous name: %v", err)
 	}
 }
+
+// Where a command about an entity runs: on it when it is a machine or a guest, else along
+// its runs-on edges, nearest first (a service on an LXC; a container on a docker host on a
+// VM); an entity that runs on nothing that can run a command says what was tried.
+func TestResolveRunsOn(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ids := fleettest.SeedInventory(t, db.Pool)
+	p := db.Pool
+	g := fleet.New(p, fleet.Options{Logger: zerolog.Nop()})
+	ctx := context.Background()
+
+	if tg, err := g.ResolveRunsOn(ctx, ids["lxc:jellyfin"]); err != nil || tg.Slug != "lxc:jellyfin" {
+		t.Errorf("a guest runs its own commands: %+v, %v", tg, err)
+	}
+	if chain, err := g.RunsOn(ctx, ids["service:jellyfin"]); err != nil || len(chain) != 1 || chain[0] != "lxc:jellyfin" {
+		t.Errorf("RunsOn(service:jellyfin) = %v, %v", chain, err)
+	}
+	if tg, err := g.ResolveRunsOn(ctx, ids["service:jellyfin"]); err != nil || tg.Slug != "lxc:jellyfin" || tg.Kind != remote.KindLXC {
+		t.Errorf("a service runs on its LXC: %+v, %v", tg, err)
+	}
+	// Two hops, the first of which cannot run a command.
+	app := fleettest.InsertEntity(t, p, "service", "deep", "", nil)
+	mid := fleettest.InsertEntity(t, p, "service", "middle", "", nil)
+	fleettest.InsertEdge(t, p, "runs-on", app, mid)
+	fleettest.InsertEdge(t, p, "runs-on", mid, ids["lxc:jellyfin"])
+	if chain, err := g.RunsOn(ctx, app); err != nil || strings.Join(chain, ",") != "service:middle,lxc:jellyfin" {
+		t.Errorf("RunsOn(deep) = %v, %v", chain, err)
+	}
+	if tg, err := g.ResolveRunsOn(ctx, "service:deep"); err != nil || tg.Slug != "lxc:jellyfin" {
+		t.Errorf("two hops: %+v, %v", tg, err)
+	}
+	// Nothing to run on.
+	alone := fleettest.InsertEntity(t, p, "service", "alone", "", nil)
+	if _, err := g.ResolveRunsOn(ctx, alone); !errors.Is(err, remote.ErrResolution) {
+		t.Errorf("a service on nothing: %v, want a resolution error", err)
+	}
+	lost := fleettest.InsertEntity(t, p, "service", "lost", "", nil)
+	other := fleettest.InsertEntity(t, p, "service", "nowhere", "", nil)
+	fleettest.InsertEdge(t, p, "runs-on", lost, other)
+	_, err := g.ResolveRunsOn(ctx, lost)
+	if !errors.Is(err, remote.ErrResolution) || !strings.Contains(err.Error(), "service:lost runs on service:nowhere, none of which can run a command") {
+		t.Errorf("a chain that ends nowhere runnable: %v", err)
+	}
+	if _, err := g.ResolveRunsOn(ctx, "service:missing"); !errors.Is(err, remote.ErrResolution) {
+		t.Errorf("a missing entity: %v", err)
+	}
+}

@@ -1,8 +1,9 @@
 // Package hostkeys pins the fleet's SSH host keys in Postgres and turns a changed key into a
 // signal. remote.PGHostKeys does the pinning; this package supplies its mismatch callback,
-// which writes (or bumps) one critical `host_key_changed` signal per address and appends
-// signal.raised to the outbox in the same transaction, so the operator hears about a possible
-// man in the middle on the dashboard and in chat, not only in a log line.
+// which raises one critical `host_key_changed` signal per address through shared/signals (a
+// repeat bumps its occurrences; the opening alone appends signal.raised and its audit row), so
+// the operator hears about a possible man in the middle on the dashboard and in chat, not only
+// in a log line.
 package hostkeys
 
 import (
@@ -11,22 +12,19 @@ import (
 	"net"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
+	"github.com/oikos-hq/oikos/shared/signals"
 )
 
-// Signal identity (exec-contract.md).
+// Signal identity (docs/execution-contract.md).
 const (
 	SignalKind     = "host_key_changed"
-	SignalSeverity = "critical"
-	// Actor is recorded on the signal.raised event.
-	Actor = "scheduler"
+	SignalSeverity = signals.SeverityCritical
 )
 
 // DedupKey is the signal's dedup key for a dialled "ip:port".
@@ -47,58 +45,28 @@ func New(pool *pgxpool.Pool, log zerolog.Logger) *remote.PGHostKeys {
 	}, log)
 }
 
-// Raise records that addr offered the key with fingerprint got while want is pinned: one
-// open signal per address (a repeat bumps its occurrence count and last_seen) and a
-// signal.raised event, in one transaction. It returns the signal id.
+// Raise records, in one transaction, that addr offered the key with fingerprint got while
+// want is pinned: one signal per address, attached to the machine at addr when there is
+// exactly one; a repeat bumps its occurrence count and last_seen. It returns the signal id.
 func Raise(ctx context.Context, db pg.TxBeginner, addr, want, got string) (string, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return "", fmt.Errorf("signal id: %w", err)
-	}
-	details := map[string]string{"address": addr, "pinned": want, "offered": got}
-	summary := fmt.Sprintf("SSH host key of %s changed (pinned %s, offered %s); connections are refused until the key is verified and re-pinned", addr, want, got)
-	var (
-		signalID    string
-		occurrences int64
-	)
-	err = pg.InTx(ctx, db, func(tx pgx.Tx) error {
+	var id string
+	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
 		machine, err := machineAt(ctx, tx, addr)
 		if err != nil {
 			return err
 		}
-		var entityID *string
-		if machine != "" {
-			entityID = &machine
-		}
-		if err := tx.QueryRow(ctx, `
-INSERT INTO signals (id, kind, entity_id, dedup_key, severity, summary, details)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (dedup_key) WHERE status <> 'resolved' DO UPDATE
-SET occurrences = signals.occurrences + 1, last_seen = now(), summary = EXCLUDED.summary,
-    details = EXCLUDED.details, severity = EXCLUDED.severity,
-    entity_id = coalesce(signals.entity_id, EXCLUDED.entity_id)
-RETURNING id::text, occurrences`,
-			id, SignalKind, entityID, DedupKey(addr), SignalSeverity, summary, details).Scan(&signalID, &occurrences); err != nil {
-			return fmt.Errorf("upsert signal: %w", err)
-		}
-		ev := eventbus.Event{Type: "signal.raised", Actor: Actor, EntityID: machine}
-		_, err = eventbus.Append(ctx, tx, ev, map[string]any{
-			"signal_id":   signalID,
-			"kind":        SignalKind,
-			"dedup_key":   DedupKey(addr),
-			"severity":    SignalSeverity,
-			"summary":     summary,
-			"address":     addr,
-			"pinned":      want,
-			"offered":     got,
-			"occurrences": occurrences,
+		r, err := signals.New(nil).Raise(ctx, tx, signals.Signal{
+			Kind: SignalKind, DedupKey: DedupKey(addr), EntityID: machine, Severity: SignalSeverity,
+			Summary: fmt.Sprintf("SSH host key of %s changed (pinned %s, offered %s); connections are refused until the key is verified and re-pinned", addr, want, got),
+			Details: map[string]any{"address": addr, "pinned": want, "offered": got},
 		})
+		id = r.ID
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("raise host_key_changed for %s: %w", addr, err)
 	}
-	return signalID, nil
+	return id, nil
 }
 
 // machineAt finds the one entity reached at addr (an address attribute equal to its ip and

@@ -33,7 +33,8 @@ func newKey(t *testing.T) []byte {
 }
 
 // A mismatch reported by the pinning store becomes one critical signal on the machine at that
-// address, with signal.raised in the outbox; a repeat bumps the same signal.
+// address, with one signal.raised in the outbox and one audit row; a repeat bumps the same
+// signal's occurrences and appends nothing (it used to append signal.raised every time).
 func TestMismatchRaisesOneSignalPerAddress(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -48,6 +49,7 @@ func TestMismatchRaisesOneSignalPerAddress(t *testing.T) {
 	}
 	store.Mismatch(ctx, addr, a, b)
 	store.Mismatch(ctx, addr, a, b)
+	store.Mismatch(ctx, addr, a, b)
 
 	var (
 		kind, severity, status, entity string
@@ -59,7 +61,7 @@ func TestMismatchRaisesOneSignalPerAddress(t *testing.T) {
 		Scan(&kind, &severity, &status, &entity, &occurrences, &details); err != nil {
 		t.Fatalf("signal row: %v", err)
 	}
-	if kind != "host_key_changed" || severity != "critical" || status != "open" || entity != host || occurrences != 2 {
+	if kind != "host_key_changed" || severity != "critical" || status != "open" || entity != host || occurrences != 3 {
 		t.Errorf("signal = %s %s %s entity %s occurrences %d", kind, severity, status, entity, occurrences)
 	}
 	if details["pinned"] != remote.Fingerprint(a) || details["offered"] != remote.Fingerprint(b) || details["address"] != addr {
@@ -82,12 +84,18 @@ func TestMismatchRaisesOneSignalPerAddress(t *testing.T) {
 			t.Fatal(err)
 		}
 		n++
-		if ent != host || p["kind"] != "host_key_changed" || p["occurrences"] != float64(n) {
+		if ent != host || p["kind"] != "host_key_changed" || p["dedup_key"] != "host_key_changed:"+addr ||
+			p["severity"] != "critical" || p["entity_id"] != host || p["occurrences"] != float64(n) {
 			t.Errorf("event %d: entity %s payload %s", n, ent, payload)
 		}
 	}
-	if n != 2 {
-		t.Errorf("%d signal.raised events, want 2", n)
+	if n != 1 {
+		t.Errorf("%d signal.raised events, want 1 (a repeat is an occurrence, not an opening)", n)
+	}
+	var audits int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = 'signal.raise' AND actor = 'scheduler' AND entity_id = $1`,
+		host).Scan(&audits); err != nil || audits != 1 {
+		t.Errorf("%d signal.raise audit rows (%v), want 1", audits, err)
 	}
 }
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oikos-hq/oikos/scheduler/internal/signals"
 	"github.com/oikos-hq/oikos/shared/checks"
+	"github.com/oikos-hq/oikos/shared/signals"
 )
 
 // checkType is the type of a check's own bookkeeping entity; it is never monitored.
@@ -168,7 +168,7 @@ func (s *Sweeper) Coverage(ctx context.Context) ([]Gap, error) {
 		if err != nil {
 			return fmt.Errorf("coverage: %w", err)
 		}
-		s.m.Set("oikos_scheduler_unmonitored_entities", "Live entities lacking monitoring their type declares.", float64(len(gaps)))
+		s.m.unmonitored.Set(float64(len(gaps)))
 		if created > 0 || resolved > 0 {
 			s.log.Info().Int("gaps", len(gaps)).Int("new", created).Int("resolved", resolved).Msg("coverage pass")
 		}

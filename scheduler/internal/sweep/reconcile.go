@@ -53,7 +53,7 @@ ORDER BY s.dedup_key`, KindProbeStuck, KindCheckMisconfigured)
 		return 0, err
 	}
 	if n > 0 {
-		s.m.Add("oikos_scheduler_signals_reconciled_total", "Signals resolved by the reconcile pass.", float64(n))
+		s.m.reconciled.Add(float64(n))
 	}
 	return n, nil
 }
@@ -84,7 +84,7 @@ DELETE FROM metric_samples WHERE ctid = ANY(ARRAY(
 		return total, err
 	}
 	if total > 0 {
-		s.m.Add("oikos_scheduler_metric_samples_deleted_total", "Metric samples deleted by retention.", float64(total))
+		s.m.samplesDeleted.Add(float64(total))
 		s.log.Info().Int64("deleted", total).Time("older_than", cutoff).Msg("metric retention")
 	}
 	return total, nil

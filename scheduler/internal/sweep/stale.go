@@ -100,7 +100,7 @@ WHERE entity_id = $1 AND health = $4 AND last_check_at IS NOT DISTINCT FROM $5`,
 		return nil, err
 	}
 	if len(marked) > 0 {
-		s.m.Add("oikos_scheduler_stale_marked_total", "Entities marked stale.", float64(len(marked)))
+		s.m.staleMarked.Add(float64(len(marked)))
 		s.log.Info().Strs("entities", marked).Msg("marked stale: no recent observation")
 	}
 	return marked, nil

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oikos-hq/oikos/scheduler/internal/signals"
+	"github.com/oikos-hq/oikos/shared/signals"
 )
 
 // StuckReport says what a stuck pass found.
@@ -87,7 +87,7 @@ ORDER BY cd.slug`)
 	if err != nil {
 		return StuckReport{}, err
 	}
-	s.m.Set("oikos_scheduler_probes_stuck", "Checks down or unknown for longer than the stuck threshold.", float64(len(rep.Stuck)))
-	s.m.Set("oikos_scheduler_checks_misconfigured", "Checks that cannot run because of their configuration.", float64(len(rep.Misconfigured)))
+	s.m.stuck.Set(float64(len(rep.Stuck)))
+	s.m.misconfigured.Set(float64(len(rep.Misconfigured)))
 	return rep, nil
 }

@@ -1,4 +1,5 @@
-// Package sweep holds the scheduler's periodic passes over the whole fleet (BEHAVIOURS S4–S6):
+// Package sweep holds the scheduler's periodic passes over the whole fleet
+// (docs/behaviours.md S4–S6):
 //
 //   - staleness: an entity whose last observation is older than 3× its fastest enabled
 //     check interval (floor 5 min) becomes `stale`, with a health.stale event — so a stalled
@@ -24,19 +25,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/scheduler/internal/signals"
-	"github.com/oikos-hq/oikos/shared/metrics"
 	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/shared/signals"
+	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
 // Defaults for Options.
@@ -82,7 +82,8 @@ type Options struct {
 	// Signals defaults to signals.New(Clock).
 	Signals *signals.Store
 	Logger  zerolog.Logger
-	Metrics *metrics.Registry
+	// Metrics receives the passes' metrics (README, Metrics); nil keeps them unregistered.
+	Metrics prometheus.Registerer
 	// Clock is "now" for every pass (default time.Now).
 	Clock func() time.Time
 
@@ -102,12 +103,9 @@ type Options struct {
 type Sweeper struct {
 	opts Options
 	log  zerolog.Logger
-	m    *metrics.Registry
+	m    *sweepMetrics
 	sig  *signals.Store
-
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	life startstop.Lifecycle // the passes' goroutines
 }
 
 // New builds a Sweeper.
@@ -134,18 +132,15 @@ func New(opts Options) (*Sweeper, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	if opts.Metrics == nil {
-		opts.Metrics = metrics.NewRegistry()
-	}
 	if opts.Signals == nil {
 		opts.Signals = signals.New(opts.Clock)
 	}
-	return &Sweeper{opts: opts, log: opts.Logger.With().Str("component", "sweep").Logger(), m: opts.Metrics, sig: opts.Signals}, nil
+	return &Sweeper{opts: opts, log: opts.Logger.With().Str("component", "sweep").Logger(), m: newSweepMetrics(opts.Metrics), sig: opts.Signals}, nil
 }
 
-// Start runs every pass on its interval, the first time shortly after start.
+// Start runs every pass on its interval, the first time shortly after start, each on a
+// goroutine of its own. Start once.
 func (s *Sweeper) Start(ctx context.Context) error {
-	ctx, s.cancel = context.WithCancel(ctx)
 	passes := []struct {
 		name  string
 		every time.Duration
@@ -158,25 +153,17 @@ func (s *Sweeper) Start(ctx context.Context) error {
 		{"reconcile", s.opts.ReconcileEvery, 2 * time.Minute, func(ctx context.Context) error { _, err := s.Reconcile(ctx); return err }},
 		{"retention", s.opts.RetentionEvery, 5 * time.Minute, func(ctx context.Context) error { _, err := s.Retention(ctx); return err }},
 	}
-	for _, p := range passes {
-		s.wg.Add(1)
-		safego.Go(s.log, "sweep-"+p.name, func() {
-			defer s.wg.Done()
-			s.every(ctx, p.name, min(p.first, p.every), p.every, p.run)
-		})
-	}
-	return nil
-}
-
-// Stop ends the passes and waits for one in progress. Safe twice, and before Start.
-func (s *Sweeper) Stop() {
-	s.stopOnce.Do(func() {
-		if s.cancel != nil {
-			s.cancel()
-			s.wg.Wait()
+	return s.life.Start(ctx, s.log, "sweep", func(context.Context) {
+		for _, p := range passes {
+			s.life.Go("sweep-"+p.name, func(ctx context.Context) {
+				s.every(ctx, p.name, min(p.first, p.every), p.every, p.run)
+			})
 		}
 	})
 }
+
+// Stop ends the passes and waits for one in progress. Safe twice, and before Start.
+func (s *Sweeper) Stop() { s.life.Stop() }
 
 func (s *Sweeper) every(ctx context.Context, name string, first, every time.Duration, run func(context.Context) error) {
 	timer := time.NewTimer(first)
@@ -189,59 +176,32 @@ func (s *Sweeper) every(ctx context.Context, name string, first, every time.Dura
 		}
 		start := time.Now()
 		err := safego.Call(func() error { return run(ctx) })
+		outcome := outcomeCompleted
 		switch {
 		case err == nil:
-			s.m.Add("oikos_scheduler_sweeps_total", "Sweep passes completed.", 1, "pass", name)
 		case errors.Is(err, ErrBusy):
-			s.m.Add("oikos_scheduler_sweeps_skipped_total", "Sweep passes skipped because another scheduler ran them.", 1, "pass", name)
+			outcome = outcomeSkipped
 		case ctx.Err() != nil:
 			return
 		default:
-			s.m.Add("oikos_scheduler_sweep_errors_total", "Sweep passes that failed.", 1, "pass", name)
+			outcome = outcomeFailed
 			s.log.Error().Err(err).Str("pass", name).Msg("sweep pass failed; it runs again at its next interval")
 		}
-		s.m.Set("oikos_scheduler_sweep_duration_seconds", "Duration of the latest pass.", time.Since(start).Seconds(), "pass", name)
+		s.m.passes.WithLabelValues(name, outcome).Observe(time.Since(start).Seconds())
 		timer.Reset(every)
 	}
 }
 
 // locked runs fn in a transaction holding the pass's advisory lock, or returns ErrBusy.
 func (s *Sweeper) locked(ctx context.Context, key int64, fn func(tx pgx.Tx) error) error {
-	tx, err := s.opts.Pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var got bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, key).Scan(&got); err != nil {
-		return fmt.Errorf("advisory lock: %w", err)
-	}
-	if !got {
-		return ErrBusy
-	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
-}
-
-// ParseRetention reads OIKOS_METRICS_RETENTION: whole days ("30d") or a Go duration
-// ("720h"); empty means DefaultRetention.
-func ParseRetention(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return DefaultRetention, nil
-	}
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n <= 0 {
-			return 0, fmt.Errorf("metrics retention %q: not a positive number of days", s)
+	return pg.InTx(ctx, s.opts.Pool, func(tx pgx.Tx) error {
+		var got bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, key).Scan(&got); err != nil {
+			return fmt.Errorf("advisory lock: %w", err)
 		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("metrics retention %q: not a positive duration such as 30d or 720h", s)
-	}
-	return d, nil
+		if !got {
+			return ErrBusy
+		}
+		return fn(tx)
+	})
 }

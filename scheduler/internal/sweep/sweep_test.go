@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -10,15 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/scheduler/internal/checks"
-	"github.com/oikos-hq/oikos/scheduler/internal/checks/checkstest"
-	"github.com/oikos-hq/oikos/scheduler/internal/signals"
-	shchecks "github.com/oikos-hq/oikos/shared/checks"
+	"github.com/oikos-hq/oikos/scheduler/internal/checkrun"
+	"github.com/oikos-hq/oikos/scheduler/internal/labtest"
+	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/labsim"
+	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/pgtest"
+	"github.com/oikos-hq/oikos/shared/signals"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -70,7 +73,7 @@ JOIN entities e ON e.id = es.entity_id WHERE e.slug = $1`, slug).Scan(&h, &r, &l
 
 func newSweeper(t *testing.T, db *pgxpool.Pool, clock func() time.Time, mod func(*Options)) *Sweeper {
 	t.Helper()
-	o := Options{Pool: db, Ontology: checkstest.Ontology(t), Logger: zerolog.Nop(), Clock: clock}
+	o := Options{Pool: db, Ontology: labtest.Ontology(t), Logger: zerolog.Nop(), Clock: clock}
 	if mod != nil {
 		mod(&o)
 	}
@@ -95,15 +98,15 @@ entities:
 // health.stale event; an entity observed recently, or whose bound is longer, is not stale.
 func TestUnreachableHostGuestsGoStale(t *testing.T) {
 	t.Parallel()
-	lab := checkstest.New(t, checkstest.Options{Inventory: []byte(smallInventory)})
-	lab.DeriveChecks(t, func(target shchecks.Target, d *shchecks.Def) bool {
+	lab := labtest.New(t, labtest.Options{Inventory: []byte(smallInventory)})
+	lab.DeriveChecks(t, func(target checks.Target, d *checks.Def) bool {
 		if target.Type != "workstation" { // the workstation keeps its 5 min intervals
 			d.Interval, d.Timeout = 2*time.Second, 2*time.Second
 		}
 		return true
 	})
 	clock := &fakeClock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
-	r, err := checks.NewRunner(checks.Options{Pool: lab.DB, SSH: lab.SSH, Fleet: lab.Fleet, Logger: zerolog.Nop(),
+	r, err := checkrun.NewRunner(checkrun.Options{Pool: lab.DB, SSH: lab.SSH, Fleet: lab.Fleet, Logger: zerolog.Nop(),
 		Clock: clock, InitialSpread: 300 * time.Millisecond, FlushEvery: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +220,7 @@ func openSignals(t *testing.T, db *pgxpool.Pool, kind string) map[string]signalR
 // checks were lost, resolving the signal when they are back.
 func TestCoverageNoFalsePositives(t *testing.T) {
 	t.Parallel()
-	lab := checkstest.New(t, checkstest.Options{NoSim: true})
+	lab := labtest.New(t, labtest.Options{NoSim: true})
 	defs := lab.DeriveChecks(t, nil)
 	checked := map[string]bool{}
 	for _, d := range defs {
@@ -331,9 +334,9 @@ ON CONFLICT (check_id) DO UPDATE SET health = EXCLUDED.health, reason = EXCLUDED
 // the reconcile pass resolves what is about a destroyed entity.
 func TestStuckMisconfiguredAndReconcile(t *testing.T) {
 	t.Parallel()
-	lab := checkstest.New(t, checkstest.Options{Inventory: []byte(smallInventory), NoSim: true})
+	lab := labtest.New(t, labtest.Options{Inventory: []byte(smallInventory), NoSim: true})
 	defs := lab.DeriveChecks(t, nil)
-	byslug := map[string]checkstest.Def{}
+	byslug := map[string]labtest.Def{}
 	for _, d := range defs {
 		byslug[d.Slug] = d
 	}
@@ -400,7 +403,7 @@ func TestStuckMisconfiguredAndReconcile(t *testing.T) {
 // Retention deletes samples older than the retention, in batches, and keeps the rest.
 func TestRetention(t *testing.T) {
 	t.Parallel()
-	lab := checkstest.New(t, checkstest.Options{Inventory: []byte(smallInventory), NoSim: true})
+	lab := labtest.New(t, labtest.Options{Inventory: []byte(smallInventory), NoSim: true})
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	ctx := context.Background()
 	target := lab.IDs["lxc:web"]
@@ -429,46 +432,26 @@ func TestRetention(t *testing.T) {
 // Two sweepers never run the same pass at once: the second gets ErrBusy.
 func TestPassesAreExclusive(t *testing.T) {
 	t.Parallel()
-	lab := checkstest.New(t, checkstest.Options{Inventory: []byte(smallInventory), NoSim: true})
+	lab := labtest.New(t, labtest.Options{Inventory: []byte(smallInventory), NoSim: true})
 	sw := newSweeper(t, lab.DB, nil, nil)
 	ctx := context.Background()
-	tx, err := lab.DB.Begin(ctx)
-	if err != nil {
+	// Another scheduler holds the pass's lock until its transaction ends.
+	errRelease := errors.New("release the lock")
+	err := pg.InTx(ctx, lab.DB, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(lockStale)); err != nil {
+			return err
+		}
+		if _, err := sw.Staleness(ctx); err != ErrBusy {
+			t.Errorf("err %v, want ErrBusy", err)
+		}
+		return errRelease
+	})
+	if !errors.Is(err, errRelease) {
 		t.Fatal(err)
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(lockStale)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sw.Staleness(ctx); err != ErrBusy {
-		t.Fatalf("err %v, want ErrBusy", err)
-	}
-	_ = tx.Rollback(ctx)
 	if _, err := sw.Staleness(ctx); err != nil {
 		t.Fatalf("after the lock: %v", err)
 	}
 	sw.Stop()
 	sw.Stop()
-}
-
-func TestParseRetention(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in   string
-		want time.Duration
-		bad  bool
-	}{
-		{"", DefaultRetention, false},
-		{"30d", 30 * 24 * time.Hour, false},
-		{"720h", 720 * time.Hour, false},
-		{"0d", 0, true},
-		{"-5h", 0, true},
-		{"month", 0, true},
-	}
-	for _, tc := range tests {
-		got, err := ParseRetention(tc.in)
-		if (err != nil) != tc.bad || got != tc.want {
-			t.Errorf("%q: %v %v", tc.in, got, err)
-		}
-	}
 }

@@ -5,13 +5,16 @@ package fleettest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/seedfile"
 )
 
@@ -24,30 +27,28 @@ func SeedTypes(tb testing.TB, pool *pgxpool.Pool) *ontology.Ontology {
 	}
 	ctx := context.Background()
 	// One transaction: entity_types.parent is a deferred foreign key, so order is free.
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		tb.Fatalf("begin: %v", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	for _, t := range o.Types() {
-		var parent *string
-		if t.Parent != "" {
-			parent = &t.Parent
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO entity_types (name, parent, abstract, states, default_state)
+	err = pg.InTx(ctx, pool, func(tx pgx.Tx) error {
+		for _, t := range o.Types() {
+			var parent *string
+			if t.Parent != "" {
+				parent = &t.Parent
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO entity_types (name, parent, abstract, states, default_state)
 			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING`,
-			t.Name, parent, t.Abstract, t.States, t.DefaultState); err != nil {
-			tb.Fatalf("insert entity type %s: %v", t.Name, err)
+				t.Name, parent, t.Abstract, t.States, t.DefaultState); err != nil {
+				return fmt.Errorf("insert entity type %s: %w", t.Name, err)
+			}
 		}
-	}
-	for _, r := range o.RelationshipTypes() {
-		if _, err := tx.Exec(ctx, `INSERT INTO relationship_types (name, sources, targets) VALUES ($1, $2, $3)
+		for _, r := range o.RelationshipTypes() {
+			if _, err := tx.Exec(ctx, `INSERT INTO relationship_types (name, sources, targets) VALUES ($1, $2, $3)
 			ON CONFLICT (name) DO NOTHING`, r.Name, r.Sources, r.Targets); err != nil {
-			tb.Fatalf("insert relationship type %s: %v", r.Name, err)
+				return fmt.Errorf("insert relationship type %s: %w", r.Name, err)
+			}
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		tb.Fatalf("commit types: %v", err)
+		return nil
+	})
+	if err != nil {
+		tb.Fatalf("seed types: %v", err)
 	}
 	return o
 }

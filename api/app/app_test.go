@@ -1,0 +1,56 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/api/app"
+	"github.com/oikos-hq/oikos/shared/metrics"
+	"github.com/oikos-hq/oikos/shared/metrics/metricstest"
+	"github.com/oikos-hq/oikos/shared/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+
+// The api's /metrics has the Go runtime and process collectors and the HTTP histogram of
+// the requests it served, labelled by route pattern.
+func TestMetricsEndpoint(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	srv, err := app.Start(context.Background(), app.Config{DatabaseURL: db.URL, Addr: "127.0.0.1:0"}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	base := "http://" + srv.Addr().String()
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/no/such/route-4711": http.StatusNotFound} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("GET %s: %s", path, resp.Status)
+		}
+	}
+	s := metricstest.Scrape(t, base+"/metrics")
+	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total"} {
+		if _, ok := s[name]; !ok {
+			t.Errorf("no %s", name)
+		}
+	}
+	count := metrics.HTTPRequestDuration + "_count"
+	for _, series := range []string{
+		fmt.Sprintf(`%s{code="200",method="GET",route="/healthz"}`, count),
+		fmt.Sprintf(`%s{code="404",method="GET",route=%q}`, count, metrics.RouteUnmatched),
+	} {
+		if s[series] != 1 {
+			t.Errorf("%s = %v; HTTP series: %v", series, s[series], s.Names(count))
+		}
+	}
+}

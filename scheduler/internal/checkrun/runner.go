@@ -1,0 +1,661 @@
+package checkrun
+
+import (
+	"container/heap"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
+	"github.com/oikos-hq/oikos/scheduler/internal/probeparse"
+	"github.com/oikos-hq/oikos/scheduler/internal/results"
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/metrics"
+	"github.com/oikos-hq/oikos/shared/remote"
+	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/shared/startstop"
+)
+
+// Defaults for Options.
+const (
+	DefaultConcurrency   = 32
+	DefaultInitialSpread = 10 * time.Second
+	DefaultReloadEvery   = time.Minute
+	DefaultResolveTTL    = 5 * time.Minute
+	// maxJitter bounds the per-run jitter around a check's anchored schedule.
+	maxJitter = 2 * time.Second
+	// maxSlack is how early a check may start when the loop is awake for another one anyway
+	// (see slack).
+	maxSlack = 50 * time.Millisecond
+	// lagWindow is how many recent runs the lag quantiles are computed over.
+	lagWindow = 4096
+)
+
+// Clock stamps results. Scheduling itself runs on real timers; a test that freezes or
+// advances the clock changes what results and sweeps believe "now" is.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Resolver turns a slug or id into a Target (S2); *fleet.Graph implements it.
+// ResolveRunsOn is where a command about the entity runs: on it, or along its runs-on
+// edges (the host fallback of S1).
+type Resolver interface {
+	Resolve(ctx context.Context, slugOrID string) (remote.Target, remote.Entity, error)
+	ResolveRunsOn(ctx context.Context, slugOrID string) (remote.Target, error)
+}
+
+// executor runs a command on a resolved target; *remote.Pool implements it. Exec opens a
+// session per command; Probe runs the command as a line of a long-lived shell on the same
+// pooled connection, so the target starts no process for the check beyond the command's own.
+type executor interface {
+	Exec(ctx context.Context, t remote.Target, command string, out io.Writer) (remote.Result, error)
+	Probe(ctx context.Context, t remote.Target, command string) (remote.Result, error)
+	OpenConnections() int
+}
+
+// Options configure a Runner. Pool, SSH and Fleet are required.
+type Options struct {
+	Pool *pgxpool.Pool
+	// SSH is the pool shared with the executor: one connection per host for both.
+	SSH   *remote.Pool
+	Fleet Resolver
+	// Notifier delivers NOTIFY oikos_checks; the runner registers its handler in NewRunner,
+	// so build the runner before starting the notifier. Without it only the poll reloads.
+	Notifier *eventbus.Notifier
+	Logger   zerolog.Logger
+	// Metrics receives the runner's metrics; nil keeps them private (still in /status).
+	Metrics *metrics.Registry
+	// Concurrency caps the checks running at once (default 32). It is also how many idle
+	// connections http checks keep per host:port: as many as may run to it at once.
+	Concurrency int
+	// HTTPClient, when set, is used by http checks as is (tests with their own TLS roots).
+	// Otherwise http checks keep HTTP/1.1 connections per host:port through the NameMap dialer.
+	HTTPClient *http.Client
+	// NameMap maps host names (or *.suffix wildcards) to the IP literal, or ip:port, to dial for
+	// http and tcp checks (see httpprobe.ParseNameMap); nothing
+	// else resolves a name.
+	NameMap map[string]string
+	// AllowNonLoopback permits http and tcp checks to dial addresses outside 127.0.0.0/8
+	// (production fleets); off by default so a lab or test never reaches a real network.
+	AllowNonLoopback bool
+	// TLSConfig for http checks (root CAs of a private CA); nil uses the system roots.
+	TLSConfig *tls.Config
+	Clock     Clock
+	// InitialSpread bounds the random phase of a check's first run (default 10 s).
+	InitialSpread time.Duration
+	// ReloadEvery is the safety-net reload interval (default 1 min).
+	ReloadEvery time.Duration
+	// FlushEvery, UnchangedFlushEvery and FlushBatch batch result writes (default 1 s for a
+	// result that changes what is stored, 10 × FlushEvery for one that repeats it, and at
+	// most 2000 results; see results.WriterOptions).
+	FlushEvery          time.Duration
+	UnchangedFlushEvery time.Duration
+	FlushBatch          int
+	// ResolveTTL is how long a resolved target is reused (default 5 min). A reload, an
+	// unreachable host or a refused key forgets it at once.
+	ResolveTTL time.Duration
+	// Owns, when set, says whether this scheduler holds the lease of a resource ("host:<slug>"
+	// for everything that goes through a machine, "net:<check slug>" for http and tcp
+	// checks); checks it does not own are skipped (counted, not run). Nil owns everything.
+	Owns func(resource string) bool
+}
+
+// Runner runs the enabled checks. Start once; Stop is safe to call twice.
+type Runner struct {
+	opts    Options
+	log     zerolog.Logger
+	m       *metrics.Registry
+	runTime runMetrics // oikos_scheduler_check_duration_seconds
+	clock   Clock
+	ssh     executor
+	fleet   Resolver
+	http    *http.Client      // Options.HTTPClient, when given
+	httpc   *httpprobe.Client // otherwise: kept HTTP/1.1 connections through dialer
+	dialer  *httpprobe.Dialer
+	writer  *results.Writer
+	reloadC chan struct{}
+	// jobs hands due checks to idle workers; workers counts the workers started (at most
+	// Concurrency, touched only by the scheduling loop).
+	jobs    chan job
+	workers int
+	// life runs the scheduling loop and the workers; starting guards the first load.
+	life     startstop.Lifecycle
+	starting atomic.Bool
+
+	mu      sync.Mutex
+	queue   dueHeap
+	entries map[string]*entry
+	loaded  time.Time
+	loadErr error
+
+	resMu    sync.Mutex
+	resCache map[string]cachedTarget
+
+	lagMu  sync.Mutex
+	lags   []float64
+	lagPos int
+
+	runs     atomic.Int64
+	overruns atomic.Int64
+	running  atomic.Int64
+}
+
+type cachedTarget struct {
+	t  remote.Target
+	at time.Time
+}
+
+// job is one due run of a check, handed to a worker.
+type job struct {
+	e   *entry
+	d   *checkDef
+	due time.Time
+}
+
+// entry is one scheduled check.
+type entry struct {
+	def     atomic.Pointer[checkDef]
+	base    time.Time // the anchored cycle start
+	due     time.Time // base plus this cycle's jitter
+	idx     int
+	running atomic.Bool
+	// overrunLogged is set by the first overrun of a run and cleared when the run ends.
+	overrunLogged atomic.Bool
+	state         runState
+}
+
+// runState is what a check carries from one run to the next.
+type runState struct {
+	parse probeparse.State // the parser's (the previous cpu counters)
+	mu    sync.Mutex
+	// unreachable counts consecutive runs that found the machine unreachable: one failed
+	// dial (a handshake that lost a race with a busy host) is not yet a down machine.
+	unreachable int
+	// lastClass is the previous run's error class, so a failure is logged when it starts
+	// (and its end when it ends), not on every run.
+	lastClass string
+}
+
+// NewRunner builds a Runner and registers its NOTIFY handler on opts.Notifier.
+func NewRunner(opts Options) (*Runner, error) {
+	if opts.Pool == nil || opts.SSH == nil || opts.Fleet == nil {
+		return nil, errors.New("checkrun: Pool, SSH and Fleet are required")
+	}
+	return newRunner(opts, opts.SSH), nil
+}
+
+func newRunner(opts Options, ssh executor) *Runner {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.InitialSpread <= 0 {
+		opts.InitialSpread = DefaultInitialSpread
+	}
+	if opts.ReloadEvery <= 0 {
+		opts.ReloadEvery = DefaultReloadEvery
+	}
+	if opts.ResolveTTL <= 0 {
+		opts.ResolveTTL = DefaultResolveTTL
+	}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock{}
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.NewRegistry()
+	}
+	r := &Runner{
+		opts:     opts,
+		log:      opts.Logger.With().Str("component", "checks").Logger(),
+		m:        opts.Metrics,
+		clock:    opts.Clock,
+		ssh:      ssh,
+		fleet:    opts.Fleet,
+		dialer:   httpprobe.NewDialer(opts.NameMap, opts.AllowNonLoopback),
+		jobs:     make(chan job),
+		reloadC:  make(chan struct{}, 1),
+		entries:  map[string]*entry{},
+		resCache: map[string]cachedTarget{},
+		lags:     make([]float64, 0, lagWindow),
+	}
+	r.http = opts.HTTPClient
+	if r.http == nil {
+		r.httpc = httpprobe.NewClient(r.dialer, opts.TLSConfig, opts.Concurrency)
+	}
+	r.writer = results.NewWriter(results.WriterOptions{Pool: opts.Pool, Logger: r.log, Metrics: r.m, Now: opts.Clock.Now,
+		FlushEvery: opts.FlushEvery, UnchangedFlushEvery: opts.UnchangedFlushEvery, FlushBatch: opts.FlushBatch})
+	if opts.Notifier != nil {
+		opts.Notifier.Listen(eventbus.ChannelChecks, func(string) { r.requestReload() })
+		opts.Notifier.OnConnect(r.requestReload)
+	}
+	r.registerMetrics()
+	r.runTime = newRunMetrics(opts.Metrics)
+	return r
+}
+
+func (r *Runner) requestReload() {
+	select {
+	case r.reloadC <- struct{}{}:
+	default:
+	}
+}
+
+// Start loads the definitions, schedules every check to run soon and starts the loop and
+// the result writer. A failed first load is returned (and Start may be tried again).
+func (r *Runner) Start(ctx context.Context) error {
+	if !r.starting.CompareAndSwap(false, true) {
+		return errors.New("checkrun: runner already started")
+	}
+	if err := r.reload(ctx); err != nil {
+		r.starting.Store(false) // nothing runs: Start may be tried again, Stop has nothing to do
+		return err
+	}
+	if err := r.writer.Start(ctx); err != nil {
+		return fmt.Errorf("checkrun: %w", err)
+	}
+	if err := r.life.Start(ctx, r.log, "check-scheduler", r.loop); err != nil {
+		return fmt.Errorf("checkrun: %w", err)
+	}
+	return nil
+}
+
+// Stop ends scheduling, waits for the checks in flight (their context is cancelled) and
+// writes the results already taken. Safe to call twice, and before Start.
+func (r *Runner) Stop() {
+	r.life.Stop()
+	r.writer.Stop()
+	r.closeIdleHTTP(0)
+}
+
+// Reload requests a reload of the definitions (as NOTIFY oikos_checks does).
+func (r *Runner) Reload() { r.requestReload() }
+
+func (r *Runner) loop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	poll := time.NewTicker(r.opts.ReloadEvery)
+	defer poll.Stop()
+	for {
+		r.mu.Lock()
+		wait := time.Hour
+		if len(r.queue) > 0 {
+			wait = max(time.Until(r.queue[0].due), 0)
+		}
+		r.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.reloadC:
+			if err := r.reload(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error().Err(err).Msg("reloading check definitions failed; keeping the current ones")
+			}
+		case <-poll.C:
+			if err := r.reload(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error().Err(err).Msg("reloading check definitions failed; keeping the current ones")
+			}
+			r.closeIdleHTTP(httpprobe.IdleTimeout)
+		case <-timer.C:
+			r.dispatchDue(ctx)
+		}
+	}
+}
+
+// dispatchDue starts every check that is due, waiting for a free slot when Concurrency
+// are running (the wait is what lag measures). Checks due within their slack of now start
+// too: one wake-up of the loop, and of the threads its runs wait on, then serves several
+// checks instead of one each.
+func (r *Runner) dispatchDue(ctx context.Context) {
+	for ctx.Err() == nil {
+		now := time.Now()
+		r.mu.Lock()
+		if len(r.queue) == 0 || r.queue[0].due.After(now.Add(slack(r.queue[0].def.Load().Interval))) {
+			r.mu.Unlock()
+			return
+		}
+		e := r.queue[0]
+		due := e.due
+		d := e.def.Load()
+		r.advance(e, d.Interval, now)
+		heap.Fix(&r.queue, 0)
+		r.mu.Unlock()
+
+		if e.running.Load() {
+			r.overrun(e, d)
+			continue
+		}
+		if r.opts.Owns != nil && !r.opts.Owns(resourceOf(d)) {
+			r.m.Add("oikos_scheduler_checks_not_owned_total", "Due checks skipped because another scheduler holds their lease.", 1)
+			continue
+		}
+		if !e.running.CompareAndSwap(false, true) {
+			r.overrun(e, d)
+			continue
+		}
+		if !r.hand(ctx, job{e: e, d: d, due: due}) {
+			e.running.Store(false)
+			return
+		}
+	}
+}
+
+// hand gives j to an idle worker, or starts a worker while fewer than Concurrency exist, or
+// else waits for a worker to finish (that wait is what lag measures). Workers live until
+// the runner stops: a goroutine per run would be created, grow its stack and die a hundred
+// times a second. False when ctx ended first.
+func (r *Runner) hand(ctx context.Context, j job) bool {
+	select {
+	case r.jobs <- j:
+		return true
+	default:
+	}
+	if r.workers < r.opts.Concurrency {
+		if !r.life.Go("check-worker", func(ctx context.Context) { r.worker(ctx, j) }) {
+			return false // stopping
+		}
+		r.workers++
+		return true
+	}
+	select {
+	case r.jobs <- j:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// worker runs j, then every job handed to it, until ctx ends.
+func (r *Runner) worker(ctx context.Context, j job) {
+	for {
+		r.runJob(ctx, j)
+		select {
+		case j = <-r.jobs:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// runJob runs one job; a panic outside the probe (which run already recovers) is logged
+// and the worker carries on.
+func (r *Runner) runJob(ctx context.Context, j job) {
+	defer safego.Recover(r.log, "check-run")
+	r.run(ctx, j.e, j.d, j.due)
+}
+
+func (r *Runner) overrun(e *entry, d *checkDef) {
+	r.overruns.Add(1)
+	r.m.Add("oikos_scheduler_checks_overrun_total",
+		"Checks that fell due while their previous run was still running; that run was skipped.", 1, "kind", checkLabel(d))
+	// Every overrun is counted; the log says it once per stuck run, not once per interval.
+	if e.overrunLogged.CompareAndSwap(false, true) {
+		r.log.Warn().Str("check", d.Slug).Dur("interval", d.Interval).Dur("timeout", d.Timeout).
+			Msg("check fell due while its previous run is still running; skipping runs until it ends")
+	}
+}
+
+// advance moves e to its next cycle. A check that fell more than a whole cycle behind (the
+// process was suspended, the database stalled) skips the missed cycles, counted.
+func (r *Runner) advance(e *entry, interval time.Duration, now time.Time) {
+	e.base = e.base.Add(interval)
+	if behind := now.Sub(e.base); behind > interval {
+		missed := int64(behind / interval)
+		e.base = e.base.Add(time.Duration(missed) * interval)
+		r.m.Add("oikos_scheduler_checks_missed_total", "Check cycles skipped because the scheduler fell more than a cycle behind.", float64(missed))
+	}
+	e.due = e.base.Add(jitter(interval))
+}
+
+// jitter is a symmetric offset of at most min(interval/20, 2 s).
+func jitter(interval time.Duration) time.Duration {
+	j := min(interval/20, maxJitter)
+	if j <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(2*j))) - j
+}
+
+// slack is how early a run may start: at most maxSlack and half the jitter its interval
+// allows, so the schedule stays within what jitter already varies.
+func slack(interval time.Duration) time.Duration {
+	return min(maxSlack, min(interval/20, maxJitter)/2)
+}
+
+// phase is a check's first-run offset.
+func (r *Runner) phase(interval time.Duration) time.Duration {
+	span := min(interval, r.opts.InitialSpread)
+	if span <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(span)))
+}
+
+func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time) {
+	r.running.Add(1)
+	defer r.running.Add(-1)
+	defer e.overrunLogged.Store(false) // after running is cleared (defers run last-first)
+	defer e.running.Store(false)
+	r.recordLag(time.Since(due))
+	r.runs.Add(1)
+
+	began := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	var res results.Result
+	err := safego.Call(func() error {
+		var err error
+		res, err = r.runProbe(rctx, d, &e.state)
+		return err
+	})
+	cancel()
+	if errors.Is(err, errShuttingDown) || ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		r.log.Error().Err(err).Str("check", d.Slug).Msg("check probe failed internally")
+		res = results.Unknown(results.ClassProbe, "internal error in the %s probe (see the scheduler log)", d.Kind)
+	}
+	label := checkLabel(d)
+	r.m.Add("oikos_scheduler_checks_total", "Check runs by kind and resulting health.", 1, "kind", label, "health", res.Health)
+	r.runTime.observe(label, res.Health, time.Since(began))
+	if res.Class != "" {
+		r.m.Add("oikos_scheduler_check_failures_total", "Check runs that could not observe their target, by reason.", 1, "reason", res.Class)
+	}
+	e.state.mu.Lock()
+	prevClass := e.state.lastClass
+	e.state.lastClass = res.Class
+	e.state.mu.Unlock()
+	switch {
+	case res.Class == prevClass:
+	case res.Class == results.ClassResolution || res.Class == results.ClassConfig:
+		// S8: a broken configuration must be distinguishable from an outage in the log.
+		r.log.Warn().Str("check", d.Slug).Str("target", d.TargetSlug).Str("class", res.Class).
+			Str("reason", res.Reason).Msg("check cannot run: configuration problem, not an outage")
+	case res.Class != "":
+		r.log.Info().Str("check", d.Slug).Str("target", d.TargetSlug).Str("class", res.Class).
+			Str("reason", res.Reason).Msg("check cannot observe its target")
+	default:
+		r.log.Info().Str("check", d.Slug).Str("target", d.TargetSlug).Str("was", prevClass).
+			Msg("check observes its target again")
+	}
+	r.writer.Submit(ctx, results.Record{
+		CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug,
+		At: r.clock.Now(), Result: res,
+	})
+}
+
+// closeIdleHTTP closes kept HTTP connections idle for at least olderThan (an
+// Options.HTTPClient is the caller's to manage).
+func (r *Runner) closeIdleHTTP(olderThan time.Duration) {
+	if r.httpc != nil {
+		r.httpc.CloseIdle(olderThan)
+	}
+}
+
+// resourceOf names the lease a check needs (see Options.Owns).
+func resourceOf(d *checkDef) string {
+	switch s := d.spec.(type) {
+	case probeparse.Guest:
+		return "host:" + s.Host
+	case backupSpec:
+		return "host:" + s.Holder
+	case httpSpec, tcpSpec:
+		return "net:" + d.Slug
+	default:
+		return "host:" + d.TargetSlug
+	}
+}
+
+// reload reads check_defs and brings the schedule in line: new checks are scheduled
+// within InitialSpread, changed ones take effect at their next run (re-phased when the
+// interval changed), removed ones leave the queue. The writer forgets what it stored for
+// every target whose set of checks changed, so its health is recomputed from the new set
+// at the next result.
+func (r *Runner) reload(ctx context.Context) error {
+	defs, err := loadDefs(ctx, r.opts.Pool)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.loadErr = err
+	if err != nil {
+		r.m.Add("oikos_scheduler_reload_errors_total", "Failed reloads of check definitions.", 1)
+		return err
+	}
+	r.loaded = time.Now()
+	now := time.Now()
+	seen := make(map[string]bool, len(defs))
+	touched := map[string]bool{} // targets whose checks were added, changed or removed
+	for _, d := range defs {
+		seen[d.ID] = true
+		if d.specErr != nil {
+			r.log.Warn().Str("check", d.Slug).Err(d.specErr).Msg("check config unusable; the check will report it on every run")
+		}
+		e, ok := r.entries[d.ID]
+		if !ok {
+			e = &entry{}
+			e.def.Store(d)
+			e.base = now.Add(r.phase(d.Interval))
+			e.due = e.base
+			r.entries[d.ID] = e
+			heap.Push(&r.queue, e)
+			touched[d.TargetID] = true
+			continue
+		}
+		old := e.def.Load()
+		if old.version == d.version {
+			continue
+		}
+		touched[old.TargetID], touched[d.TargetID] = true, true
+		e.def.Store(d)
+		e.state.parse.Reset()
+		if old.Interval != d.Interval {
+			e.base = now.Add(r.phase(d.Interval))
+			e.due = e.base
+			heap.Fix(&r.queue, e.idx)
+		}
+	}
+	for id, e := range r.entries {
+		if !seen[id] {
+			touched[e.def.Load().TargetID] = true
+			heap.Remove(&r.queue, e.idx)
+			delete(r.entries, id)
+		}
+	}
+	r.writer.ForgetTargets(touched)
+	// Attributes (addresses, users, hosts edges) may have changed with the definitions.
+	r.resMu.Lock()
+	clear(r.resCache)
+	r.resMu.Unlock()
+	r.m.Add("oikos_scheduler_reloads_total", "Reloads of check definitions.", 1)
+	return nil
+}
+
+// resolve returns the target for a slug or id, reusing a recent resolution.
+func (r *Runner) resolve(ctx context.Context, key string) (remote.Target, error) {
+	r.resMu.Lock()
+	c, ok := r.resCache[key]
+	r.resMu.Unlock()
+	if ok && time.Since(c.at) < r.opts.ResolveTTL {
+		return c.t, nil
+	}
+	t, _, err := r.fleet.Resolve(ctx, key)
+	if err != nil {
+		return remote.Target{}, err
+	}
+	r.resMu.Lock()
+	r.resCache[key] = cachedTarget{t: t, at: time.Now()}
+	r.resMu.Unlock()
+	return t, nil
+}
+
+func execKey(targetID string) string { return "exec:" + targetID }
+
+// resolveExec finds where an ssh-script check of d runs: on its target when that is a
+// machine or a guest, else on what the target runs on (fleet.Graph.ResolveRunsOn). The
+// result is cached like any resolution.
+func (r *Runner) resolveExec(ctx context.Context, d *checkDef) (remote.Target, error) {
+	key := execKey(d.TargetID)
+	r.resMu.Lock()
+	c, ok := r.resCache[key]
+	r.resMu.Unlock()
+	if ok && time.Since(c.at) < r.opts.ResolveTTL {
+		return c.t, nil
+	}
+	t, err := r.fleet.ResolveRunsOn(ctx, d.TargetID)
+	if err != nil {
+		return remote.Target{}, err
+	}
+	r.resMu.Lock()
+	r.resCache[key] = cachedTarget{t: t, at: time.Now()}
+	r.resMu.Unlock()
+	return t, nil
+}
+
+// forgetOnFailure drops a cached resolution after a failure that an edited address, user
+// or key may explain, so the next run resolves afresh.
+func (r *Runner) forgetOnFailure(key string, err error) {
+	if errors.Is(err, remote.ErrUnreachable) || errors.Is(err, remote.ErrAuthFailed) || errors.Is(err, remote.ErrHostKeyChanged) {
+		r.resMu.Lock()
+		delete(r.resCache, key)
+		r.resMu.Unlock()
+	}
+}
+
+// dueHeap orders entries by due time.
+type dueHeap []*entry
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+
+// Push adds an entry (heap.Interface).
+func (h *dueHeap) Push(x any) {
+	e := x.(*entry)
+	e.idx = len(*h)
+	*h = append(*h, e)
+}
+
+// Pop removes the last entry (heap.Interface).
+func (h *dueHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	e.idx = -1
+	return e
+}

@@ -1,0 +1,10 @@
+package probeparse
+
+import (
+	"os"
+	"testing"
+
+	"github.com/oikos-hq/oikos/shared/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }

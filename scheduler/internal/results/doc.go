@@ -1,0 +1,47 @@
+// Package results is what a check run found and where it goes: the Result a probe returns
+// (health, error class, reason, summary, metric samples), how a target's health combines
+// from its checks' latest results, and the Writer that stores them.
+//
+// # Health on the target
+//
+// Every result is keyed by the check definition's target_id — the entity being observed —
+// never by the check's own bookkeeping entity (the original system wrote every result onto
+// the probe and left the whole fleet `unknown`). The target's entity_status is recomputed
+// from all of its enabled checks' latest results:
+//
+//	health = the worst of them, in the order down > degraded > unknown > up
+//
+// A definite finding outranks the absence of one: a stopped container is down even while its
+// cpu probe cannot say anything, and a target whose checks are all up but one that cannot
+// observe it is unknown, not up. The reason names the checks that set the health. A
+// health.changed event is appended only when the combined health changes.
+//
+// last_check_at advances only when a check actually observed the target, and never moves
+// back. A guest whose Proxmox host is unreachable is `unknown` with a reason naming that
+// host (not `down`) and is not observed, so it turns `stale` once the staleness sweep finds
+// its last observation older than 3× its fastest interval; an `unknown` result never
+// overwrites `stale`.
+//
+// # Writing only what changed, in batches
+//
+// Most results say what the previous one said. The Writer remembers the state it stored
+// for each check (health, error class, reason) and writes a result in one of two ways:
+//
+//   - a result that changes that state (or the first one of a check, or one whose target's
+//     set of checks changed: ForgetTargets) is written in full: its check_results row, and
+//     the target's entity_status recomputed, with health.changed on a transition. It waits
+//     at most FlushEvery (1 s);
+//   - a result that repeats it (same health and class, and the same reason unless up: an
+//     up reason carries the run's figure, "cpu 3.2%", which the metric samples keep) only
+//     advances its row's at, observed_at and runs, and its target's last_check_at; its
+//     row's reason and summary stay those of the run that set the state. It waits at most
+//     UnchangedFlushEvery (10 s), far inside the staleness sweep's bound (5 min at least).
+//     The statement checks that the row still holds the remembered state and that the
+//     target is not stale; a result for which either fails is written in full instead, so
+//     a change made elsewhere (another scheduler, the sweep) is never papered over.
+//
+// Metric samples are written for every result. A flush writes whatever waits, as soon as
+// the first deadline passes or FlushBatch results wait, in one transaction of two or three
+// round trips (Writer.flush); a healthy fleet's flush is one statement that touches each
+// repeating check's row once and each target's status row once.
+package results

@@ -1,0 +1,681 @@
+package results
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/metrics"
+	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/startstop"
+)
+
+// Defaults for WriterOptions.
+const (
+	DefaultFlushEvery = time.Second
+	DefaultFlushBatch = 2000
+	// unchangedFactor: by default a result that changes nothing stored waits up to this many
+	// FlushEvery.
+	unchangedFactor = 10
+)
+
+// EventHealthChanged is appended when a target's combined health changes.
+const EventHealthChanged = "health.changed"
+
+// Actor is recorded on the writer's events.
+const Actor = "scheduler"
+
+// Record is one result on its way to the database.
+type Record struct {
+	CheckID, CheckSlug, Kind string
+	TargetID, TargetSlug     string
+	At                       time.Time
+	Result                   Result
+}
+
+// WriterOptions configure a Writer. Pool is required.
+type WriterOptions struct {
+	Pool    *pgxpool.Pool
+	Logger  zerolog.Logger
+	Metrics *metrics.Registry
+	// Now stamps entity_status.changed_at (default time.Now).
+	Now func() time.Time
+	// FlushEvery is the longest a result that changes what is stored (a new health, error
+	// class or, short of up, reason; a check's first result) waits to be written
+	// (default 1 s).
+	FlushEvery time.Duration
+	// UnchangedFlushEvery is the longest a result that repeats the stored state waits
+	// (default 10 × FlushEvery): it only adds its metric samples and advances the check's
+	// run count and the target's last observation, which nothing needs within seconds.
+	UnchangedFlushEvery time.Duration
+	// FlushBatch: a flush starts as soon as this many results wait (default 2000); at most
+	// four times as many wait before Submit blocks.
+	FlushBatch int
+}
+
+// Writer batches results into the database (see the package documentation). Start once;
+// Stop flushes what was submitted and is safe twice.
+type Writer struct {
+	opts WriterOptions
+	log  zerolog.Logger
+	m    *metrics.Registry
+	life startstop.Lifecycle
+
+	// Submitted results wait in buf (at most 4×FlushBatch) until the loop takes them. A
+	// buffer under a mutex rather than a channel: a channel send wakes the writer goroutine
+	// for every result (issue 6). The loop is woken only when a deadline moves earlier: the
+	// first result of an empty buffer, the first changing one, a full batch.
+	bufMu        sync.Mutex
+	buf          []Record
+	oldestAt     time.Time // arrival of the oldest waiting result; zero when none waits
+	changedSince time.Time // arrival of the oldest waiting result that changes what is stored
+	space        chan struct{}
+	kick         chan struct{}
+	pending      atomic.Int64
+
+	// stored is the state last written for each check, which a new result is compared with
+	// to tell a change from a repetition. It is a hint: a repetition is written only where
+	// the row in check_results still holds that state (the heartbeat statement checks), so
+	// a stale entry costs a full write, never a wrong one.
+	storedMu sync.Mutex
+	stored   map[string]storedState
+
+	mu        sync.Mutex
+	flushedAt time.Time
+	flushErr  error
+}
+
+// storedState is what of a check's stored result decides whether a new one changes it.
+type storedState struct {
+	target, health, class, reason string
+}
+
+// NewWriter builds a Writer.
+func NewWriter(opts WriterOptions) *Writer {
+	if opts.FlushEvery <= 0 {
+		opts.FlushEvery = DefaultFlushEvery
+	}
+	if opts.UnchangedFlushEvery <= 0 {
+		opts.UnchangedFlushEvery = unchangedFactor * opts.FlushEvery
+	}
+	opts.UnchangedFlushEvery = max(opts.UnchangedFlushEvery, opts.FlushEvery)
+	if opts.FlushBatch <= 0 {
+		opts.FlushBatch = DefaultFlushBatch
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.NewRegistry()
+	}
+	return &Writer{opts: opts, log: opts.Logger, m: opts.Metrics, kick: make(chan struct{}, 1), stored: map[string]storedState{}}
+}
+
+// repeats reports whether rec's result leaves its check's stored state as it is: same
+// target, health and error class, and the same reason unless it is up (an up reason
+// carries the figure of the run, "cpu 3.2%", which the metric samples keep; a reason of
+// any other health is what the target's status shows).
+func (w *Writer) repeats(rec *Record) bool {
+	w.storedMu.Lock()
+	st, ok := w.stored[rec.CheckID]
+	w.storedMu.Unlock()
+	r := &rec.Result
+	return ok && st.target == rec.TargetID && st.health == r.Health && st.class == r.Class &&
+		(r.Health == HealthUp || st.reason == r.Reason)
+}
+
+// ForgetTargets drops what the writer remembers of the checks of these targets, so their
+// next results are written in full and the targets' health recomputed: the runner calls it
+// when a target's set of checks changed (a check added, removed, disabled or edited), which
+// changes the combined health even though no single result does.
+func (w *Writer) ForgetTargets(targets map[string]bool) {
+	if len(targets) == 0 {
+		return
+	}
+	w.storedMu.Lock()
+	defer w.storedMu.Unlock()
+	for id, st := range w.stored {
+		if targets[st.target] {
+			delete(w.stored, id)
+		}
+	}
+}
+
+// Submit hands a result over. It blocks when the buffer is full — backpressure on the
+// checks rather than an unbounded queue or a silent drop — until ctx ends.
+func (w *Writer) Submit(ctx context.Context, rec Record) {
+	changes := !w.repeats(&rec)
+	w.pending.Add(1)
+	for {
+		w.bufMu.Lock()
+		if len(w.buf) < 4*w.opts.FlushBatch {
+			now := time.Now()
+			wake := false
+			if len(w.buf) == 0 {
+				w.oldestAt, wake = now, true
+			}
+			if changes && w.changedSince.IsZero() {
+				w.changedSince, wake = now, true
+			}
+			w.buf = append(w.buf, rec)
+			if len(w.buf) >= w.opts.FlushBatch {
+				wake = true
+			}
+			w.bufMu.Unlock()
+			if wake {
+				select {
+				case w.kick <- struct{}{}:
+				default:
+				}
+			}
+			return
+		}
+		if w.space == nil {
+			w.space = make(chan struct{})
+		}
+		space := w.space
+		w.bufMu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			w.pending.Add(-1)
+			return
+		}
+	}
+}
+
+// Pending counts results submitted and not yet written.
+func (w *Writer) Pending() int64 { return w.pending.Load() }
+
+// take moves the submitted results onto buf and lets waiting submitters go on.
+func (w *Writer) take(buf []Record) []Record {
+	w.bufMu.Lock()
+	defer w.bufMu.Unlock()
+	buf = append(buf, w.buf...)
+	clear(w.buf)
+	w.buf = w.buf[:0]
+	w.oldestAt, w.changedSince = time.Time{}, time.Time{}
+	if w.space != nil {
+		close(w.space)
+		w.space = nil
+	}
+	return buf
+}
+
+// due is when the waiting results must be written (zero: nothing waits) and whether a full
+// batch waits.
+func (w *Writer) due() (time.Time, bool) {
+	w.bufMu.Lock()
+	defer w.bufMu.Unlock()
+	if len(w.buf) == 0 {
+		return time.Time{}, false
+	}
+	at := w.oldestAt.Add(w.opts.UnchangedFlushEvery)
+	if !w.changedSince.IsZero() {
+		at = earliest(at, w.changedSince.Add(w.opts.FlushEvery))
+	}
+	return at, len(w.buf) >= w.opts.FlushBatch
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// Start starts the writing loop. It runs until Stop, whatever becomes of ctx (results
+// submitted while the caller shuts down are still written).
+func (w *Writer) Start(ctx context.Context) error {
+	return w.life.Start(context.WithoutCancel(ctx), w.log, "check-result-writer", w.loop)
+}
+
+// Stop writes what was submitted and ends the writer. Safe twice; a no-op before Start.
+func (w *Writer) Stop() { w.life.Stop() }
+
+// LastFlush is when the latest successful write was, and the error of the latest attempt.
+func (w *Writer) LastFlush() (*time.Time, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var at *time.Time
+	if !w.flushedAt.IsZero() {
+		t := w.flushedAt
+		at = &t
+	}
+	msg := ""
+	if w.flushErr != nil {
+		msg = w.flushErr.Error()
+	}
+	return at, msg
+}
+
+func (w *Writer) loop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var (
+		buf     []Record // taken, not yet written: a failed write keeps them for the next
+		retryAt time.Time
+	)
+	flush := func(fctx context.Context) {
+		if len(buf) == 0 {
+			return
+		}
+		err := w.flush(fctx, buf)
+		w.mu.Lock()
+		w.flushErr = err
+		if err == nil {
+			w.flushedAt = time.Now()
+		}
+		w.mu.Unlock()
+		if err != nil {
+			w.m.Add("oikos_scheduler_result_flush_errors_total", "Failed writes of a batch of check results (retried).", 1)
+			w.log.Error().Err(err).Int("results", len(buf)).Msg("writing check results failed; retrying with the next batch")
+			// Keep the results for the next attempt, but not without bound.
+			if over := len(buf) - 4*w.opts.FlushBatch; over > 0 {
+				w.m.Add("oikos_scheduler_results_dropped_total", "Check results not written, by reason.", float64(over), "reason", "write_failures")
+				w.log.Error().Int("dropped", over).Msg("dropping the oldest check results after repeated write failures")
+				w.pending.Add(-int64(over))
+				buf = append(buf[:0:0], buf[over:]...)
+			}
+			retryAt = time.Now().Add(w.opts.FlushEvery)
+			return
+		}
+		w.m.Add("oikos_scheduler_result_flushes_total", "Batches of check results written.", 1)
+		w.pending.Add(-int64(len(buf)))
+		clear(buf)
+		buf = buf[:0]
+	}
+	for {
+		at, full := w.due()
+		if len(buf) > 0 {
+			at = earliest(at, retryAt)
+		}
+		// A full batch goes at once, unless a failed write is waiting for its retry (then
+		// submitters wait for room: backpressure, not a loop of failing writes).
+		if full && (len(buf) == 0 || !time.Now().Before(retryAt)) {
+			buf = w.take(buf)
+			flush(ctx)
+			continue
+		}
+		if !at.IsZero() {
+			timer.Reset(time.Until(at))
+		}
+		select {
+		case <-ctx.Done():
+			buf = w.take(buf)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			flush(fctx)
+			cancel()
+			return
+		case <-w.kick:
+			// A deadline moved earlier or a batch filled up: recompute.
+		case <-timer.C:
+			buf = w.take(buf)
+			flush(ctx)
+		}
+		timer.Stop()
+	}
+}
+
+type targetStatus struct {
+	health, reason string
+}
+
+type healthChange struct {
+	EntityID string `json:"entity_id"`
+	Slug     string `json:"slug"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Reason   string `json:"reason"`
+}
+
+// targetsOfChecks is the set of targets the batch's checks observe, per check_defs (the
+// checks are the statement's $1).
+const targetsOfChecks = `SELECT target_id FROM check_defs WHERE id = ANY($1::text[]::uuid[])`
+
+// sqlConfirm writes, in one statement, what repeats the stored state and every metric
+// sample of a batch. For each repeating result ($1–$6: check, expected health, class and
+// reason — NULL: any reason — run time, observation time) it advances the check's row only
+// where the row still holds that state, its target is not stale and the result is not
+// older than the row; the targets' status rows are locked in id order first (as the full
+// write locks them, so two schedulers cannot deadlock) and their last observation is
+// advanced. It returns the number of samples written and the checks it confirmed: any
+// other repeating result is written in full.
+const sqlConfirm = `
+WITH u AS (
+    SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
+         AS u(c, h, e, r, at, o)
+), st AS MATERIALIZED (
+    SELECT es.entity_id, es.health FROM entity_status es
+    WHERE es.entity_id IN (SELECT target_id FROM check_defs WHERE id IN (SELECT c FROM u))
+    ORDER BY es.entity_id FOR UPDATE
+), hb AS (
+    UPDATE check_results cr SET at = u.at, observed_at = coalesce(u.o, cr.observed_at), runs = cr.runs + 1
+    FROM u, check_defs cd, st
+    WHERE cr.check_id = u.c AND cd.id = cr.check_id AND cd.target_id = cr.target_id
+      AND st.entity_id = cr.target_id AND st.health <> 'stale'
+      AND cr.health = u.h AND cr.error_class = u.e AND (u.r IS NULL OR cr.reason = u.r) AND cr.at <= u.at
+    RETURNING cr.check_id, cr.target_id, u.o
+), seen AS (
+    UPDATE entity_status es SET last_check_at = m.o
+    FROM (SELECT target_id, max(o) AS o FROM hb WHERE o IS NOT NULL GROUP BY target_id) m
+    WHERE es.entity_id = m.target_id AND (es.last_check_at IS NULL OR es.last_check_at < m.o)
+), samples AS (
+    INSERT INTO metric_samples (target_id, check_id, name, value, at)
+    SELECT cd.target_id, cd.id, s.n, s.v, s.at
+    FROM unnest($7::text[]::uuid[], $8::text[], $9::float8[], $10::timestamptz[]) AS s(c, n, v, at)
+    JOIN check_defs cd ON cd.id = s.c
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM samples), coalesce((SELECT array_agg(check_id::text) FROM hb), '{}')`
+
+// sqlUpsert writes the latest result of each changing check ($1–$7) and creates its
+// target's status row. The target comes from check_defs itself (S3: never the check's own
+// entity), and a check deleted since it ran is skipped rather than failing the batch. It
+// returns every check that still exists, its target, and whether its row was written (a
+// result older than the stored one is not).
+const sqlUpsert = `
+WITH cd AS (
+    SELECT id, target_id FROM check_defs WHERE id = ANY($1::text[]::uuid[])
+), latest AS (
+    INSERT INTO check_results (check_id, target_id, health, reason, error_class, summary, at, observed_at, since, first_at)
+    SELECT cd.id, cd.target_id, u.h, u.r, u.e, u.s::jsonb, u.at, u.o, u.at, u.at
+    FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[])
+         AS u(c, h, r, e, s, at, o), cd
+    WHERE cd.id = u.c
+    ON CONFLICT (check_id) DO UPDATE SET
+        target_id   = EXCLUDED.target_id,
+        health      = EXCLUDED.health,
+        reason      = EXCLUDED.reason,
+        error_class = EXCLUDED.error_class,
+        summary     = EXCLUDED.summary,
+        at          = EXCLUDED.at,
+        observed_at = coalesce(EXCLUDED.observed_at, check_results.observed_at),
+        since       = CASE WHEN check_results.health = EXCLUDED.health THEN check_results.since ELSE EXCLUDED.at END,
+        runs        = check_results.runs + 1
+    WHERE check_results.at <= EXCLUDED.at
+    RETURNING check_id
+)
+SELECT cd.id::text, cd.target_id::text, l.check_id IS NOT NULL FROM cd LEFT JOIN latest l ON l.check_id = cd.id`
+
+// flush writes one batch in one transaction (pg.InBatchTx) of two round trips:
+//
+//   - when some results repeat their check's stored state: BEGIN and sqlConfirm (those
+//     results and every sample of the batch); then, for the rest — changing results, and
+//     repeating ones whose stored row turned out to differ — writeChanged's first batch, and
+//     its last with COMMIT (three round trips); or COMMIT alone when nothing is left;
+//   - when none does: BEGIN, sqlConfirm (the samples) and writeChanged's first batch; then
+//     its last batch with COMMIT.
+//
+// Ids travel as text and are cast by the server: pgx would otherwise try, fail and retry the
+// binary uuid encoding of every string.
+func (w *Writer) flush(ctx context.Context, batch []Record) error {
+	// The latest result per check; every result's metrics.
+	latest := map[string]int{} // check id → index in batch
+	var checkIDs []string
+	for i, rec := range batch {
+		j, ok := latest[rec.CheckID]
+		if !ok {
+			checkIDs = append(checkIDs, rec.CheckID)
+		}
+		if !ok || !rec.At.Before(batch[j].At) {
+			latest[rec.CheckID] = i
+		}
+	}
+	var (
+		same, changed         []*Record
+		cIDs, cHealth, cClass []string
+		cReason               []*string
+		cAt                   []time.Time
+		cObs                  []*time.Time
+		sChecks, sNames       []string
+		sValues               []float64
+		sAts                  []time.Time
+	)
+	for _, cid := range checkIDs {
+		rec := &batch[latest[cid]]
+		if !w.repeats(rec) {
+			changed = append(changed, rec)
+			continue
+		}
+		same = append(same, rec)
+		cIDs = append(cIDs, rec.CheckID)
+		cHealth = append(cHealth, rec.Result.Health)
+		cClass = append(cClass, rec.Result.Class)
+		var reason *string // any reason, for an up result
+		if rec.Result.Health != HealthUp {
+			reason = &rec.Result.Reason
+		}
+		cReason = append(cReason, reason)
+		cAt = append(cAt, rec.At)
+		cObs = append(cObs, observedAt(rec))
+	}
+	for i := range batch {
+		rec := &batch[i]
+		for _, m := range rec.Result.Metrics {
+			sChecks = append(sChecks, rec.CheckID)
+			sNames = append(sNames, m.Name)
+			sValues = append(sValues, m.Value)
+			sAts = append(sAts, rec.At)
+		}
+	}
+
+	var (
+		samples   int64
+		confirmed []string
+		written   map[string]bool
+		changes   []healthChange
+		dropped   int
+	)
+	err := pg.InBatchTx(ctx, w.opts.Pool, func(tx *pg.BatchTx) error {
+		b := tx.Batch()
+		b.Queue(sqlConfirm, cIDs, cHealth, cClass, cReason, cAt, cObs, sChecks, sNames, sValues, sAts).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&samples, &confirmed) })
+		if len(same) > 0 {
+			if err := tx.Send(ctx, b); err != nil {
+				return err
+			}
+			ok := make(map[string]bool, len(confirmed))
+			for _, id := range confirmed {
+				ok[id] = true
+			}
+			for _, rec := range same {
+				if !ok[rec.CheckID] {
+					changed = append(changed, rec)
+				}
+			}
+			b = tx.Batch()
+			if len(changed) == 0 {
+				return tx.Commit(ctx, b)
+			}
+		}
+		var err error
+		written, dropped, changes, err = w.writeChanged(ctx, tx, b, changed)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write check results: %w", err)
+	}
+	// What is stored now; a result older than the stored row leaves its check unknown.
+	w.storedMu.Lock()
+	for _, rec := range changed {
+		if written[rec.CheckID] {
+			r := &rec.Result
+			w.stored[rec.CheckID] = storedState{target: rec.TargetID, health: r.Health, class: r.Class, reason: r.Reason}
+		} else {
+			delete(w.stored, rec.CheckID)
+		}
+	}
+	w.storedMu.Unlock()
+	if dropped > 0 {
+		w.m.Add("oikos_scheduler_results_dropped_total", "Check results not written, by reason.", float64(dropped), "reason", "check_deleted")
+		w.log.Debug().Int("results", dropped).Msg("results of checks deleted since they ran were dropped")
+	}
+	w.m.Add("oikos_scheduler_results_unchanged_total", "Check results that repeated their check's stored state (written as a run count and an observation time).", float64(len(confirmed)))
+	w.m.Add("oikos_scheduler_metric_samples_total", "Metric samples written.", float64(samples))
+	w.m.Add("oikos_scheduler_health_changes_total", "Combined health transitions of targets.", float64(len(changes)))
+	return nil
+}
+
+func observedAt(rec *Record) *time.Time {
+	if rec.Result.Observed {
+		return &rec.At
+	}
+	return nil
+}
+
+// writeChanged writes the rows of the changing results and the recomputed statuses of
+// their targets: b (the transaction's next batch, possibly carrying BEGIN) gets the upsert,
+// the status rows and the reads, and the last batch the status UPDATE, the events and
+// COMMIT. It returns the checks whose row was written, the results of deleted checks, and
+// the transitions.
+func (w *Writer) writeChanged(ctx context.Context, tx *pg.BatchTx, b *pgx.Batch, changed []*Record) (map[string]bool, int, []healthChange, error) {
+	n := len(changed)
+	var (
+		ids, healths, reasons, classes, summaries = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		ats                                       = make([]time.Time, 0, n)
+		obs                                       = make([]*time.Time, 0, n)
+	)
+	for _, rec := range changed {
+		summary := rec.Result.Summary
+		if summary == nil {
+			summary = map[string]any{}
+		}
+		raw, err := json.Marshal(summary)
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("%s summary: %w", rec.CheckSlug, err)
+		}
+		ids = append(ids, rec.CheckID)
+		healths = append(healths, rec.Result.Health)
+		reasons = append(reasons, rec.Result.Reason)
+		classes = append(classes, rec.Result.Class)
+		summaries = append(summaries, string(raw))
+		ats = append(ats, rec.At)
+		obs = append(obs, observedAt(rec))
+	}
+	exists := make(map[string]bool, n)
+	written := make(map[string]bool, n)
+	b.Queue(sqlUpsert, ids, healths, reasons, classes, summaries, ats, obs).Query(func(rows pgx.Rows) error {
+		var id, target string
+		var wrote bool
+		_, err := pgx.ForEachRow(rows, []any{&id, &target, &wrote}, func() error {
+			exists[id] = true
+			if wrote {
+				written[id] = true
+			}
+			return nil
+		})
+		return err
+	})
+	// Status rows are created with the schema's default (unknown), then locked in id order
+	// so two schedulers writing the same targets cannot deadlock.
+	b.Queue(`INSERT INTO entity_status (entity_id) SELECT DISTINCT target_id FROM (`+targetsOfChecks+`) t ORDER BY target_id
+ON CONFLICT (entity_id) DO NOTHING`, ids)
+	old := map[string]targetStatus{}
+	slugOf := map[string]string{}
+	b.Queue(`SELECT es.entity_id::text, es.health, es.reason, e.slug
+FROM entity_status es JOIN entities e ON e.id = es.entity_id
+WHERE es.entity_id IN (`+targetsOfChecks+`) ORDER BY es.entity_id FOR UPDATE OF es`, ids).Query(func(rows pgx.Rows) error {
+		var id, health, reason, slug string
+		_, err := pgx.ForEachRow(rows, []any{&id, &health, &reason, &slug}, func() error {
+			old[id] = targetStatus{health: health, reason: reason}
+			slugOf[id] = slug
+			return nil
+		})
+		return err
+	})
+	states := map[string][]checkState{}
+	b.Queue(`
+SELECT cr.target_id::text, cd.slug, cd.kind, cr.health, cr.reason, cr.error_class, cr.summary, cr.at, cr.observed_at
+FROM check_results cr JOIN check_defs cd ON cd.id = cr.check_id AND cd.enabled AND cd.target_id = cr.target_id
+WHERE cr.target_id IN (`+targetsOfChecks+`)`, ids).Query(func(rows pgx.Rows) error {
+		var (
+			tid string
+			s   checkState
+		)
+		_, err := pgx.ForEachRow(rows, []any{&tid, &s.Slug, &s.Kind, &s.Health, &s.Reason, &s.Class, &s.Summary, &s.At, &s.ObservedAt}, func() error {
+			states[tid] = append(states[tid], s)
+			s = checkState{}
+			return nil
+		})
+		return err
+	})
+	if err := tx.Send(ctx, b); err != nil {
+		return nil, 0, nil, err
+	}
+	b = tx.Batch()
+	changes, err := w.queueStatuses(b, old, slugOf, states)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	for _, c := range changes {
+		if err := eventbus.Queue(b, eventbus.Event{Type: EventHealthChanged, EntityID: c.EntityID, Actor: Actor}, c, nil); err != nil {
+			return nil, 0, nil, err
+		}
+	}
+	if err := tx.Commit(ctx, b); err != nil {
+		return nil, 0, nil, err
+	}
+	return written, n - len(exists), changes, nil
+}
+
+// queueStatuses queues the UPDATE of the locked targets' (old) entity_status from their
+// enabled checks' latest results (states) and returns the transitions.
+func (w *Writer) queueStatuses(b *pgx.Batch, old map[string]targetStatus, slugOf map[string]string, states map[string][]checkState) ([]healthChange, error) {
+	targets := make([]string, 0, len(old))
+	for tid := range old {
+		targets = append(targets, tid)
+	}
+	sort.Strings(targets)
+	var (
+		ids, healths, reasons, summaries = make([]string, 0, len(targets)), make([]string, 0, len(targets)), make([]string, 0, len(targets)), make([]string, 0, len(targets))
+		last                             = make([]*time.Time, 0, len(targets))
+		changes                          []healthChange
+	)
+	for _, tid := range targets {
+		prev := old[tid]
+		c := combine(states[tid])
+		if prev.health == HealthStale && c.Health == HealthUnknown {
+			// Still nothing observed: stale stays stale (the sweep set it; an unknown
+			// result brings no news that would make the data current again).
+			c.Health, c.Reason = HealthStale, prev.reason
+		}
+		raw, err := json.Marshal(c.Summary)
+		if err != nil {
+			return nil, fmt.Errorf("status summary: %w", err)
+		}
+		ids = append(ids, tid)
+		healths = append(healths, c.Health)
+		reasons = append(reasons, c.Reason)
+		summaries = append(summaries, string(raw))
+		last = append(last, c.LastCheckAt)
+		if prev.health != c.Health {
+			changes = append(changes, healthChange{EntityID: tid, Slug: slugOf[tid], From: prev.health, To: c.Health, Reason: c.Reason})
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	// last_check_at only moves forward: it is the newest observation of the target, and
+	// a confirmation may have advanced it past what the states say.
+	b.Queue(`
+UPDATE entity_status es SET
+    health        = u.h,
+    reason        = u.r,
+    summary       = u.s::jsonb,
+    last_check_at = greatest(es.last_check_at, u.l),
+    changed_at    = CASE WHEN es.health <> u.h THEN $6 ELSE es.changed_at END
+FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(id, h, r, s, l)
+WHERE es.entity_id = u.id`, ids, healths, reasons, summaries, last, w.opts.Now())
+	return changes, nil
+}

@@ -1,0 +1,296 @@
+package results
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/scheduler/internal/labtest"
+	"github.com/oikos-hq/oikos/shared/checks"
+	"github.com/oikos-hq/oikos/shared/metrics"
+)
+
+// One flush: the latest result of each check wins (an older one arriving later does not
+// overwrite it), every result's samples land on the check's target, a result of a check
+// deleted since it ran is dropped and counted, and the target's status and health.changed
+// follow the combined health.
+func TestWriterFlush(t *testing.T) {
+	t.Parallel()
+	inv := []byte(`entities:
+  - {type: ingress-route, name: a.lab.example, attributes: {url: "http://a.lab.example/"}}
+  - {type: ingress-route, name: b.lab.example, attributes: {url: "http://b.lab.example/"}}
+`)
+	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
+	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })
+	if len(defs) != 2 {
+		t.Fatalf("%d http checks derived", len(defs))
+	}
+	a, b := defs[0], defs[1]
+	reg := metrics.NewRegistry()
+	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), Metrics: reg, FlushBatch: 100})
+	ctx := context.Background()
+	t0 := time.Now().Truncate(time.Microsecond)
+	rec := func(d labtest.Def, at time.Time, health string, latency float64) Record {
+		res := Observed(health, "HTTP in %.0f ms", latency)
+		res.Summary = map[string]any{"latency_ms": latency}
+		res.Metrics = []Metric{{"http_latency_ms", latency}}
+		return Record{CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug, At: at, Result: res}
+	}
+	gone := Record{CheckID: uuid.NewString(), CheckSlug: "check:gone", Kind: "http", TargetID: a.TargetID, TargetSlug: a.TargetSlug,
+		At: t0, Result: Observed(HealthUp, "gone")}
+	gone.Result.Metrics = []Metric{{"http_latency_ms", 99}}
+	batch := []Record{
+		rec(a, t0.Add(2*time.Second), HealthDown, 3),
+		rec(a, t0, HealthUp, 1), // older, later in the batch
+		rec(b, t0, HealthUp, 2),
+		gone,
+	}
+	if err := w.flush(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		health string
+		at     time.Time
+		runs   int
+	}
+	result := func(d labtest.Def) row {
+		t.Helper()
+		var r row
+		if err := lab.DB.QueryRow(ctx, `SELECT health, at, runs FROM check_results WHERE check_id = $1 AND target_id = $2`, d.ID, d.TargetID).
+			Scan(&r.health, &r.at, &r.runs); err != nil {
+			t.Fatalf("%s: %v", d.Slug, err)
+		}
+		return r
+	}
+	if r := result(a); r.health != HealthDown || !r.at.Equal(t0.Add(2*time.Second)) {
+		t.Errorf("a: %+v, want the latest (down at t0+2s)", r)
+	}
+	var samples, goneSamples int
+	if err := lab.DB.QueryRow(ctx, `SELECT count(*) FILTER (WHERE check_id IS NOT NULL), count(*) FILTER (WHERE value = 99)
+FROM metric_samples WHERE name = 'http_latency_ms'`).Scan(&samples, &goneSamples); err != nil {
+		t.Fatal(err)
+	}
+	if samples != 3 || goneSamples != 0 {
+		t.Errorf("%d samples (want 3: every result of a and b), %d of the deleted check (want 0)", samples, goneSamples)
+	}
+	if v := reg.Value("oikos_scheduler_results_dropped_total", "reason", "check_deleted"); v != 1 {
+		t.Errorf("dropped %v, want 1", v)
+	}
+	status := func(d labtest.Def) string {
+		t.Helper()
+		var h string
+		if err := lab.DB.QueryRow(ctx, `SELECT health FROM entity_status WHERE entity_id = $1`, d.TargetID).Scan(&h); err != nil {
+			t.Fatalf("%s: %v", d.TargetSlug, err)
+		}
+		return h
+	}
+	if sa, sb := status(a), status(b); sa != HealthDown || sb != HealthUp {
+		t.Errorf("status a %s (want down), b %s (want up)", sa, sb)
+	}
+	// A result older than the stored one changes nothing but adds its sample; a newer one
+	// counts a run and brings the target back up, with one health.changed.
+	if err := w.flush(ctx, []Record{rec(a, t0.Add(time.Second), HealthUp, 4)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(a); r.health != HealthDown || r.runs != 1 {
+		t.Errorf("after an older result: %+v", r)
+	}
+	if err := w.flush(ctx, []Record{rec(a, t0.Add(3*time.Second), HealthUp, 5)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(a); r.health != HealthUp || r.runs != 2 {
+		t.Errorf("after a newer result: %+v", r)
+	}
+	if s := status(a); s != HealthUp {
+		t.Errorf("status a %s after recovering", s)
+	}
+	var changes int
+	if err := lab.DB.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = $1 AND entity_id = $2`, EventHealthChanged, a.TargetID).Scan(&changes); err != nil {
+		t.Fatal(err)
+	}
+	if changes != 2 {
+		t.Errorf("%d health.changed events for a (unknown→down, down→up), want 2", changes)
+	}
+}
+
+// cpuRecord is a cpu result of d at at.
+func cpuRecord(d labtest.Def, at time.Time, health string, pct float64) Record {
+	res := Observed(health, "cpu %.1f%%", pct)
+	if health == HealthUnknown {
+		res = Unknown(ClassUnreachable, "Proxmox host unreachable")
+	}
+	res.Summary = map[string]any{"cpu_pct": pct}
+	res.Metrics = []Metric{{"cpu_pct", pct}}
+	return Record{CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug, At: at, Result: res}
+}
+
+type storedRow struct {
+	health, reason  string
+	at              time.Time
+	observed        *time.Time
+	runs            int
+	summary         map[string]any
+	status          string
+	lastCheck       *time.Time
+	events, samples int
+}
+
+func readStored(t *testing.T, lab *labtest.Lab, d labtest.Def) storedRow {
+	t.Helper()
+	var r storedRow
+	err := lab.DB.QueryRow(context.Background(), `
+SELECT cr.health, cr.reason, cr.at, cr.observed_at, cr.runs, cr.summary, es.health, es.last_check_at,
+       (SELECT count(*) FROM events WHERE type = $2 AND entity_id = cr.target_id),
+       (SELECT count(*) FROM metric_samples WHERE check_id = cr.check_id)
+FROM check_results cr JOIN entity_status es ON es.entity_id = cr.target_id WHERE cr.check_id = $1`, d.ID, EventHealthChanged).
+		Scan(&r.health, &r.reason, &r.at, &r.observed, &r.runs, &r.summary, &r.status, &r.lastCheck, &r.events, &r.samples)
+	if err != nil {
+		t.Fatalf("%s: %v", d.Slug, err)
+	}
+	return r
+}
+
+// A result that repeats its check's stored state is confirmed, not rewritten: the row's at,
+// observed_at and runs advance, and the target's last_check_at, while its reason and
+// summary stay those of the run that set the state and no status is recomputed; its sample
+// is written. A changing result, a target the sweep marked stale, a row changed behind the
+// writer's back and a target whose checks changed (ForgetTargets) are written in full.
+func TestWriterConfirmsRepeats(t *testing.T) {
+	t.Parallel()
+	inv := []byte(`entities:
+  - {type: host, name: a, attributes: {lan_ipv4: 127.0.0.1, ssh_port: 22, user: root, os: linux}}
+`)
+	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
+	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "ssh-script" })
+	if len(defs) < 2 {
+		t.Fatalf("%d ssh-script checks derived", len(defs))
+	}
+	cpu, other := defs[0], defs[1]
+	reg := metrics.NewRegistry()
+	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), Metrics: reg})
+	ctx := context.Background()
+	t0 := time.Now().Truncate(time.Microsecond)
+	flush := func(recs ...Record) {
+		t.Helper()
+		if err := w.flush(ctx, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(cpuRecord(cpu, t0, HealthUp, 3), cpuRecord(other, t0, HealthUp, 10))
+	first := readStored(t, lab, cpu)
+	if first.status != HealthUp || first.runs != 1 || first.events != 1 {
+		t.Fatalf("first write: %+v", first)
+	}
+
+	// Repeats: up again with other figures.
+	flush(cpuRecord(cpu, t0.Add(time.Minute), HealthUp, 5), cpuRecord(other, t0.Add(time.Minute), HealthUp, 11))
+	r := readStored(t, lab, cpu)
+	if r.runs != 2 || !r.at.Equal(t0.Add(time.Minute)) || r.observed == nil || !r.observed.Equal(t0.Add(time.Minute)) ||
+		r.lastCheck == nil || !r.lastCheck.Equal(t0.Add(time.Minute)) {
+		t.Errorf("after a repeat: runs %d at %v observed %v last_check_at %v; want 2 and t0+1m", r.runs, r.at, r.observed, r.lastCheck)
+	}
+	if r.reason != "cpu 3.0%" || r.summary["cpu_pct"] != 3.0 || r.events != 1 || r.samples != 2 {
+		t.Errorf("after a repeat: reason %q summary %v events %d samples %d; want the first run's reason and summary, 1 event, 2 samples",
+			r.reason, r.summary, r.events, r.samples)
+	}
+	if v := reg.Value("oikos_scheduler_results_unchanged_total"); v != 2 {
+		t.Errorf("unchanged results counted %v, want 2", v)
+	}
+
+	// A change: written in full, with the transition.
+	flush(cpuRecord(cpu, t0.Add(2*time.Minute), HealthDegraded, 95))
+	if r := readStored(t, lab, cpu); r.health != HealthDegraded || r.status != HealthDegraded || r.events != 2 || r.runs != 3 {
+		t.Errorf("after a change: %+v", r)
+	}
+	// A degraded repeat with another reason is a change too (the target's reason shows it).
+	flush(cpuRecord(cpu, t0.Add(3*time.Minute), HealthDegraded, 96))
+	if r := readStored(t, lab, cpu); r.reason != "cpu 96.0%" || r.runs != 4 {
+		t.Errorf("degraded with a new reason: %+v", r)
+	}
+	flush(cpuRecord(cpu, t0.Add(4*time.Minute), HealthUp, 4))
+	if r := readStored(t, lab, cpu); r.status != HealthUp || r.events != 3 {
+		t.Errorf("back up: %+v", r)
+	}
+
+	// The sweep marks the target stale: the next repeat must bring it back up.
+	if _, err := lab.DB.Exec(ctx, `UPDATE entity_status SET health = 'stale', reason = 'stale (test)' WHERE entity_id = $1`, cpu.TargetID); err != nil {
+		t.Fatal(err)
+	}
+	flush(cpuRecord(cpu, t0.Add(5*time.Minute), HealthUp, 4))
+	if r := readStored(t, lab, cpu); r.status != HealthUp || r.events != 4 {
+		t.Errorf("a repeat on a stale target: %+v; want it recomputed (up, one more event)", r)
+	}
+	// An unknown repeat keeps a stale target stale (written in full, as before).
+	flush(cpuRecord(cpu, t0.Add(6*time.Minute), HealthUnknown, 0), cpuRecord(other, t0.Add(6*time.Minute), HealthUnknown, 0))
+	if _, err := lab.DB.Exec(ctx, `UPDATE entity_status SET health = 'stale', reason = 'stale (test)' WHERE entity_id = $1`, cpu.TargetID); err != nil {
+		t.Fatal(err)
+	}
+	flush(cpuRecord(cpu, t0.Add(7*time.Minute), HealthUnknown, 0))
+	if r := readStored(t, lab, cpu); r.status != HealthStale || !r.at.Equal(t0.Add(7*time.Minute)) {
+		t.Errorf("unknown repeat on a stale target: %+v; want stale kept and the run recorded", r)
+	}
+
+	// A row changed behind the writer's back: the repeat is written in full.
+	flush(cpuRecord(cpu, t0.Add(8*time.Minute), HealthUp, 4), cpuRecord(other, t0.Add(8*time.Minute), HealthUp, 4))
+	if _, err := lab.DB.Exec(ctx, `UPDATE check_results SET health = 'down', reason = 'elsewhere' WHERE check_id = $1`, cpu.ID); err != nil {
+		t.Fatal(err)
+	}
+	flush(cpuRecord(cpu, t0.Add(9*time.Minute), HealthUp, 4))
+	if r := readStored(t, lab, cpu); r.health != HealthUp || r.reason != "cpu 4.0%" {
+		t.Errorf("after an outside change: %+v", r)
+	}
+
+	// The other check goes down, then is disabled: with ForgetTargets the next repeat of
+	// the cpu check recomputes the target, which is up again.
+	flush(cpuRecord(other, t0.Add(10*time.Minute), HealthDown, 0))
+	if r := readStored(t, lab, cpu); r.status != HealthDown {
+		t.Fatalf("other down: target %s", r.status)
+	}
+	if _, err := lab.DB.Exec(ctx, `UPDATE check_defs SET enabled = false WHERE id = $1`, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	w.ForgetTargets(map[string]bool{cpu.TargetID: true})
+	flush(cpuRecord(cpu, t0.Add(11*time.Minute), HealthUp, 4))
+	if r := readStored(t, lab, cpu); r.status != HealthUp {
+		t.Errorf("after disabling the down check: target %s, want up", r.status)
+	}
+}
+
+// Deadlines: a repeat waits up to UnchangedFlushEvery, a change up to FlushEvery; Stop
+// writes what waits.
+func TestWriterDeadlines(t *testing.T) {
+	t.Parallel()
+	inv := []byte(`entities:
+  - {type: host, name: a, attributes: {lan_ipv4: 127.0.0.1, ssh_port: 22, user: root, os: linux}}
+`)
+	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
+	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "ssh-script" })
+	cpu := defs[0]
+	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), FlushEvery: time.Hour, UnchangedFlushEvery: 2 * time.Hour})
+	ctx := context.Background()
+	t0 := time.Now().Truncate(time.Microsecond)
+	if err := w.flush(ctx, []Record{cpuRecord(cpu, t0, HealthUp, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	w.Submit(ctx, cpuRecord(cpu, t0.Add(time.Minute), HealthUp, 4))
+	at, full := w.due()
+	if full || at.Before(before.Add(2*time.Hour)) || at.After(time.Now().Add(2*time.Hour)) {
+		t.Errorf("a repeat is due at %v (full %v), want in 2 h", at, full)
+	}
+	w.Submit(ctx, cpuRecord(cpu, t0.Add(2*time.Minute), HealthDown, 0))
+	if at, _ := w.due(); at.After(time.Now().Add(time.Hour)) || at.Before(before.Add(time.Hour)) {
+		t.Errorf("a change is due at %v, want in 1 h", at)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	w.Stop()
+	if r := readStored(t, lab, cpu); r.health != HealthDown || r.samples != 3 || w.Pending() != 0 {
+		t.Errorf("after Stop: %+v, %d pending", r, w.Pending())
+	}
+}

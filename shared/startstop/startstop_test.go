@@ -1,0 +1,220 @@
+package startstop_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/shared/startstop"
+)
+
+// loop is a run function that records that it started and that it returned.
+type loop struct {
+	started, returned chan struct{}
+}
+
+func newLoop() *loop { return &loop{started: make(chan struct{}), returned: make(chan struct{})} }
+
+func (l *loop) run(ctx context.Context) {
+	close(l.started)
+	<-ctx.Done()
+	close(l.returned)
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// Stop cancels the loop's context and returns only after the loop returned; a second Stop
+// returns at once.
+func TestStopWaitsAndIsSafeTwice(t *testing.T) {
+	t.Parallel()
+	var lc startstop.Lifecycle
+	l := newLoop()
+	if err := lc.Start(context.Background(), zerolog.Nop(), "loop", l.run); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, l.started, "the loop to start")
+	if !lc.Running() {
+		t.Error("not running after Start")
+	}
+	lc.Stop()
+	if !closed(l.returned) {
+		t.Fatal("Stop returned before the loop did")
+	}
+	lc.Stop()
+	if lc.Running() {
+		t.Error("running after Stop")
+	}
+}
+
+// Stop before Start does nothing and makes a later Start fail: no goroutine may start that
+// no Stop will wait for.
+func TestStopBeforeStart(t *testing.T) {
+	t.Parallel()
+	var lc startstop.Lifecycle
+	lc.Stop()
+	lc.Stop()
+	ran := false
+	if err := lc.Start(context.Background(), zerolog.Nop(), "loop", func(context.Context) { ran = true }); !errors.Is(err, startstop.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
+	lc.Stop()
+	if ran {
+		t.Error("the loop ran although Start failed")
+	}
+	if lc.Go("late", func(context.Context) { ran = true }) || ran {
+		t.Error("Go started a goroutine after Stop")
+	}
+}
+
+// A second Start is refused; the first loop keeps running until Stop.
+func TestStartTwice(t *testing.T) {
+	t.Parallel()
+	var lc startstop.Lifecycle
+	l := newLoop()
+	if err := lc.Start(context.Background(), zerolog.Nop(), "loop", l.run); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Start(context.Background(), zerolog.Nop(), "loop", func(context.Context) { t.Error("second loop ran") }); !errors.Is(err, startstop.ErrStarted) {
+		t.Fatalf("second Start: %v, want ErrStarted", err)
+	}
+	lc.Stop()
+	if !closed(l.returned) {
+		t.Fatal("the first loop did not end with Stop")
+	}
+}
+
+// Concurrent Stops all wait for the goroutines: none returns while one still runs.
+func TestConcurrentStop(t *testing.T) {
+	t.Parallel()
+	var lc startstop.Lifecycle
+	release := make(chan struct{})
+	var finished atomic.Bool
+	started := make(chan struct{})
+	if err := lc.Start(context.Background(), zerolog.Nop(), "loop", func(ctx context.Context) {
+		close(started)
+		<-ctx.Done()
+		<-release // a loop that takes its time to wind down
+		finished.Store(true)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, started, "the loop to start")
+	var wg sync.WaitGroup
+	var early atomic.Int32
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lc.Stop()
+			if !finished.Load() {
+				early.Add(1)
+			}
+		}()
+	}
+	close(release)
+	wg.Wait()
+	if n := early.Load(); n > 0 {
+		t.Errorf("%d of 8 concurrent Stops returned before the loop ended", n)
+	}
+}
+
+// Goroutines started by Go share Start's context and are waited for; Go from inside the
+// loop works (workers started by a scheduling loop).
+func TestGoIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	var lc startstop.Lifecycle
+	const workers = 5
+	var done atomic.Int32
+	ready := make(chan struct{}, workers)
+	if err := lc.Start(context.Background(), zerolog.Nop(), "loop", func(ctx context.Context) {
+		for range workers {
+			lc.Go("worker", func(ctx context.Context) {
+				ready <- struct{}{}
+				<-ctx.Done()
+				done.Add(1)
+			})
+		}
+		<-ctx.Done()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range workers {
+		select {
+		case <-ready:
+		case <-time.After(10 * time.Second):
+			t.Fatal("workers did not start")
+		}
+	}
+	lc.Stop()
+	if n := done.Load(); n != workers {
+		t.Errorf("Stop returned with %d of %d workers done", n, workers)
+	}
+}
+
+// A panic in the loop is recovered and logged, and Stop still returns.
+func TestPanicIsRecovered(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	var lc startstop.Lifecycle
+	if err := lc.Start(context.Background(), zerolog.New(&buf), "boom-loop", func(context.Context) { panic("boom") }); err != nil {
+		t.Fatal(err)
+	}
+	lc.Stop()
+	if s := buf.String(); !strings.Contains(s, "boom-loop") || !strings.Contains(s, "recovered panic") {
+		t.Errorf("log %q does not report the recovered panic", s)
+	}
+}
+
+// The parent context ending ends the loop too; Stop afterwards returns at once.
+func TestParentContextEnds(t *testing.T) {
+	t.Parallel()
+	var lc startstop.Lifecycle
+	l := newLoop()
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := lc.Start(ctx, zerolog.Nop(), "loop", l.run); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	waitClosed(t, l.returned, "the loop to end with its parent context")
+	lc.Stop()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
