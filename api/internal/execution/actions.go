@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/oikos-hq/oikos/shared/actions"
 	"github.com/oikos-hq/oikos/shared/policy"
 	"github.com/oikos-hq/oikos/shared/remote"
 )
@@ -260,14 +261,6 @@ var (
 	containerRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 )
 
-// systemctlVerbs are the verbs the systemctl action accepts; the classifier decides each
-// one's class (status is read-only, restart a config mutation, ...).
-var systemctlVerbs = map[string]bool{
-	"start": true, "stop": true, "restart": true, "reload": true, "try-restart": true,
-	"reload-or-restart": true, "enable": true, "disable": true, "mask": true, "unmask": true,
-	"status": true, "is-active": true, "is-enabled": true, "is-failed": true, "show": true, "cat": true,
-}
-
 // Proxmox accepts VMIDs from 100 to 999999999.
 const (
 	minVMID = 100
@@ -448,13 +441,8 @@ func normaliseSystemctl(p *paramSet) (Normalised, error) {
 	if err != nil {
 		return Normalised{}, err
 	}
-	if !systemctlVerbs[verb] {
-		verbs := make([]string, 0, len(systemctlVerbs))
-		for v := range systemctlVerbs {
-			verbs = append(verbs, v)
-		}
-		sort.Strings(verbs)
-		return Normalised{}, &FieldError{Field: "params.verb", Reason: fmt.Sprintf("%q is not one of %s", verb, strings.Join(verbs, ", "))}
+	if !actions.SystemctlVerb(verb) {
+		return Normalised{}, &FieldError{Field: "params.verb", Reason: fmt.Sprintf("%q is not one of %s", verb, strings.Join(actions.SystemctlVerbs(), ", "))}
 	}
 	unit, err := p.str("unit", true, "", unitRE, "a systemd unit name such as caddy.service")
 	if err != nil {

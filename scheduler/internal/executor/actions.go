@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	typed "github.com/oikos-hq/oikos/shared/actions"
 	"github.com/oikos-hq/oikos/shared/remote"
 )
 
@@ -87,16 +88,10 @@ func restartAction(ctx context.Context, e *Executor, j job, t remote.Target, s *
 	return execOn(ctx, e, j, t, s, cmd, true)
 }
 
-// systemctlVerbs are the verbs the systemctl action passes on.
-var systemctlVerbs = map[string]bool{
-	"start": true, "stop": true, "restart": true, "reload": true, "try-restart": true, "reload-or-restart": true,
-	"enable": true, "disable": true, "status": true, "is-active": true, "is-enabled": true, "mask": true, "unmask": true,
-}
-
 // systemctl: params {verb, unit} → `systemctl <verb> <unit>` on the target.
 func systemctlAction(ctx context.Context, e *Executor, j job, t remote.Target, s *sink) outcome {
 	verb, unit := paramString(j.Params, "verb", "action"), paramString(j.Params, "unit", "service")
-	if !systemctlVerbs[verb] {
+	if !typed.SystemctlVerb(verb) {
 		return failed(fmt.Sprintf("systemctl: params.verb %q is not one of the supported verbs", verb))
 	}
 	if unit == "" {
