@@ -20,7 +20,9 @@ package checkrun
 // autovacuum launcher …). New connections are counted by the server (connections it
 // accepted) and by the client (httpprobe.Client.Dials). The windows: OIKOS_BENCH_SECONDS
 // (default 30 s; the 10/s phase runs four times as long); OIKOS_BENCH_ONLY picks phases by
-// substring ("10 checks", "500").
+// substring ("10 checks", "500"); OIKOS_BENCH_UNCHANGED_FLUSH overrides the writer's
+// UnchangedFlushEvery (a duration) to compare batching windows; OIKOS_BENCH_VERBOSE=1 adds
+// Postgres CPU by process and the tables' write and autovacuum counts.
 //
 //	bin/oikos-local test -- go test -run '^$' -bench BenchmarkResultsPostgres -benchtime 1x ./scheduler/internal/checkrun/
 
@@ -242,7 +244,8 @@ func measurePG(b *testing.B, name string, opts Options, meter *pgMeter, accepted
 	p.load1 = loadAvg()
 	b.Log(p.String())
 	if os.Getenv("OIKOS_BENCH_VERBOSE") != "" {
-		b.Logf("  postgres by process: %v", p.pg.byTitle)
+		// On stderr: a benchmark's log is cut after a few lines.
+		fmt.Fprintf(os.Stderr, "%s: postgres by process: %v\n", name, p.pg.byTitle)
 		rows, err := opts.Pool.Query(context.Background(), `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, autovacuum_count, autoanalyze_count
 FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd > 0 ORDER BY relname`)
 		if err == nil {
@@ -250,13 +253,13 @@ FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd > 0 ORDER BY relname`)
 				var name string
 				var ins, upd, hot, av, aa int64
 				_ = rows.Scan(&name, &ins, &upd, &hot, &av, &aa)
-				b.Logf("  %-16s inserted %d updated %d (HOT %d) autovacuums %d autoanalyzes %d (since the database was made)", name, ins, upd, hot, av, aa)
+				fmt.Fprintf(os.Stderr, "  %-16s inserted %d updated %d (HOT %d) autovacuums %d autoanalyzes %d (since the database was made)\n", name, ins, upd, hot, av, aa)
 			}
 			rows.Close()
 		}
 		var dbs int
 		_ = opts.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_database WHERE datallowconn`).Scan(&dbs)
-		b.Logf("  %d databases in the cluster (autovacuum visits each once a minute)", dbs)
+		fmt.Fprintf(os.Stderr, "  %d databases in the cluster (autovacuum visits each once a minute)\n", dbs)
 	}
 	if f := st1.FailuresByReason; len(f) > 0 {
 		b.Errorf("%s: failures %v", name, f)
@@ -371,6 +374,10 @@ func BenchmarkResultsPostgres(b *testing.B) {
 	lab.DeriveChecks(b, func(t checks.Target, d *checks.Def) bool { return t.Type == "ingress-route" && d.Kind == "http" })
 	meter := newPGMeter(b, lab.DB)
 	base := Options{Pool: lab.DB, SSH: ssh, Fleet: lab.Fleet, NameMap: names, Concurrency: DefaultConcurrency}
+	if d, err := time.ParseDuration(os.Getenv("OIKOS_BENCH_UNCHANGED_FLUSH")); err == nil {
+		base.UnchangedFlushEvery = d // to compare batching windows
+		b.Logf("UnchangedFlushEvery %s", d)
+	}
 	ctx := context.Background()
 	// only enables the routes on one host:port (or the others) every interval.
 	only := func(oneHost bool, interval time.Duration) {

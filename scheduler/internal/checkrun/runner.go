@@ -100,9 +100,10 @@ type Options struct {
 	InitialSpread time.Duration
 	// ReloadEvery is the safety-net reload interval (default 1 min).
 	ReloadEvery time.Duration
-	// FlushEvery, UnchangedFlushEvery and FlushBatch batch result writes (default 1 s for a
-	// result that changes what is stored, 10 × FlushEvery for one that repeats it, and at
-	// most 2000 results; see results.WriterOptions).
+	// FlushEvery, UnchangedFlushEvery and FlushBatch batch result writes: a result that
+	// changes what is stored waits at most FlushEvery (default 1 s), one that repeats it at
+	// most UnchangedFlushEvery (default 30 × FlushEvery, at most 30 s), and a flush starts
+	// at FlushBatch results (default 2000); see results.WriterOptions.
 	FlushEvery          time.Duration
 	UnchangedFlushEvery time.Duration
 	FlushBatch          int

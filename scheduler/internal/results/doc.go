@@ -35,7 +35,7 @@
 //     up reason carries the run's figure, "cpu 3.2%", which the metric samples keep) only
 //     advances its row's at, observed_at and runs, and its target's last_check_at; its
 //     row's reason and summary stay those of the run that set the state. It waits at most
-//     UnchangedFlushEvery (10 s), far inside the staleness sweep's bound (5 min at least).
+//     UnchangedFlushEvery (30 s), far inside the staleness sweep's bound (5 min at least).
 //     The statement checks that the row still holds the remembered state and that the
 //     target is not stale; a result for which either fails is written in full instead, so
 //     a change made elsewhere (another scheduler, the sweep) is never papered over.

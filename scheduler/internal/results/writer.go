@@ -21,11 +21,9 @@ import (
 
 // Defaults for WriterOptions.
 const (
-	DefaultFlushEvery = time.Second
-	DefaultFlushBatch = 2000
-	// unchangedFactor: by default a result that changes nothing stored waits up to this many
-	// FlushEvery.
-	unchangedFactor = 10
+	DefaultFlushEvery          = time.Second
+	DefaultUnchangedFlushEvery = 30 * time.Second
+	DefaultFlushBatch          = 2000
 )
 
 // EventHealthChanged is appended when a target's combined health changes.
@@ -54,8 +52,11 @@ type WriterOptions struct {
 	// (default 1 s).
 	FlushEvery time.Duration
 	// UnchangedFlushEvery is the longest a result that repeats the stored state waits
-	// (default 10 × FlushEvery): it only adds its metric samples and advances the check's
-	// run count and the target's last observation, which nothing needs within seconds.
+	// (default 30 × FlushEvery, at most 30 s): it only adds its metric samples and advances
+	// the check's run count and the target's last observation, which nothing needs within
+	// seconds (the staleness sweep's bound is 5 min at least). A longer window spreads a
+	// flush's fixed cost over more results, and a check that ran twice in it is written
+	// once.
 	UnchangedFlushEvery time.Duration
 	// FlushBatch: a flush starts as soon as this many results wait (default 2000); at most
 	// four times as many wait before Submit blocks.
@@ -105,7 +106,7 @@ func NewWriter(opts WriterOptions) *Writer {
 		opts.FlushEvery = DefaultFlushEvery
 	}
 	if opts.UnchangedFlushEvery <= 0 {
-		opts.UnchangedFlushEvery = unchangedFactor * opts.FlushEvery
+		opts.UnchangedFlushEvery = min(30*opts.FlushEvery, DefaultUnchangedFlushEvery)
 	}
 	opts.UnchangedFlushEvery = max(opts.UnchangedFlushEvery, opts.FlushEvery)
 	if opts.FlushBatch <= 0 {
