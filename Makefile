@@ -2,7 +2,7 @@
 # PostgreSQL 15 server binaries on PATH; nothing else has to be running.
 
 GO        ?= go
-MODULES   := shared migrations seeds api scheduler agent deploy e2e
+MODULES   := shared testkit migrations seeds api scheduler agent deploy e2e
 PKGS      := $(foreach m,$(MODULES),./$(m)/...)
 FUZZTIME  ?= 10s
 BIN       := bin
@@ -17,7 +17,7 @@ build:
 	$(GO) build -o $(BIN)/oikos ./api/cmd/oikos
 	$(GO) build -o $(BIN)/oikos-scheduler ./scheduler/cmd/oikos-scheduler
 	$(GO) build -o $(BIN)/oikos-agent ./agent/cmd/oikos-agent
-	$(GO) build -o $(BIN)/labsim ./shared/cmd/labsim
+	$(GO) build -o $(BIN)/labsim ./testkit/cmd/labsim
 	$(GO) build -o $(BIN)/oikos-local ./deploy/cmd/oikos-local
 
 # The whole suite with -race against a private PostgreSQL started for the run, then every

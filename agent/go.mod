@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/oikos-hq/oikos/shared v0.0.0
+	github.com/oikos-hq/oikos/testkit v0.0.0
 	github.com/rs/zerolog v1.35.1
 )
 
@@ -42,4 +43,5 @@ replace (
 	github.com/oikos-hq/oikos/migrations => ../migrations
 	github.com/oikos-hq/oikos/seeds => ../seeds
 	github.com/oikos-hq/oikos/shared => ../shared
+	github.com/oikos-hq/oikos/testkit => ../testkit
 )

@@ -8,6 +8,7 @@ require (
 	github.com/labstack/echo/v4 v4.16.5
 	github.com/oikos-hq/oikos/seeds v0.0.0
 	github.com/oikos-hq/oikos/shared v0.0.0
+	github.com/oikos-hq/oikos/testkit v0.0.0
 	github.com/pb33f/libopenapi v0.42.5
 	github.com/pb33f/libopenapi-validator v0.16.3
 	github.com/prometheus/client_golang v1.25.0
@@ -56,4 +57,5 @@ replace (
 	github.com/oikos-hq/oikos/migrations => ../migrations
 	github.com/oikos-hq/oikos/seeds => ../seeds
 	github.com/oikos-hq/oikos/shared => ../shared
+	github.com/oikos-hq/oikos/testkit => ../testkit
 )

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/compose-spec/compose-go/v2 v2.16.2
-	github.com/oikos-hq/oikos/shared v0.0.0
+	github.com/oikos-hq/oikos/testkit v0.0.0
 	golang.org/x/crypto v0.59.0
 )
 
@@ -31,4 +31,5 @@ replace (
 	github.com/oikos-hq/oikos/migrations => ../migrations
 	github.com/oikos-hq/oikos/seeds => ../seeds
 	github.com/oikos-hq/oikos/shared => ../shared
+	github.com/oikos-hq/oikos/testkit => ../testkit
 )

@@ -8,6 +8,7 @@ require (
 	github.com/oikos-hq/oikos/scheduler v0.0.0
 	github.com/oikos-hq/oikos/seeds v0.0.0
 	github.com/oikos-hq/oikos/shared v0.0.0
+	github.com/oikos-hq/oikos/testkit v0.0.0
 	github.com/rs/zerolog v1.35.1
 	golang.org/x/crypto v0.59.0
 )
@@ -50,4 +51,5 @@ replace (
 	github.com/oikos-hq/oikos/scheduler => ../scheduler
 	github.com/oikos-hq/oikos/seeds => ../seeds
 	github.com/oikos-hq/oikos/shared => ../shared
+	github.com/oikos-hq/oikos/testkit => ../testkit
 )

@@ -12,7 +12,7 @@ found=0
 run() {
   go test -run '^$' -fuzz "^${2}\$" -fuzztime "$fuzztime" -fuzzminimizetime 5x "./$1"
 }
-for mod in shared migrations seeds api scheduler agent deploy e2e; do
+for mod in shared testkit migrations seeds api scheduler agent deploy e2e; do
   while IFS= read -r file; do
     dir=$(dirname "$file")
     for target in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)\(f \*testing\.F\)' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+).*/\1/'); do

@@ -34,7 +34,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/labstack/echo/v4 v4.16.5
 	github.com/oikos-hq/oikos/migrations v0.0.0
-	github.com/oikos-hq/oikos/seeds v0.0.0
+	github.com/oikos-hq/oikos/testkit v0.0.0
 	github.com/pressly/goose/v3 v3.30.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rs/zerolog v1.35.1
@@ -46,4 +46,5 @@ require (
 replace (
 	github.com/oikos-hq/oikos/migrations => ../migrations
 	github.com/oikos-hq/oikos/seeds => ../seeds
+	github.com/oikos-hq/oikos/testkit => ../testkit
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/oikos-hq/oikos/api/app"
 	"github.com/oikos-hq/oikos/shared/metrics"
 	"github.com/oikos-hq/oikos/shared/metrics/metricstest"
-	"github.com/oikos-hq/oikos/shared/pgtest"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }

@@ -23,7 +23,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/oikos-hq/oikos/shared/pgcluster"
+	"github.com/oikos-hq/oikos/testkit/pgcluster"
 )
 
 // Options configure a local stack.

@@ -45,7 +45,7 @@ func TestMakeUpSmoke(t *testing.T) {
 	bin := filepath.Join(root, "bin")
 	for name, pkg := range map[string]string{
 		"oikos-api": "./api/cmd/oikos-api", "oikos-scheduler": "./scheduler/cmd/oikos-scheduler",
-		"oikos-agent": "./agent/cmd/oikos-agent", "labsim": "./shared/cmd/labsim", "oikos-local": "./deploy/cmd/oikos-local",
+		"oikos-agent": "./agent/cmd/oikos-agent", "labsim": "./testkit/cmd/labsim", "oikos-local": "./deploy/cmd/oikos-local",
 	} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
 		cmd.Dir = repo

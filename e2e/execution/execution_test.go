@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim"
+	"github.com/oikos-hq/oikos/testkit/labsim"
 )
 
 // A read-only run through the LXC hop completes with its output, timing from the claim and

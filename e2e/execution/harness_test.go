@@ -21,11 +21,11 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/app"
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/labsim"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pgtest"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/seedfile"
+	"github.com/oikos-hq/oikos/testkit/labsim"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }

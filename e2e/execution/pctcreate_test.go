@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim"
+	"github.com/oikos-hq/oikos/testkit/labsim"
 )
 
 // atlasAnswers makes 192.0.2.1 the one gateway that answers ping from atlas.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
-	"github.com/oikos-hq/oikos/shared/pgtest"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 // TestAppendManyOrderAndIDs: AppendMany stores every event as given, in order, with the ids

@@ -17,7 +17,7 @@ import (
 // address is the dialled "ip:port", key_type e.g. ssh-ed25519, public_key the SSH
 // wire encoding, fingerprint SHA256:… as ssh-keygen -l prints it, and first_seen
 // and last_seen when the key was pinned and last presented. Its tests run against
-// the migrated schema (shared/pgtest).
+// the migrated schema (testkit/pgtest).
 
 // DB is the part of pgx that PGHostKeys uses; *pgxpool.Pool, *pgx.Conn and
 // pgx.Tx all satisfy it.

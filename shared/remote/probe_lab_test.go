@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/shared/labsim"
+	"github.com/oikos-hq/oikos/testkit/labsim"
 )
 
 // Probe against the lab simulator: a Proxmox host whose probe shell runs pct

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oikos-hq/oikos/shared/pg"
-	"github.com/oikos-hq/oikos/shared/pgtest"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }

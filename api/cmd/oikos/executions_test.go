@@ -23,8 +23,8 @@ import (
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
-	"github.com/oikos-hq/oikos/shared/pgtest"
 	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 // execAPI is an api serving the execution routes over a fresh database with two containers,

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
-	"github.com/oikos-hq/oikos/shared/pgtest"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 func tokenCLI(t *testing.T, env map[string]string, args ...string) (int, string, string) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
-	"github.com/oikos-hq/oikos/shared/pgtest"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }

@@ -22,8 +22,8 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
 	apirequest "github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/daemon"
-	"github.com/oikos-hq/oikos/shared/pgtest"
 	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 // appRoutes are the feature routes exactly as the composition root (api/app) builds them:

@@ -14,7 +14,7 @@ import (
 
 	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
 	"github.com/oikos-hq/oikos/scheduler/internal/results"
-	"github.com/oikos-hq/oikos/shared/labsim"
+	"github.com/oikos-hq/oikos/testkit/labsim"
 )
 
 // Stopping the runner ends an exchange in flight: no result (the scheduler stopping says

@@ -26,8 +26,8 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/labtest"
 	"github.com/oikos-hq/oikos/scheduler/internal/results"
 	"github.com/oikos-hq/oikos/shared/checks"
-	"github.com/oikos-hq/oikos/shared/labsim"
 	"github.com/oikos-hq/oikos/shared/metrics"
+	"github.com/oikos-hq/oikos/testkit/labsim"
 )
 
 // waitFor polls cond until it holds or the deadline passes; the last message explains a

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/oikos-hq/oikos/shared/pgtest"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) {

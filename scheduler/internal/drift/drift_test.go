@@ -13,7 +13,7 @@ import (
 
 	"github.com/oikos-hq/oikos/scheduler/internal/labtest"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/labsim"
+	"github.com/oikos-hq/oikos/testkit/labsim"
 )
 
 const inventory = `

@@ -26,12 +26,12 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/checks"
-	"github.com/oikos-hq/oikos/shared/labsim"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
-	"github.com/oikos-hq/oikos/shared/pgtest"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/seedfile"
+	"github.com/oikos-hq/oikos/testkit/labsim"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 // Options configure a Lab. Zero values mean the seeded inventory and the wall clock.

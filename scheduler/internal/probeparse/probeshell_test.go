@@ -12,9 +12,9 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/labtest"
 	"github.com/oikos-hq/oikos/scheduler/internal/results"
 	"github.com/oikos-hq/oikos/shared/checks"
-	"github.com/oikos-hq/oikos/shared/labsim/sandbox"
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
 	"github.com/oikos-hq/oikos/shared/remote"
+	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 // On Linux the cpu, memory and load probes start no program: run by a shell that has no

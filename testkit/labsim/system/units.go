@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 func describeUnit(name string) string {

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 const darwinVersion = "Darwin Kernel Version 24.1.0: Thu Oct 10 21:02:27 PDT 2024; root:xnu-11215.41.3~2/RELEASE_ARM64_T8103"

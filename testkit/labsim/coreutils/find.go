@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim/sandbox"
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 // findEntry is one file visited by find.

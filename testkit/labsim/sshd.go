@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
 	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 // handshakeTimeout bounds the SSH handshake so a silent client cannot hold a goroutine.

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 // Register adds every utility of this package to reg.

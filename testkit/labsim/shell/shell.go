@@ -27,8 +27,8 @@ import (
 	"mvdan.cc/sh/v3/interp"
 	"mvdan.cc/sh/v3/syntax"
 
-	"github.com/oikos-hq/oikos/shared/labsim/sandbox"
 	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
 )
 
 // DefaultPath is the PATH inside machines, the one lxc-attach sets.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 // memory is one reading of the memory figures, in KiB.

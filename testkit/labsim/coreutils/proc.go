@@ -12,8 +12,8 @@ import (
 
 	"mvdan.cc/sh/v3/expand"
 
-	"github.com/oikos-hq/oikos/shared/labsim/sandbox"
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 // parseDuration reads sleep/timeout durations: "1", "0.5", "2s", "3m", "1h", "1d".

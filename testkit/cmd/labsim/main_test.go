@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/seeds"
-	"github.com/oikos-hq/oikos/shared/labsim"
+	"github.com/oikos-hq/oikos/testkit/labsim"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }

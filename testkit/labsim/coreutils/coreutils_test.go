@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim/coreutils"
-	"github.com/oikos-hq/oikos/shared/labsim/sandbox"
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils"
+	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 var fixedNow = time.Date(2026, 7, 13, 10, 0, 0, 0, time.UTC)

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim/coreutils"
-	"github.com/oikos-hq/oikos/shared/labsim/sandbox"
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils"
+	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 func newShell(t *testing.T) (*shell.Shell, string) {

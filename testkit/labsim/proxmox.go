@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 // Proxmox CLI exit statuses: a `die` in the Perl tools exits 255, except when a missing

@@ -26,7 +26,7 @@ import (
 
 	"github.com/oikos-hq/oikos/migrations"
 	"github.com/oikos-hq/oikos/shared/pg"
-	"github.com/oikos-hq/oikos/shared/pgcluster"
+	"github.com/oikos-hq/oikos/testkit/pgcluster"
 )
 
 // EnvURL names the variable holding an admin URL of the server tests may create databases on.

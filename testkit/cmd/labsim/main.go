@@ -30,8 +30,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/oikos-hq/oikos/seeds"
-	"github.com/oikos-hq/oikos/shared/labsim"
 	"github.com/oikos-hq/oikos/shared/logging"
+	"github.com/oikos-hq/oikos/testkit/labsim"
 )
 
 func main() {

@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim/sandbox"
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
 // Role says what kind of machine is simulated; it decides kernels, mounts and base units.

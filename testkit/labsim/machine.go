@@ -17,10 +17,10 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/oikos-hq/oikos/shared/labsim/coreutils"
-	"github.com/oikos-hq/oikos/shared/labsim/sandbox"
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
-	"github.com/oikos-hq/oikos/shared/labsim/system"
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils"
+	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system"
 )
 
 // machine is one simulated OS: its sandbox, its system state and its shell.

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oikos-hq/oikos/shared/labsim/coreutils"
-	"github.com/oikos-hq/oikos/shared/labsim/sandbox"
-	"github.com/oikos-hq/oikos/shared/labsim/shell"
-	"github.com/oikos-hq/oikos/shared/labsim/system"
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils"
+	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
+	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system"
 )
 
 // clock is a test clock that can be moved forward.
