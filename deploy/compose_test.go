@@ -90,6 +90,52 @@ func TestComposeFile(t *testing.T) {
 	}
 }
 
+// OIKOS_AGENT_TOKEN from the environment (.env) reaches the api, which makes sure it exists,
+// and the agent, which calls the api with it, and no other service; the agent's port, chat
+// and /mcp, is published. Unset, both get it empty (the api makes no agent token).
+func TestComposeAgentToken(t *testing.T) {
+	const tok = "oik_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	p, err := loadCompose(t, []string{"OIKOS_OPERATOR_TOKEN=oik_test", "OIKOS_AGENT_TOKEN=" + tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range p.Services {
+		got := s.Environment["OIKOS_AGENT_TOKEN"]
+		switch name {
+		case "api", "agent":
+			if got == nil || *got != tok {
+				t.Errorf("%s OIKOS_AGENT_TOKEN = %v, want the environment's", name, got)
+			}
+		default:
+			if got != nil {
+				t.Errorf("%s must not receive OIKOS_AGENT_TOKEN", name)
+			}
+		}
+	}
+	published := false
+	for _, port := range p.Services["agent"].Ports {
+		if port.Target == 8092 && port.Published == "8092" {
+			published = true
+		}
+	}
+	if !published {
+		t.Errorf("agent port 8092 not published: %+v", p.Services["agent"].Ports)
+	}
+	if got := p.Services["agent"].Environment["OIKOS_AGENT_ADDR"]; got == nil || *got != ":8092" {
+		t.Errorf("agent OIKOS_AGENT_ADDR = %v", got)
+	}
+
+	p, err = loadCompose(t, []string{"OIKOS_OPERATOR_TOKEN=oik_test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"api", "agent"} {
+		if got := p.Services[name].Environment["OIKOS_AGENT_TOKEN"]; got == nil || *got != "" {
+			t.Errorf("unset: %s OIKOS_AGENT_TOKEN = %v, want empty", name, got)
+		}
+	}
+}
+
 // Without an operator token compose refuses to start, saying which variable is missing.
 func TestComposeRequiresOperatorToken(t *testing.T) {
 	_, err := loadCompose(t, nil)

@@ -1,19 +1,33 @@
 // Package app is the agent's composition root: it reads the configuration, connects to
-// Postgres, refuses a stale schema, wires the LLM loop and the tool server, and serves
-// health until the context ends.
+// Postgres, refuses a stale schema, wires the task model, the tool registry, the MCP endpoint
+// and the task watcher, and serves until the context ends.
 package app
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/agent/internal/apiclient"
+	"github.com/oikos-hq/oikos/agent/internal/mcpserver"
+	"github.com/oikos-hq/oikos/agent/internal/secrets"
+	"github.com/oikos-hq/oikos/agent/internal/tasks"
+	"github.com/oikos-hq/oikos/agent/internal/taskwatch"
+	"github.com/oikos-hq/oikos/agent/internal/tools"
+	"github.com/oikos-hq/oikos/agent/internal/webfetch"
 	"github.com/oikos-hq/oikos/shared/daemon"
+	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/schema"
 )
+
+// Version is the agent's build version (set with -ldflags at release builds).
+var Version = "dev"
 
 // Run starts the agent and blocks until ctx ends.
 func Run(ctx context.Context, log zerolog.Logger) error {
@@ -21,12 +35,12 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return run(ctx, cfg, log, nil)
+	return RunConfig(ctx, cfg, log, nil)
 }
 
-// run is Run with its configuration; ready, when non-nil, receives the address the HTTP
-// server listens on (tests listen on port 0).
-func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Addr)) error {
+// RunConfig is Run with its configuration; ready, when non-nil, receives the address the
+// HTTP server listens on (tests listen on port 0 and start the agent in-process).
+func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Addr)) error {
 	pool, err := pg.Connect(ctx, cfg.DatabaseURL, 20, log)
 	if err != nil {
 		return err
@@ -35,7 +49,60 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	if err := schema.Wait(ctx, pool, cfg.SchemaWait, log); err != nil {
 		return err
 	}
+	api, err := apiclient.New(cfg.APIURL)
+	if err != nil {
+		return err
+	}
+	fetch, err := webfetch.New(webfetch.Config{Allow: cfg.HTTPGetAllow, NameMap: cfg.NameMap, RootCAs: cfg.RootCAs})
+	if err != nil {
+		return fmt.Errorf("http_get: %w", err)
+	}
+	sec, err := secrets.FromEnv(os.Getenv, os.Environ())
+	if err != nil && err != secrets.ErrNotConfigured {
+		return fmt.Errorf("secrets: %w", err)
+	}
 	health := daemon.NewHealth()
+	taskSvc := tasks.New(pool)
+	reg, err := tools.New(tools.Deps{API: api, Tasks: taskSvc, Pool: pool, Fetch: fetch, Probe: fetch, Secrets: sec, Log: log,
+		Version: Version}, health.Metrics)
+	if err != nil {
+		return err
+	}
+	if cfg.AgentToken == "" {
+		log.Warn().Msg("OIKOS_AGENT_TOKEN is not set: the agent cannot read pending approvals for its task sweep")
+	}
+
+	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	connCfg.RuntimeParams["application_name"] = "oikos-agent-listener"
+	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
+	bus := eventbus.NewBus(eventbus.BusOptions{Pool: pool, Notifier: notifier, Logger: log})
+	watch := taskwatch.New(taskwatch.Options{Tasks: taskSvc, Bus: bus, API: api, Token: cfg.AgentToken, IdleAfter: cfg.IdleAfter, Logger: log})
+
 	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
-	return daemon.Serve(ctx, log, cfg.Addr, health.Metrics.InstrumentHandler(health.Mux()), ready)
+	health.AddCheck("listener", func(context.Context) error {
+		if !notifier.Connected() {
+			return fmt.Errorf("event listener is not connected")
+		}
+		return nil
+	})
+	if err := notifier.Start(ctx); err != nil {
+		return err
+	}
+	defer notifier.Stop()
+	if err := bus.Start(ctx); err != nil {
+		return err
+	}
+	defer bus.Stop()
+	if err := watch.Start(ctx); err != nil {
+		return err
+	}
+	defer watch.Stop()
+
+	mux := health.Mux()
+	mux.Handle("/mcp", mcpserver.New(reg, api, mcpserver.Options{Version: Version, Log: log}))
+	var h http.Handler = health.Metrics.InstrumentHandler(mux)
+	return daemon.Serve(ctx, log, cfg.Addr, h, ready)
 }

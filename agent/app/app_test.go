@@ -33,7 +33,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	safego.Go(zerolog.Nop(), "test-agent", func() { done <- run(ctx, cfg, zerolog.Nop(), func(a net.Addr) { listening <- a }) })
+	safego.Go(zerolog.Nop(), "test-agent", func() { done <- RunConfig(ctx, cfg, zerolog.Nop(), func(a net.Addr) { listening <- a }) })
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -1,8 +1,13 @@
 package app
 
 import (
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/oikos-hq/oikos/agent/internal/webfetch"
 	"github.com/oikos-hq/oikos/shared/config"
 )
 
@@ -16,6 +21,17 @@ type Config struct {
 	LLMModel    string        // OIKOS_LLM_MODEL
 	LLMAPIKey   string        // OIKOS_LLM_API_KEY
 	AgentToken  string        // OIKOS_AGENT_TOKEN: bearer token (role agent) for the api
+	// IdleAfter is how long an open task may sit untouched before the sweep abandons it
+	// (OIKOS_AGENT_IDLE_AFTER; a task waiting on an approval is never swept).
+	IdleAfter time.Duration
+	// HTTPGetAllow lists hosts, IPs and CIDRs http_get may reach although private
+	// (OIKOS_HTTP_GET_ALLOW).
+	HTTPGetAllow []string
+	// NameMap sends names ping_service and http_get dial to addresses (OIKOS_AGENT_NAME_MAP,
+	// the syntax of OIKOS_CHECK_NAME_MAP: the demo fleet on the lab simulator).
+	NameMap map[string]string
+	// RootCAs is an extra CA for https probes (OIKOS_AGENT_CA_FILE: the lab simulator's).
+	RootCAs *x509.CertPool
 }
 
 // LoadConfig reads and validates the configuration.
@@ -30,7 +46,35 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		LLMModel:    r.String("OIKOS_LLM_MODEL", ""),
 		LLMAPIKey:   r.String("OIKOS_LLM_API_KEY", ""),
 		AgentToken:  r.String("OIKOS_AGENT_TOKEN", ""),
+		IdleAfter:   r.Duration("OIKOS_AGENT_IDLE_AFTER", 6*time.Hour),
 	}
 	r.Require("OIKOS_DATABASE_URL", c.DatabaseURL)
-	return c, r.Err()
+	if allow := strings.TrimSpace(r.String("OIKOS_HTTP_GET_ALLOW", "")); allow != "" {
+		c.HTTPGetAllow = []string{allow}
+	}
+	var err error
+	if c.NameMap, err = webfetch.ParseNameMap(r.String("OIKOS_AGENT_NAME_MAP", "")); err != nil {
+		r.Fail("OIKOS_AGENT_NAME_MAP: %v", err)
+	}
+	if f := r.String("OIKOS_AGENT_CA_FILE", ""); f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			r.Fail("OIKOS_AGENT_CA_FILE: %v", err)
+		} else {
+			c.RootCAs = x509.NewCertPool()
+			if !c.RootCAs.AppendCertsFromPEM(pem) {
+				r.Fail("OIKOS_AGENT_CA_FILE: %s holds no PEM certificate", f)
+			}
+		}
+	}
+	if c.IdleAfter < time.Minute {
+		r.Fail("OIKOS_AGENT_IDLE_AFTER: %s is too short (at least 1m)", c.IdleAfter)
+	}
+	if err := r.Err(); err != nil {
+		return c, err
+	}
+	if c.APIURL == "" {
+		return c, fmt.Errorf("OIKOS_API_URL is empty")
+	}
+	return c, nil
 }

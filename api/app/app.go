@@ -126,9 +126,23 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 		return fail(fmt.Errorf("ontology: %w", err))
 	}
 	store := auth.NewStore(pool)
-	if cfg.OperatorToken != "" {
-		if err := store.EnsureOperator(ctx, cfg.OperatorToken); err != nil {
-			return fail(fmt.Errorf("OIKOS_OPERATOR_TOKEN: %w", err))
+	for _, t := range []struct {
+		env, name, token string
+		role             auth.Role
+	}{
+		{"OIKOS_OPERATOR_TOKEN", auth.BootstrapOperatorName, cfg.OperatorToken, auth.RoleOperator},
+		{"OIKOS_AGENT_TOKEN", auth.AgentTokenName, cfg.AgentToken, auth.RoleAgent},
+	} {
+		if t.token == "" {
+			continue
+		}
+		done, err := store.EnsureToken(ctx, t.name, t.role, t.token)
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", t.env, err))
+		}
+		if done != auth.EnsuredUnchanged {
+			log.Info().Str("token", t.name).Str("role", string(t.role)).Str("from", t.env).
+				Str("outcome", string(done)).Msg("ensured api token")
 		}
 	}
 	exec, err := execution.New(execution.Options{Pool: pool, Policy: pol, Graph: svc, Logger: log})

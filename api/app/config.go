@@ -1,6 +1,7 @@
 package app
 
 import (
+	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/shared/config"
 )
 
@@ -11,6 +12,10 @@ type Config struct {
 	SeedOnStart   bool   // OIKOS_SEED_ON_START: ingest the embedded seeds at start (idempotent)
 	OperatorToken string // OIKOS_OPERATOR_TOKEN: make sure this operator token exists
 	PolicyFile    string // OIKOS_POLICY_FILE: operator extensions of the command policy
+	// AgentToken is OIKOS_AGENT_TOKEN, the token the agent calls the api with: when set, the
+	// api makes sure it exists as the agent token auth.AgentTokenName ("nomos"), so compose
+	// and `make up` give the api and the agent one value and nothing else to do.
+	AgentToken string
 }
 
 // LoadConfig reads and validates the configuration.
@@ -21,8 +26,16 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		Addr:          r.String("OIKOS_API_ADDR", ":8080"),
 		SeedOnStart:   r.Bool("OIKOS_SEED_ON_START", true),
 		OperatorToken: r.String("OIKOS_OPERATOR_TOKEN", ""),
+		AgentToken:    r.String("OIKOS_AGENT_TOKEN", ""),
 		PolicyFile:    r.String("OIKOS_POLICY_FILE", ""),
 	}
 	r.Require("OIKOS_DATABASE_URL", c.DatabaseURL)
+	if c.AgentToken != "" {
+		if err := auth.CheckIssued(c.AgentToken); err != nil {
+			r.Fail("OIKOS_AGENT_TOKEN: %v", err)
+		} else if c.AgentToken == c.OperatorToken {
+			r.Fail("OIKOS_AGENT_TOKEN: must differ from OIKOS_OPERATOR_TOKEN (the agent may never hold an operator's token)")
+		}
+	}
 	return c, r.Err()
 }

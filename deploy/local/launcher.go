@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,8 +47,22 @@ type Stack struct {
 	cluster  *pgcluster.Cluster
 	children []*child
 	DBURL    string
-	Token    string
+	// Token is the operator token (OIKOS_OPERATOR_TOKEN, else TokenFile's).
+	Token string
+	// TokenFile keeps Token across runs; empty when OIKOS_OPERATOR_TOKEN gave it.
+	TokenFile string
+	// AgentToken is the agent's own token, role agent (OIKOS_AGENT_TOKEN, else
+	// AgentTokenFile's): the api makes sure it exists, the agent calls the api with it.
+	AgentToken string
+	// AgentTokenFile keeps AgentToken across runs; empty when OIKOS_AGENT_TOKEN gave it.
+	AgentTokenFile string
 }
+
+// labsimNameMap sends the demo fleet's names (*.lab.example, *.example) to the lab
+// simulator's HTTPS ingress, for the scheduler's checks (OIKOS_CHECK_NAME_MAP) and the
+// agent's probes (OIKOS_AGENT_NAME_MAP) alike: nothing resolves a real name or dials a real
+// address.
+const labsimNameMap = "*.lab.example=127.0.20.1:8443,*.example=127.0.20.1:8443"
 
 type child struct {
 	name string
@@ -115,7 +130,11 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.Token, err = ensureToken(filepath.Join(state, "operator-token"), opts.Getenv("OIKOS_OPERATOR_TOKEN"))
+	s.Token, s.TokenFile, err = ensureToken(filepath.Join(state, "operator-token"), opts.Getenv("OIKOS_OPERATOR_TOKEN"))
+	if err != nil {
+		return fail(err)
+	}
+	s.AgentToken, s.AgentTokenFile, err = ensureToken(filepath.Join(state, "agent-token"), opts.Getenv("OIKOS_AGENT_TOKEN"))
 	if err != nil {
 		return fail(err)
 	}
@@ -131,35 +150,38 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 			return fail(err)
 		}
 	}
+	// The api makes sure both tokens exist (operator bootstrap-operator, agent nomos).
 	if err := s.spawn("oikos-api", filepath.Join(bin, "oikos-api"), nil, append(base,
-		"OIKOS_API_ADDR="+opts.APIAddr, "OIKOS_OPERATOR_TOKEN="+s.Token)); err != nil {
+		"OIKOS_API_ADDR="+opts.APIAddr, "OIKOS_OPERATOR_TOKEN="+s.Token, "OIKOS_AGENT_TOKEN="+s.AgentToken)); err != nil {
 		return fail(err)
 	}
-	if err := waitHealthy(ctx, "http://"+opts.APIAddr+"/readyz", 90*time.Second); err != nil {
-		return fail(fmt.Errorf("oikos-api: %w", err))
+	if err := s.waitReady(ctx, "oikos-api", opts.APIAddr, 90*time.Second); err != nil {
+		return fail(err)
 	}
-	schedEnv := append(base, "OIKOS_SCHEDULER_ADDR="+opts.SchAddr, "OIKOS_SSH_KEY_FILE="+keyFile,
+	schedEnv := append(slices.Clip(base), "OIKOS_SCHEDULER_ADDR="+opts.SchAddr, "OIKOS_SSH_KEY_FILE="+keyFile,
 		"OIKOS_API_URL=http://"+opts.APIAddr)
+	agentEnv := append(slices.Clip(base), "OIKOS_AGENT_ADDR="+opts.AgtAddr, "OIKOS_API_URL=http://"+opts.APIAddr,
+		"OIKOS_AGENT_TOKEN="+s.AgentToken)
 	if !opts.NoLabsim {
-		// The demo fleet's names (*.lab.example, *.example) reach labsim's HTTPS ingress, whose
-		// certificate the scheduler trusts; nothing resolves a real name.
+		// The demo fleet's names reach labsim's HTTPS ingress, whose certificate the scheduler's
+		// checks and the agent's probes (ping_service, http_get) trust; nothing resolves a
+		// real name.
 		caFile := filepath.Join(state, "labsim", "http-ca.pem")
 		if err := waitFile(ctx, caFile, 30*time.Second); err != nil {
 			return fail(fmt.Errorf("labsim: %w", err))
 		}
-		schedEnv = append(schedEnv, "OIKOS_CHECK_CA_FILE="+caFile,
-			"OIKOS_CHECK_NAME_MAP=*.lab.example=127.0.20.1:8443,*.example=127.0.20.1:8443")
+		schedEnv = append(schedEnv, "OIKOS_CHECK_CA_FILE="+caFile, "OIKOS_CHECK_NAME_MAP="+labsimNameMap)
+		agentEnv = append(agentEnv, "OIKOS_AGENT_CA_FILE="+caFile, "OIKOS_AGENT_NAME_MAP="+labsimNameMap)
 	}
 	if err := s.spawn("oikos-scheduler", filepath.Join(bin, "oikos-scheduler"), nil, schedEnv); err != nil {
 		return fail(err)
 	}
-	if err := s.spawn("oikos-agent", filepath.Join(bin, "oikos-agent"), nil, append(base,
-		"OIKOS_AGENT_ADDR="+opts.AgtAddr, "OIKOS_API_URL=http://"+opts.APIAddr)); err != nil {
+	if err := s.spawn("oikos-agent", filepath.Join(bin, "oikos-agent"), nil, agentEnv); err != nil {
 		return fail(err)
 	}
 	for name, addr := range map[string]string{"oikos-scheduler": opts.SchAddr, "oikos-agent": opts.AgtAddr} {
-		if err := waitHealthy(ctx, "http://"+addr+"/readyz", 60*time.Second); err != nil {
-			return fail(fmt.Errorf("%s: %w", name, err))
+		if err := s.waitReady(ctx, name, addr, 60*time.Second); err != nil {
+			return fail(err)
 		}
 	}
 	if err := s.writePIDs(filepath.Join(state, "pids")); err != nil {
@@ -180,6 +202,9 @@ func (s *Stack) writePIDs(file string) error {
 	}
 	return os.WriteFile(file, []byte(b.String()), 0o600)
 }
+
+// MCPURL is the agent's MCP endpoint (Streamable HTTP; a bearer token is an api token).
+func (s *Stack) MCPURL() string { return "http://" + s.opts.AgtAddr + "/mcp" }
 
 // Addrs returns the api, scheduler and agent listen addresses.
 func (s *Stack) Addrs() (api, scheduler, agent string) {
@@ -250,7 +275,30 @@ func (s *Stack) spawn(name, path string, args, env []string) error {
 	return nil
 }
 
-func waitHealthy(ctx context.Context, url string, limit time.Duration) error {
+// waitReady waits until the named child answers /readyz at addr, and gives up at once when
+// the child exits (a configuration it refuses, such as a malformed OIKOS_AGENT_TOKEN: its
+// own log line, above, says why).
+func (s *Stack) waitReady(ctx context.Context, name, addr string, limit time.Duration) error {
+	var exited <-chan struct{}
+	var c *child
+	for _, ch := range s.children {
+		if ch.name == name {
+			c, exited = ch, ch.done
+		}
+	}
+	if err := waitHealthy(ctx, "http://"+addr+"/readyz", limit, exited); err != nil {
+		if c != nil && errors.Is(err, errExited) {
+			return fmt.Errorf("%s exited before it was ready (%v); its log above says why", name, c.err)
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// errExited: the process waitHealthy waited for ended.
+var errExited = errors.New("process exited")
+
+func waitHealthy(ctx context.Context, url string, limit time.Duration, exited <-chan struct{}) error {
 	deadline := time.Now().Add(limit)
 	var last error
 	for time.Now().Before(deadline) {
@@ -268,6 +316,8 @@ func waitHealthy(ctx context.Context, url string, limit time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-exited:
+			return errExited
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -320,23 +370,25 @@ func ensureSSHKey(dir string) (string, string, error) {
 	return keyFile, pubFile, os.WriteFile(pubFile, ssh.MarshalAuthorizedKey(sshPub), 0o644)
 }
 
-// ensureToken returns the operator token: the given one, else the one stored in file, else a
-// new one written there, so `make up` prints the same token on every run.
-func ensureToken(file, given string) (string, error) {
+// ensureToken returns a token the stack keeps (the operator's, the agent's) and the file it
+// is kept in: the given one (from the environment, file ""), else the one stored in file,
+// else a new one written there, so `make up` uses the same tokens on every run. A new token
+// is "oik_" and 64 hex characters, the form the api requires of OIKOS_AGENT_TOKEN.
+func ensureToken(file, given string) (string, string, error) {
 	if given != "" {
-		return given, nil
+		return given, "", nil
 	}
 	if b, err := os.ReadFile(file); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-		return strings.TrimSpace(string(b)), nil
+		return strings.TrimSpace(string(b)), file, nil
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", err
+		return "", "", err
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
+		return "", "", err
 	}
 	tok := "oik_" + hex.EncodeToString(b[:])
-	return tok, os.WriteFile(file, []byte(tok+"\n"), 0o600)
+	return tok, file, os.WriteFile(file, []byte(tok+"\n"), 0o600)
 }
 
 // prefixWriter prefixes each line of a child's output with its name.

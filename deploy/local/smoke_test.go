@@ -3,14 +3,17 @@ package local_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,9 +29,29 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// lockedLog is the launcher's output, written by the reading goroutine and read by the test.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(line + "\n")
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestMakeUpSmoke runs `oikos-local up` as an operator would (the binary behind `make up`),
-// waits until the three daemons answer /healthz against the private cluster, sends SIGTERM,
-// and checks that no process it started, Postgres included, is left running.
+// waits until the three daemons answer /healthz against the private cluster, checks that the
+// agent got its token (the api made it, the agent runs with it, its /mcp admits api tokens
+// and refuses requests without one) and the lab simulator's name map, sends SIGTERM, and
+// checks that no process it started, Postgres included, is left running.
 func TestMakeUpSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds every daemon; skipped with -short")
@@ -79,13 +102,13 @@ func TestMakeUpSmoke(t *testing.T) {
 	}
 	defer up.Process.Kill()
 	ready := make(chan struct{})
-	var log strings.Builder
+	var log lockedLog
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		signalled := false
 		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
+			log.add(sc.Text())
 			if !signalled && strings.HasPrefix(sc.Text(), "Oikos is up.") {
 				signalled = true
 				close(ready)
@@ -113,6 +136,7 @@ func TestMakeUpSmoke(t *testing.T) {
 			t.Fatalf("pids file lacks %s: %v", want, pids)
 		}
 	}
+	checkAgentToken(t, root, apiAddr, agtAddr, pids, &log)
 	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +153,104 @@ func TestMakeUpSmoke(t *testing.T) {
 	for name, pid := range pids {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("%s (pid %d) still exists after SIGTERM: %v", name, pid, err)
+		}
+	}
+}
+
+// checkAgentToken: `up` made and kept the agent's token, gave it to the api (which made it
+// the agent token "nomos") and to the agent, gave the agent the scheduler's name map and CA,
+// and the agent's /mcp refuses a request without a token and admits api tokens.
+func checkAgentToken(t *testing.T, root, apiAddr, agtAddr string, pids map[string]int, log *lockedLog) {
+	t.Helper()
+	readToken := func(name string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(root, ".local", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	opTok, agentTok := readToken("operator-token"), readToken("agent-token")
+	if !strings.HasPrefix(agentTok, "oik_") || agentTok == opTok {
+		t.Fatalf("agent token %q: want an oik_ token of its own", agentTok)
+	}
+	mcpURL := "http://" + agtAddr + "/mcp"
+	if out := log.String(); !strings.Contains(out, mcpURL) || !strings.Contains(out, filepath.Join(".local", "agent-token")) {
+		t.Errorf("the banner names neither the MCP URL %s nor the agent token's file:\n%s", mcpURL, out)
+	}
+
+	// The children's environments (Linux: /proc): the api and the agent hold the same token;
+	// the agent probes the demo fleet through the simulator, as the scheduler's checks do.
+	env := func(name string) map[string]string {
+		t.Helper()
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pids[name]))
+		if err != nil {
+			t.Fatalf("%s environment: %v", name, err)
+		}
+		m := map[string]string{}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				m[k] = v // the last of a repeated name wins, as for the child's getenv
+			}
+		}
+		return m
+	}
+	apiEnv, agentEnv, schedEnv := env("oikos-api"), env("oikos-agent"), env("oikos-scheduler")
+	if apiEnv["OIKOS_AGENT_TOKEN"] != agentTok || agentEnv["OIKOS_AGENT_TOKEN"] != agentTok {
+		t.Errorf("OIKOS_AGENT_TOKEN: api %q, agent %q; want both %q", apiEnv["OIKOS_AGENT_TOKEN"], agentEnv["OIKOS_AGENT_TOKEN"], agentTok)
+	}
+	for agentVar, schedVar := range map[string]string{"OIKOS_AGENT_NAME_MAP": "OIKOS_CHECK_NAME_MAP", "OIKOS_AGENT_CA_FILE": "OIKOS_CHECK_CA_FILE"} {
+		if got, want := agentEnv[agentVar], schedEnv[schedVar]; got == "" || got != want {
+			t.Errorf("agent %s = %q, want the scheduler's %s %q", agentVar, got, schedVar, want)
+		}
+	}
+	if strings.Contains(log.String(), "OIKOS_AGENT_TOKEN is not set") {
+		t.Error("the agent started without OIKOS_AGENT_TOKEN")
+	}
+
+	// The api made the token the agent's.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+apiAddr+"/api/v1/whoami", nil)
+	req.Header.Set("Authorization", "Bearer "+agentTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var who struct{ Name, Role string }
+	err = json.NewDecoder(resp.Body).Decode(&who)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err != nil || who.Name != "nomos" || who.Role != "agent" {
+		t.Errorf("whoami with the agent token: %s %+v (%v); want nomos, agent", resp.Status, who, err)
+	}
+
+	// /mcp: 401 without a token; an MCP initialize with either token opens a session.
+	initialize := func(token string) *http.Response {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",` +
+			`"capabilities":{},"clientInfo":{"name":"oikos-smoke","version":"0"}}}`
+		req, _ := http.NewRequest(http.MethodPost, mcpURL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("POST /mcp: %v", err)
+		}
+		return resp
+	}
+	resp = initialize("")
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("POST /mcp without a token: %s (WWW-Authenticate %q), want 401 Bearer", resp.Status, resp.Header.Get("WWW-Authenticate"))
+	}
+	for name, tok := range map[string]string{"operator": opTok, "agent": agentTok} {
+		resp := initialize(tok)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" ||
+			!strings.Contains(string(b), `"serverInfo"`) {
+			t.Errorf("initialize with the %s token: %s, session %q:\n%s", name, resp.Status, resp.Header.Get("Mcp-Session-Id"), b)
 		}
 	}
 }

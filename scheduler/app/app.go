@@ -65,7 +65,8 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	defer ssh.Close()
 	graph := fleet.New(pool, fleet.Options{Logger: log})
 	health := daemon.NewHealth()
-	// Before the check runner, whose own (legacy) gauge of the same name then stays private.
+	// The SSH pool is this package's, shared by the executor, the check runner and drift: its
+	// gauge is registered here, not by any of them.
 	metrics.Register(health.Metrics, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "oikos_scheduler_ssh_connections", Help: "Open SSH connections (one per host).",
 	}, func() float64 { return float64(ssh.OpenConnections()) }))

@@ -55,8 +55,7 @@ import (
 // histogram.
 type Registry struct {
 	*prometheus.Registry
-	http   httpMetrics
-	legacy legacy
+	http httpMetrics
 }
 
 // NewRegistry returns a daemon's registry. Each call builds a new one: nothing is
@@ -103,6 +102,48 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 		panic(fmt.Sprintf("metrics: register: %v", err))
 	}
 	return c
+}
+
+// Value reads one series of the registry as a scrape would see it: a counter's or gauge's
+// value, a histogram's or summary's count; 0 when there is no such series. labels are
+// name, value pairs and must name every label of the series. It is for tests (and tools)
+// that look at a daemon's registry from outside; parts record into their own collectors
+// and keep what they report about themselves (a /status) in their own state.
+func (r *Registry) Value(name string, labels ...string) float64 {
+	fams, _ := r.Gather()
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) != len(want) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if v, ok := want[l.GetName()]; !ok || v != l.GetValue() {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			case m.GetSummary() != nil:
+				return float64(m.GetSummary().GetSampleCount())
+			case m.GetUntyped() != nil:
+				return m.GetUntyped().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // FastBuckets are histogram buckets (seconds) for work that takes milliseconds: HTTP

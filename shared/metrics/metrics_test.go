@@ -207,52 +207,28 @@ func TestRegistriesAreSeparate(t *testing.T) {
 	}
 }
 
-// The legacy name-keyed API (packages not migrated yet) lands in the same registry.
-func TestLegacyAPI(t *testing.T) {
+// Value reads a series of the registry by name and labels: a counter's value, a gauge's, a
+// histogram's count; 0 for a series that does not exist.
+func TestValue(t *testing.T) {
 	t.Parallel()
 	reg := metrics.NewRegistry()
-	reg.Add("oikos_test_legacy_total", "Legacy.", 2, "reason", "x")
-	reg.Add("oikos_test_legacy_total", "Legacy.", 1, "reason", "x")
-	reg.Add("oikos_test_legacy_total", "Legacy.", 1, "other", "y") // other labels: dropped
-	reg.Set("oikos_test_legacy_gauge", "Gauge.", 7)
-	reg.GaugeFunc("oikos_test_legacy_fn", "Fn.", func() float64 { return 1 })
-	reg.GaugeFunc("oikos_test_legacy_fn", "Fn.", func() float64 { return 5 }) // replaces
-	if v := reg.Value("oikos_test_legacy_total", "reason", "x"); v != 3 {
+	c := metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "oikos_test_runs_total", Help: "Runs."}, []string{"reason"}))
+	c.WithLabelValues("x").Add(3)
+	metrics.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "oikos_test_conns", Help: "Conns."}, func() float64 { return 5 }))
+	if v := reg.Value("oikos_test_runs_total", "reason", "x"); v != 3 {
 		t.Errorf("counter %v", v)
 	}
-	if v := reg.Value("oikos_test_legacy_gauge"); v != 7 {
-		t.Errorf("gauge %v", v)
-	}
-	if v := reg.Value("oikos_test_legacy_fn"); v != 5 {
-		t.Errorf("gauge func %v", v)
-	}
-	if v := reg.Value("oikos_test_legacy_total", "reason", "nope"); v != 0 {
+	if v := reg.Value("oikos_test_runs_total", "reason", "nope"); v != 0 {
 		t.Errorf("absent series %v", v)
+	}
+	if v := reg.Value("oikos_test_runs_total"); v != 0 {
+		t.Errorf("series without its label %v", v)
+	}
+	if v := reg.Value("oikos_test_conns"); v != 5 {
+		t.Errorf("gauge func %v", v)
 	}
 	do(t, newEcho(reg), "GET", "/api/v1/entities/x")
 	if v := reg.Value(metrics.HTTPRequestDuration, "method", "GET", "route", "/api/v1/entities/:ref", "code", "200"); v != 1 {
 		t.Errorf("Value of a histogram (its count): %v", v)
-	}
-	var text strings.Builder
-	if _, err := reg.WriteTo(&text); err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range []string{`oikos_test_legacy_total{reason="x"} 3`, "oikos_test_legacy_gauge 7", "oikos_test_legacy_fn 5", "go_goroutines "} {
-		if !strings.Contains(text.String(), line) {
-			t.Errorf("WriteTo lacks %q", line)
-		}
-	}
-}
-
-// A legacy metric whose name a migrated part registered first stays private; the part's
-// metric is the one exported.
-func TestLegacyYieldsToRegistered(t *testing.T) {
-	t.Parallel()
-	reg := metrics.NewRegistry()
-	metrics.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "oikos_test_conns", Help: "Typed."},
-		func() float64 { return 2 }))
-	reg.GaugeFunc("oikos_test_conns", "Legacy.", func() float64 { return 9 })
-	if got := scrape(t, reg)["oikos_test_conns"]; got != 2 {
-		t.Errorf("exported %v, want the registered part's 2", got)
 	}
 }

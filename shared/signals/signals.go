@@ -34,6 +34,7 @@ import (
 
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/ids"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
@@ -454,12 +455,6 @@ var decisions = map[string]decision{
 	},
 }
 
-// isUUID reports whether s is a uuid in its canonical form.
-func isUUID(s string) bool {
-	_, err := uuid.Parse(s)
-	return err == nil && len(s) == 36
-}
-
 // Decide applies a decision on the signal id in q's transaction: acknowledge, mute until a
 // time (a later raise reopens it once until has passed), or resolve. The row is locked, the
 // decision applies only from the statuses it allows (so two concurrent decisions cannot both
@@ -474,7 +469,7 @@ func (st *Store) Decide(ctx context.Context, q pg.Querier, id, what string, unti
 	if what == DecisionMute && (until == nil || !until.After(st.now())) {
 		return Row{}, &FieldError{Field: "until", Reason: "mute needs an until time in the future"}
 	}
-	if !isUUID(id) {
+	if !ids.IsUUID(id) {
 		return Row{}, fmt.Errorf("%w: signal %q", ErrNotFound, id)
 	}
 	before, err := Scan(q.QueryRow(ctx, `SELECT `+Columns+From+` WHERE sg.id = $1::uuid FOR UPDATE OF sg`, id))

@@ -121,11 +121,17 @@ var (
 // secret scanners.
 const Prefix = "oik_"
 
-// BootstrapOperatorName is the name of the token EnsureOperator maintains.
-const BootstrapOperatorName = "bootstrap-operator"
+// Names of the tokens the api keeps from its environment (EnsureToken).
+const (
+	// BootstrapOperatorName holds OIKOS_OPERATOR_TOKEN, role operator.
+	BootstrapOperatorName = "bootstrap-operator"
+	// AgentTokenName holds OIKOS_AGENT_TOKEN, role agent: Nomos, the agent's own loop, whose
+	// audit rows and events carry this name as the actor.
+	AgentTokenName = "nomos"
+)
 
 // Bounds on a presented token. Generated tokens are 47 characters; an operator-chosen
-// OIKOS_OPERATOR_TOKEN may be any string in this range.
+// OIKOS_OPERATOR_TOKEN may be any string in this range (CheckToken).
 const (
 	minTokenLen = 16
 	maxTokenLen = 512
@@ -220,36 +226,107 @@ func (s *Store) Verify(ctx context.Context, token string) (Principal, error) {
 	return Principal{Name: name, Role: Role(role)}, nil
 }
 
-// EnsureOperator makes sure token is an active operator token, named bootstrap-operator
-// (OIKOS_OPERATOR_TOKEN, for compose and demos). A changed value replaces the previous
-// bootstrap token, which then stops working. A token already held by another name is
-// accepted when that token is an active operator, and refused otherwise.
-func (s *Store) EnsureOperator(ctx context.Context, token string) error {
+// Ensured says what EnsureToken did.
+type Ensured string
+
+// EnsureToken's outcomes.
+const (
+	// EnsuredUnchanged: the token was in place already (under the name, or as an active
+	// token of the role under another name); nothing was written.
+	EnsuredUnchanged Ensured = "unchanged"
+	// EnsuredCreated: no token had the name; one was created.
+	EnsuredCreated Ensured = "created"
+	// EnsuredReplaced: the name held another value, another role or a revoked token; it now
+	// holds this one, active, and a previous value stops working.
+	EnsuredReplaced Ensured = "replaced"
+)
+
+// CheckToken reports whether token is one Verify can accept: minTokenLen to maxTokenLen
+// characters. It is the whole rule for OIKOS_OPERATOR_TOKEN, which predates the prefix.
+func CheckToken(token string) error {
 	if len(token) < minTokenLen || len(token) > maxTokenLen {
-		return fmt.Errorf("OIKOS_OPERATOR_TOKEN must be %d to %d characters (try `oikos token create` for a generated one)",
-			minTokenLen, maxTokenLen)
-	}
-	h := Hash(token)
-	var name, role string
-	var revoked bool
-	err := s.db.QueryRow(ctx, `SELECT name, role, revoked_at IS NOT NULL FROM api_tokens WHERE token_hash = $1`, h).
-		Scan(&name, &role, &revoked)
-	switch {
-	case err == nil && name != BootstrapOperatorName:
-		if Role(role) == RoleOperator && !revoked {
-			return nil
-		}
-		return fmt.Errorf("OIKOS_OPERATOR_TOKEN equals token %q, which is not an active operator token", name)
-	case err != nil && !errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("look up bootstrap operator token: %w", err)
-	}
-	_, err = s.db.Exec(ctx, `INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, 'operator', $2)
-		ON CONFLICT (name) DO UPDATE SET role = 'operator', token_hash = EXCLUDED.token_hash, revoked_at = NULL`,
-		BootstrapOperatorName, h)
-	if err != nil {
-		return fmt.Errorf("ensure bootstrap operator token: %w", err)
+		return fmt.Errorf("must be %d to %d characters (try `oikos token create` for a generated one)", minTokenLen, maxTokenLen)
 	}
 	return nil
+}
+
+// minIssuedBody is the least number of characters after Prefix a well-formed token has:
+// 32 base64url or hex characters are at least 128 random bits (Create's have 43).
+const minIssuedBody = 32
+
+// CheckIssued reports whether token has the form of a token Oikos issues: Prefix followed by
+// at least 32 base64url characters (A-Z a-z 0-9 - _; hex qualifies), within CheckToken's
+// bounds. Create's tokens and those `oikos-local up` generates have it; a token configured
+// for a daemon (OIKOS_AGENT_TOKEN) must have it, so a placeholder or a pasted fragment is
+// refused at start rather than accepted as a weak secret.
+func CheckIssued(token string) error {
+	body, ok := strings.CutPrefix(token, Prefix)
+	if !ok {
+		return fmt.Errorf("must start with %q (an Oikos token, such as `oikos token create` prints)", Prefix)
+	}
+	if len(body) < minIssuedBody {
+		return fmt.Errorf("must be %q followed by at least %d characters, got %d", Prefix, minIssuedBody, len(body))
+	}
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("may hold only A-Z, a-z, 0-9, '-' and '_' after %q; found %q at %d", Prefix, c, len(Prefix)+i)
+		}
+	}
+	return CheckToken(token)
+}
+
+// EnsureToken makes sure token is an active token of role under name: the bootstrap of a
+// token configured in the environment (OIKOS_OPERATOR_TOKEN as BootstrapOperatorName,
+// OIKOS_AGENT_TOKEN as AgentTokenName). It is idempotent: the same token again changes
+// nothing. A different token, another role or a revoked token under the name is replaced, so
+// the previous value stops working and a revoked bootstrap token comes back while it stays
+// configured. A token already held by another name is accepted when that token is active and
+// of role, and refused otherwise (it is never promoted, demoted or moved). The token must pass
+// CheckToken; callers with a stricter rule (CheckIssued) apply it first.
+//
+// Like Create and Revoke (and EnsureOperator, which it replaces) it writes no audit row; the
+// api logs its outcome at start when it is not EnsuredUnchanged.
+func (s *Store) EnsureToken(ctx context.Context, name string, role Role, token string) (Ensured, error) {
+	if err := checkName(name); err != nil {
+		return "", err
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return "", err
+	}
+	if err := CheckToken(token); err != nil {
+		return "", err
+	}
+	h := Hash(token)
+	var holder, heldRole string
+	var revoked bool
+	err := s.db.QueryRow(ctx, `SELECT name, role, revoked_at IS NOT NULL FROM api_tokens WHERE token_hash = $1`, h).
+		Scan(&holder, &heldRole, &revoked)
+	switch {
+	case err == nil && holder != name:
+		if Role(heldRole) == role && !revoked {
+			return EnsuredUnchanged, nil
+		}
+		return "", fmt.Errorf("the value equals token %q, which is not an active %s token", holder, role)
+	case err == nil && Role(heldRole) == role && !revoked:
+		return EnsuredUnchanged, nil
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return "", fmt.Errorf("look up token %q: %w", name, err)
+	}
+	// The CTE reads the table as it was before the upsert, so it tells creation from
+	// replacement in the same statement.
+	var existed bool
+	err = s.db.QueryRow(ctx, `WITH prev AS (SELECT 1 FROM api_tokens WHERE name = $1)
+		INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE SET role = EXCLUDED.role, token_hash = EXCLUDED.token_hash, revoked_at = NULL
+		RETURNING EXISTS (SELECT 1 FROM prev)`, name, string(role), h).Scan(&existed)
+	if err != nil {
+		return "", fmt.Errorf("ensure token %q: %w", name, err)
+	}
+	if existed {
+		return EnsuredReplaced, nil
+	}
+	return EnsuredCreated, nil
 }
 
 // Revoke disables the named token for good.

@@ -1,14 +1,16 @@
 // Package execapi is the HTTP surface of the gated execution path: requesting executions
 // (a shell command or a typed action), reading them and their output (as JSON and as an SSE
-// tail), listing approvals and deciding them. The handlers are thin: every rule lives in
-// api/internal/execution, and every request it answers is one transaction there.
+// tail), listing approvals and deciding them, and classifying a command as the gate would
+// without asking to run it (POST /classify, which writes nothing). The handlers are thin:
+// every rule lives in api/internal/execution, and every request it answers is one
+// transaction there.
 //
 // The routes are a request.Route table (Routes), mounted like every other surface's. Errors
 // are RFC 9457 problem documents of the same shape as the rest of the api, rendered by
-// api/internal/request; this package only makes the execution service's errors the api's
-// (apierr, see errors.go), with a few extension members where a client needs them: `code`
-// and `approval_id` on a gate refusal (a flood refusal names the approval it waits on),
-// `approval` on a lost decision.
+// api/internal/request from the execution service's errors, which are the api's (apierr);
+// a few carry extension members where a client needs them: `code` and `approval_id` on a
+// gate refusal (a flood refusal names the approval it waits on), `approval` on a lost
+// decision.
 package execapi
 
 import (
@@ -21,6 +23,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/api/internal/request"
@@ -74,24 +77,26 @@ func New(d Deps) *API {
 	return a
 }
 
-// Routes is the execution and approval routes (under /api/v1). Each handler's errors are
-// made the api's (serviceError) before request renders them.
+// Routes is the execution and approval routes (under /api/v1). The execution service's
+// errors are the api's already; request renders them.
 func (a *API) Routes() []request.Route {
 	r, w := auth.PermRead, auth.PermWrite
 	return []request.Route{
-		request.POST("/executions", w, serviceErrors(a.requestRun)),
-		request.POST("/executions/actions", w, serviceErrors(a.requestAction)),
-		request.GET("/executions", r, serviceErrors(a.list)),
-		request.GET("/executions/:id", r, serviceErrors(a.get)),
-		request.GET("/executions/:id/logs", r, serviceErrors(a.logs)),
-		request.GET("/executions/:id/logs/stream", r, serviceErrors(a.stream)),
-		request.GET("/approvals", r, serviceErrors(a.listApprovals)),
-		request.GET("/approvals/:id", r, serviceErrors(a.getApproval)),
+		request.POST("/executions", w, a.requestRun),
+		request.POST("/executions/actions", w, a.requestAction),
+		request.GET("/executions", r, a.list),
+		// Classification writes nothing, so any token may ask (readonly included).
+		request.POST("/classify", r, a.classify),
+		request.GET("/executions/:id", r, a.get),
+		request.GET("/executions/:id/logs", r, a.logs),
+		request.GET("/executions/:id/logs/stream", r, a.stream),
+		request.GET("/approvals", r, a.listApprovals),
+		request.GET("/approvals/:id", r, a.getApproval),
 		// Only an operator's token decides (auth.PermDecide, which only the operator role
 		// holds, a role that may also write): an agent's relay of an operator's chat message
 		// cannot be proved yet, so an agent or readonly token gets the refusal that says so;
 		// and the service refuses any role but operator on its own.
-		request.POST("/approvals/:id/decision", auth.PermDecide, serviceErrors(a.decide)),
+		request.POST("/approvals/:id/decision", auth.PermDecide, a.decide),
 	}
 }
 
@@ -146,7 +151,7 @@ func (h *API) requestAction(c echo.Context) error {
 		return err
 	}
 	if strings.TrimSpace(b.Action) == "" {
-		return &execution.FieldError{Field: "action", Reason: "is required (one of " + strings.Join(execution.TypedActions(), ", ") + ")"}
+		return apierr.Invalid("action", "is required (one of %s)", strings.Join(execution.TypedActions(), ", "))
 	}
 	return h.request(c, execution.Request{Target: b.Target, Action: b.Action, Params: b.Params,
 		Purpose: b.Purpose, DeclaredRisk: b.DeclaredRisk, SessionID: b.SessionID, TimeoutSeconds: b.TimeoutSeconds})
@@ -164,6 +169,29 @@ func (h *API) request(c echo.Context, r execution.Request) error {
 		c.Response().Header().Set(echo.HeaderLocation, "/api/v1/executions/"+e.ID)
 	}
 	return c.JSON(status, e)
+}
+
+// classifyBody is POST /classify.
+type classifyBody struct {
+	Command      string `json:"command"`
+	Target       string `json:"target"`
+	DeclaredRisk string `json:"declared_risk"`
+}
+
+// classify answers what the gate would decide for a command on a target (risk class,
+// reasons, whether it would wait for an approval) through the gate's own code, writing
+// nothing. An unknown target is a 404 naming the field.
+func (h *API) classify(c echo.Context) error {
+	var b classifyBody
+	if err := request.DecodeJSON(c, &b); err != nil {
+		return err
+	}
+	cl, err := h.d.Service.Classify(c.Request().Context(), execution.ClassifyRequest{
+		Command: b.Command, Target: b.Target, DeclaredRisk: b.DeclaredRisk})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, cl)
 }
 
 func (h *API) list(c echo.Context) error {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/shared/actions"
 	"github.com/oikos-hq/oikos/shared/policy"
 	"github.com/oikos-hq/oikos/shared/remote"
@@ -75,10 +76,10 @@ func newParamSet(action string, data json.RawMessage) (*paramSet, error) {
 		return p, nil
 	}
 	if data[0] != '{' {
-		return nil, &FieldError{Field: "params", Reason: "must be a JSON object"}
+		return nil, apierr.Invalid("params", "must be a JSON object")
 	}
 	if err := json.Unmarshal(data, &p.raw); err != nil {
-		return nil, &FieldError{Field: "params", Reason: "must be a JSON object: " + err.Error()}
+		return nil, apierr.Invalid("params", "must be a JSON object: %v", err)
 	}
 	return p, nil
 }
@@ -117,30 +118,30 @@ func (p *paramSet) done() error {
 	} else {
 		reason += "; it takes none"
 	}
-	return &FieldError{Field: "params." + unknown[0], Reason: reason}
+	return apierr.Invalid("params."+unknown[0], "%s", reason)
 }
 
 func (p *paramSet) str(name string, required bool, def string, re *regexp.Regexp, what string) (string, error) {
 	v, ok := p.get(name)
 	if !ok {
 		if required {
-			return "", &FieldError{Field: "params." + name, Reason: "is required (" + what + ")"}
+			return "", apierr.Invalid("params."+name, "is required (%s)", what)
 		}
 		return def, nil
 	}
 	var s string
 	if err := json.Unmarshal(v, &s); err != nil {
-		return "", &FieldError{Field: "params." + name, Reason: fmt.Sprintf("want a string (%s), got %s", what, describeJSON(v))}
+		return "", apierr.Invalid("params."+name, "want a string (%s), got %s", what, describeJSON(v))
 	}
 	s = strings.TrimSpace(s)
 	if s == "" {
 		if required {
-			return "", &FieldError{Field: "params." + name, Reason: "is required (" + what + ")"}
+			return "", apierr.Invalid("params."+name, "is required (%s)", what)
 		}
 		return def, nil
 	}
 	if re != nil && !re.MatchString(s) {
-		return "", &FieldError{Field: "params." + name, Reason: fmt.Sprintf("%q is not %s", s, what)}
+		return "", apierr.Invalid("params."+name, "%q is not %s", s, what)
 	}
 	return s, nil
 }
@@ -151,16 +152,16 @@ func (p *paramSet) integer(name string, required bool, def, lo, hi int) (int, er
 	v, ok := p.get(name)
 	if !ok {
 		if required {
-			return 0, &FieldError{Field: "params." + name, Reason: fmt.Sprintf("is required (an integer from %d to %d)", lo, hi)}
+			return 0, apierr.Invalid("params."+name, "is required (an integer from %d to %d)", lo, hi)
 		}
 		return def, nil
 	}
 	n, err := flexInt(v)
 	if err != nil {
-		return 0, &FieldError{Field: "params." + name, Reason: err.Error()}
+		return 0, apierr.Invalid("params."+name, "%v", err)
 	}
 	if n < lo || n > hi {
-		return 0, &FieldError{Field: "params." + name, Reason: fmt.Sprintf("%d is out of range (%d to %d)", n, lo, hi)}
+		return 0, apierr.Invalid("params."+name, "%d is out of range (%d to %d)", n, lo, hi)
 	}
 	return n, nil
 }
@@ -172,7 +173,7 @@ func (p *paramSet) boolean(name string, def bool) (bool, error) {
 	}
 	b, err := FlexBool(v)
 	if err != nil {
-		return false, &FieldError{Field: "params." + name, Reason: err.Error()}
+		return false, apierr.Invalid("params."+name, "%v", err)
 	}
 	return b, nil
 }
@@ -294,10 +295,10 @@ func NormaliseAction(action string, params json.RawMessage) (Normalised, error) 
 	case ActionDockerExec:
 		n, err = normaliseDockerExec(p)
 	case ActionRun:
-		return Normalised{}, &FieldError{Field: "action", Reason: "run is not a typed action: POST /api/v1/executions with a command"}
+		return Normalised{}, apierr.Invalid("action", "run is not a typed action: POST /api/v1/executions with a command")
 	default:
-		return Normalised{}, &FieldError{Field: "action", Reason: fmt.Sprintf("unknown action %q (want one of %s)",
-			action, strings.Join(TypedActions(), ", "))}
+		return Normalised{}, apierr.Invalid("action", "unknown action %q (want one of %s)",
+			action, strings.Join(TypedActions(), ", "))
 	}
 	if err != nil {
 		return Normalised{}, err
@@ -329,8 +330,8 @@ func normalisePctCreate(p *paramSet) (Normalised, error) {
 	}
 	if prefix, name, ok := strings.Cut(template, ":vztmpl/"); ok {
 		if prefix != storage {
-			return Normalised{}, &FieldError{Field: "params.template", Reason: fmt.Sprintf(
-				"names storage %q but storage is %q; give the bare template name or set storage", prefix, storage)}
+			return Normalised{}, apierr.Invalid("params.template",
+				"names storage %q but storage is %q; give the bare template name or set storage", prefix, storage)
 		}
 		template = name
 	}
@@ -398,32 +399,32 @@ func normalisePctCreate(p *paramSet) (Normalised, error) {
 func normaliseAddress(ipRaw, gwRaw string) (string, string, error) {
 	if strings.EqualFold(ipRaw, "dhcp") {
 		if gwRaw != "" {
-			return "", "", &FieldError{Field: "params.gw", Reason: "a gateway is only used with a static ip; leave it out for dhcp"}
+			return "", "", apierr.Invalid("params.gw", "a gateway is only used with a static ip; leave it out for dhcp")
 		}
 		return "dhcp", "", nil
 	}
 	prefix, err := netip.ParsePrefix(ipRaw)
 	if err != nil || !prefix.Addr().Is4() {
-		return "", "", &FieldError{Field: "params.ip", Reason: fmt.Sprintf(`%q is neither "dhcp" nor an IPv4 address with a prefix length such as 192.0.2.10/24`, ipRaw)}
+		return "", "", apierr.Invalid("params.ip", `%q is neither "dhcp" nor an IPv4 address with a prefix length such as 192.0.2.10/24`, ipRaw)
 	}
 	if prefix.Bits() < 8 || prefix.Bits() > 30 {
-		return "", "", &FieldError{Field: "params.ip", Reason: fmt.Sprintf("prefix length /%d leaves no room for a host and its gateway", prefix.Bits())}
+		return "", "", apierr.Invalid("params.ip", "prefix length /%d leaves no room for a host and its gateway", prefix.Bits())
 	}
 	if prefix.Addr() == prefix.Masked().Addr() {
-		return "", "", &FieldError{Field: "params.ip", Reason: fmt.Sprintf("%s is the network address, not a host address", prefix)}
+		return "", "", apierr.Invalid("params.ip", "%s is the network address, not a host address", prefix)
 	}
 	if gwRaw == "" {
-		return "", "", &FieldError{Field: "params.gw", Reason: "a static ip needs its gateway (gw); ask the operator for it rather than guessing"}
+		return "", "", apierr.Invalid("params.gw", "a static ip needs its gateway (gw); ask the operator for it rather than guessing")
 	}
 	gw, err := netip.ParseAddr(gwRaw)
 	if err != nil || !gw.Is4() {
-		return "", "", &FieldError{Field: "params.gw", Reason: fmt.Sprintf("%q is not an IPv4 address", gwRaw)}
+		return "", "", apierr.Invalid("params.gw", "%q is not an IPv4 address", gwRaw)
 	}
 	if !prefix.Masked().Contains(gw) {
-		return "", "", &FieldError{Field: "params.gw", Reason: fmt.Sprintf("gateway %s is not inside %s", gw, prefix.Masked())}
+		return "", "", apierr.Invalid("params.gw", "gateway %s is not inside %s", gw, prefix.Masked())
 	}
 	if gw == prefix.Addr() {
-		return "", "", &FieldError{Field: "params.gw", Reason: "the gateway cannot be the container's own address"}
+		return "", "", apierr.Invalid("params.gw", "the gateway cannot be the container's own address")
 	}
 	return prefix.String(), gw.String(), nil
 }
@@ -442,7 +443,7 @@ func normaliseSystemctl(p *paramSet) (Normalised, error) {
 		return Normalised{}, err
 	}
 	if !actions.SystemctlVerb(verb) {
-		return Normalised{}, &FieldError{Field: "params.verb", Reason: fmt.Sprintf("%q is not one of %s", verb, strings.Join(actions.SystemctlVerbs(), ", "))}
+		return Normalised{}, apierr.Invalid("params.verb", "%q is not one of %s", verb, strings.Join(actions.SystemctlVerbs(), ", "))
 	}
 	unit, err := p.str("unit", true, "", unitRE, "a systemd unit name such as caddy.service")
 	if err != nil {
@@ -455,20 +456,20 @@ func normaliseSystemctl(p *paramSet) (Normalised, error) {
 func innerCommand(p *paramSet) (string, error) {
 	v, ok := p.get("command")
 	if !ok {
-		return "", &FieldError{Field: "params.command", Reason: "is required (the shell command to run)"}
+		return "", apierr.Invalid("params.command", "is required (the shell command to run)")
 	}
 	var s string
 	if err := json.Unmarshal(v, &s); err != nil {
-		return "", &FieldError{Field: "params.command", Reason: "want a string, got " + describeJSON(v)}
+		return "", apierr.Invalid("params.command", "want a string, got %s", describeJSON(v))
 	}
 	if strings.TrimSpace(s) == "" {
-		return "", &FieldError{Field: "params.command", Reason: "is required (the shell command to run)"}
+		return "", apierr.Invalid("params.command", "is required (the shell command to run)")
 	}
 	if len(s) > maxCommandBytes {
-		return "", &FieldError{Field: "params.command", Reason: fmt.Sprintf("is longer than %d bytes", maxCommandBytes)}
+		return "", apierr.Invalid("params.command", "is longer than %d bytes", maxCommandBytes)
 	}
 	if strings.IndexByte(s, 0) >= 0 {
-		return "", &FieldError{Field: "params.command", Reason: "contains a NUL byte, which no shell argument can carry"}
+		return "", apierr.Invalid("params.command", "contains a NUL byte, which no shell argument can carry")
 	}
 	return s, nil
 }
@@ -504,7 +505,7 @@ func normaliseDockerExec(p *paramSet) (Normalised, error) {
 	}
 	q, err := quoteWord(inner)
 	if err != nil {
-		return Normalised{}, &FieldError{Field: "params.command", Reason: "cannot be quoted for the shell: " + err.Error()}
+		return Normalised{}, apierr.Invalid("params.command", "cannot be quoted for the shell: %v", err)
 	}
 	return Normalised{Params: map[string]any{"container": container, "command": inner},
 		Command: "docker exec " + container + " sh -c " + q}, nil

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
+	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/shared/policy"
 )
 
@@ -33,12 +35,12 @@ func validateDecision(m Meta, d *Decision) error {
 	switch d.Decision {
 	case DecisionApprove, DecisionDeny, DecisionRevoke:
 	default:
-		return &FieldError{Field: "decision", Reason: fmt.Sprintf("%q is not one of approve, deny, revoke", d.Decision)}
+		return apierr.Invalid("decision", "%q is not one of approve, deny, revoke", d.Decision)
 	}
 	switch d.Via {
 	case ViaButton, ViaChatAssent, ViaTypedConfirmation, ViaAPI:
 	default:
-		return &FieldError{Field: "via", Reason: fmt.Sprintf("%q is not one of button, chat_assent, typed_confirmation, api", d.Via)}
+		return apierr.Invalid("via", "%q is not one of button, chat_assent, typed_confirmation, api", d.Via)
 	}
 	if d.MessageID, err = trimLimit("message_id", d.MessageID, maxMessageIDBytes); err != nil {
 		return err
@@ -69,7 +71,7 @@ func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decis
 	if err := validateDecision(m, &d); err != nil {
 		return DecisionResult{}, err
 	}
-	if !isUUID(approvalID) {
+	if !ids.IsUUID(approvalID) {
 		return DecisionResult{}, fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
 	}
 	var out DecisionResult

@@ -9,7 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/policy"
 )
@@ -39,13 +41,13 @@ func (s *Service) prepare(r Request) (prepared, error) {
 		return p, err
 	}
 	if p.req.Target == "" {
-		return p, &FieldError{Field: "target", Reason: "is required (an entity slug such as lxc:jellyfin)"}
+		return p, apierr.Invalid("target", "is required (an entity slug such as lxc:jellyfin)")
 	}
 	if p.req.Purpose, err = trimLimit("purpose", r.Purpose, maxPurposeBytes); err != nil {
 		return p, err
 	}
 	if p.req.Purpose == "" {
-		return p, &FieldError{Field: "purpose", Reason: "is required: say why this runs (the operator reads it on the approval)"}
+		return p, apierr.Invalid("purpose", "is required: say why this runs (the operator reads it on the approval)")
 	}
 	if p.req.SessionID, err = trimLimit("session_id", r.SessionID, maxSessionBytes); err != nil {
 		return p, err
@@ -54,34 +56,22 @@ func (s *Service) prepare(r Request) (prepared, error) {
 	case r.TimeoutSeconds == 0:
 		p.req.TimeoutSeconds = defaultTimeout
 	case r.TimeoutSeconds < 1 || r.TimeoutSeconds > maxTimeoutSecond:
-		return p, &FieldError{Field: "timeout_seconds", Reason: fmt.Sprintf("must be from 1 to %d", maxTimeoutSecond)}
+		return p, apierr.Invalid("timeout_seconds", "must be from 1 to %d", maxTimeoutSecond)
 	}
-	if d := strings.TrimSpace(r.DeclaredRisk); d != "" {
-		c, err := policy.ParseClass(d)
-		if err != nil {
-			return p, &FieldError{Field: "declared_risk", Reason: err.Error()}
-		}
-		p.declared = c
+	if p.declared, err = parseDeclared(r.DeclaredRisk); err != nil {
+		return p, err
 	}
 	if r.Action == "" || r.Action == ActionRun {
 		p.req.Action = ActionRun
 		if len(r.Params) > 0 && strings.TrimSpace(string(r.Params)) != "null" && strings.TrimSpace(string(r.Params)) != "{}" {
-			return p, &FieldError{Field: "params", Reason: "run takes a command, not params"}
+			return p, apierr.Invalid("params", "run takes a command, not params")
 		}
-		cmd := r.Command
-		if strings.TrimSpace(cmd) == "" {
-			return p, &FieldError{Field: "command", Reason: "is required"}
+		if p.norm, err = normaliseRun(r.Command); err != nil {
+			return p, err
 		}
-		if len(cmd) > maxCommandBytes {
-			return p, &FieldError{Field: "command", Reason: fmt.Sprintf("is longer than %d bytes", maxCommandBytes)}
-		}
-		if strings.IndexByte(cmd, 0) >= 0 {
-			return p, &FieldError{Field: "command", Reason: "contains a NUL byte, which no shell command can carry"}
-		}
-		p.norm = Normalised{Action: ActionRun, Params: map[string]any{}, Command: cmd}
 	} else {
 		if r.Command != "" {
-			return p, &FieldError{Field: "command", Reason: "a typed action takes params, not a command"}
+			return p, apierr.Invalid("command", "a typed action takes params, not a command")
 		}
 		if p.norm, err = NormaliseAction(r.Action, r.Params); err != nil {
 			return p, err
@@ -96,6 +86,34 @@ func (s *Service) prepare(r Request) (prepared, error) {
 	return p, nil
 }
 
+// parseDeclared reads the declared risk; "" (nothing declared) is the empty class.
+func parseDeclared(s string) (policy.Class, error) {
+	d := strings.TrimSpace(s)
+	if d == "" {
+		return "", nil
+	}
+	c, err := policy.ParseClass(d)
+	if err != nil {
+		return "", apierr.Invalid("declared_risk", "%v", err)
+	}
+	return c, nil
+}
+
+// normaliseRun validates the command of a run request: what the gate classifies and the
+// executor runs, unchanged.
+func normaliseRun(cmd string) (Normalised, error) {
+	if strings.TrimSpace(cmd) == "" {
+		return Normalised{}, apierr.Invalid("command", "is required")
+	}
+	if len(cmd) > maxCommandBytes {
+		return Normalised{}, apierr.Invalid("command", "is longer than %d bytes", maxCommandBytes)
+	}
+	if strings.IndexByte(cmd, 0) >= 0 {
+		return Normalised{}, apierr.Invalid("command", "contains a NUL byte, which no shell command can carry")
+	}
+	return Normalised{Action: ActionRun, Params: map[string]any{}, Command: cmd}, nil
+}
+
 // targetRow is the target entity as the gate reads it.
 type targetRow struct {
 	ID         string
@@ -107,7 +125,7 @@ type targetRow struct {
 
 func lookupTarget(ctx context.Context, q pg.Querier, ref string) (targetRow, error) {
 	where := `slug = $1`
-	if isUUID(ref) {
+	if ids.IsUUID(ref) {
 		where = `id = $1::uuid`
 	}
 	var t targetRow

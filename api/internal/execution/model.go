@@ -3,10 +3,12 @@ package execution
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/oikos-hq/oikos/api/internal/apierr"
+	"github.com/oikos-hq/oikos/api/internal/auth"
 )
 
 // Execution statuses (docs/behaviours.md X8, docs/execution-contract.md). Only the api writes
@@ -234,22 +236,21 @@ type Logs struct {
 	Done    bool `json:"done"`
 }
 
-// Sentinel errors; the HTTP layer maps them with errors.Is / errors.As.
+// The errors of this package are the api's (api/internal/apierr and auth's refusal),
+// wrapped with detail, so request.ToProblem answers them as it answers every other
+// package's; no mapping sits in between. The names below are the ones this package knows
+// them by. A malformed request field is an *apierr.FieldError of apierr.ErrInvalid
+// (apierr.Invalid); RefusedError and ConflictError carry what a client needs beyond their
+// message.
 var (
-	// ErrNotFound: no such target, execution or approval. HTTP 404.
-	ErrNotFound = errors.New("not found")
-	// ErrForbidden: the caller's role may not do this. HTTP 403.
-	ErrForbidden = errors.New("forbidden")
+	// ErrNotFound: no such target, execution or approval.
+	ErrNotFound = apierr.ErrNotFound
+	// ErrForbidden: the caller's role may not do this.
+	ErrForbidden = auth.ErrForbidden
 )
 
-// FieldError is a malformed request field (HTTP 422 naming Field).
-type FieldError struct {
-	Field  string
-	Reason string
-}
-
-// Error implements error.
-func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+// FieldError names the request field at fault and why (apierr.FieldError).
+type FieldError = apierr.FieldError
 
 // RefusedError is the gate refusing an execution or a decision (HTTP 422). Nothing was
 // written.
@@ -268,6 +269,19 @@ type RefusedError struct {
 // Error implements error.
 func (e *RefusedError) Error() string { return "refused: " + e.Reason }
 
+// Unwrap makes a refusal an apierr.ErrRefused.
+func (e *RefusedError) Unwrap() error { return apierr.ErrRefused }
+
+// As gives errors.As an *apierr.Extended for the refusal: its reason as the detail, and its
+// code, the approval a flood refusal waits on and the risk class as extension members.
+func (e *RefusedError) As(target any) bool {
+	x, ok := target.(**apierr.Extended)
+	if ok {
+		*x = &apierr.Extended{Err: e, Detail: e.Reason, Code: e.Code, ApprovalID: e.ApprovalID, RiskClass: e.RiskClass}
+	}
+	return ok
+}
+
 // ConflictError is a decision that lost: the approval was already decided, or the execution
 // has already started (HTTP 409).
 type ConflictError struct {
@@ -277,6 +291,20 @@ type ConflictError struct {
 
 // Error implements error.
 func (e *ConflictError) Error() string { return e.Reason }
+
+// Unwrap makes a lost decision an apierr.ErrAlreadyDecided.
+func (e *ConflictError) Unwrap() error { return apierr.ErrAlreadyDecided }
+
+// As gives errors.As an *apierr.Extended for the lost decision: its reason as the detail and
+// the approval as it now stands.
+func (e *ConflictError) As(target any) bool {
+	x, ok := target.(**apierr.Extended)
+	if ok {
+		a := e.Approval
+		*x = &apierr.Extended{Err: e, Detail: e.Reason, Approval: &a}
+	}
+	return ok
+}
 
 // forbidden wraps ErrForbidden with the reason.
 func forbidden(format string, args ...any) error {

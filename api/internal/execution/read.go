@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
+	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
@@ -51,7 +53,7 @@ func scanExecution(row pgx.Row, withOutput bool) (Execution, error) {
 
 // loadExecution reads one execution with its output; lock takes a row lock (FOR UPDATE).
 func loadExecution(ctx context.Context, q pg.Querier, id string, withOutput bool) (Execution, error) {
-	if !isUUID(id) {
+	if !ids.IsUUID(id) {
 		return Execution{}, fmt.Errorf("%w: execution %q", ErrNotFound, id)
 	}
 	cols := execColumns
@@ -102,8 +104,8 @@ func cursorKey(at time.Time, id string) string {
 func parseCursor(field, s string) (time.Time, string, error) {
 	ts, id, ok := strings.Cut(s, "|")
 	at, err := time.Parse(time.RFC3339Nano, ts)
-	if !ok || err != nil || !isUUID(id) {
-		return time.Time{}, "", &FieldError{Field: field, Reason: "malformed cursor; pass next_cursor from the previous page unchanged"}
+	if !ok || err != nil || !ids.IsUUID(id) {
+		return time.Time{}, "", apierr.Invalid(field, "malformed cursor; pass next_cursor from the previous page unchanged")
 	}
 	return at, id, nil
 }
@@ -127,7 +129,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) (Page[Execution], erro
 		where = append(where, strings.ReplaceAll(cond, "$?", fmt.Sprintf("$%d", len(args))))
 	}
 	if f.Target != "" {
-		if isUUID(f.Target) {
+		if ids.IsUUID(f.Target) {
 			add(`x.target_id = $?::uuid`, f.Target)
 		} else {
 			add(`x.target_slug = $?`, f.Target)
@@ -139,7 +141,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) (Page[Execution], erro
 	if len(f.Statuses) > 0 {
 		for _, st := range f.Statuses {
 			if !validStatus(st) {
-				return Page[Execution]{}, &FieldError{Field: "status", Reason: fmt.Sprintf("%q is not one of %s", st, strings.Join(Statuses(), ", "))}
+				return Page[Execution]{}, apierr.Invalid("status", "%q is not one of %s", st, strings.Join(Statuses(), ", "))
 			}
 		}
 		add(`x.status = ANY($?)`, f.Statuses)
@@ -200,7 +202,7 @@ func (s *Service) Logs(ctx context.Context, id string, after, limit int) (Logs, 
 	if limit <= 0 || limit > maxLogChunks {
 		limit = maxLogChunks
 	}
-	if !isUUID(id) {
+	if !ids.IsUUID(id) {
 		return Logs{}, fmt.Errorf("%w: execution %q", ErrNotFound, id)
 	}
 	out := Logs{ExecutionID: id, Chunks: []LogChunk{}, NextSeq: after}
@@ -266,7 +268,7 @@ func scanApproval(row pgx.Row) (Approval, error) {
 }
 
 func loadApproval(ctx context.Context, q pg.Querier, id string) (Approval, error) {
-	if !isUUID(id) {
+	if !ids.IsUUID(id) {
 		return Approval{}, fmt.Errorf("%w: approval %q", ErrNotFound, id)
 	}
 	a, err := scanApproval(q.QueryRow(ctx, `SELECT `+approvalColumns+approvalFrom+`WHERE a.id = $1::uuid`, id))
@@ -301,7 +303,7 @@ func (s *Service) ListApprovals(ctx context.Context, f ApprovalFilter) (Page[App
 			switch st {
 			case ApprovalPending, ApprovalApproved, ApprovalDenied, ApprovalRevoked, ApprovalExpired:
 			default:
-				return Page[Approval]{}, &FieldError{Field: "status", Reason: fmt.Sprintf("%q is not one of pending, approved, denied, revoked, expired", st)}
+				return Page[Approval]{}, apierr.Invalid("status", "%q is not one of pending, approved, denied, revoked, expired", st)
 			}
 		}
 		args = append(args, f.Statuses)

@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
@@ -103,11 +104,6 @@ func newID() (string, error) {
 		return "", fmt.Errorf("generate id: %w", err)
 	}
 	return id.String(), nil
-}
-
-func isUUID(s string) bool {
-	_, err := uuid.Parse(s)
-	return err == nil && len(s) == 36
 }
 
 // dedupKey identifies identical requests: same target, action, command, params and session.
@@ -194,7 +190,7 @@ func entitySlug(id string) string { return "execution:" + id }
 func trimLimit(field, s string, max int) (string, error) {
 	s = strings.TrimSpace(s)
 	if len(s) > max {
-		return "", &FieldError{Field: field, Reason: fmt.Sprintf("is longer than %d bytes", max)}
+		return "", apierr.Invalid(field, "is longer than %d bytes", max)
 	}
 	return s, nil
 }

@@ -18,9 +18,11 @@ const (
 
 // verdict is the gate's decision in the terms record needs.
 type verdict struct {
-	outcome      string
-	class        policy.Class
-	reasons      []string
+	outcome string
+	class   policy.Class
+	reasons []string
+	// classified is how many of reasons are the classifier's (the rest say why the outcome).
+	classified   int
 	authorisedBy string
 	existingID   string
 	refusal      *RefusedError
@@ -83,6 +85,7 @@ func (s *Service) decide(p prepared, f facts) verdict {
 	d := s.policy.Decide(in)
 	v := verdict{outcome: string(d.Outcome), class: d.Class, existingID: d.ExistingID}
 	v.reasons = append(append([]string(nil), d.Classification.Reasons...), d.Reason)
+	v.classified = len(d.Classification.Reasons)
 	if p.norm.Floor != "" && p.norm.Floor.Rank() > p.declared.Rank() {
 		v.reasons = append(v.reasons, fmt.Sprintf("%s is never below %s", p.norm.Action, p.norm.Floor))
 	}

@@ -140,7 +140,7 @@ func (s *Service) bulkCreate(ctx context.Context, tx pgx.Tx, o *ontology.Ontolog
 			return 0, fmt.Errorf("generate id: %w", err)
 		}
 		rows = append(rows, []any{pgID(u), slug, c.Type, c.Name, state, raw})
-		sn := snapshot{ID: u.String(), Slug: slug, Type: c.Type, Name: c.Name, State: state, Attributes: attrs, Version: 1}
+		sn := snap(Entity{ID: u.String(), Slug: slug, Type: c.Type, Name: c.Name, State: state, Attributes: attrs, Version: 1})
 		if err := out.audit("entity.create", sn.ID, nil, sn); err != nil {
 			return 0, err
 		}

@@ -37,20 +37,21 @@ func (s *Service) GetEntity(ctx context.Context, ref string) (Entity, error) {
 	return store.GetEntity(ctx, s.pool, ref, false)
 }
 
-// snapshot is the audited view of an entity (no health: the scheduler owns that).
+// snapshot is the audited view of an entity, as its audit rows and entity.created events
+// carry it: the store's Entity (id, slug, type, name, state, attributes, version) without
+// its health, which the scheduler owns and changes without an audit row, and without its
+// timestamps, which the audit row and the event have of their own. The shadowing members
+// below are always nil, so encoding/json leaves those members out.
 type snapshot struct {
-	ID         string         `json:"id"`
-	Slug       string         `json:"slug"`
-	Type       string         `json:"type"`
-	Name       string         `json:"name"`
-	State      string         `json:"state"`
-	Attributes map[string]any `json:"attributes"`
-	Version    int64          `json:"version"`
+	store.Entity
+	CreatedAt    *struct{} `json:"created_at,omitempty"`
+	UpdatedAt    *struct{} `json:"updated_at,omitempty"`
+	Health       *struct{} `json:"health,omitempty"`
+	HealthReason *struct{} `json:"health_reason,omitempty"`
+	LastCheckAt  *struct{} `json:"last_check_at,omitempty"`
 }
 
-func snap(e Entity) snapshot {
-	return snapshot{ID: e.ID, Slug: e.Slug, Type: e.Type, Name: e.Name, State: e.State, Attributes: e.Attributes, Version: e.Version}
-}
+func snap(e Entity) snapshot { return snapshot{Entity: e} }
 
 // ValidateName checks an entity name: non-empty, at most 200 characters, and free of
 // whitespace, control characters and URL delimiters, since the slug appears in paths.

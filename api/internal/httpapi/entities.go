@@ -41,9 +41,20 @@ func (s *Server) listEntities(c echo.Context) error {
 			f.Attrs = append(f.Attrs, readmodel.AttrMatch{Key: name, Value: v})
 		}
 	}
+	with := request.ListParam(c, "with")
+	if err := request.OneOf("with", with, []string{withLastAudited}); err != nil {
+		return err
+	}
+	if len(with) > 0 {
+		p, err := s.reader.ListEntitiesAudited(c.Request().Context(), f)
+		return answerPage(c, p, err)
+	}
 	p, err := s.reader.ListEntities(c.Request().Context(), f)
 	return answerPage(c, p, err)
 }
+
+// withLastAudited is the entity list's with= value that adds last_audited_at to each item.
+const withLastAudited = "last_audited"
 
 func (s *Server) getEntity(c echo.Context) error {
 	ref, err := request.Param(c, "ref")

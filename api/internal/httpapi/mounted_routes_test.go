@@ -124,7 +124,7 @@ func TestSpecCoversEveryRoute(t *testing.T) {
 	for _, op := range []string{
 		"POST /api/v1/executions", "POST /api/v1/executions/actions", "GET /api/v1/executions/{id}/logs/stream",
 		"POST /api/v1/approvals/{id}/decision", "GET /api/v1/entities/{ref}/metrics", "GET /api/v1/entities/{ref}/trend",
-		"GET /api/v1/audit/drift",
+		"GET /api/v1/audit/drift", "POST /api/v1/classify",
 	} {
 		if !served[op] {
 			t.Errorf("%s is not served", op)
@@ -167,6 +167,18 @@ func TestMountedFeaturesMatchSpec(t *testing.T) {
 		expect(t, http.StatusNotFound)
 	e.operator.do("POST", "/api/v1/executions", map[string]any{"target": "lxc:web", "command": "echo 'unterminated", "purpose": "test"}).
 		expect(t, http.StatusUnprocessableEntity)
+
+	// Classifying is a read: a readonly token may ask, and nothing is queued.
+	var cl struct {
+		RiskClass        string `json:"risk_class"`
+		ApprovalRequired bool   `json:"approval_required"`
+	}
+	e.readonly.do("POST", "/api/v1/classify", map[string]any{"target": "lxc:web", "command": "rm -rf /srv/data"}).
+		expect(t, http.StatusOK).json(t, &cl)
+	if cl.RiskClass != "destructive" || !cl.ApprovalRequired {
+		t.Fatalf("classify: %+v", cl)
+	}
+	e.readonly.do("POST", "/api/v1/classify", map[string]any{"target": "lxc:nope", "command": "uptime"}).expect(t, http.StatusNotFound)
 
 	// A destructive one waits for an approval; deciding it twice is a 409 saying how.
 	var pending struct {

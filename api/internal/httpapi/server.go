@@ -128,6 +128,8 @@ func (s *Server) ontology() *ontology.Ontology {
 func (s *Server) routes() []request.Route {
 	r, w := auth.PermRead, auth.PermWrite
 	return []request.Route{
+		request.GET("/whoami", r, s.whoami),
+		request.GET("/checks", r, s.listChecks),
 		request.GET("/entities", r, s.listEntities),
 		request.POST("/entities", w, s.createEntity),
 		request.GET("/entities/:ref", r, s.getEntity),

@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/daemon"
 	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/metrics"
 	"github.com/oikos-hq/oikos/shared/safego"
 )
 
@@ -38,7 +40,7 @@ const sseRetry = 2 * time.Second
 type hub struct {
 	log     zerolog.Logger
 	sub     *eventbus.Subscription
-	metrics *daemon.Health
+	dropped prometheus.Counter // oikos_api_sse_dropped_total
 
 	mu      sync.Mutex
 	clients map[*streamClient]struct{}
@@ -66,13 +68,18 @@ func (c *streamClient) drop() { c.dropOnce.Do(func() { close(c.dropped) }) }
 
 func newHub(bus *eventbus.Bus, log zerolog.Logger, h *daemon.Health) *hub {
 	ctx, cancel := context.WithCancel(context.Background())
-	hb := &hub{log: log, sub: bus.Subscribe(hubBuffer), metrics: h, clients: map[*streamClient]struct{}{},
+	hb := &hub{log: log, sub: bus.Subscribe(hubBuffer), clients: map[*streamClient]struct{}{},
 		cancel: cancel, done: make(chan struct{})}
-	h.Metrics.GaugeFunc("oikos_api_sse_clients", "Connected SSE stream clients.", func() float64 {
+	hb.dropped = metrics.Register(h.Metrics, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "oikos_api_sse_dropped_total", Help: "SSE clients dropped for falling behind.",
+	}))
+	metrics.Register(h.Metrics, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "oikos_api_sse_clients", Help: "Connected SSE stream clients.",
+	}, func() float64 {
 		hb.mu.Lock()
 		defer hb.mu.Unlock()
 		return float64(len(hb.clients))
-	})
+	}))
 	safego.Go(log, "sse-hub", func() {
 		defer close(hb.done)
 		hb.run(ctx)
@@ -105,7 +112,7 @@ func (h *hub) fanOut(e eventbus.Event) {
 		default:
 			delete(h.clients, c)
 			c.drop()
-			h.metrics.Metrics.Add("oikos_api_sse_dropped_total", "SSE clients dropped for falling behind.", 1)
+			h.dropped.Inc()
 		}
 	}
 }

@@ -7,30 +7,13 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+
+	sharedids "github.com/oikos-hq/oikos/shared/ids"
 )
 
-// IsUUID reports whether s is a uuid in its canonical 36-character form (any version, either
-// case): an id rather than a slug. Anything else (a slug, a uuid in another spelling) is
-// not, so it is looked up as a slug and answers 404 instead of reaching a ::uuid cast.
-func IsUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
-}
+// IsUUID reports whether s is a uuid in its canonical 36-character form: an id rather than
+// a slug. It is shared/ids.IsUUID, the one check every daemon uses (see there).
+func IsUUID(s string) bool { return sharedids.IsUUID(s) }
 
 // New returns a fresh uuid v7 as a string.
 func New() (string, error) {

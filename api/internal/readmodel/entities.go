@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -32,6 +33,59 @@ type EntityFilter struct {
 
 // ListEntities returns a page of entities in slug order.
 func (r *Reader) ListEntities(ctx context.Context, f EntityFilter) (Page[store.Entity], error) {
+	q, a := entityListSQL(f, "")
+	rows, err := r.db.Query(ctx, q, a...)
+	if err != nil {
+		return Page[store.Entity]{}, fmt.Errorf("list entities: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, store.CollectEntity)
+	if err != nil {
+		return Page[store.Entity]{}, fmt.Errorf("list entities: %w", err)
+	}
+	return pageOf(items, f.Limit, func(e store.Entity) string { return e.Slug }), nil
+}
+
+// AuditedEntity is an entity of a list asked for with=last_audited.
+type AuditedEntity struct {
+	store.Entity
+	// LastAuditedAt is when the newest knowledge about the entity that records an audit or an
+	// update was last written (see lastAuditedSQL); null when there is none.
+	LastAuditedAt *time.Time `json:"last_audited_at"`
+}
+
+// lastAuditedSQL is the time of the newest knowledge entry (its updated_at) with a current
+// about edge to the entity e that is tagged audit or update, or whose title contains "audit"
+// or "update", case-insensitive; NULL when there is none. A subquery per listed row, in the
+// list's one statement: it walks the about edges into e (relationships_target_idx), so a page
+// costs one round trip however many entities it holds.
+const lastAuditedSQL = `(SELECT max(k.updated_at) FROM relationships ab
+		JOIN knowledge_entities k ON k.entity_id = ab.source_id
+		WHERE ab.target_id = e.id AND ab.type = '` + store.AboutEdge + `' AND ab.valid_to IS NULL
+		  AND (lower(k.title) LIKE '%audit%' OR lower(k.title) LIKE '%update%'
+		       OR EXISTS (SELECT 1 FROM unnest(k.tags) AS tag WHERE lower(tag) IN ('audit', 'update'))))`
+
+// ListEntitiesAudited is ListEntities with each entity's LastAuditedAt, in the same one query.
+func (r *Reader) ListEntitiesAudited(ctx context.Context, f EntityFilter) (Page[AuditedEntity], error) {
+	q, a := entityListSQL(f, ", "+lastAuditedSQL)
+	rows, err := r.db.Query(ctx, q, a...)
+	if err != nil {
+		return Page[AuditedEntity]{}, fmt.Errorf("list entities: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditedEntity, error) {
+		var x AuditedEntity
+		var err error
+		x.Entity, err = store.ScanEntity(row, &x.LastAuditedAt)
+		return x, err
+	})
+	if err != nil {
+		return Page[AuditedEntity]{}, fmt.Errorf("list entities: %w", err)
+	}
+	return pageOf(items, f.Limit, func(e AuditedEntity) string { return e.Slug }), nil
+}
+
+// entityListSQL builds the entity list's statement for f, with extra columns (starting with a
+// comma) after store.EntityColumns.
+func entityListSQL(f EntityFilter, extra string) (string, args) {
 	var a args
 	var where []string
 	if len(f.Types) > 0 {
@@ -53,20 +107,12 @@ func (r *Reader) ListEntities(ctx context.Context, f EntityFilter) (Page[store.E
 	if f.After != "" {
 		where = append(where, "e.slug > "+a.add(f.After))
 	}
-	q := `SELECT ` + store.EntityColumns + store.EntityFrom
+	q := `SELECT ` + store.EntityColumns + extra + store.EntityFrom
 	if len(where) > 0 {
 		q += "WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY e.slug LIMIT " + a.add(f.Limit+1)
-	rows, err := r.db.Query(ctx, q, a...)
-	if err != nil {
-		return Page[store.Entity]{}, fmt.Errorf("list entities: %w", err)
-	}
-	items, err := pgx.CollectRows(rows, store.CollectEntity)
-	if err != nil {
-		return Page[store.Entity]{}, fmt.Errorf("list entities: %w", err)
-	}
-	return pageOf(items, f.Limit, func(e store.Entity) string { return e.Slug }), nil
+	return q, a
 }
 
 // pageOf trims a limit+1 result to limit and sets Next when the extra row existed.

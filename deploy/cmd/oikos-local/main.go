@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/oikos-hq/oikos/deploy/local"
@@ -53,9 +54,7 @@ func up(ctx context.Context, root string) int {
 		fmt.Fprintf(os.Stderr, "oikos-local: %v\n", err)
 		return 1
 	}
-	api, sched, agent := stack.Addrs()
-	fmt.Printf("\nOikos is up.\n  api              http://%s\n  agent            http://%s\n  scheduler        http://%s/healthz\n  database         %s\n  operator token   %s\n\nCtrl-C stops everything.\n\n",
-		api, agent, sched, stack.DBURL, stack.Token)
+	fmt.Print(banner(stack, root))
 	werr := stack.Wait(ctx)
 	stack.Down()
 	if werr != nil {
@@ -63,6 +62,36 @@ func up(ctx context.Context, root string) int {
 		return 1
 	}
 	return 0
+}
+
+// banner is what `make up` prints once everything answers: the addresses, the tokens (the
+// operator's in full, as ever; the agent's by where it is kept) and how to point an MCP
+// client at the agent.
+func banner(stack *local.Stack, root string) string {
+	api, sched, agent := stack.Addrs()
+	kept := func(file, env string) string {
+		if file == "" {
+			return "from " + env
+		}
+		if rel, err := filepath.Rel(root, file); err == nil && !strings.HasPrefix(rel, "..") {
+			file = rel
+		}
+		return "kept in " + file
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nOikos is up.\n")
+	fmt.Fprintf(&b, "  api              http://%s\n", api)
+	fmt.Fprintf(&b, "  agent            http://%s\n", agent)
+	fmt.Fprintf(&b, "  mcp              %s   (Streamable HTTP; Authorization: Bearer <an api token>)\n", stack.MCPURL())
+	fmt.Fprintf(&b, "  scheduler        http://%s/healthz\n", sched)
+	fmt.Fprintf(&b, "  database         %s\n", stack.DBURL)
+	fmt.Fprintf(&b, "  operator token   %s   (%s)\n", stack.Token, kept(stack.TokenFile, "OIKOS_OPERATOR_TOKEN"))
+	fmt.Fprintf(&b, "  agent token      %s; role agent, name nomos: the agent's own\n", kept(stack.AgentTokenFile, "OIKOS_AGENT_TOKEN"))
+	fmt.Fprintf(&b, "\nConnect an MCP client with a token of its own (see README, \"Connect an MCP client\"):\n")
+	fmt.Fprintf(&b, "  OIKOS_DATABASE_URL='%s' bin/oikos token create --role agent --name claude-code\n", stack.DBURL)
+	fmt.Fprintf(&b, "  claude mcp add --transport http oikos %s --header \"Authorization: Bearer oik_...\"\n", stack.MCPURL())
+	fmt.Fprintf(&b, "\nCtrl-C stops everything.\n\n")
+	return b.String()
 }
 
 func test(ctx context.Context, args []string) int {

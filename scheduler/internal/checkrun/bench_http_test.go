@@ -205,7 +205,8 @@ func (p httpPhase) String() string {
 // measureHTTP runs a fresh runner over the enabled definitions: warm, then one window.
 func measureHTTP(b *testing.B, name string, opts Options, warm, window time.Duration) httpPhase {
 	b.Helper()
-	opts.Metrics = metrics.NewRegistry()
+	reg := metrics.NewRegistry()
+	opts.Metrics = reg
 	opts.Logger = zerolog.Nop()
 	r, err := NewRunner(opts)
 	if err != nil {
@@ -232,7 +233,7 @@ func measureHTTP(b *testing.B, name string, opts Options, warm, window time.Dura
 		mallocs: c1.mallocs - c0.mallocs, bytes: c1.allocBytes - c0.allocBytes,
 		syscalls: c1.syscalls - c0.syscalls, ctxSwitches: c1.ctxSwitches - c0.ctxSwitches, preemptions: c1.preemptions - c0.preemptions,
 		lagP99: st.LagP99Seconds, failures: st.FailuresByReason, load: c0.loadAverage1 + " → " + c1.loadAverage1,
-		httpConns: opts.Metrics.Value("oikos_scheduler_http_connections")}
+		httpConns: reg.Value("oikos_scheduler_http_connections")}
 	b.Log(p.String())
 	return p
 }

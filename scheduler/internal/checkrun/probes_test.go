@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/results"
+	"github.com/oikos-hq/oikos/shared/metrics"
 )
 
 func httpDef(url string, expect int, match string, timeout time.Duration) *checkDef {
@@ -124,9 +125,10 @@ func TestUnusableConfigIsReported(t *testing.T) {
 // The status endpoint reports the runner's self-observation as JSON.
 func TestStatusHandler(t *testing.T) {
 	t.Parallel()
-	r := newRunner(Options{Fleet: machineResolver{}, Logger: zerolog.Nop(), Concurrency: 7}, &blockingExec{})
+	reg := metrics.NewRegistry()
+	r := newRunner(Options{Fleet: machineResolver{}, Logger: zerolog.Nop(), Concurrency: 7, Metrics: reg}, &blockingExec{})
 	r.recordLag(250 * time.Millisecond)
-	r.m.Add("oikos_scheduler_check_failures_total", "", 2, "reason", results.ClassUnreachable)
+	r.m.failure(results.ClassUnreachable, 2)
 	rec := httptest.NewRecorder()
 	r.StatusHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
 	var st Status
@@ -141,9 +143,10 @@ func TestStatusHandler(t *testing.T) {
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d", rec.Code)
 	}
-	var text strings.Builder
-	if _, err := r.m.WriteTo(&text); err != nil || !strings.Contains(text.String(), "oikos_scheduler_lag_p99_seconds 0.25") ||
-		!strings.Contains(text.String(), "oikos_scheduler_ssh_connections 1") {
-		t.Errorf("metrics:\n%s", text.String())
+	if v := reg.Value("oikos_scheduler_lag_p99_seconds"); v != 0.25 {
+		t.Errorf("lag p99 gauge %v", v)
+	}
+	if v := reg.Value("oikos_scheduler_check_failures_total", "reason", results.ClassUnreachable); v != 2 {
+		t.Errorf("failures counter %v", v)
 	}
 }

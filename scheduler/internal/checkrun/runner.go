@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
 	"github.com/oikos-hq/oikos/scheduler/internal/probeparse"
 	"github.com/oikos-hq/oikos/scheduler/internal/results"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/metrics"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/oikos-hq/oikos/shared/startstop"
@@ -78,8 +78,9 @@ type Options struct {
 	// so build the runner before starting the notifier. Without it only the poll reloads.
 	Notifier *eventbus.Notifier
 	Logger   zerolog.Logger
-	// Metrics receives the runner's metrics; nil keeps them private (still in /status).
-	Metrics *metrics.Registry
+	// Metrics receives the runner's and its result writer's metrics (README, Metrics); nil
+	// keeps them unregistered (what /status reports is still counted).
+	Metrics prometheus.Registerer
 	// Concurrency caps the checks running at once (default 32). It is also how many idle
 	// connections http checks keep per host:port: as many as may run to it at once.
 	Concurrency int
@@ -120,8 +121,7 @@ type Options struct {
 type Runner struct {
 	opts    Options
 	log     zerolog.Logger
-	m       *metrics.Registry
-	runTime runMetrics // oikos_scheduler_check_duration_seconds
+	m       *runMetrics
 	clock   Clock
 	ssh     executor
 	fleet   Resolver
@@ -216,13 +216,10 @@ func newRunner(opts Options, ssh executor) *Runner {
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
 	}
-	if opts.Metrics == nil {
-		opts.Metrics = metrics.NewRegistry()
-	}
 	r := &Runner{
 		opts:     opts,
 		log:      opts.Logger.With().Str("component", "checks").Logger(),
-		m:        opts.Metrics,
+		m:        newRunMetrics(opts.Metrics),
 		clock:    opts.Clock,
 		ssh:      ssh,
 		fleet:    opts.Fleet,
@@ -237,14 +234,13 @@ func newRunner(opts Options, ssh executor) *Runner {
 	if r.http == nil {
 		r.httpc = httpprobe.NewClient(r.dialer, opts.TLSConfig, opts.Concurrency)
 	}
-	r.writer = results.NewWriter(results.WriterOptions{Pool: opts.Pool, Logger: r.log, Metrics: r.m, Now: opts.Clock.Now,
+	r.writer = results.NewWriter(results.WriterOptions{Pool: opts.Pool, Logger: r.log, Metrics: opts.Metrics, Now: opts.Clock.Now,
 		FlushEvery: opts.FlushEvery, UnchangedFlushEvery: opts.UnchangedFlushEvery, FlushBatch: opts.FlushBatch})
 	if opts.Notifier != nil {
 		opts.Notifier.Listen(eventbus.ChannelChecks, func(string) { r.requestReload() })
 		opts.Notifier.OnConnect(r.requestReload)
 	}
-	r.registerMetrics()
-	r.runTime = newRunMetrics(opts.Metrics)
+	r.registerGauges(opts.Metrics)
 	return r
 }
 
@@ -340,7 +336,7 @@ func (r *Runner) dispatchDue(ctx context.Context) {
 			continue
 		}
 		if r.opts.Owns != nil && !r.opts.Owns(resourceOf(d)) {
-			r.m.Add("oikos_scheduler_checks_not_owned_total", "Due checks skipped because another scheduler holds their lease.", 1)
+			r.m.notOwned.Inc()
 			continue
 		}
 		if !e.running.CompareAndSwap(false, true) {
@@ -400,8 +396,7 @@ func (r *Runner) runJob(ctx context.Context, j job) {
 
 func (r *Runner) overrun(e *entry, d *checkDef) {
 	r.overruns.Add(1)
-	r.m.Add("oikos_scheduler_checks_overrun_total",
-		"Checks that fell due while their previous run was still running; that run was skipped.", 1, "kind", checkLabel(d))
+	r.m.overruns.WithLabelValues(checkLabel(d)).Inc()
 	// Every overrun is counted; the log says it once per stuck run, not once per interval.
 	if e.overrunLogged.CompareAndSwap(false, true) {
 		r.log.Warn().Str("check", d.Slug).Dur("interval", d.Interval).Dur("timeout", d.Timeout).
@@ -416,7 +411,7 @@ func (r *Runner) advance(e *entry, interval time.Duration, now time.Time) {
 	if behind := now.Sub(e.base); behind > interval {
 		missed := int64(behind / interval)
 		e.base = e.base.Add(time.Duration(missed) * interval)
-		r.m.Add("oikos_scheduler_checks_missed_total", "Check cycles skipped because the scheduler fell more than a cycle behind.", float64(missed))
+		r.m.missed.Add(float64(missed))
 	}
 	e.due = e.base.Add(jitter(interval))
 }
@@ -469,12 +464,7 @@ func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time) 
 		r.log.Error().Err(err).Str("check", d.Slug).Msg("check probe failed internally")
 		res = results.Unknown(results.ClassProbe, "internal error in the %s probe (see the scheduler log)", d.Kind)
 	}
-	label := checkLabel(d)
-	r.m.Add("oikos_scheduler_checks_total", "Check runs by kind and resulting health.", 1, "kind", label, "health", res.Health)
-	r.runTime.observe(label, res.Health, time.Since(began))
-	if res.Class != "" {
-		r.m.Add("oikos_scheduler_check_failures_total", "Check runs that could not observe their target, by reason.", 1, "reason", res.Class)
-	}
+	r.m.observe(checkLabel(d), res, time.Since(began))
 	e.state.mu.Lock()
 	prevClass := e.state.lastClass
 	e.state.lastClass = res.Class
@@ -531,7 +521,7 @@ func (r *Runner) reload(ctx context.Context) error {
 	defer r.mu.Unlock()
 	r.loadErr = err
 	if err != nil {
-		r.m.Add("oikos_scheduler_reload_errors_total", "Failed reloads of check definitions.", 1)
+		r.m.reloadErrors.Inc()
 		return err
 	}
 	r.loaded = time.Now()
@@ -579,7 +569,7 @@ func (r *Runner) reload(ctx context.Context) error {
 	r.resMu.Lock()
 	clear(r.resCache)
 	r.resMu.Unlock()
-	r.m.Add("oikos_scheduler_reloads_total", "Reloads of check definitions.", 1)
+	r.m.reloads.Inc()
 	return nil
 }
 

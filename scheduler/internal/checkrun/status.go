@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/oikos-hq/oikos/scheduler/internal/results"
 )
 
 func (r *Runner) recordLag(d time.Duration) {
@@ -53,36 +51,6 @@ func (r *Runner) dueNow() int {
 	return n
 }
 
-func (r *Runner) registerMetrics() {
-	r.m.GaugeFunc("oikos_scheduler_checks_loaded", "Enabled checks scheduled.", func() float64 {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return float64(len(r.entries))
-	})
-	r.m.GaugeFunc("oikos_scheduler_checks_running", "Checks running now.", func() float64 { return float64(r.running.Load()) })
-	r.m.GaugeFunc("oikos_scheduler_checks_due", "Checks due and waiting for a free slot.", func() float64 { return float64(r.dueNow()) })
-	r.m.GaugeFunc("oikos_scheduler_lag_p50_seconds", "Median delay between a check falling due and starting (recent runs).", func() float64 {
-		p50, _, _, _ := r.lagQuantiles()
-		return p50
-	})
-	r.m.GaugeFunc("oikos_scheduler_lag_p99_seconds", "99th percentile delay between a check falling due and starting (recent runs).", func() float64 {
-		_, p99, _, _ := r.lagQuantiles()
-		return p99
-	})
-	r.m.GaugeFunc("oikos_scheduler_ssh_connections", "Open pooled SSH connections.", func() float64 {
-		return float64(r.ssh.OpenConnections())
-	})
-	r.m.GaugeFunc("oikos_scheduler_http_connections", "Open kept connections of http checks (idle or in use).", func() float64 {
-		if r.httpc == nil {
-			return 0
-		}
-		return float64(r.httpc.OpenConnections())
-	})
-	r.m.GaugeFunc("oikos_scheduler_results_pending", "Check results waiting to be written.", func() float64 {
-		return float64(r.writer.Pending())
-	})
-}
-
 // Status is the runner's self-report (served as JSON by StatusHandler).
 type Status struct {
 	ChecksLoaded     int                `json:"checks_loaded"`
@@ -119,17 +87,12 @@ func (r *Runner) Status() Status {
 		LagP99Seconds:    p99,
 		LagMaxSeconds:    mx,
 		LagSamples:       n,
-		FailuresByReason: map[string]float64{},
+		FailuresByReason: r.m.failuresByReason(),
 		SSHConnections:   r.ssh.OpenConnections(),
 		ResultsPending:   r.writer.Pending(),
 	}
 	if r.httpc != nil {
 		s.HTTPConnections, s.HTTPDials = r.httpc.OpenConnections(), r.httpc.Dials()
-	}
-	for _, c := range results.Classes {
-		if v := r.m.Value("oikos_scheduler_check_failures_total", "reason", c); v > 0 {
-			s.FailuresByReason[c] = v
-		}
 	}
 	r.mu.Lock()
 	s.ChecksLoaded = len(r.entries)

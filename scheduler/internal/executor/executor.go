@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -27,7 +28,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/remote"
-	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
 // Defaults for Options.
@@ -82,11 +83,12 @@ type Executor struct {
 	wake  chan struct{}
 	slots chan struct{}
 
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// life runs the dispatch loop, the stuck sweep and every run; starting guards the orphan
+	// recovery that precedes it, so a second Start never interrupts this executor's own runs.
+	life     startstop.Lifecycle
+	starting atomic.Bool
+
+	mu       sync.Mutex // guards inflight
 	inflight map[string]struct{}
 
 	endMu     sync.Mutex // guards ends and endLeader (group commit of run ends)
@@ -153,60 +155,35 @@ func (e *Executor) poke() {
 }
 
 // Start marks the executions orphaned by a previous scheduler as interrupted, then starts
-// claiming. Work runs under a context derived from ctx; Stop cancels it.
+// claiming. Work runs under a context derived from ctx; Stop cancels it. A failed orphan
+// recovery is returned (and Start may be tried again); a second Start is an error.
 func (e *Executor) Start(ctx context.Context) error {
 	if e.opts.Pool == nil || e.opts.SSH == nil || e.opts.Fleet == nil {
 		return errors.New("executor: Pool, SSH and Fleet are required")
 	}
-	e.mu.Lock()
-	if e.started || e.stopped {
-		e.mu.Unlock()
-		return errors.New("executor: already started or stopped; build a new one")
+	if !e.starting.CompareAndSwap(false, true) {
+		return fmt.Errorf("executor: %w", startstop.ErrStarted)
 	}
-	e.started = true
-	runCtx, cancel := context.WithCancel(ctx)
-	e.cancel = cancel
-	e.mu.Unlock()
-
-	n, err := e.interruptOrphans(runCtx)
+	n, err := e.interruptOrphans(ctx)
 	if err != nil {
-		e.cancel()
+		e.starting.Store(false) // nothing runs: Start may be tried again, Stop has nothing to do
 		return fmt.Errorf("executor: recover orphaned executions: %w", err)
 	}
 	e.m.observeSwept(sweptOrphaned, n)
 	if n > 0 {
 		e.log.Warn().Int("count", n).Msg("marked executions left running by a stopped scheduler as interrupted; they are not re-run")
 	}
-	e.goTracked("executor-dispatch", func() { e.dispatch(runCtx) })
-	e.goTracked("executor-sweep", func() { e.sweepLoop(runCtx) })
+	if err := e.life.Start(ctx, e.log, "executor-dispatch", e.dispatch); err != nil {
+		return fmt.Errorf("executor: %w", err)
+	}
+	e.life.Go("executor-sweep", e.sweepLoop)
 	e.poke()
 	return nil
 }
 
 // Stop cancels running commands (they end `interrupted`, with their output so far), waits
 // for every run to record its end, and returns. Safe to call twice, and before Start.
-func (e *Executor) Stop() {
-	e.mu.Lock()
-	if e.stopped || !e.started {
-		e.stopped = true
-		e.mu.Unlock()
-		return
-	}
-	e.stopped = true
-	cancel := e.cancel
-	e.mu.Unlock()
-	cancel()
-	e.wg.Wait()
-}
-
-// goTracked runs fn on a recovered goroutine that Stop waits for.
-func (e *Executor) goTracked(name string, fn func()) {
-	e.wg.Add(1)
-	safego.Go(e.log, name, func() {
-		defer e.wg.Done()
-		fn()
-	})
-}
+func (e *Executor) Stop() { e.life.Stop() }
 
 // dispatch claims runnable executions while a slot is free, then waits for a NOTIFY, a
 // finished run or the poll.
@@ -254,14 +231,19 @@ func (e *Executor) claimWhileFree(ctx context.Context) {
 		}
 		for _, j := range jobs {
 			e.track(j.ID, true)
-			e.goTracked("execution-"+j.ID, func() {
+			runJob := func(ctx context.Context) {
 				defer func() {
 					e.track(j.ID, false)
 					<-e.slots
 					e.poke()
 				}()
 				e.run(ctx, j)
-			})
+			}
+			if !e.life.Go("execution-"+j.ID, runJob) {
+				// Stop came between the claim and here: ctx is cancelled, so the run records
+				// the claimed execution as interrupted without running it.
+				runJob(ctx)
+			}
 		}
 		if len(jobs) < free {
 			return // the backlog is drained; the next NOTIFY or poll wakes us

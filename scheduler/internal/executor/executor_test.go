@@ -21,6 +21,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet/fleettest"
 	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -67,22 +68,18 @@ func insertExecution(t *testing.T, pool *pgxpool.Pool, targetID, slug, action, c
 	if params == nil {
 		params = map[string]any{}
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `INSERT INTO executions (id, target_id, target_slug, action, command, params, risk_class, status,
+	err := pg.InTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO executions (id, target_id, target_slug, action, command, params, risk_class, status,
 		requested_by, dedup_key, timeout_seconds) VALUES ($1, $2, $3, $4, $5, $6, 'read_only', $7, 'test', $8, 5)`,
-		id, targetID, slug, action, command, params, status, "dedup-"+id); err != nil {
-		t.Fatal(err)
-	}
-	if status == "approved" {
-		if err := eventbus.Notify(ctx, tx, eventbus.ChannelExec, id); err != nil {
-			t.Fatal(err)
+			id, targetID, slug, action, command, params, status, "dedup-"+id); err != nil {
+			return err
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
+		if status == "approved" {
+			return eventbus.Notify(ctx, tx, eventbus.ChannelExec, id)
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return id

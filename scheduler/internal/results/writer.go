@@ -11,10 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/metrics"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/startstop"
 )
@@ -42,9 +42,10 @@ type Record struct {
 
 // WriterOptions configure a Writer. Pool is required.
 type WriterOptions struct {
-	Pool    *pgxpool.Pool
-	Logger  zerolog.Logger
-	Metrics *metrics.Registry
+	Pool   *pgxpool.Pool
+	Logger zerolog.Logger
+	// Metrics receives the writer's metrics (README, Metrics); nil keeps them unregistered.
+	Metrics prometheus.Registerer
 	// Now stamps entity_status.changed_at (default time.Now).
 	Now func() time.Time
 	// FlushEvery is the longest a result that changes what is stored (a new health, error
@@ -68,7 +69,7 @@ type WriterOptions struct {
 type Writer struct {
 	opts WriterOptions
 	log  zerolog.Logger
-	m    *metrics.Registry
+	m    *writerMetrics
 	life startstop.Lifecycle
 
 	// Submitted results wait in buf (at most 4×FlushBatch) until the loop takes them. A
@@ -115,10 +116,7 @@ func NewWriter(opts WriterOptions) *Writer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Metrics == nil {
-		opts.Metrics = metrics.NewRegistry()
-	}
-	return &Writer{opts: opts, log: opts.Logger, m: opts.Metrics, kick: make(chan struct{}, 1), stored: map[string]storedState{}}
+	return &Writer{opts: opts, log: opts.Logger, m: newWriterMetrics(opts.Metrics), kick: make(chan struct{}, 1), stored: map[string]storedState{}}
 }
 
 // repeats reports whether rec's result leaves its check's stored state as it is: same
@@ -279,11 +277,11 @@ func (w *Writer) loop(ctx context.Context) {
 		}
 		w.mu.Unlock()
 		if err != nil {
-			w.m.Add("oikos_scheduler_result_flush_errors_total", "Failed writes of a batch of check results (retried).", 1)
+			w.m.flushErrors.Inc()
 			w.log.Error().Err(err).Int("results", len(buf)).Msg("writing check results failed; retrying with the next batch")
 			// Keep the results for the next attempt, but not without bound.
 			if over := len(buf) - 4*w.opts.FlushBatch; over > 0 {
-				w.m.Add("oikos_scheduler_results_dropped_total", "Check results not written, by reason.", float64(over), "reason", "write_failures")
+				w.m.dropped.WithLabelValues(droppedWriteFailures).Add(float64(over))
 				w.log.Error().Int("dropped", over).Msg("dropping the oldest check results after repeated write failures")
 				w.pending.Add(-int64(over))
 				buf = append(buf[:0:0], buf[over:]...)
@@ -291,7 +289,7 @@ func (w *Writer) loop(ctx context.Context) {
 			retryAt = time.Now().Add(w.opts.FlushEvery)
 			return
 		}
-		w.m.Add("oikos_scheduler_result_flushes_total", "Batches of check results written.", 1)
+		w.m.flushes.Inc()
 		w.pending.Add(-int64(len(buf)))
 		clear(buf)
 		buf = buf[:0]
@@ -519,12 +517,12 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 	}
 	w.storedMu.Unlock()
 	if dropped > 0 {
-		w.m.Add("oikos_scheduler_results_dropped_total", "Check results not written, by reason.", float64(dropped), "reason", "check_deleted")
+		w.m.dropped.WithLabelValues(droppedCheckDeleted).Add(float64(dropped))
 		w.log.Debug().Int("results", dropped).Msg("results of checks deleted since they ran were dropped")
 	}
-	w.m.Add("oikos_scheduler_results_unchanged_total", "Check results that repeated their check's stored state (written as a run count and an observation time).", float64(len(confirmed)))
-	w.m.Add("oikos_scheduler_metric_samples_total", "Metric samples written.", float64(samples))
-	w.m.Add("oikos_scheduler_health_changes_total", "Combined health transitions of targets.", float64(len(changes)))
+	w.m.unchanged.Add(float64(len(confirmed)))
+	w.m.samples.Add(float64(samples))
+	w.m.healthChanges.Add(float64(len(changes)))
 	return nil
 }
 

@@ -1,0 +1,228 @@
+// Package apiclient is the agent's only way to the api's data: every graph, knowledge,
+// execution and metrics tool calls the api over HTTP with the caller's own bearer token (the
+// agent's token for Nomos, the MCP client's token over /mcp), so the api's roles, gate and
+// audit apply to whoever asked. The agent never writes the api's tables and never opens SSH.
+package apiclient
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// maxBody bounds what the agent reads of one api answer.
+const maxBody = 8 << 20
+
+// Client calls one api.
+type Client struct {
+	base string
+	http *http.Client
+}
+
+// New returns a client for the api at base (OIKOS_API_URL). The transport keeps enough idle
+// connections that concurrent tool calls reuse them instead of dialling per call.
+func New(base string) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(base, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("OIKOS_API_URL %q: want http(s)://host:port", base)
+	}
+	tr := &http.Transport{
+		Proxy:               nil, // the api is local; never route it through a proxy from the environment
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &Client{base: u.String(), http: &http.Client{Transport: tr}}, nil
+}
+
+// Error is an api answer outside 2xx: its problem JSON, decoded.
+type Error struct {
+	Status     int    `json:"status"`
+	Title      string `json:"title"`
+	Detail     string `json:"detail"`
+	Field      string `json:"field,omitempty"`
+	Code       string `json:"code,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	RiskClass  string `json:"risk_class,omitempty"`
+	Errors     []struct {
+		Field  string `json:"field"`
+		Detail string `json:"detail"`
+	} `json:"errors,omitempty"`
+}
+
+func (e *Error) Error() string {
+	msg := e.Detail
+	if msg == "" {
+		msg = e.Title
+	}
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	if e.Field != "" && !strings.Contains(msg, e.Field) {
+		msg += " (field " + e.Field + ")"
+	}
+	return fmt.Sprintf("api %d: %s", e.Status, msg)
+}
+
+// StatusOf returns the api status of err (0 when err is not an api answer).
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// Request is one call.
+type Request struct {
+	Method string
+	Path   string // under the api root, e.g. /api/v1/entities
+	Query  url.Values
+	Body   any // marshalled as JSON when non-nil
+	// Token is the caller's bearer token; Correlation is sent as X-Correlation-ID (the session).
+	Token, Correlation string
+}
+
+// Do sends r and decodes a 2xx JSON answer into out (nil: discarded). It returns the raw
+// body too, for tools that pass the api's answer on.
+func (c *Client) Do(ctx context.Context, r Request, out any) (json.RawMessage, error) {
+	var body io.Reader
+	if r.Body != nil {
+		b, err := json.Marshal(r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	u := c.base + r.Path
+	if len(r.Query) > 0 {
+		u += "?" + r.Query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if r.Body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.Token)
+	}
+	if r.Correlation != "" {
+		req.Header.Set("X-Correlation-ID", r.Correlation)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("api unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, fmt.Errorf("read api answer: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		e := &Error{}
+		if json.Unmarshal(raw, e) != nil || e.Status == 0 {
+			e = &Error{Status: resp.StatusCode, Detail: strings.TrimSpace(string(raw))}
+		}
+		e.Status = resp.StatusCode
+		return raw, e
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return raw, fmt.Errorf("decode api answer to %s %s: %w", r.Method, r.Path, err)
+		}
+	}
+	return raw, nil
+}
+
+// Get is Do for a GET.
+func (c *Client) Get(ctx context.Context, token, correlation, path string, q url.Values, out any) (json.RawMessage, error) {
+	return c.Do(ctx, Request{Method: http.MethodGet, Path: path, Query: q, Token: token, Correlation: correlation}, out)
+}
+
+// Send is Do with a JSON body.
+func (c *Client) Send(ctx context.Context, method, token, correlation, path string, body, out any) (json.RawMessage, error) {
+	return c.Do(ctx, Request{Method: method, Path: path, Body: body, Token: token, Correlation: correlation}, out)
+}
+
+// Identity is who a token is (GET /api/v1/whoami).
+type Identity struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// WhoAmI verifies token with the api.
+func (c *Client) WhoAmI(ctx context.Context, token string) (Identity, error) {
+	var id Identity
+	_, err := c.Get(ctx, token, "", "/api/v1/whoami", nil, &id)
+	return id, err
+}
+
+// PathEscape escapes one path segment (an entity ref such as lxc:jellyfin).
+func PathEscape(s string) string { return url.PathEscape(s) }
+
+// WaitEnd blocks until execution id is terminal: it follows the api's log stream
+// (GET /api/v1/executions/{id}/logs/stream), skipping the output, until its `end` event. It
+// returns ctx's error when ctx ends first. Following the stream instead of polling answers as
+// soon as the scheduler records the end.
+func (c *Client) WaitEnd(ctx context.Context, token, correlation, id string) error {
+	u := c.base + "/api/v1/executions/" + url.PathEscape(id) + "/logs/stream?after=" + skipChunks
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if correlation != "" {
+		req.Header.Set("X-Correlation-ID", correlation)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("api unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		e := &Error{}
+		if json.Unmarshal(raw, e) != nil {
+			e = &Error{Detail: strings.TrimSpace(string(raw))}
+		}
+		e.Status = resp.StatusCode
+		return e
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) == "event: end" {
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("execution %s stream: %w", id, err)
+	}
+	return fmt.Errorf("execution %s stream ended before the execution did", id)
+}
+
+// skipChunks is the largest chunk sequence the api accepts: a stream opened after it sends
+// no output, only the end.
+const skipChunks = "2147483647"
