@@ -18,6 +18,7 @@ build:
 	$(GO) build -o $(BIN)/oikos-scheduler ./scheduler/cmd/oikos-scheduler
 	$(GO) build -o $(BIN)/oikos-agent ./agent/cmd/oikos-agent
 	$(GO) build -o $(BIN)/labsim ./testkit/cmd/labsim
+	$(GO) build -o $(BIN)/llmsim ./testkit/cmd/llmsim
 	$(GO) build -o $(BIN)/oikos-local ./deploy/cmd/oikos-local
 
 # The whole suite with -race against a private PostgreSQL started for the run, then every

@@ -7,14 +7,17 @@ require (
 	github.com/oikos-hq/oikos/shared v0.0.0
 	github.com/oikos-hq/oikos/testkit v0.0.0
 	github.com/rs/zerolog v1.35.1
+	github.com/sashabaranov/go-openai v1.43.0
 )
 
 require (
 	github.com/segmentio/asm v1.2.1 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
+	mvdan.cc/sh/v3 v3.14.1 // indirect
 )
 
 require (

@@ -14,6 +14,7 @@ require (
 	github.com/oikos-hq/oikos/seeds v0.0.0
 	github.com/oikos-hq/oikos/shared v0.0.0
 	github.com/rs/zerolog v1.35.1
+	github.com/sashabaranov/go-openai v1.43.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/crypto v0.59.0
 	mvdan.cc/sh/v3 v3.14.1

@@ -14,8 +14,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
+	"github.com/oikos-hq/oikos/agent/internal/chatapi"
+	"github.com/oikos-hq/oikos/agent/internal/loop"
 	"github.com/oikos-hq/oikos/agent/internal/mcpserver"
 	"github.com/oikos-hq/oikos/agent/internal/secrets"
+	"github.com/oikos-hq/oikos/agent/internal/sessionsapi"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/agent/internal/taskwatch"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
@@ -69,7 +72,18 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 		return err
 	}
 	if cfg.AgentToken == "" {
-		log.Warn().Msg("OIKOS_AGENT_TOKEN is not set: the agent cannot read pending approvals for its task sweep")
+		log.Warn().Msg("OIKOS_AGENT_TOKEN is not set: chat is refused and the task sweep cannot read pending approvals")
+	}
+	nomos, err := loop.New(loop.Config{BaseURL: cfg.LLMBaseURL, Model: cfg.LLMModel, APIKey: cfg.LLMAPIKey, SoulFile: cfg.SoulFile,
+		AgentToken: cfg.AgentToken}, reg, taskSvc, pool, api, log)
+	if err != nil {
+		return err
+	}
+	if !nomos.Configured() {
+		log.Warn().Msg("no language model configured (OIKOS_LLM_BASE_URL, OIKOS_LLM_MODEL): chat answers an error; the tools and /mcp work")
+	}
+	if err := nomos.Recover(ctx); err != nil {
+		return err
 	}
 
 	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
@@ -79,6 +93,7 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 	connCfg.RuntimeParams["application_name"] = "oikos-agent-listener"
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
 	bus := eventbus.NewBus(eventbus.BusOptions{Pool: pool, Notifier: notifier, Logger: log})
+	continuer := loop.NewContinuer(nomos, bus, log)
 	watch := taskwatch.New(taskwatch.Options{Tasks: taskSvc, Bus: bus, API: api, Token: cfg.AgentToken, IdleAfter: cfg.IdleAfter, Logger: log})
 
 	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
@@ -100,9 +115,17 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 		return err
 	}
 	defer watch.Stop()
+	if err := continuer.Start(ctx); err != nil {
+		return err
+	}
+	defer continuer.Stop()
 
 	mux := health.Mux()
 	mux.Handle("/mcp", mcpserver.New(reg, api, mcpserver.Options{Version: Version, Log: log}))
+	mux.Handle("POST /internal/chat", chatapi.New(nomos, cfg.AgentToken, log))
+	sessions := sessionsapi.New(pool, cfg.AgentToken, log)
+	mux.Handle("/internal/sessions", sessions)
+	mux.Handle("/internal/sessions/", sessions)
 	var h http.Handler = health.Metrics.InstrumentHandler(mux)
 	return daemon.Serve(ctx, log, cfg.Addr, h, ready)
 }

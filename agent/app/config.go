@@ -21,6 +21,7 @@ type Config struct {
 	LLMModel    string        // OIKOS_LLM_MODEL
 	LLMAPIKey   string        // OIKOS_LLM_API_KEY
 	AgentToken  string        // OIKOS_AGENT_TOKEN: bearer token (role agent) for the api
+	SoulFile    string        // OIKOS_SOUL_FILE: a persona replacing agent/internal/loop/SOUL.md
 	// IdleAfter is how long an open task may sit untouched before the sweep abandons it
 	// (OIKOS_AGENT_IDLE_AFTER; a task waiting on an approval is never swept).
 	IdleAfter time.Duration
@@ -47,6 +48,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		LLMAPIKey:   r.String("OIKOS_LLM_API_KEY", ""),
 		AgentToken:  r.String("OIKOS_AGENT_TOKEN", ""),
 		IdleAfter:   r.Duration("OIKOS_AGENT_IDLE_AFTER", 6*time.Hour),
+		SoulFile:    r.String("OIKOS_SOUL_FILE", ""),
 	}
 	r.Require("OIKOS_DATABASE_URL", c.DatabaseURL)
 	if allow := strings.TrimSpace(r.String("OIKOS_HTTP_GET_ALLOW", "")); allow != "" {

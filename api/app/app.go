@@ -19,6 +19,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/chat"
+	"github.com/oikos-hq/oikos/api/internal/chatapi"
 	"github.com/oikos-hq/oikos/api/internal/execapi"
 	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/api/internal/graph"
@@ -53,6 +55,7 @@ type Server struct {
 	notifier  *eventbus.Notifier
 	bus       *eventbus.Bus
 	registrar *execution.Registrar
+	chat      *chatapi.API
 	http      *httpapi.Server
 	cancel    context.CancelFunc
 	served    chan error
@@ -73,6 +76,9 @@ func (s *Server) Stop() {
 	s.cancel()
 	if s.http != nil {
 		s.http.Stop()
+	}
+	if s.chat != nil {
+		s.chat.Stop()
 	}
 	if s.registrar != nil {
 		s.registrar.Stop()
@@ -164,6 +170,11 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 		}
 		return nil
 	})
+	chatAPI, err := chatapi.New(chatapi.Deps{Chat: chat.NewStore(pool), AgentURL: cfg.AgentURL, AgentToken: cfg.AgentToken,
+		Logger: log})
+	if err != nil {
+		return fail(err)
+	}
 	h := httpapi.New(httpapi.Deps{
 		Pool: pool, Graph: svc, Ontology: o, Auth: store, Bus: bus, Logger: log, Health: health,
 		// The feature packages' route tables, mounted with the server's own behind its guard
@@ -171,13 +182,14 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 		Routes: slices.Concat(
 			execapi.New(execapi.Deps{Service: exec, Notifier: notifier, Logger: log}).Routes(),
 			metricsapi.New(metricsapi.Deps{Pool: pool, Logger: log}).Routes(),
+			chatAPI.Routes(),
 		),
 	})
 	registrar, err := execution.NewRegistrar(execution.RegistrarOptions{Bus: bus, Pool: pool, Graph: svc, Logger: log})
 	if err != nil {
 		return fail(err)
 	}
-	s := &Server{pool: pool, notifier: notifier, bus: bus, registrar: registrar, http: h, cancel: cancel,
+	s := &Server{pool: pool, notifier: notifier, bus: bus, registrar: registrar, chat: chatAPI, http: h, cancel: cancel,
 		served: make(chan error, 1), Graph: svc, Auth: store}
 	if err := bus.Start(ctx); err != nil {
 		return fail(err)

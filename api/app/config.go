@@ -1,7 +1,10 @@
 package app
 
 import (
+	"net/url"
+
 	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/chatapi"
 	"github.com/oikos-hq/oikos/shared/config"
 )
 
@@ -16,6 +19,9 @@ type Config struct {
 	// api makes sure it exists as the agent token auth.AgentTokenName ("nomos"), so compose
 	// and `make up` give the api and the agent one value and nothing else to do.
 	AgentToken string
+	// AgentURL is OIKOS_AGENT_URL, where the api reaches the agent to forward chat turns and
+	// session reads (default http://127.0.0.1:8092).
+	AgentURL string
 }
 
 // LoadConfig reads and validates the configuration.
@@ -28,6 +34,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		OperatorToken: r.String("OIKOS_OPERATOR_TOKEN", ""),
 		AgentToken:    r.String("OIKOS_AGENT_TOKEN", ""),
 		PolicyFile:    r.String("OIKOS_POLICY_FILE", ""),
+		AgentURL:      r.String("OIKOS_AGENT_URL", chatapi.DefaultAgentURL),
+	}
+	if u, err := url.Parse(c.AgentURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		r.Fail("OIKOS_AGENT_URL: %q is not an http(s)://host:port URL", c.AgentURL)
 	}
 	r.Require("OIKOS_DATABASE_URL", c.DatabaseURL)
 	if c.AgentToken != "" {

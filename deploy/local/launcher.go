@@ -39,6 +39,9 @@ type Options struct {
 	LabsimControl string
 	// Labsim may be turned off (tests of the launcher that must not bind the fleet's ports).
 	NoLabsim bool
+	// LLMSimAddr is where the scripted model listens when no real one is configured
+	// (OIKOS_LLMSIM_ADDR, default 127.0.0.1:8099).
+	LLMSimAddr string
 }
 
 // Stack is a running local system.
@@ -56,7 +59,12 @@ type Stack struct {
 	AgentToken string
 	// AgentTokenFile keeps AgentToken across runs; empty when OIKOS_AGENT_TOKEN gave it.
 	AgentTokenFile string
+	// LLM says which model Nomos talks to.
+	LLM string
 }
+
+// demoModel is the model name of llmsim's demo script.
+const demoModel = "nomos-sim"
 
 // labsimNameMap sends the demo fleet's names (*.lab.example, *.example) to the lab
 // simulator's HTTPS ingress, for the scheduler's checks (OIKOS_CHECK_NAME_MAP) and the
@@ -90,6 +98,7 @@ func (o *Options) defaults() {
 	pick(&o.SchAddr, "OIKOS_SCHEDULER_ADDR", "127.0.0.1:8091")
 	pick(&o.AgtAddr, "OIKOS_AGENT_ADDR", "127.0.0.1:8092")
 	pick(&o.LabsimControl, "LABSIM_CONTROL", "127.0.0.1:7070")
+	pick(&o.LLMSimAddr, "OIKOS_LLMSIM_ADDR", "127.0.0.1:8099")
 }
 
 // StartPostgres returns a database URL: OIKOS_DATABASE_URL when set, else a private
@@ -152,7 +161,8 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	// The api makes sure both tokens exist (operator bootstrap-operator, agent nomos).
 	if err := s.spawn("oikos-api", filepath.Join(bin, "oikos-api"), nil, append(base,
-		"OIKOS_API_ADDR="+opts.APIAddr, "OIKOS_OPERATOR_TOKEN="+s.Token, "OIKOS_AGENT_TOKEN="+s.AgentToken)); err != nil {
+		"OIKOS_API_ADDR="+opts.APIAddr, "OIKOS_OPERATOR_TOKEN="+s.Token, "OIKOS_AGENT_TOKEN="+s.AgentToken,
+		"OIKOS_AGENT_URL=http://"+opts.AgtAddr)); err != nil {
 		return fail(err)
 	}
 	if err := s.waitReady(ctx, "oikos-api", opts.APIAddr, 90*time.Second); err != nil {
@@ -172,6 +182,24 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 		}
 		schedEnv = append(schedEnv, "OIKOS_CHECK_CA_FILE="+caFile, "OIKOS_CHECK_NAME_MAP="+labsimNameMap)
 		agentEnv = append(agentEnv, "OIKOS_AGENT_CA_FILE="+caFile, "OIKOS_AGENT_NAME_MAP="+labsimNameMap)
+	}
+	// Nomos talks to the model OIKOS_LLM_* name; without one, to the scripted model llmsim
+	// and its demo conversation (a health question, a read-only run, a plan, an approval and
+	// a write-back).
+	if base := opts.Getenv("OIKOS_LLM_BASE_URL"); base != "" {
+		agentEnv = append(agentEnv, "OIKOS_LLM_BASE_URL="+base, "OIKOS_LLM_MODEL="+opts.Getenv("OIKOS_LLM_MODEL"),
+			"OIKOS_LLM_API_KEY="+opts.Getenv("OIKOS_LLM_API_KEY"))
+	} else {
+		if err := s.spawn("llmsim", filepath.Join(bin, "llmsim"), []string{
+			"--addr", opts.LLMSimAddr, "--script", filepath.Join(opts.Root, "testkit", "llmsim", "scripts", "demo.yaml"),
+		}, nil); err != nil {
+			return fail(err)
+		}
+		s.LLM = "llmsim (scripted demo) at http://" + opts.LLMSimAddr
+		agentEnv = append(agentEnv, "OIKOS_LLM_BASE_URL=http://"+opts.LLMSimAddr+"/v1", "OIKOS_LLM_MODEL="+demoModel)
+	}
+	if s.LLM == "" {
+		s.LLM = opts.Getenv("OIKOS_LLM_MODEL") + " at " + opts.Getenv("OIKOS_LLM_BASE_URL")
 	}
 	if err := s.spawn("oikos-scheduler", filepath.Join(bin, "oikos-scheduler"), nil, schedEnv); err != nil {
 		return fail(err)

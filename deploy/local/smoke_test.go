@@ -69,6 +69,7 @@ func TestMakeUpSmoke(t *testing.T) {
 	for name, pkg := range map[string]string{
 		"oikos-api": "./api/cmd/oikos-api", "oikos-scheduler": "./scheduler/cmd/oikos-scheduler",
 		"oikos-agent": "./agent/cmd/oikos-agent", "labsim": "./testkit/cmd/labsim", "oikos-local": "./deploy/cmd/oikos-local",
+		"llmsim": "./testkit/cmd/llmsim",
 	} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
 		cmd.Dir = repo
@@ -79,6 +80,10 @@ func TestMakeUpSmoke(t *testing.T) {
 	if err := os.Symlink(filepath.Join(repo, "seeds"), filepath.Join(root, "seeds")); err != nil {
 		t.Fatal(err)
 	}
+	// The scripted model's demo conversation, which `make up` runs Nomos on without a model.
+	if err := os.Symlink(filepath.Join(repo, "testkit"), filepath.Join(root, "testkit")); err != nil {
+		t.Fatal(err)
+	}
 	apiAddr, schAddr, agtAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	env := []string{}
 	for _, kv := range os.Environ() {
@@ -87,7 +92,7 @@ func TestMakeUpSmoke(t *testing.T) {
 		}
 	}
 	env = append(env, "OIKOS_API_ADDR="+apiAddr, "OIKOS_SCHEDULER_ADDR="+schAddr, "OIKOS_AGENT_ADDR="+agtAddr,
-		"LABSIM_CONTROL="+freeAddr(t))
+		"LABSIM_CONTROL="+freeAddr(t), "OIKOS_LLMSIM_ADDR="+freeAddr(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	up := exec.CommandContext(ctx, filepath.Join(bin, "oikos-local"), "up")
@@ -131,7 +136,7 @@ func TestMakeUpSmoke(t *testing.T) {
 		}
 	}
 	pids := readPIDs(t, filepath.Join(root, ".local", "pids"))
-	for _, want := range []string{"postgres", "labsim", "oikos-api", "oikos-scheduler", "oikos-agent"} {
+	for _, want := range []string{"postgres", "labsim", "oikos-api", "oikos-scheduler", "oikos-agent", "llmsim"} {
 		if pids[want] == 0 {
 			t.Fatalf("pids file lacks %s: %v", want, pids)
 		}

@@ -82,6 +82,16 @@ func DetectAssent(message string, pending []PendingApproval) []Grant {
 	return out
 }
 
+// AssentsToPlan reports whether an operator message assents to the plan the
+// immediately preceding assistant turn proposed: the loose assent of
+// DetectAssent, and nothing else (the whole message consists of the assent
+// words; any other word, a negation, a condition or a longer sentence, and it
+// does not). A typed confirmation names an approval's target, not a plan, so
+// it is no assent to a plan. Assenting to a plan opens the session's assent
+// window (docs/behaviours.md X6), which covers config_mutation requests and
+// never a destructive one.
+func AssentsToPlan(message string) bool { return isLooseAssent(message) }
+
 // assentWords are the words a loose assent may consist of.
 func assentWord(w string) bool {
 	switch w {

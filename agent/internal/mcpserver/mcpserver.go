@@ -51,6 +51,12 @@ type Server struct {
 
 	mu    sync.Mutex
 	cache map[[32]byte]verified
+
+	// servers holds one MCP server per role. The SDK asks for a server on every HTTP
+	// request (not only for a new session), and building one registers every tool: reusing
+	// it per role keeps a request's cost to the call itself.
+	serversMu sync.Mutex
+	servers   map[string]*mcp.Server
 }
 
 type verified struct {
@@ -66,7 +72,7 @@ func New(reg *tools.Registry, api *apiclient.Client, opts Options) *Server {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 2 * time.Hour
 	}
-	s := &Server{reg: reg, api: api, opts: opts, cache: map[[32]byte]verified{}}
+	s := &Server{reg: reg, api: api, opts: opts, cache: map[[32]byte]verified{}, servers: map[string]*mcp.Server{}}
 	stream := mcp.NewStreamableHTTPHandler(s.serverFor, &mcp.StreamableHTTPOptions{
 		SessionTimeout: opts.SessionTimeout,
 		// The agent listens on a homelab address and clients name it by host name; the
@@ -179,12 +185,24 @@ func (s *Server) verifySDK(ctx context.Context, token string, _ *http.Request) (
 		Extra: map[string]any{"token": token, "name": id.Name, "role": id.Role}}, nil
 }
 
-// serverFor builds the MCP server of a new session, with the tools the token's role may use.
+// serverFor answers the MCP server for a request's token role (built once per role).
 func (s *Server) serverFor(r *http.Request) *mcp.Server {
 	role := ""
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 		role, _ = ti.Extra["role"].(string)
 	}
+	s.serversMu.Lock()
+	defer s.serversMu.Unlock()
+	if srv, ok := s.servers[role]; ok {
+		return srv
+	}
+	srv := s.build(role)
+	s.servers[role] = srv
+	return srv
+}
+
+// build makes the MCP server offering the tools role may use.
+func (s *Server) build(role string) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "oikos", Title: "Oikos", Version: s.opts.Version}, &mcp.ServerOptions{
 		Instructions: "Oikos operates a homelab. Start a task with set_goal, research with read-only tools, " +
 			"propose_plan before any change, run commands with run (the risk gate decides; some need the operator's approval), " +

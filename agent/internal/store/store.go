@@ -288,6 +288,7 @@ type ToolCall struct {
 	Result     string          `json:"result"`
 	IsError    bool            `json:"is_error"`
 	Render     string          `json:"render,omitempty"`
+	MessageID  int64           `json:"message_id,omitempty"`
 	StartedAt  time.Time       `json:"started_at"`
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 }
@@ -298,8 +299,12 @@ func StartToolCall(ctx context.Context, q pg.Querier, c ToolCall) error {
 	if len(args) == 0 || !json.Valid(args) {
 		args = json.RawMessage(`{}`)
 	}
-	_, err := q.Exec(ctx, `INSERT INTO tool_calls (id, session_id, turn, name, arguments) VALUES ($1, $2, $3, $4, $5)`,
-		c.ID, c.SessionID, c.Turn, c.Name, []byte(args))
+	var msg any
+	if c.MessageID != 0 {
+		msg = c.MessageID
+	}
+	_, err := q.Exec(ctx, `INSERT INTO tool_calls (id, session_id, turn, name, arguments, message_id) VALUES ($1, $2, $3, $4, $5, $6)`,
+		c.ID, c.SessionID, c.Turn, c.Name, []byte(args), msg)
 	if err != nil {
 		return fmt.Errorf("record tool call: %w", err)
 	}

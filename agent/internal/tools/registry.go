@@ -55,6 +55,12 @@ type Caller struct {
 	Actor   string // the token's name
 	Role    string // operator, agent or readonly
 	Source  string // chat or mcp
+	// CallID, when set, is the id the call is recorded under (the loop announces it in its
+	// tool_use event before the call); else a new one.
+	CallID string
+	// Message is the assistant message that made the call (0 over MCP), so a later turn
+	// replays exactly one entry per call.
+	Message int64
 }
 
 // Hints are the MCP tool annotations.
@@ -221,8 +227,13 @@ func (r *Registry) Call(ctx context.Context, caller Caller, name string, args js
 		outcome = "error"
 		return Errorf("session %s: %v", caller.Session, err)
 	}
-	c := &Call{Caller: caller, ID: uuid.NewString(), Tool: t, Args: clean, Session: sess, deps: &r.deps, reg: r}
-	if err := store.StartToolCall(ctx, r.deps.Pool, store.ToolCall{ID: c.ID, SessionID: caller.Session, Turn: caller.Turn, Name: name, Arguments: clean}); err != nil {
+	id := caller.CallID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	c := &Call{Caller: caller, ID: id, Tool: t, Args: clean, Session: sess, deps: &r.deps, reg: r}
+	if err := store.StartToolCall(ctx, r.deps.Pool, store.ToolCall{ID: c.ID, SessionID: caller.Session, Turn: caller.Turn, Name: name,
+		Arguments: clean, MessageID: caller.Message}); err != nil {
 		outcome = "error"
 		return Errorf("record the call: %v", err)
 	}

@@ -5,8 +5,9 @@
 // by Create. Verification looks the hash up and compares it in constant time.
 //
 // Roles follow the security model of docs/architecture.md: an operator may do everything, an
-// agent may read and write facts and knowledge but never decide an approval (not even relaying
-// an operator's chat message, see PermDecide), a readonly token may only read. The grants are
+// agent may read and write facts and knowledge and decide nothing of its own (it reaches the
+// decision routes only to relay an operator's chat message the api recorded, which the
+// execution service proves; see PermDecide), a readonly token may only read. The grants are
 // one small table (grants) so that a route states the permission it needs and the table
 // alone says who has it; refusals says why a role lacking one is refused.
 package auth
@@ -47,11 +48,14 @@ const (
 	PermRead Permission = "read"
 	// PermWrite: mutations of the graph, knowledge and signal state.
 	PermWrite Permission = "write"
-	// PermDecide: deciding an approval (approve, deny, revoke). Operators only. An agent never
-	// decides, not even to relay what an operator wrote in chat (an assent, a typed
-	// confirmation): the api cannot yet prove that a relayed message is the operator's, so a
-	// message id an agent names would be its own say-so, and the agent would approve its own
-	// work. Until that proof exists the operator decides with an operator's token.
+	// PermDecide: the decision routes (an approval's decision, an assent to a session's
+	// plan). An operator decides directly, any way. An agent's token holds it only to relay an
+	// operator's chat message: it may approve (chat_assent, typed_confirmation) or assent to a
+	// plan naming the message the api recorded from an operator's token (POST /chat), and the
+	// execution service proves that record (same session, operator token, newer than what it
+	// grants, the deterministic detection of shared/policy, not used before) before anything
+	// changes; a message id an agent merely asserts decides nothing. A readonly token never
+	// decides.
 	PermDecide Permission = "decide"
 )
 
@@ -60,8 +64,8 @@ const (
 var refusals = map[Permission]string{
 	PermRead:  "reading needs a token of role operator, agent or readonly",
 	PermWrite: "a readonly token may only read; changes need an operator's or an agent's token",
-	PermDecide: "only an operator's token may decide an approval; an agent token cannot approve, deny or revoke, " +
-		"even relaying an operator's chat message, until the api can verify that message",
+	PermDecide: "only an operator's token may decide an approval (an agent's only by relaying an operator's chat " +
+		"message the api recorded and proves); a readonly token cannot approve, deny, revoke or assent",
 }
 
 // Forbidden is the error for a role that lacks p: it wraps ErrForbidden and says why.
@@ -76,7 +80,8 @@ func Forbidden(r Role, p Permission) error {
 // grants is the whole role model: which role holds which permission.
 var grants = map[Role]map[Permission]bool{
 	RoleOperator: {PermRead: true, PermWrite: true, PermDecide: true},
-	RoleAgent:    {PermRead: true, PermWrite: true},
+	// The agent holds PermDecide only to relay; the execution service proves every relay.
+	RoleAgent:    {PermRead: true, PermWrite: true, PermDecide: true},
 	RoleReadonly: {PermRead: true},
 }
 

@@ -1,9 +1,10 @@
 // Package execapi is the HTTP surface of the gated execution path: requesting executions
 // (a shell command or a typed action), reading them and their output (as JSON and as an SSE
-// tail), listing approvals and deciding them, and classifying a command as the gate would
-// without asking to run it (POST /classify, which writes nothing). The handlers are thin:
-// every rule lives in api/internal/execution, and every request it answers is one
-// transaction there.
+// tail), listing approvals and deciding them (an agent's token only relaying an operator's
+// chat message the api proves), assenting to a session's plan, and classifying a command as
+// the gate would without asking to run it (POST /classify, which writes nothing). The
+// handlers are thin: every rule lives in api/internal/execution, and every request it answers
+// is one transaction there.
 //
 // The routes are a request.Route table (Routes), mounted like every other surface's. Errors
 // are RFC 9457 problem documents of the same shape as the rest of the api, rendered by
@@ -92,11 +93,13 @@ func (a *API) Routes() []request.Route {
 		request.GET("/executions/:id/logs/stream", r, a.stream),
 		request.GET("/approvals", r, a.listApprovals),
 		request.GET("/approvals/:id", r, a.getApproval),
-		// Only an operator's token decides (auth.PermDecide, which only the operator role
-		// holds, a role that may also write): an agent's relay of an operator's chat message
-		// cannot be proved yet, so an agent or readonly token gets the refusal that says so;
-		// and the service refuses any role but operator on its own.
+		// auth.PermDecide: an operator decides; an agent's token only approves by relaying an
+		// operator's chat message the api recorded, which the service proves (or refuses, with
+		// an audit row) before anything changes; a readonly token is refused by the guard.
 		request.POST("/approvals/:id/decision", auth.PermDecide, a.decide),
+		// An assent to a session's plan, proved from the operator's chat message the same way;
+		// it opens the session's assent window.
+		request.POST("/sessions/:id/assent", auth.PermDecide, a.assentToPlan),
 	}
 }
 
@@ -272,6 +275,23 @@ func (h *API) decide(c echo.Context) error {
 		return err
 	}
 	res, err := h.d.Service.Decide(c.Request().Context(), meta(c), pathID(c), d)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+// assentBody is POST /sessions/{id}/assent.
+type assentBody struct {
+	MessageID string `json:"message_id"`
+}
+
+func (h *API) assentToPlan(c echo.Context) error {
+	var b assentBody
+	if err := request.DecodeJSON(c, &b); err != nil {
+		return err
+	}
+	res, err := h.d.Service.AssentToPlan(c.Request().Context(), meta(c), pathID(c), b.MessageID)
 	if err != nil {
 		return err
 	}

@@ -203,12 +203,15 @@ func TestDecisionRules(t *testing.T) {
 	}
 }
 
-// TestOnlyAnOperatorDecides: no token but an operator's decides an approval. For every via ×
-// every decision × every class that queues, an agent token (with and without the message id
-// of an operator's chat message it claims to relay) and a readonly token get a 403 problem
-// saying only an operator decides, and nothing changes: the approval stays pending, the
-// execution pending_approval, and no approval audit row or approval.decided event exists.
-// The operator's decision then goes through, and its audit row and event name the operator.
+// TestOnlyAnOperatorDecides: no token but an operator's decides an approval on its own say-so.
+// For every via × every decision × every class that queues, an agent token without a message
+// the api can prove (none, a made-up id, or the operator's real "yes" of the same session
+// sent before the approval was asked for) and a readonly token get a 403 problem saying only
+// an operator decides, and nothing changes: the approval stays pending, the execution
+// pending_approval, and no approval audit row, approval.decided event or window exists. Each
+// agent refusal has its approval.relay_refused audit row; the readonly ones, refused by the
+// guard, have none. The operator's decision then goes through, and its audit row and event
+// name the operator. (A relay the api can prove: TestRelayProvesTheOperatorsMessage.)
 func TestOnlyAnOperatorDecides(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -218,24 +221,29 @@ func TestOnlyAnOperatorDecides(t *testing.T) {
 		{"config_mutation", "touch /srv/y", "chat_assent"},
 		{"destructive", "rm -rf /var/lib/x", "typed_confirmation"},
 	}
-	callers := []struct {
-		name  string
-		c     *client
-		extra []string
-	}{
-		{"agent", e.agent, nil},
-		{"agent relaying a message", e.agent, []string{"message_id", "made-up-456"}},
-		{"readonly", e.readonly, nil},
-		{"readonly naming a message", e.readonly, []string{"message_id", "made-up-789"}},
-	}
 	for _, k := range classes {
+		// The operator's real assent, but sent before the approval was asked for.
+		early := e.say("op", "operator", "s-only-"+k.class, "yes")
+		callers := []struct {
+			name  string
+			c     *client
+			extra []string
+			agent bool
+		}{
+			{"agent", e.agent, nil, true},
+			{"agent relaying a made-up message", e.agent, []string{"message_id", "made-up-456"}, true},
+			{"agent relaying the operator's earlier message", e.agent, []string{"message_id", early}, true},
+			{"readonly", e.readonly, nil, false},
+			{"readonly naming a message", e.readonly, []string{"message_id", "made-up-789"}, false},
+			{"readonly naming the operator's message", e.readonly, []string{"message_id", early}, false},
+		}
 		var q executionJSON
 		e.agent.run("lxc:web", k.command, "s-only-"+k.class).expect(t, http.StatusCreated).json(t, &q)
 		if q.Status != "pending_approval" || q.ApprovalID == nil || q.RiskClass != k.class {
 			t.Fatalf("%s: %+v, want a pending approval", k.class, q)
 		}
 		id := *q.ApprovalID
-		refused := 0
+		refused, agentCells := 0, 0
 		for _, who := range callers {
 			for _, via := range vias {
 				for _, dec := range decisions {
@@ -246,11 +254,21 @@ func TestOnlyAnOperatorDecides(t *testing.T) {
 						t.Errorf("%s: problem %+v, want a 403 saying only an operator decides", cell, p)
 					}
 					refused++
+					if who.agent {
+						agentCells++
+					}
 				}
 			}
 		}
 		if refused != len(callers)*len(vias)*len(decisions) {
 			t.Fatalf("%s: %d cells", k.class, refused)
+		}
+		if n := e.count(`SELECT count(*) FROM audit_log WHERE action = 'approval.relay_refused' AND actor = 'nomos'
+			AND after->>'approval_id' = $1`, id); n != agentCells {
+			t.Fatalf("%s: %d relay refusals audited, want one per agent cell (%d)", k.class, n, agentCells)
+		}
+		if n := e.count(`SELECT count(*) FROM audit_log WHERE action = 'approval.relay_refused' AND actor <> 'nomos'`); n != 0 {
+			t.Fatalf("%s: %d refusal rows of the readonly token", k.class, n)
 		}
 		// Nothing changed.
 		var a approvalJSON
@@ -271,6 +289,9 @@ func TestOnlyAnOperatorDecides(t *testing.T) {
 		}
 		if n := e.count(`SELECT count(*) FROM approval_windows WHERE approval_id = $1::uuid`, id); n != 0 {
 			t.Fatalf("%s: %d windows opened by refused decisions", k.class, n)
+		}
+		if n := e.count(`SELECT count(*) FROM chat_message_uses WHERE approval_id = $1::uuid`, id); n != 0 {
+			t.Fatalf("%s: %d message uses recorded by refused decisions", k.class, n)
 		}
 		// The operator decides; the record names them.
 		var d decisionJSON

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
+	"github.com/oikos-hq/oikos/api/internal/chat"
 	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/shared/policy"
 )
@@ -19,16 +20,20 @@ const (
 	maxReasonBytes    = 4 << 10
 )
 
-// validateDecision checks who decides and the decision's fields. Only an operator decides
-// (approve, deny or revoke), whatever the via: an agent relaying an operator's chat message
-// (an assent, a typed confirmation) is refused too, because the api cannot yet prove that
-// the message it names is the operator's; until it can, a message_id from an agent is its
-// own say-so, and the agent would be approving its own work. A readonly token never decides.
-// The role is checked first, so a refused decision says only why it was refused.
+// validateDecision checks who decides and the decision's fields. An operator decides
+// (approve, deny or revoke) by any via. An agent's token decides nothing of its own: it may only
+// approve, by chat_assent or typed_confirmation, naming the message_id of an operator's chat
+// message the api recorded (POST /chat), and the decision then proves that message
+// (proveRelay) before anything changes. A readonly token never decides. The role is checked
+// first, so a refused decision says only why it was refused.
 func validateDecision(m Meta, d *Decision) error {
-	if m.Role != RoleOperator {
-		return forbidden("only an operator's token may decide an approval; a %s token cannot approve, deny or revoke, "+
-			"even relaying an operator's chat message, until the api can verify that message", m.Role)
+	switch m.Role {
+	case RoleOperator:
+	case RoleAgent:
+		return validateRelay(d)
+	default:
+		return forbidden("only an operator's token may decide an approval (an agent's only by relaying an operator's "+
+			"chat message the api recorded); a %s token cannot approve, deny or revoke", m.Role)
 	}
 	var err error
 	d.Decision, d.Via = strings.TrimSpace(d.Decision), strings.TrimSpace(d.Via)
@@ -51,6 +56,200 @@ func validateDecision(m Meta, d *Decision) error {
 	return nil
 }
 
+// validateRelay checks the shape of an agent's decision: an approval by chat_assent or
+// typed_confirmation that names the operator's message. Anything else is refused (403).
+func validateRelay(d *Decision) error {
+	d.Decision, d.Via = strings.TrimSpace(d.Decision), strings.TrimSpace(d.Via)
+	d.MessageID, d.Reason = strings.TrimSpace(d.MessageID), strings.TrimSpace(d.Reason)
+	switch {
+	case d.Decision != DecisionApprove:
+		return refuseRelay("an agent's token may only approve, not %q: denying and revoking are the operator's own, "+
+			"with an operator's token", d.Decision)
+	case d.Via != ViaChatAssent && d.Via != ViaTypedConfirmation:
+		return refuseRelay("an agent relays only chat_assent or typed_confirmation, not %q", d.Via)
+	case d.MessageID == "":
+		return refuseRelay("message_id is required: the id the api gave the operator's chat message (POST /api/v1/chat)")
+	case len(d.MessageID) > maxMessageIDBytes:
+		return refuseRelay("message_id is longer than %d bytes", maxMessageIDBytes)
+	case len(d.Reason) > maxReasonBytes:
+		return apierr.Invalid("reason", "is longer than %d bytes", maxReasonBytes)
+	}
+	return nil
+}
+
+// RelayRefusedError is a chat message the api could not prove grants what a relay asks for
+// (HTTP 403): Reason says which check failed. Nothing was changed; the refusal has its audit
+// row (approval.relay_refused, or plan.assent_refused for a plan).
+type RelayRefusedError struct {
+	Reason string
+	// Plan is set for an assent to a plan, unset for an approval's decision.
+	Plan bool
+}
+
+// Error implements error.
+func (e *RelayRefusedError) Error() string {
+	if e.Plan {
+		return "only an operator's chat message the api recorded assents to a plan, and this one is refused: " + e.Reason
+	}
+	return "only an operator's token may decide an approval; an agent's token may only approve by relaying an " +
+		"operator's chat message the api recorded, and this relay is refused: " + e.Reason
+}
+
+// Unwrap makes a refused relay an ErrForbidden.
+func (e *RelayRefusedError) Unwrap() error { return ErrForbidden }
+
+func refuseRelay(format string, args ...any) error {
+	return &RelayRefusedError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func refusePlan(format string, args ...any) error {
+	return &RelayRefusedError{Reason: fmt.Sprintf(format, args...), Plan: true}
+}
+
+// proveRelay proves the operator's chat message an agent's approval names, in the decision's
+// transaction with the approval locked (docs/behaviours.md A5): the api recorded it
+// (chat_messages), in the approval's session, from an operator's token, after the approval was
+// requested; it has not granted this approval before; and the deterministic detection of
+// shared/policy over the session's pending approvals requested before it grants this approval
+// by this via (a loose assent never a destructive one, a typed confirmation only naming the
+// target). An approval no longer pending answers as any late decision does (409). It returns
+// the message.
+func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Message, error) {
+	msg, err := chat.Load(ctx, tx, d.MessageID)
+	if errors.Is(err, apierr.ErrNotFound) {
+		return chat.Message{}, refuseRelay("message %q is not a chat message the api recorded", d.MessageID)
+	}
+	if err != nil {
+		return chat.Message{}, err
+	}
+	session := a.session()
+	switch {
+	case session == "":
+		return msg, refuseRelay("approval %s belongs to no session; a chat message grants only approvals of its own session", a.ID)
+	case msg.SessionID != session:
+		return msg, refuseRelay("message %s was sent in session %q, but approval %s belongs to session %q",
+			msg.ID, msg.SessionID, a.ID, session)
+	case msg.TokenRole != RoleOperator:
+		return msg, refuseRelay("message %s was sent with the %s token %q, not an operator's", msg.ID, msg.TokenRole, msg.TokenName)
+	case !msg.CreatedAt.After(a.RequestedAt):
+		return msg, refuseRelay("message %s (%s) is not newer than approval %s (requested %s); an assent grants only what was asked before it",
+			msg.ID, msg.CreatedAt.UTC().Format(time.RFC3339Nano), a.ID, a.RequestedAt.UTC().Format(time.RFC3339Nano))
+	}
+	used, err := chat.Used(ctx, tx, chat.Use{MessageID: msg.ID, ApprovalID: a.ID})
+	if err != nil {
+		return msg, err
+	}
+	if used {
+		return msg, refuseRelay("message %s already granted approval %s; a message grants each approval once", msg.ID, a.ID)
+	}
+	if a.Status != ApprovalPending {
+		return msg, conflict(a, d.Decision)
+	}
+	pending, err := pendingBefore(ctx, tx, session, msg.CreatedAt)
+	if err != nil {
+		return msg, err
+	}
+	var target *policy.PendingApproval
+	for i := range pending {
+		if pending[i].ID == a.ID {
+			target = &pending[i]
+		}
+	}
+	if target == nil {
+		return msg, conflict(a, d.Decision)
+	}
+	for _, g := range policy.DetectAssent(msg.Text, pending) {
+		if g.ApprovalID != a.ID {
+			continue
+		}
+		if g.Via != d.Via {
+			return msg, refuseRelay("message %s grants approval %s by %s, not %s", msg.ID, a.ID, g.Via, d.Via)
+		}
+		// Only the immediately preceding answer's approvals: one asked before the operator's
+		// previous message in the session was already answered (or passed over) by it.
+		prev, err := chat.PreviousAt(ctx, tx, msg)
+		if err != nil {
+			return msg, err
+		}
+		if !prev.IsZero() && a.RequestedAt.Before(prev) {
+			return msg, refuseRelay("approval %s was asked before the operator's previous message in this session; "+
+				"an assent grants only what the immediately preceding answer asked", a.ID)
+		}
+		return msg, nil
+	}
+	phrase := policy.ConfirmationPhrase(*target)
+	how := fmt.Sprintf("only a loose assent (yes, ok, go ahead, approve, proceed) or the typed confirmation %q grants it", phrase)
+	if target.Class == policy.Destructive {
+		how = fmt.Sprintf("it is destructive, so only the typed confirmation %q grants it", phrase)
+	}
+	return msg, refuseRelay("message %s does not grant approval %s (%s on %s): %s", msg.ID, a.ID, target.Class, target.TargetSlug, how)
+}
+
+// pendingBefore lists the session's pending approvals requested before at, oldest first, as
+// shared/policy's detection takes them: the approvals the message could answer.
+func pendingBefore(ctx context.Context, tx pgx.Tx, session string, at time.Time) ([]policy.PendingApproval, error) {
+	rows, err := tx.Query(ctx, `SELECT a.id::text, x.target_slug, x.risk_class, x.command
+		FROM approvals a JOIN executions x ON x.id = a.execution_id
+		WHERE a.session_id = $1 AND a.status = 'pending' AND a.requested_at < $2
+		ORDER BY a.requested_at, a.id`, session, at)
+	if err != nil {
+		return nil, fmt.Errorf("pending approvals of %s: %w", session, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (policy.PendingApproval, error) {
+		var p policy.PendingApproval
+		var class string
+		err := r.Scan(&p.ID, &p.TargetSlug, &class, &p.Command)
+		p.Class = policy.Class(class)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pending approvals of %s: %w", session, err)
+	}
+	return out, nil
+}
+
+// refusedKind reports whether err is a refusal the caller caused (a 4xx), which a relay
+// audits, rather than a failure of the api.
+func refusedKind(err error) bool {
+	for _, s := range []error{ErrForbidden, ErrNotFound, apierr.ErrInvalid, apierr.ErrRefused, apierr.ErrAlreadyDecided, apierr.ErrConflict} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// refusalReason is what an audit row says of a refusal: a refused relay's check, else the error.
+func refusalReason(err error) string {
+	var rr *RelayRefusedError
+	if errors.As(err, &rr) {
+		return rr.Reason
+	}
+	return err.Error()
+}
+
+// relayRefusal is the after of an approval.relay_refused audit row.
+type relayRefusal struct {
+	ApprovalID string `json:"approval_id"`
+	MessageID  string `json:"message_id"`
+	Decision   string `json:"decision"`
+	Via        string `json:"via"`
+	Reason     string `json:"reason"`
+}
+
+// auditRefusal writes the audit row of a refused relay, in a transaction of its own (the
+// decision's was rolled back: nothing else changes). A failure to write it is logged; the
+// refusal stands.
+func (s *Service) auditRefusal(ctx context.Context, m Meta, action, correlation, entityID string, after any) {
+	ctx = context.WithoutCancel(ctx)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		return writeAudit(ctx, tx, m, correlation, action, entityID, nil, after)
+	})
+	if err != nil {
+		s.log.Error().Err(err).Str("actor", m.Actor).Str("action", action).Msg("audit of a refused relay failed")
+	}
+}
+
 // decisionRow is the approval and its execution, locked for the decision.
 type decisionRow struct {
 	approvalStatus string
@@ -64,16 +263,37 @@ type decisionRow struct {
 // exactly one wins; the loser gets a *ConflictError saying how the approval was decided. The
 // approval records the execution's real risk class, windows open as
 // docs/execution-contract.md says, and the audit row and events commit with the decision.
+//
+// An agent's token approves only by relaying an operator's chat message the api recorded,
+// proved in the same transaction (proveRelay); the approval then records the operator as
+// decided_by and the agent token as relayed_by, and the message's use, so it grants this
+// approval once. A relay that fails any check, or any other way, is refused and audited
+// (approval.relay_refused, actor: the agent token), and nothing else changes.
 func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decision) (DecisionResult, error) {
 	if err := checkMeta(m); err != nil {
 		return DecisionResult{}, err
 	}
-	if err := validateDecision(m, &d); err != nil {
-		return DecisionResult{}, err
+	relay := m.Role == RoleAgent
+	var session, entityID string
+	out, err := func() (DecisionResult, error) {
+		if err := validateDecision(m, &d); err != nil {
+			return DecisionResult{}, err
+		}
+		if !ids.IsUUID(approvalID) {
+			return DecisionResult{}, fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
+		}
+		return s.decideApproval(ctx, m, approvalID, d, relay, &session, &entityID)
+	}()
+	if err != nil && relay && refusedKind(err) {
+		s.auditRefusal(ctx, m, "approval.relay_refused", session, entityID, relayRefusal{ApprovalID: approvalID,
+			MessageID: d.MessageID, Decision: d.Decision, Via: d.Via, Reason: refusalReason(err)})
 	}
-	if !ids.IsUUID(approvalID) {
-		return DecisionResult{}, fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
-	}
+	return out, err
+}
+
+// decideApproval is Decide's transaction; session and entityID receive the approval's session
+// and target as soon as they are read, for the audit row of a refused relay.
+func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string, d Decision, relay bool, session, entityID *string) (DecisionResult, error) {
 	var out DecisionResult
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// Lock the execution first: the scheduler's claim skips locked rows, so a revoke
@@ -94,6 +314,16 @@ func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decis
 		if err != nil {
 			return err
 		}
+		*session, *entityID = before.session(), before.TargetID
+		decider := m.Actor
+		var relayer *string
+		if relay {
+			msg, err := proveRelay(ctx, tx, before, d)
+			if err != nil {
+				return err
+			}
+			decider, relayer = msg.TokenName, &m.Actor
+		}
 		if d.Decision == DecisionApprove && row.riskClass == string(policy.Destructive) &&
 			d.Via != ViaTypedConfirmation && d.Via != ViaButton {
 			return &RefusedError{Code: "destructive_needs_confirmation", RiskClass: row.riskClass,
@@ -107,16 +337,25 @@ func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decis
 		}
 		// The one conditional transition. risk_class is copied from the execution: the
 		// decision records the class the gate computed, never a constant.
-		tag, err := tx.Exec(ctx, `UPDATE approvals a SET status = $2, decided_by = $3, decided_at = now(), via = $4,
-				message_id = $5, reason = $6, risk_class = x.risk_class
+		tag, err := tx.Exec(ctx, `UPDATE approvals a SET status = $2, decided_by = $3, relayed_by = $9, decided_at = now(),
+				via = $4, message_id = $5, reason = $6, risk_class = x.risk_class
 			FROM executions x
 			WHERE a.id = $1::uuid AND x.id = a.execution_id AND a.status = ANY($7) AND x.status = ANY($8)`,
-			approvalID, newApproval, m.Actor, d.Via, msgID, d.Reason, fromApproval, fromExec)
+			approvalID, newApproval, decider, d.Via, msgID, d.Reason, fromApproval, fromExec, relayer)
 		if err != nil {
 			return fmt.Errorf("decide approval %s: %w", approvalID, err)
 		}
 		if tag.RowsAffected() == 0 {
 			return conflict(before, d.Decision)
+		}
+		if relay {
+			fresh, err := chat.MarkUsed(ctx, tx, chat.Use{MessageID: d.MessageID, ApprovalID: approvalID, UsedBy: m.Actor})
+			if err != nil {
+				return err
+			}
+			if !fresh {
+				return refuseRelay("message %s already granted approval %s; a message grants each approval once", d.MessageID, approvalID)
+			}
 		}
 		authorised := ""
 		if d.Decision == DecisionApprove {
@@ -138,7 +377,7 @@ func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decis
 			return err
 		}
 		if d.Decision == DecisionApprove {
-			if out.Window, err = openWindow(ctx, tx, m, d.Via, out.Approval, out.Execution); err != nil {
+			if out.Window, err = openWindow(ctx, tx, decider, d.Via, out.Approval, out.Execution); err != nil {
 				return err
 			}
 		}
@@ -155,7 +394,7 @@ func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decis
 		}
 		if err := appendEvent(ctx, tx, m, "approval.decided", out.Execution, decidedPayload{
 			ApprovalID: approvalID, ExecutionID: execID, Decision: d.Decision, Status: out.Approval.Status,
-			Via: d.Via, DecidedBy: m.Actor, RiskClass: out.Approval.RiskClass, Target: out.Execution.Target,
+			Via: d.Via, DecidedBy: decider, RelayedBy: relayer, RiskClass: out.Approval.RiskClass, Target: out.Execution.Target,
 			MessageID: msgID, Window: out.Window}); err != nil {
 			return err
 		}
@@ -214,24 +453,27 @@ func conflict(a Approval, decision string) error {
 
 // decidedPayload is the approval.decided event payload.
 type decidedPayload struct {
-	ApprovalID  string  `json:"approval_id"`
-	ExecutionID string  `json:"execution_id"`
-	Decision    string  `json:"decision"`
-	Status      string  `json:"status"`
-	Via         string  `json:"via"`
-	DecidedBy   string  `json:"decided_by"`
-	RiskClass   string  `json:"risk_class"`
-	Target      string  `json:"target"`
-	MessageID   *string `json:"message_id,omitempty"`
-	Window      *Window `json:"window,omitempty"`
+	ApprovalID  string `json:"approval_id"`
+	ExecutionID string `json:"execution_id"`
+	Decision    string `json:"decision"`
+	Status      string `json:"status"`
+	Via         string `json:"via"`
+	DecidedBy   string `json:"decided_by"`
+	// RelayedBy names the agent token that relayed the operator's chat message; omitted on a
+	// direct decision.
+	RelayedBy *string `json:"relayed_by,omitempty"`
+	RiskClass string  `json:"risk_class"`
+	Target    string  `json:"target"`
+	MessageID *string `json:"message_id,omitempty"`
+	Window    *Window `json:"window,omitempty"`
 }
 
 // openWindow opens the window an approval grants (docs/execution-contract.md,
 // docs/behaviours.md X6): approving a config_mutation of a session opens that session's assent
 // window (30 min); approving a destructive one by typed confirmation or button opens a
 // destructive window for that target and session (15 min). Without a session there is no
-// window.
-func openWindow(ctx context.Context, tx pgx.Tx, m Meta, via string, a Approval, e Execution) (*Window, error) {
+// window. openedBy is the operator who decided.
+func openWindow(ctx context.Context, tx pgx.Tx, openedBy, via string, a Approval, e Execution) (*Window, error) {
 	session := a.session()
 	if session == "" {
 		return nil, nil
@@ -257,7 +499,7 @@ func openWindow(ctx context.Context, tx pgx.Tx, m Meta, via string, a Approval, 
 	}
 	err = tx.QueryRow(ctx, `INSERT INTO approval_windows (id, kind, session_id, target_id, approval_id, opened_by, via, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $8)) RETURNING expires_at`,
-		id, kind, session, target, a.ID, m.Actor, via, length.Seconds()).Scan(&w.ExpiresAt)
+		id, kind, session, target, a.ID, openedBy, via, length.Seconds()).Scan(&w.ExpiresAt)
 	if err != nil {
 		return nil, fmt.Errorf("open %s window: %w", kind, err)
 	}

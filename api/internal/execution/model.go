@@ -168,24 +168,29 @@ func TextOf(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
 
 // Approval is one approval request and, once made, its decision.
 type Approval struct {
-	ID          string     `json:"id"`
-	ExecutionID string     `json:"execution_id"`
-	SessionID   *string    `json:"session_id"`
-	TargetID    string     `json:"target_id"`
-	Target      string     `json:"target"`
-	Action      string     `json:"action"`
-	Command     string     `json:"command"`
-	Purpose     string     `json:"purpose"`
-	RiskClass   string     `json:"risk_class"`
-	Reasons     []string   `json:"reasons"`
-	Status      string     `json:"status"`
-	RequestedBy string     `json:"requested_by"`
-	RequestedAt time.Time  `json:"requested_at"`
-	DecidedBy   *string    `json:"decided_by"`
-	DecidedAt   *time.Time `json:"decided_at"`
-	Via         *string    `json:"via"`
-	MessageID   *string    `json:"message_id"`
-	Reason      string     `json:"reason"`
+	ID          string    `json:"id"`
+	ExecutionID string    `json:"execution_id"`
+	SessionID   *string   `json:"session_id"`
+	TargetID    string    `json:"target_id"`
+	Target      string    `json:"target"`
+	Action      string    `json:"action"`
+	Command     string    `json:"command"`
+	Purpose     string    `json:"purpose"`
+	RiskClass   string    `json:"risk_class"`
+	Reasons     []string  `json:"reasons"`
+	Status      string    `json:"status"`
+	RequestedBy string    `json:"requested_by"`
+	RequestedAt time.Time `json:"requested_at"`
+	// DecidedBy is the operator who decided: the token's name on a direct decision, or the
+	// operator whose chat message an agent relayed (RelayedBy then names the agent token).
+	DecidedBy *string `json:"decided_by"`
+	// RelayedBy is the agent token that relayed the operator's chat message the decision was
+	// proved from; null for a direct decision.
+	RelayedBy *string    `json:"relayed_by"`
+	DecidedAt *time.Time `json:"decided_at"`
+	Via       *string    `json:"via"`
+	MessageID *string    `json:"message_id"`
+	Reason    string     `json:"reason"`
 	// ExecutionStatus is the status of the execution it gates.
 	ExecutionStatus string `json:"execution_status"`
 }

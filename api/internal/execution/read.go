@@ -245,7 +245,7 @@ func (s *Service) Logs(ctx context.Context, id string, after, limit int) (Logs, 
 // approvalColumns matches scanApproval; a is approvals, x the execution it gates.
 const approvalColumns = `a.id::text, a.execution_id::text, a.session_id, a.target_id::text, x.target_slug, x.action,
 	x.command, x.purpose, a.risk_class, x.reasons, a.status, a.requested_by, a.requested_at, a.decided_by,
-	a.decided_at, a.via, a.message_id, a.reason, x.status`
+	a.relayed_by, a.decided_at, a.via, a.message_id, a.reason, x.status`
 
 const approvalFrom = ` FROM approvals a JOIN executions x ON x.id = a.execution_id `
 
@@ -253,7 +253,7 @@ func scanApproval(row pgx.Row) (Approval, error) {
 	var a Approval
 	var reasons []byte
 	err := row.Scan(&a.ID, &a.ExecutionID, &a.SessionID, &a.TargetID, &a.Target, &a.Action, &a.Command, &a.Purpose,
-		&a.RiskClass, &reasons, &a.Status, &a.RequestedBy, &a.RequestedAt, &a.DecidedBy, &a.DecidedAt, &a.Via,
+		&a.RiskClass, &reasons, &a.Status, &a.RequestedBy, &a.RequestedAt, &a.DecidedBy, &a.RelayedBy, &a.DecidedAt, &a.Via,
 		&a.MessageID, &a.Reason, &a.ExecutionStatus)
 	if err != nil {
 		return Approval{}, err

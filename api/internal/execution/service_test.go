@@ -408,8 +408,9 @@ func TestDecisionRecordsRealRiskClass(t *testing.T) {
 	}
 }
 
-// TestDecisionRoles: only an operator decides. An agent (naming an operator's message or
-// not) and a readonly token are refused every decision by every via, and nothing is written.
+// TestDecisionRoles: only an operator decides on its own say-so. An agent (naming no message,
+// or one the api never recorded) and a readonly token are refused every decision by every via,
+// and nothing is written but the agent's refusals' audit rows (approval.relay_refused).
 func TestDecisionRoles(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/oikos-hq/oikos/api"
 	"github.com/oikos-hq/oikos/api/internal/apitest"
 	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/chat"
+	"github.com/oikos-hq/oikos/api/internal/chatapi"
 	"github.com/oikos-hq/oikos/api/internal/execapi"
 	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/api/internal/graph"
@@ -27,10 +30,16 @@ import (
 )
 
 // appRoutes are the feature routes exactly as the composition root (api/app) builds them:
-// execapi's and metricsapi's tables, mounted by the server with its own.
-func appRoutes(exec *execution.Service, pool *pgxpool.Pool) []apirequest.Route {
-	return append(execapi.New(execapi.Deps{Service: exec, Logger: zerolog.Nop()}).Routes(),
-		metricsapi.New(metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()}).Routes()...)
+// execapi's, metricsapi's and chatapi's tables, mounted by the server with its own.
+func appRoutes(t *testing.T, exec *execution.Service, pool *pgxpool.Pool) []apirequest.Route {
+	t.Helper()
+	chatAPI, err := chatapi.New(chatapi.Deps{Chat: chat.NewStore(pool), Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(chatAPI.Stop)
+	return slices.Concat(execapi.New(execapi.Deps{Service: exec, Logger: zerolog.Nop()}).Routes(),
+		metricsapi.New(metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()}).Routes(), chatAPI.Routes())
 }
 
 // newMountedEnv is newEnv's api with the execution and metrics routes mounted as in
@@ -53,7 +62,7 @@ func newMountedEnv(t *testing.T) *env {
 	store := auth.NewStore(db.Pool)
 	health := daemon.NewHealth()
 	srv := httpapi.New(httpapi.Deps{Pool: db.Pool, Graph: g, Auth: store, Logger: zerolog.Nop(), Health: health,
-		Routes: appRoutes(exec, db.Pool)})
+		Routes: appRoutes(t, exec, db.Pool)})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
@@ -124,7 +133,9 @@ func TestSpecCoversEveryRoute(t *testing.T) {
 	for _, op := range []string{
 		"POST /api/v1/executions", "POST /api/v1/executions/actions", "GET /api/v1/executions/{id}/logs/stream",
 		"POST /api/v1/approvals/{id}/decision", "GET /api/v1/entities/{ref}/metrics", "GET /api/v1/entities/{ref}/trend",
-		"GET /api/v1/audit/drift", "POST /api/v1/classify",
+		"GET /api/v1/audit/drift", "POST /api/v1/classify", "POST /api/v1/chat", "GET /api/v1/sessions",
+		"GET /api/v1/sessions/{id}", "DELETE /api/v1/sessions/{id}", "GET /api/v1/sessions/{id}/tool_calls",
+		"POST /api/v1/sessions/{id}/assent",
 	} {
 		if !served[op] {
 			t.Errorf("%s is not served", op)

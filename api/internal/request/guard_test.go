@@ -59,7 +59,7 @@ func TestGuard(t *testing.T) {
 		{"role lacks the permission", "Bearer viewer-token", auth.PermWrite, auth.ErrForbidden, ""},
 		{"reader reads", "Bearer viewer-token", auth.PermRead, nil, "viewer"},
 		{"agent writes", "Bearer agent-token", auth.PermWrite, nil, "nomos"},
-		{"agent never decides", "Bearer agent-token", auth.PermDecide, auth.ErrForbidden, ""},
+		{"agent passes to relay (the service proves it)", "Bearer agent-token", auth.PermDecide, nil, "nomos"},
 		{"reader never decides", "Bearer viewer-token", auth.PermDecide, auth.ErrForbidden, ""},
 		{"operator decides", "Bearer op-token", auth.PermDecide, nil, "op"},
 		{"scheme is case-insensitive", "bEaReR op-token", auth.PermWrite, nil, "op"},
@@ -101,14 +101,15 @@ func TestGuardTwiceLooksUpOnce(t *testing.T) {
 	}
 }
 
-// A token refused the decide permission is told why: only an operator's token decides, and
-// an agent cannot even relay an operator's chat message yet.
+// A token refused the decide permission is told why: only an operator's token decides, an
+// agent's only relaying an operator's chat message the api proves (the guard admits the agent;
+// the execution service proves or refuses its relay).
 func TestGuardDecideSaysOnlyOperators(t *testing.T) {
 	t.Parallel()
 	e := echo.New()
 	e.HTTPErrorHandler = ErrorHandler(noLog())
 	e.POST("/decide", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }, Guard(newTokens(), auth.PermDecide))
-	for tok, status := range map[string]int{"op-token": 204, "agent-token": 403, "viewer-token": 403} {
+	for tok, status := range map[string]int{"op-token": 204, "agent-token": 204, "viewer-token": 403} {
 		req := httptest.NewRequest(http.MethodPost, "/decide", nil)
 		req.Header.Set(echo.HeaderAuthorization, "Bearer "+tok)
 		rec := httptest.NewRecorder()
@@ -127,7 +128,7 @@ func TestGuardDecideSaysOnlyOperators(t *testing.T) {
 			t.Fatalf("%s: %v: %s", tok, err, rec.Body)
 		}
 		if p.Status != 403 || !strings.Contains(p.Detail, "only an operator's token may decide an approval") ||
-			!strings.Contains(p.Detail, "even relaying an operator's chat message") {
+			!strings.Contains(p.Detail, "relaying an operator's chat message the api recorded and proves") {
 			t.Errorf("%s: problem %+v does not say only an operator decides", tok, p)
 		}
 	}

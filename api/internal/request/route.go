@@ -20,7 +20,7 @@ type Route struct {
 	Handler echo.HandlerFunc
 }
 
-// GET, POST, PUT and PATCH are the routes of a table (see httpapi's routes).
+// GET, POST, PUT, PATCH and DELETE are the routes of a table (see httpapi's routes).
 func GET(path string, perm auth.Permission, h echo.HandlerFunc) Route {
 	return Route{Method: http.MethodGet, Path: path, Perm: perm, Handler: h}
 }
@@ -38,6 +38,11 @@ func PUT(path string, perm auth.Permission, h echo.HandlerFunc) Route {
 // PATCH is a PATCH route.
 func PATCH(path string, perm auth.Permission, h echo.HandlerFunc) Route {
 	return Route{Method: http.MethodPatch, Path: path, Perm: perm, Handler: h}
+}
+
+// DELETE is a DELETE route.
+func DELETE(path string, perm auth.Permission, h echo.HandlerFunc) Route {
+	return Route{Method: http.MethodDelete, Path: path, Perm: perm, Handler: h}
 }
 
 // Mount adds routes to g, each the same way: Catch first (any error, the guard's included,

@@ -19,11 +19,12 @@ const StreamWriteTimeout = 10 * time.Second
 // ErrStreamKilled is what every write returns after Kill.
 var ErrStreamKilled = errors.New("stream dropped")
 
-// Stream is the api's one server-sent event writer (the event stream and an execution's log
-// tail both write through it). Every frame is written under StreamWriteTimeout and flushed at
-// once, so a client sees each event as it is sent; Kill, from any goroutine, fails the write
-// in progress and every later one, so a handler stuck on a client that stopped reading ends
-// now. Writes themselves are not safe for concurrent use: one goroutine (the handler) writes.
+// Stream is the api's one server-sent event writer (the event stream, an execution's log
+// tail and the chat relay all write through it). Every frame is written under
+// StreamWriteTimeout and flushed at once, so a client sees each event as it is sent; Kill,
+// from any goroutine, fails the write in progress and every later one, so a handler stuck on a
+// client that stopped reading ends now. Writes themselves are not safe for concurrent use: one
+// goroutine (the handler) writes.
 type Stream struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
@@ -70,6 +71,10 @@ func (s *Stream) Event(id, event string, data any) error {
 func (s *Stream) EventID(id int64, event string, data any) error {
 	return s.Event(strconv.FormatInt(id, 10), event, data)
 }
+
+// Frames writes frames as they are, one or more whole events already in the wire format (a
+// relayed stream's, byte for byte), and flushes.
+func (s *Stream) Frames(frames []byte) error { return s.write(frames) }
 
 // Heartbeat writes the keep-alive comment every stream sends while it has nothing to say.
 func (s *Stream) Heartbeat() error { return s.write([]byte(": heartbeat\n\n")) }

@@ -83,6 +83,7 @@ func banner(stack *local.Stack, root string) string {
 	fmt.Fprintf(&b, "  api              http://%s\n", api)
 	fmt.Fprintf(&b, "  agent            http://%s\n", agent)
 	fmt.Fprintf(&b, "  mcp              %s   (Streamable HTTP; Authorization: Bearer <an api token>)\n", stack.MCPURL())
+	fmt.Fprintf(&b, "  chat             POST http://%s/api/v1/chat   (Nomos on %s)\n", api, stack.LLM)
 	fmt.Fprintf(&b, "  scheduler        http://%s/healthz\n", sched)
 	fmt.Fprintf(&b, "  database         %s\n", stack.DBURL)
 	fmt.Fprintf(&b, "  operator token   %s   (%s)\n", stack.Token, kept(stack.TokenFile, "OIKOS_OPERATOR_TOKEN"))

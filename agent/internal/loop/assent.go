@@ -1,0 +1,67 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/oikos-hq/oikos/agent/internal/apiclient"
+	"github.com/oikos-hq/oikos/shared/policy"
+)
+
+// relayAssent finds what the operator's message assents to — the pending approvals and the
+// plan of the immediately preceding assistant turn (those created after the previous user
+// message) — by the deterministic detection of shared/policy, and relays it to the api naming
+// the api's own record of the message. The api proves the relay before it decides (same
+// session, an operator's token, newer than what it approves, the same detection); the agent's
+// verdict alone decides nothing. It returns notes for the model about what was decided.
+func (l *Loop) relayAssent(ctx context.Context, req TurnRequest, prevUser time.Time) []string {
+	if req.MessageID == "" || prevUser.IsZero() || l.cfg.AgentToken == "" {
+		return nil
+	}
+	var notes []string
+	var list struct {
+		Items []struct {
+			ID          string    `json:"id"`
+			ExecutionID string    `json:"execution_id"`
+			Target      string    `json:"target"`
+			Command     string    `json:"command"`
+			RiskClass   string    `json:"risk_class"`
+			RequestedAt time.Time `json:"requested_at"`
+		} `json:"items"`
+	}
+	if _, err := l.api.Get(ctx, l.cfg.AgentToken, req.SessionID, "/api/v1/approvals",
+		url.Values{"session_id": {req.SessionID}, "status": {"pending"}, "limit": {"50"}}, &list); err != nil {
+		l.log.Warn().Err(err).Str("session", req.SessionID).Msg("pending approvals for assent")
+	}
+	var pending []policy.PendingApproval
+	byID := map[string]string{}
+	for _, a := range list.Items {
+		if a.RequestedAt.Before(prevUser) {
+			continue // not asked for by the immediately preceding assistant turn
+		}
+		pending = append(pending, policy.PendingApproval{ID: a.ID, TargetSlug: a.Target, Class: policy.Class(a.RiskClass), Command: a.Command})
+		byID[a.ID] = fmt.Sprintf("`%s` on %s (%s)", a.Command, a.Target, a.RiskClass)
+	}
+	for _, g := range policy.DetectAssent(req.Message, pending) {
+		body := map[string]any{"decision": "approve", "via": g.Via, "message_id": req.MessageID}
+		if _, err := l.api.Send(ctx, http.MethodPost, l.cfg.AgentToken, req.SessionID, "/api/v1/approvals/"+apiclient.PathEscape(g.ApprovalID)+"/decision", body, nil); err != nil {
+			l.log.Warn().Err(err).Str("approval", g.ApprovalID).Msg("assent relay refused")
+			notes = append(notes, fmt.Sprintf("the operator's message was read as approving %s, but the api did not accept it: %v. It still waits for the operator.", byID[g.ApprovalID], err))
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("the operator's message approved %s; it runs now and its result comes back to this session.", byID[g.ApprovalID]))
+	}
+	if s, err := l.tasks.Session(ctx, req.SessionID); err == nil && s.PlanProposedAt != nil && s.PlanProposedAt.After(prevUser) && policy.AssentsToPlan(req.Message) {
+		if _, err := l.api.Send(ctx, http.MethodPost, l.cfg.AgentToken, req.SessionID, "/api/v1/sessions/"+apiclient.PathEscape(req.SessionID)+"/assent",
+			map[string]any{"message_id": req.MessageID}, nil); err != nil {
+			l.log.Warn().Err(err).Str("session", req.SessionID).Msg("plan assent relay refused")
+			notes = append(notes, fmt.Sprintf("the operator's message was read as approving the plan, but the api did not accept it: %v.", err))
+		} else {
+			notes = append(notes, fmt.Sprintf("the operator approved plan generation %d: its config_mutation steps now run without asking again for a while; destructive steps still need their own approval. Work through the plan.", s.PlanGeneration))
+		}
+	}
+	return notes
+}

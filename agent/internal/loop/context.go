@@ -1,0 +1,102 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/tools"
+)
+
+// context builds the model's messages: the persona with a live fleet snapshot and the task's
+// state, then the session's history with every earlier tool call and its result (cut to 4 KB)
+// replayed once, then the notes of this turn (assent the operator's message proved).
+func (l *Loop) context(ctx context.Context, session string, notes []string) ([]openai.ChatCompletionMessage, error) {
+	var sys strings.Builder
+	sys.WriteString(l.soul)
+	sys.WriteString("\n\n## Now\n\n")
+	if snap := l.snapshot(ctx, session); snap != "" {
+		fmt.Fprintf(&sys, "Fleet health (compact): %s\n", snap)
+	}
+	if s, err := l.tasks.Session(ctx, session); err == nil {
+		if s.Goal != "" {
+			fmt.Fprintf(&sys, "Current task: %q (status %s", s.Goal, s.Status)
+			if s.PlanGeneration > 0 {
+				fmt.Fprintf(&sys, ", plan generation %d", s.PlanGeneration)
+			}
+			sys.WriteString(").\n")
+		}
+		if s.PlanGeneration > 0 {
+			if steps, err := store.Steps(ctx, l.pool, session, s.PlanGeneration); err == nil {
+				for _, st := range steps {
+					fmt.Fprintf(&sys, "  step %d [%s] %s\n", st.Index+1, st.Status, st.Text)
+				}
+			}
+		}
+	}
+	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: sys.String()}}
+	hist, err := store.History(ctx, l.pool, session, historyLimit)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range hist {
+		switch m.Role {
+		case "user":
+			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: m.Content})
+		case "note":
+			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: "[Oikos] " + m.Content})
+		case "assistant":
+			if m.Status == store.MessageStreaming {
+				continue // this turn's own open message
+			}
+			content := m.Content
+			if m.Status == store.MessageInterrupted {
+				content += "\n[this answer was cut short by a restart; its tool calls may not have finished — check before repeating them]"
+			}
+			if len(m.Calls) == 0 {
+				if strings.TrimSpace(m.Content) != "" {
+					msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: content})
+				}
+				continue
+			}
+			a := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: content}
+			for _, c := range m.Calls {
+				args := string(c.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				a.ToolCalls = append(a.ToolCalls, openai.ToolCall{ID: c.ID, Type: openai.ToolTypeFunction,
+					Function: openai.FunctionCall{Name: c.Name, Arguments: args}})
+			}
+			msgs = append(msgs, a)
+			for _, c := range m.Calls {
+				result := c.Result
+				if result == "" {
+					result = "[no result recorded: the call did not finish]"
+				}
+				msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: c.ID, Content: cutResult(result)})
+			}
+		}
+	}
+	for _, n := range notes {
+		msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: "Oikos: " + n})
+	}
+	return msgs, nil
+}
+
+// snapshot is the compact fleet health for the system prompt ("" when the api cannot say).
+func (l *Loop) snapshot(ctx context.Context, session string) string {
+	var h tools.HealthSummary
+	if _, err := l.api.Get(ctx, l.cfg.AgentToken, session, "/api/v1/health/summary", nil, &h); err != nil {
+		l.log.Warn().Err(err).Msg("fleet snapshot for the system prompt")
+		return ""
+	}
+	s := string(tools.Snapshot(h))
+	if len(s) > snapshotBudget {
+		s = s[:snapshotBudget]
+	}
+	return s
+}

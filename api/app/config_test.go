@@ -1,0 +1,28 @@
+package app_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/oikos-hq/oikos/api/app"
+)
+
+// OIKOS_AGENT_URL is where the api forwards chat turns and session reads: the agent's
+// loopback address by default, and an http(s) URL when set.
+func TestLoadConfigAgentURL(t *testing.T) {
+	t.Parallel()
+	c, err := app.LoadConfig(envOf(map[string]string{"OIKOS_DATABASE_URL": "postgres://x"}))
+	if err != nil || c.AgentURL != "http://127.0.0.1:8092" {
+		t.Fatalf("default: %+v, %v", c, err)
+	}
+	c, err = app.LoadConfig(envOf(map[string]string{"OIKOS_DATABASE_URL": "postgres://x", "OIKOS_AGENT_URL": "http://agent:8092"}))
+	if err != nil || c.AgentURL != "http://agent:8092" {
+		t.Fatalf("set: %+v, %v", c, err)
+	}
+	for _, bad := range []string{"agent:8092", "ftp://agent", "http://", "::"} {
+		_, err := app.LoadConfig(envOf(map[string]string{"OIKOS_DATABASE_URL": "postgres://x", "OIKOS_AGENT_URL": bad}))
+		if err == nil || !strings.Contains(err.Error(), "OIKOS_AGENT_URL") {
+			t.Errorf("%q: want an error naming OIKOS_AGENT_URL, got %v", bad, err)
+		}
+	}
+}
