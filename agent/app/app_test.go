@@ -50,7 +50,23 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatal("not listening after 60 s")
 	}
 
-	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusOK, "/no/such/route-4711": http.StatusNotFound} {
+	// Ready once the event listener has connected, which follows listening by a moment.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /readyz: %s after 30 s", resp.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/no/such/route-4711": http.StatusNotFound} {
 		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oikos-hq/oikos/agent/internal/webfetch"
 	"github.com/oikos-hq/oikos/shared/config"
+	"github.com/oikos-hq/oikos/shared/netmap"
 )
 
 // Config is the agent's configuration, read from OIKOS_* variables (README table).
@@ -55,7 +55,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.HTTPGetAllow = []string{allow}
 	}
 	var err error
-	if c.NameMap, err = webfetch.ParseNameMap(r.String("OIKOS_AGENT_NAME_MAP", "")); err != nil {
+	if c.NameMap, err = netmap.Parse(r.String("OIKOS_AGENT_NAME_MAP", "")); err != nil {
 		r.Fail("OIKOS_AGENT_NAME_MAP: %v", err)
 	}
 	if f := r.String("OIKOS_AGENT_CA_FILE", ""); f != "" {

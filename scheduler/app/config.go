@@ -7,6 +7,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
 	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/shared/config"
+	"github.com/oikos-hq/oikos/shared/netmap"
 )
 
 // Config is the scheduler's configuration, read from OIKOS_* variables (README table).
@@ -44,7 +45,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	r.Require("OIKOS_SSH_KEY_FILE", c.SSHKeyFile)
 	var err error
 	c.Retention = r.Duration("OIKOS_METRICS_RETENTION", sweep.DefaultRetention)
-	if c.NameMap, err = httpprobe.ParseNameMap(r.String("OIKOS_CHECK_NAME_MAP", "")); err != nil {
+	if c.NameMap, err = netmap.Parse(r.String("OIKOS_CHECK_NAME_MAP", "")); err != nil {
 		r.Fail("OIKOS_CHECK_NAME_MAP: %v", err)
 	}
 	if ca := r.String("OIKOS_CHECK_CA_FILE", ""); ca != "" {

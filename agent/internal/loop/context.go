@@ -54,10 +54,12 @@ func (l *Loop) context(ctx context.Context, session string, notes []string) ([]o
 			}
 			content := m.Content
 			if m.Status == store.MessageInterrupted {
-				content += "\n[this answer was cut short by a restart; its tool calls may not have finished — check before repeating them]"
+				// Also for an answer cut before any of it was stored: the model learns its turn
+				// did not finish rather than seeing the question unanswered.
+				content = strings.TrimLeft(content+"\n[this answer was cut short by a restart; its tool calls may not have finished — check before repeating them]", "\n")
 			}
 			if len(m.Calls) == 0 {
-				if strings.TrimSpace(m.Content) != "" {
+				if strings.TrimSpace(content) != "" {
 					msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: content})
 				}
 				continue

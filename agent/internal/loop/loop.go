@@ -29,6 +29,7 @@ import (
 	"github.com/oikos-hq/oikos/agent/internal/store"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
+	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/safego"
 )
 
@@ -110,13 +111,56 @@ func New(cfg Config, reg *tools.Registry, t *tasks.Service, pool *pgxpool.Pool, 
 // Configured reports whether a model is set.
 func (l *Loop) Configured() bool { return l.model != nil }
 
-// Recover marks the messages a previous process left streaming as interrupted.
+// Recover marks the messages a previous process left streaming as interrupted, and follows
+// again the executions open chat sessions handed off: one that ended while the agent was
+// down resumes its session now, the others when their end event arrives.
 func (l *Loop) Recover(ctx context.Context) error {
 	n, err := store.InterruptStreaming(ctx, l.pool)
+	if err != nil {
+		return err
+	}
 	if n > 0 {
 		l.log.Warn().Int64("messages", n).Msg("turns cut short by a restart marked interrupted")
 	}
-	return err
+	calls, err := store.HandedOff(ctx, l.pool)
+	if err != nil {
+		return err
+	}
+	for _, c := range calls {
+		l.follow(c.SessionID, tools.Result{Text: c.Result, Render: c.Render})
+	}
+	if l.cfg.AgentToken == "" {
+		return nil
+	}
+	l.pending.mu.Lock()
+	ids := make(map[string]string, len(l.pending.byID))
+	for id, s := range l.pending.byID {
+		ids[id] = s
+	}
+	l.pending.mu.Unlock()
+	for id, session := range ids {
+		if done, err := store.Reported(ctx, l.pool, session, id); err != nil || done {
+			l.pending.mu.Lock()
+			delete(l.pending.byID, id)
+			l.pending.mu.Unlock()
+			continue
+		}
+		var e struct {
+			Status   string `json:"status"`
+			Target   string `json:"target"`
+			ExitCode *int   `json:"exit_code"`
+			Error    string `json:"error"`
+		}
+		if _, err := l.api.Get(ctx, l.cfg.AgentToken, session, "/api/v1/executions/"+apiclient.PathEscape(id), nil, &e); err != nil {
+			l.log.Warn().Err(err).Str("execution", id).Msg("follow a handed-off execution")
+			continue
+		}
+		if terminalStatus(e.Status) {
+			payload, _ := json.Marshal(map[string]any{"execution_id": id, "status": e.Status, "target": e.Target, "exit_code": e.ExitCode, "error": e.Error})
+			l.executionEvent(eventbus.Event{Type: "execution." + e.Status, CorrelationID: session, Payload: payload})
+		}
+	}
+	return nil
 }
 
 // TurnRequest is one operator message, as the api forwards it.

@@ -121,3 +121,36 @@ func History(ctx context.Context, q pg.Querier, session string, limit int) ([]Me
 	}
 	return out, crow.Err()
 }
+
+// HandedOff lists, for the open chat sessions, the results of tool calls that left an
+// execution queued or running (render approval or execution) in the last day: after a
+// restart the loop follows them again.
+func HandedOff(ctx context.Context, q pg.Querier) ([]ToolCall, error) {
+	rows, err := q.Query(ctx, `SELECT c.id, c.session_id, c.result, c.render FROM tool_calls c
+		JOIN agent_sessions s ON s.id = c.session_id
+		WHERE s.source = 'chat' AND s.status IN ('executing', 'awaiting_input') AND c.render IN ('approval', 'execution')
+		  AND NOT c.is_error AND c.finished_at > now() - interval '1 day'
+		ORDER BY c.started_at`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ToolCall
+	for rows.Next() {
+		var c ToolCall
+		if err := rows.Scan(&c.ID, &c.SessionID, &c.Result, &c.Render); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Reported says whether a session already holds a note about execution id (its end was
+// brought back to the loop).
+func Reported(ctx context.Context, q pg.Querier, session, id string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_messages WHERE session_id = $1 AND role = 'note'
+		AND position($2 in content) > 0)`, session, id).Scan(&ok)
+	return ok, err
+}

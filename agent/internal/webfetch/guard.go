@@ -12,6 +12,8 @@ import (
 	"unicode"
 
 	"golang.org/x/net/idna"
+
+	"github.com/oikos-hq/oikos/shared/netmap"
 )
 
 // AllowVar is the environment variable Config.Allow comes from; refusals name it.
@@ -197,13 +199,13 @@ func faces(a netip.Addr) []netip.Addr {
 
 // allowList is Config.Allow compiled.
 type allowList struct {
-	names nameSet[struct{}]
+	names netmap.Names[struct{}]
 	ips   map[netip.Addr]bool
 	nets  []netip.Prefix
 }
 
 func compileAllow(entries []string) (allowList, error) {
-	al := allowList{names: newNameSet[struct{}](), ips: map[netip.Addr]bool{}}
+	al := allowList{ips: map[netip.Addr]bool{}}
 	for _, joined := range entries {
 		for _, e := range strings.FieldsFunc(joined, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
 			if err := al.add(e); err != nil {
@@ -230,12 +232,8 @@ func (al *allowList) add(e string) error {
 		return nil
 	}
 	if strings.HasPrefix(e, "*.") {
-		key, err := normalizeName(e)
-		if err != nil {
-			return err
-		}
-		al.names.add(key, struct{}{})
-		return nil
+		_, err := al.names.Add(e, struct{}{}) // an entry given twice is harmless
+		return err
 	}
 	t, err := normaliseHost(strings.TrimSuffix(strings.TrimPrefix(e, "["), "]"))
 	if err != nil {
@@ -243,10 +241,10 @@ func (al *allowList) add(e string) error {
 	}
 	if t.ip.IsValid() {
 		al.ips[t.ip.WithZone("").Unmap()] = true
-	} else {
-		al.names.add(t.host, struct{}{})
+		return nil
 	}
-	return nil
+	_, err = al.names.Add(t.host, struct{}{})
+	return err
 }
 
 func (al *allowList) exact(a netip.Addr) bool { return al.ips[a.WithZone("").Unmap()] }
@@ -436,10 +434,10 @@ func (f *Fetcher) check(ctx context.Context, u *url.URL, trusted bool) (string, 
 	var addrs []netip.Addr
 	hostAllowed, mapped := false, false
 	if !t.ip.IsValid() {
-		_, hostAllowed = f.allow.names.lookup(t.host)
+		_, hostAllowed = f.allow.names.Lookup(t.host)
 	}
-	if nt, ok := f.names.lookup(t.host); ok {
-		addrs, p.port, mapped = []netip.Addr{nt.ip}, nt.port, true
+	if nt, ok := f.names.Lookup(t.host); ok {
+		addrs, p.port, mapped = []netip.Addr{nt.Addr}, nt.Port, true
 	} else if t.ip.IsValid() {
 		addrs = []netip.Addr{t.ip}
 	} else {

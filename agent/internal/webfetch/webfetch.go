@@ -44,6 +44,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/oikos-hq/oikos/shared/netmap"
 )
 
 // Defaults of Config.
@@ -92,7 +94,7 @@ type Config struct {
 	// Resolver resolves names not in NameMap (default net.DefaultResolver).
 	Resolver Resolver
 	// NameMap sends a host ("jellyfin.lab.example") or a wildcard ("*.lab.example") to an
-	// IP or ip:port instead of resolving it: ParseNameMap's result (the demo fleet on the lab
+	// IP or ip:port instead of resolving it: netmap.Parse's result (the demo fleet on the lab
 	// simulator). A port replaces the URL's.
 	NameMap map[string]string
 	// RootCAs, if set, is trusted for https in addition to the system roots (the lab
@@ -116,13 +118,14 @@ type Result struct {
 type Fetcher struct {
 	cfg      Config
 	allow    allowList
-	names    nameSet[nameTarget]
+	names    netmap.Map
 	resolver Resolver
 	// dial makes the TCP connection to a checked ip:port (tests record it).
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
-// New checks the configuration (allowlist entries, name map) and applies the defaults.
+// New checks the configuration (allowlist entries, name map: an unusable one is an error
+// wrapping netmap.ErrNameMap) and applies the defaults.
 func New(cfg Config) (*Fetcher, error) {
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = DefaultMaxBytes
@@ -140,7 +143,7 @@ func New(cfg Config) (*Fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	names, err := compileNameMap(cfg.NameMap)
+	names, err := netmap.Compile(cfg.NameMap)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oikos-hq/oikos/shared/netmap"
 	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/rs/zerolog"
 )
@@ -378,7 +379,7 @@ func TestNameMap(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		textHandler("text/plain", "hello from "+r.Host)(w, r)
 	})
-	names, err := ParseNameMap("jellyfin.lab.example=" + srv.Listener.Addr().String() + ",*.lab.example=127.0.0.1:" + srv.port +
+	names, err := netmap.Parse("jellyfin.lab.example=" + srv.Listener.Addr().String() + ",*.lab.example=127.0.0.1:" + srv.port +
 		" meta.lab.example=169.254.169.254")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
 	"github.com/oikos-hq/oikos/scheduler/internal/results"
+	"github.com/oikos-hq/oikos/shared/netmap"
 	"github.com/oikos-hq/oikos/testkit/labsim"
 )
 
@@ -89,7 +90,7 @@ func TestHTTPSCheckReachesLabsimIngress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names, err := httpprobe.ParseNameMap("*.lab.example=127.0.0.1:" + port)
+	names, err := netmap.Parse("*.lab.example=127.0.0.1:" + port)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ type Options struct {
 	// Otherwise http checks keep HTTP/1.1 connections per host:port through the NameMap dialer.
 	HTTPClient *http.Client
 	// NameMap maps host names (or *.suffix wildcards) to the IP literal, or ip:port, to dial for
-	// http and tcp checks (see httpprobe.ParseNameMap); nothing
+	// http and tcp checks (see netmap.Parse in shared/netmap); nothing
 	// else resolves a name.
 	NameMap map[string]string
 	// AllowNonLoopback permits http and tcp checks to dial addresses outside 127.0.0.0/8

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/netmap"
 )
 
 // ErrDialRefused is a dial the scheduler's own policy refused (a name not in the name map,
@@ -18,17 +20,35 @@ var ErrDialRefused = errors.New("dial refused by the scheduler's address policy"
 // DNS: a check must not make reachability depend on a resolver, and in the lab nothing may
 // resolve a public name at all.
 type Dialer struct {
-	names            nameMap
+	names            netmap.Names[dialTarget]
 	allowNonLoopback bool
 	dialer           net.Dialer
 }
 
-// NewDialer takes a name map as ParseNameMap returns it: keys are names, IP literals or
+// dialTarget is a name map entry as the dialer uses it. err is set for an entry whose value
+// cannot be used; a dial of that name is then refused with it instead of falling through
+// to "not in the map".
+type dialTarget struct {
+	netmap.Target
+	err error
+}
+
+// NewDialer takes a name map as netmap.Parse returns it: keys are names, IP literals or
 // "*.suffix" wildcards; values are IP literals or ip:port. allowNonLoopback permits
 // addresses outside 127.0.0.0/8 (a real fleet); without it a lab or test never reaches a
 // real network.
 func NewDialer(names map[string]string, allowNonLoopback bool) *Dialer {
-	return &Dialer{names: newNameMap(names), allowNonLoopback: allowNonLoopback, dialer: net.Dialer{KeepAlive: 30 * time.Second}}
+	d := &Dialer{allowNonLoopback: allowNonLoopback, dialer: net.Dialer{KeepAlive: 30 * time.Second}}
+	for k, v := range names {
+		t, err := netmap.ParseTarget(v)
+		if err != nil {
+			err = fmt.Errorf("name map entry %q: %w", k, err)
+		}
+		// A key that cannot match a valid name is harmless (nothing dials it), and of two
+		// keys that normalise alike one is kept: netmap.Parse never returns either.
+		_, _ = d.names.Add(k, dialTarget{Target: t, err: err})
+	}
+	return d
 }
 
 // address maps host:port to the ip:port to dial, or refuses it. A mapped entry with a port
@@ -39,13 +59,13 @@ func (d *Dialer) address(hostport string) (string, error) {
 		return "", fmt.Errorf("%w: %q is not host:port: %w", ErrDialRefused, hostport, err)
 	}
 	var ip netip.Addr
-	if t, ok := d.names.lookup(host); ok {
+	if t, ok := d.names.Lookup(host); ok {
 		if t.err != nil {
 			return "", fmt.Errorf("%w: %w", ErrDialRefused, t.err)
 		}
-		ip = t.ip
-		if t.port != "" {
-			port = t.port
+		ip = t.Addr
+		if t.Port != "" {
+			port = t.Port
 		}
 	} else if ip, err = netip.ParseAddr(host); err != nil {
 		return "", fmt.Errorf("%w: %q is not in the scheduler's name map and names are never resolved", ErrDialRefused, host)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/netmap"
 )
 
 // The dialer maps exact names first, then the longest wildcard suffix; a port in the map
@@ -91,7 +93,7 @@ func TestNetDialerDialsMappedPort(t *testing.T) {
 		b, _ := io.ReadAll(io.LimitReader(c, 5))
 		accepted <- string(b)
 	}()
-	names, err := ParseNameMap("*.lab.example=" + ln.Addr().String())
+	names, err := netmap.Parse("*.lab.example=" + ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
