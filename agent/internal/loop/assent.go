@@ -13,7 +13,7 @@ import (
 
 // relayAssent finds what the operator's message assents to — the pending approvals and the
 // plan of the immediately preceding assistant turn (those created after the previous user
-// message) — by the deterministic detection of shared/policy, and relays it to the api naming
+// message), or for a typed confirmation any approval still pending — by the deterministic detection of shared/policy, and relays it to the api naming
 // the api's own record of the message. The api proves the relay before it decides (same
 // session, an operator's token, newer than what it approves, the same detection); the agent's
 // verdict alone decides nothing. It returns notes for the model about what was decided.
@@ -36,16 +36,30 @@ func (l *Loop) relayAssent(ctx context.Context, req TurnRequest, prevUser time.T
 		url.Values{"session_id": {req.SessionID}, "status": {"pending"}, "limit": {"50"}}, &list); err != nil {
 		l.log.Warn().Err(err).Str("session", req.SessionID).Msg("pending approvals for assent")
 	}
-	var pending []policy.PendingApproval
+	// A loose assent answers the approvals the immediately preceding assistant turn asked
+	// for; a typed confirmation (it names verb and target) any approval still pending.
+	var recent, all []policy.PendingApproval
 	byID := map[string]string{}
 	for _, a := range list.Items {
-		if a.RequestedAt.Before(prevUser) {
-			continue // not asked for by the immediately preceding assistant turn
+		p := policy.PendingApproval{ID: a.ID, TargetSlug: a.Target, Class: policy.Class(a.RiskClass), Command: a.Command}
+		all = append(all, p)
+		if !a.RequestedAt.Before(prevUser) {
+			recent = append(recent, p)
 		}
-		pending = append(pending, policy.PendingApproval{ID: a.ID, TargetSlug: a.Target, Class: policy.Class(a.RiskClass), Command: a.Command})
 		byID[a.ID] = fmt.Sprintf("`%s` on %s (%s)", a.Command, a.Target, a.RiskClass)
 	}
-	for _, g := range policy.DetectAssent(req.Message, pending) {
+	var grants []policy.Grant
+	for _, g := range policy.DetectAssent(req.Message, all) {
+		if g.Via == policy.ViaTypedConfirmation {
+			grants = append(grants, g)
+		}
+	}
+	for _, g := range policy.DetectAssent(req.Message, recent) {
+		if g.Via == policy.ViaChatAssent {
+			grants = append(grants, g)
+		}
+	}
+	for _, g := range grants {
 		body := map[string]any{"decision": "approve", "via": g.Via, "message_id": req.MessageID}
 		if _, err := l.api.Send(ctx, http.MethodPost, l.cfg.AgentToken, req.SessionID, "/api/v1/approvals/"+apiclient.PathEscape(g.ApprovalID)+"/decision", body, nil); err != nil {
 			l.log.Warn().Err(err).Str("approval", g.ApprovalID).Msg("assent relay refused")

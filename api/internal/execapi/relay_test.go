@@ -333,3 +333,26 @@ func TestPlanAssent(t *testing.T) {
 		t.Fatalf("the operator's own assent: %d audit rows without relayed_by", n)
 	}
 }
+
+// A typed confirmation may answer a destructive approval still pending from an earlier turn
+// (here, after a loose "yes" was refused for it); a loose assent may not.
+func TestTypedConfirmationAfterALaterMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const s = "s-relay-typed-late"
+	var q executionJSON
+	e.agent.run("lxc:web", "rm -rf /var/lib/late", s).expect(t, http.StatusCreated).json(t, &q)
+	if q.RiskClass != "destructive" || q.Status != "pending_approval" {
+		t.Fatalf("%+v", q)
+	}
+	id := *q.ApprovalID
+	yes := e.say("op", "operator", s, "yes")
+	e.refusedRelay(t, id, "approve", "chat_assent", yes, "it is destructive")
+	e.say("op", "operator", s, "what will it remove?")
+	confirm := e.say("op", "operator", s, "confirm rm lxc:web")
+	var d relayedJSON
+	e.agent.decide(id, "approve", "typed_confirmation", "message_id", confirm).expect(t, http.StatusOK).json(t, &d)
+	if d.Approval.Status != "approved" || *d.Approval.DecidedBy != "op" || *d.Approval.RelayedBy != "nomos" {
+		t.Fatalf("late typed confirmation: %+v", d.Approval)
+	}
+}

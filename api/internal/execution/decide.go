@@ -165,8 +165,14 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 		if g.Via != d.Via {
 			return msg, refuseRelay("message %s grants approval %s by %s, not %s", msg.ID, a.ID, g.Via, d.Via)
 		}
-		// Only the immediately preceding answer's approvals: one asked before the operator's
-		// previous message in the session was already answered (or passed over) by it.
+		// A loose assent answers only the immediately preceding answer's approvals: one asked
+		// before the operator's previous message was already answered (or passed over) by it,
+		// and an old "yes" never approves something new. A typed confirmation names the verb
+		// and the target, so it may answer an approval still pending from an earlier turn
+		// (after a loose "yes" was refused for it, say).
+		if g.Via == policy.ViaTypedConfirmation {
+			return msg, nil
+		}
 		prev, err := chat.PreviousAt(ctx, tx, msg)
 		if err != nil {
 			return msg, err
