@@ -11,27 +11,12 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	execsvc "github.com/oikos-hq/oikos/api/internal/execution"
 )
 
-// approval is the part of an approval the CLI shows.
-type approval struct {
-	ID              string     `json:"id"`
-	ExecutionID     string     `json:"execution_id"`
-	SessionID       *string    `json:"session_id"`
-	Target          string     `json:"target"`
-	Action          string     `json:"action"`
-	Command         string     `json:"command"`
-	Purpose         string     `json:"purpose"`
-	RiskClass       string     `json:"risk_class"`
-	Reasons         []string   `json:"reasons"`
-	Status          string     `json:"status"`
-	RequestedBy     string     `json:"requested_by"`
-	RequestedAt     time.Time  `json:"requested_at"`
-	DecidedBy       *string    `json:"decided_by"`
-	Via             *string    `json:"via"`
-	ExecutionStatus string     `json:"execution_status"`
-	DecidedAt       *time.Time `json:"decided_at"`
-}
+// approval is an approval as the api answers it (the api's own type: one shape).
+type approval = execsvc.Approval
 
 // decisionResult is the answer to a decision.
 type decisionResult struct {
