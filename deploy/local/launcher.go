@@ -22,8 +22,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/oikos-hq/oikos/testkit/pgcluster"
 )
 
@@ -62,6 +64,9 @@ type Stack struct {
 	// LLM says which model Nomos talks to.
 	LLM string
 }
+
+// launcherLog reports a recovered panic of the launcher's own goroutines.
+var launcherLog = zerolog.New(os.Stderr).With().Timestamp().Str("daemon", "oikos-local").Logger()
 
 // demoModel is the model name of llmsim's demo script.
 const demoModel = "nomos-sim"
@@ -243,10 +248,10 @@ func (s *Stack) Addrs() (api, scheduler, agent string) {
 func (s *Stack) Wait(ctx context.Context) error {
 	cases := make(chan *child, len(s.children))
 	for _, c := range s.children {
-		go func() {
+		safego.Go(launcherLog, "wait-"+c.name, func() {
 			<-c.done
 			cases <- c
-		}()
+		})
 	}
 	select {
 	case <-ctx.Done():
@@ -295,10 +300,10 @@ func (s *Stack) spawn(name, path string, args, env []string) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
-	go func() {
+	safego.Go(launcherLog, "reap-"+name, func() {
+		defer close(c.done)
 		c.err = cmd.Wait()
-		close(c.done)
-	}()
+	})
 	s.children = append(s.children, c)
 	return nil
 }
