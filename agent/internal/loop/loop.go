@@ -377,15 +377,74 @@ func (l *Loop) toolDefs() []openai.Tool {
 	return out
 }
 
+// cutResult bounds a replayed tool result to ResultReplay bytes. A JSON object whose lists
+// make it too long keeps valid JSON: its longest list is shortened (and said so in "_cut")
+// until it fits; anything else is cut at a character boundary with a marker.
 func cutResult(s string) string {
 	if len(s) <= ResultReplay {
 		return s
+	}
+	if j, ok := cutJSON(s); ok {
+		return j
 	}
 	cut := ResultReplay
 	for cut > 0 && s[cut]&0xC0 == 0x80 {
 		cut--
 	}
 	return s[:cut] + "\n…[cut to 4 KB]"
+}
+
+// cutJSON shortens the longest top-level list of a JSON object until the whole fits.
+func cutJSON(s string) (string, bool) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(s), &obj) != nil {
+		return "", false
+	}
+	lists := map[string][]json.RawMessage{}
+	for k, v := range obj {
+		var l []json.RawMessage
+		if json.Unmarshal(v, &l) == nil && len(l) > 0 {
+			lists[k] = l
+		}
+	}
+	if len(lists) == 0 {
+		return "", false
+	}
+	total := map[string]int{}
+	for k, l := range lists {
+		total[k] = len(l)
+		// A first guess in proportion, so a huge answer is not shortened one item at a time.
+		if keep := len(l) * ResultReplay / len(s); keep+1 < len(l) {
+			lists[k] = l[:keep+1]
+		}
+	}
+	for {
+		longest, size := "", 0
+		for k, l := range lists {
+			if n := len(l); n > 0 && (longest == "" || n > size) {
+				longest, size = k, n
+			}
+		}
+		if longest == "" {
+			return "", false
+		}
+		lists[longest] = lists[longest][:size-1]
+		cut := map[string]string{}
+		for k, l := range lists {
+			obj[k], _ = json.Marshal(l)
+			if len(l) < total[k] {
+				cut[k] = fmt.Sprintf("%d of %d shown; ask for fewer (filters) to see the rest", len(l), total[k])
+			}
+		}
+		obj["_cut"], _ = json.Marshal(cut)
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return "", false
+		}
+		if len(b) <= ResultReplay {
+			return string(b), true
+		}
+	}
 }
 
 func validJSON(s string) string {
