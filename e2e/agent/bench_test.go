@@ -29,7 +29,7 @@ func BenchmarkGetEntity(b *testing.B) {
 	})
 	b.Run("api", func(b *testing.B) {
 		percentiles(b, func() {
-			s.apiOK(b, http.MethodGet, "/api/v1/entities/lxc:jellyfin", s.mcpAgent, nil, nil)
+			s.client.OK(b, http.MethodGet, "/api/v1/entities/lxc:jellyfin", s.mcpAgent, nil, nil)
 		})
 	})
 }
@@ -54,7 +54,7 @@ func BenchmarkRunReadOnly(b *testing.B) {
 		body := map[string]any{"target": "lxc:jellyfin", "command": "hostname", "purpose": "e2e: benchmark"}
 		percentiles(b, func() {
 			var e execution
-			s.apiOK(b, http.MethodPost, "/api/v1/executions", s.mcpAgent, body, &e)
+			s.client.OK(b, http.MethodPost, "/api/v1/executions", s.mcpAgent, body, &e)
 			s.waitEnd(b, s.mcpAgent, e.ID)
 		})
 	})

@@ -150,16 +150,16 @@ func (s *stack) fleetAtLeast(tb testing.TB, n int) (listed, created int) {
 		var h struct {
 			Entities []json.RawMessage `json:"entities"`
 		}
-		s.apiOK(tb, http.MethodGet, "/api/v1/health/summary", s.operator, nil, &h)
+		s.client.OK(tb, http.MethodGet, "/api/v1/health/summary", s.operator, nil, &h)
 		return len(h.Entities)
 	}
 	listed = summary()
 	for i := 0; listed < n && i < 2*n; i++ {
 		name := fmt.Sprintf("e2e-fill-%03d", i)
-		if st, _ := s.apiDo(tb, http.MethodGet, "/api/v1/entities/"+url.PathEscape("service:"+name), s.operator, nil, nil); st == http.StatusOK {
+		if st, _ := s.client.Do(tb, http.MethodGet, "/api/v1/entities/"+url.PathEscape("service:"+name), s.operator, nil, nil); st == http.StatusOK {
 			continue
 		}
-		s.apiOK(tb, http.MethodPost, "/api/v1/entities", s.operator, map[string]any{"type": "service", "name": name,
+		s.client.OK(tb, http.MethodPost, "/api/v1/entities", s.operator, map[string]any{"type": "service", "name": name,
 			"attributes": map[string]any{"unit": name + ".service"}}, nil)
 		created++
 		listed = summary()

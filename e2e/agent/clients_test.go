@@ -88,7 +88,7 @@ func TestUnauthorized(t *testing.T) {
 	if st != http.StatusForbidden {
 		t.Errorf("a readonly token on an agent token's session: %d %s; want 403", st, body)
 	}
-	if st, _ := s.apiDo(t, http.MethodGet, "/api/v1/entities/service:e2e-hijack", s.operator, nil, nil); st != http.StatusNotFound {
+	if st, _ := s.client.Do(t, http.MethodGet, "/api/v1/entities/service:e2e-hijack", s.operator, nil, nil); st != http.StatusNotFound {
 		t.Errorf("service:e2e-hijack exists (%d): the hijacked call ran", st)
 	}
 }

@@ -136,7 +136,7 @@ func TestMutatingToolsReachTheAPI(t *testing.T) {
 	var byActor struct {
 		Items []auditRow `json:"items"`
 	}
-	s.apiOK(t, http.MethodGet, "/api/v1/audit?"+url.Values{"actor": {agentDaemonName}, "limit": {"500"}}.Encode(), s.operator, nil, &byActor)
+	s.client.OK(t, http.MethodGet, "/api/v1/audit?"+url.Values{"actor": {agentDaemonName}, "limit": {"500"}}.Encode(), s.operator, nil, &byActor)
 	if len(byActor.Items) != 0 {
 		t.Errorf("the agent daemon's own token wrote %d audit rows, e.g. %+v", len(byActor.Items), byActor.Items[0])
 	}
@@ -293,7 +293,7 @@ func TestApprovalWindowsPerSession(t *testing.T) {
 			SessionID string `json:"session_id"`
 		} `json:"window"`
 	}
-	s.apiOK(t, http.MethodPost, "/api/v1/approvals/"+approvalA+"/decision", s.operator,
+	s.client.OK(t, http.MethodPost, "/api/v1/approvals/"+approvalA+"/decision", s.operator,
 		map[string]any{"decision": "approve", "via": "button", "reason": "e2e"}, &decision)
 	if decision.Window == nil || decision.Window.Kind != "assent" || decision.Window.SessionID != a.ID() {
 		t.Fatalf("approving A's config_mutation opened %+v; want A's assent window", decision.Window)
@@ -310,7 +310,7 @@ func TestApprovalWindowsPerSession(t *testing.T) {
 	var approvalsA struct {
 		Items []struct{ ID string } `json:"items"`
 	}
-	s.apiOK(t, http.MethodGet, "/api/v1/approvals?"+url.Values{"session_id": {a.ID()}}.Encode(), s.operator, nil, &approvalsA)
+	s.client.OK(t, http.MethodGet, "/api/v1/approvals?"+url.Values{"session_id": {a.ID()}}.Encode(), s.operator, nil, &approvalsA)
 	if len(approvalsA.Items) != 1 {
 		t.Errorf("session A has %d approvals; want only the first", len(approvalsA.Items))
 	}
@@ -328,7 +328,7 @@ func TestApprovalWindowsPerSession(t *testing.T) {
 	if approvalB == approvalA {
 		t.Fatal("session B was given A's approval")
 	}
-	s.apiOK(t, http.MethodPost, "/api/v1/approvals/"+approvalB+"/decision", s.operator,
+	s.client.OK(t, http.MethodPost, "/api/v1/approvals/"+approvalB+"/decision", s.operator,
 		map[string]any{"decision": "deny", "via": "button", "reason": "e2e: B has no window"}, nil)
 	executing(b.ID())
 	if got := s.executions(t, b.ID()); len(got) != 1 || got[0].Status != "denied" {

@@ -2,15 +2,11 @@ package agent_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,14 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
-	"golang.org/x/crypto/ssh"
 
-	agentapp "github.com/oikos-hq/oikos/agent/app"
 	apiapp "github.com/oikos-hq/oikos/api/app"
-	schedapp "github.com/oikos-hq/oikos/scheduler/app"
-	"github.com/oikos-hq/oikos/seeds"
-	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/remote"
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 	"github.com/oikos-hq/oikos/testkit/labsim"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -55,6 +46,7 @@ type stack struct {
 	db       *pgtest.DB
 	api      *apiapp.Server
 	apiURL   string
+	client   *e2estack.Client
 	agentURL string // http://127.0.0.1:port
 	mcpURL   string
 	sim      *labsim.Sim
@@ -64,17 +56,9 @@ type stack struct {
 	agentRole                            string // the agent's database role
 }
 
-// buildStack starts everything; t's Cleanup (the package's pkgTB) stops it in reverse order.
-func buildStack(t *pkgTB) (s *stack, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			se, ok := p.(stackError)
-			if !ok {
-				panic(p)
-			}
-			err = se.err
-		}
-	}()
+// buildStack starts everything; t's Cleanup (the package's PackageTB) stops it in reverse order.
+func buildStack(t *e2estack.PackageTB) (s *stack, err error) {
+	defer e2estack.Recover(&err)
 	ctx := context.Background()
 	s = &stack{log: zerolog.Nop()}
 	if testing.Verbose() {
@@ -86,115 +70,50 @@ func buildStack(t *pkgTB) (s *stack, err error) {
 	s.db = pgtest.New(t)
 
 	// The api: migrations (already in the template), ontology and the embedded seeds.
-	api, err := apiapp.Start(ctx, apiapp.Config{DatabaseURL: s.db.URL, Addr: "127.0.0.1:0", SeedOnStart: true}, s.log)
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
-	}
-	t.Cleanup(api.Stop)
-	s.api, s.apiURL = api, "http://"+api.Addr().String()
-	// auth.Role is internal to the api; its values are passed as untyped constants.
-	if s.operator, err = api.Auth.Create(ctx, operatorName, "operator"); err != nil {
+	if s.api, s.apiURL, err = e2estack.StartAPI(ctx, t, apiapp.Config{DatabaseURL: s.db.URL, SeedOnStart: true}, s.log); err != nil {
 		return nil, err
 	}
-	if s.mcpAgent, err = api.Auth.Create(ctx, mcpAgentName, "agent"); err != nil {
-		return nil, err
-	}
-	if s.readonly, err = api.Auth.Create(ctx, readonlyName, "readonly"); err != nil {
-		return nil, err
-	}
-	if s.daemon, err = api.Auth.Create(ctx, agentDaemonName, "agent"); err != nil {
+	s.client = &e2estack.Client{URL: s.apiURL, HTTP: httpClient}
+	if err := e2estack.MintTokens(ctx, s.api,
+		e2estack.Token{Name: operatorName, Role: "operator", Into: &s.operator},
+		e2estack.Token{Name: mcpAgentName, Role: "agent", Into: &s.mcpAgent},
+		e2estack.Token{Name: readonlyName, Role: "readonly", Into: &s.readonly},
+		e2estack.Token{Name: agentDaemonName, Role: "agent", Into: &s.daemon},
+	); err != nil {
 		return nil, err
 	}
 
 	// The lab simulator serving the seeded inventory over SSH, and the scheduler's executor
-	// running gated executions on it (e2e/execution/harness_test.go wires it the same way).
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
+	// running gated executions on it.
+	if s.sim, err = e2estack.StartLab(ctx, t, s.db, e2estack.LabOptions{StateDir: t.TempDir(), SchedulerID: "e2e-scheduler",
+		Concurrency: 8, Log: s.log}); err != nil {
 		return nil, err
 	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		return nil, err
-	}
-	fleet, err := labsim.FleetFromInventory(seeds.Inventory())
-	if err != nil {
-		return nil, err
-	}
-	s.sim, err = labsim.New(fleet, labsim.Options{
-		StateDir:       t.TempDir(),
-		Listen:         func(string) string { return "127.0.0.1:0" },
-		AuthorizedKeys: []ssh.PublicKey{signer.PublicKey()},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.sim.Start(ctx); err != nil {
-		return nil, err
-	}
-	t.Cleanup(s.sim.Stop)
-	pool := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: schedapp.NewHostKeys(s.db.Pool, s.log),
-		DialTimeout: 10 * time.Second, Logger: s.log, Dial: s.sim.DialContext})
-	t.Cleanup(pool.Close)
-	connCfg, err := pgx.ParseConfig(s.db.URL)
-	if err != nil {
-		return nil, err
-	}
-	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: s.log})
-	ex := schedapp.NewExecutor(schedapp.ExecutorOptions{
-		Pool: s.db.Pool, SSH: pool, Fleet: schedapp.NewFleet(s.db.Pool, schedapp.FleetOptions{Logger: s.log}),
-		Notifier: notifier, Logger: s.log, SchedulerID: "e2e-scheduler", Concurrency: 8,
-	})
-	if err := notifier.Start(ctx); err != nil {
-		return nil, err
-	}
-	t.Cleanup(notifier.Stop)
-	if err := ex.Start(ctx); err != nil {
-		return nil, err
-	}
-	t.Cleanup(ex.Stop)
 
 	// The agent, connected as a role that may write only its own tables.
 	agentURL, err := s.agentDatabaseRole(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("agent database role: %w", err)
 	}
-	env := map[string]string{
+	a, err := e2estack.LaunchAgent(map[string]string{
 		"OIKOS_DATABASE_URL": agentURL,
 		"OIKOS_AGENT_ADDR":   "127.0.0.1:0",
 		"OIKOS_API_URL":      s.apiURL,
 		"OIKOS_AGENT_TOKEN":  s.daemon,
 		"OIKOS_SCHEMA_WAIT":  "30s",
-	}
-	cfg, err := agentapp.LoadConfig(func(k string) string { return env[k] })
+	}, s.log)
 	if err != nil {
-		return nil, fmt.Errorf("agent config: %w", err)
-	}
-	actx, cancel := context.WithCancel(ctx)
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- agentapp.RunConfig(actx, cfg, s.log, func(a net.Addr) { ready <- a }) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-		}
-	})
-	select {
-	case a := <-ready:
-		s.agentURL = "http://" + a.String()
-	case err := <-done:
 		return nil, fmt.Errorf("agent: %w", err)
-	case <-time.After(60 * time.Second):
-		return nil, fmt.Errorf("agent did not start listening")
 	}
+	t.Cleanup(func() { a.Stop(30 * time.Second) })
+	s.agentURL = a.URL
 	s.mcpURL = s.agentURL + "/mcp"
 	return s, nil
 }
 
 // agentDatabaseRole creates a login role for the agent that may read every table but write
 // only agentTables, events and audit_log, and returns the agent's database URL.
-func (s *stack) agentDatabaseRole(ctx context.Context, t *pkgTB) (string, error) {
+func (s *stack) agentDatabaseRole(ctx context.Context, t *e2estack.PackageTB) (string, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	s.agentRole = "oikos_e2e_agent_" + hex.EncodeToString(b[:])
@@ -232,53 +151,6 @@ func (s *stack) agentDBURL() string {
 
 var httpClient = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32}, Timeout: 2 * time.Minute}
 
-// apiDo calls the api with token and decodes a JSON answer into out (when non-nil); it returns
-// the status and the raw body.
-func (s *stack) apiDo(tb testing.TB, method, path, token string, body, out any) (int, []byte) {
-	tb.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, s.apiURL+path, r)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		tb.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if out != nil && resp.StatusCode < 300 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			tb.Fatalf("%s %s: decode %s: %v", method, path, raw, err)
-		}
-	}
-	return resp.StatusCode, raw
-}
-
-// apiOK is apiDo that fails the test unless the api answers 2xx.
-func (s *stack) apiOK(tb testing.TB, method, path, token string, body, out any) {
-	tb.Helper()
-	if st, raw := s.apiDo(tb, method, path, token, body, out); st < 200 || st > 299 {
-		tb.Fatalf("%s %s: %d %s", method, path, st, raw)
-	}
-}
-
 // auditRow is one entry of GET /api/v1/audit.
 type auditRow struct {
 	ID            int64  `json:"id"`
@@ -315,7 +187,7 @@ func (s *stack) audit(tb testing.TB, correlation string) []auditRow {
 			Items      []auditRow `json:"items"`
 			NextCursor *string    `json:"next_cursor"`
 		}
-		s.apiOK(tb, http.MethodGet, "/api/v1/audit?"+q.Encode(), s.operator, nil, &page)
+		s.client.OK(tb, http.MethodGet, "/api/v1/audit?"+q.Encode(), s.operator, nil, &page)
 		all = append(all, page.Items...)
 		if page.NextCursor == nil || *page.NextCursor == "" {
 			break
@@ -349,7 +221,7 @@ func (s *stack) executions(tb testing.TB, session string) []execution {
 	var page struct {
 		Items []execution `json:"items"`
 	}
-	s.apiOK(tb, http.MethodGet, "/api/v1/executions?"+url.Values{"session_id": {session}, "limit": {"500"}}.Encode(), s.operator, nil, &page)
+	s.client.OK(tb, http.MethodGet, "/api/v1/executions?"+url.Values{"session_id": {session}, "limit": {"500"}}.Encode(), s.operator, nil, &page)
 	return page.Items
 }
 
@@ -407,31 +279,7 @@ func (s *stack) session(tb testing.TB, id string) session {
 // way e2e/execution's harness waits) until it holds, or fails the test after within.
 func (s *stack) eventually(tb testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.db.URL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+eventbus.ChannelEvents); err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		ok, got := cond()
-		if ok {
-			return
-		}
-		wctx, wcancel := context.WithTimeout(ctx, 250*time.Millisecond)
-		_, _ = conn.WaitForNotification(wctx)
-		wcancel()
-		if ctx.Err() != nil {
-			if ok, got = cond(); ok {
-				return
-			}
-			tb.Fatalf("%s: not within %s (last: %s)", what, within, got)
-		}
-	}
+	e2estack.Eventually(tb, s.db.URL, within, 250*time.Millisecond, what, cond)
 }
 
 // toolCallCount counts the tool_calls rows of a session.

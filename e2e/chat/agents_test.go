@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 	"github.com/oikos-hq/oikos/testkit/llmsim"
 )
 
@@ -48,7 +49,7 @@ func benchScripts() map[string]string {
 }
 
 // prestart starts the agents of scripts and, with evals, one per golden eval.
-func (s *stack) prestart(t *pkgTB, scripts map[string]string, evals bool) error {
+func (s *stack) prestart(t *e2estack.PackageTB, scripts map[string]string, evals bool) error {
 	type job struct {
 		name   string
 		script *llmsim.Script

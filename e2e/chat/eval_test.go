@@ -323,7 +323,7 @@ func (r *evalRun) setup(st evalSetup) {
 		if k.About != "" {
 			body["about"] = k.About
 		}
-		s.apiOK(t, http.MethodPut, "/api/v1/knowledge/"+url.PathEscape(k.Slug), s.operator, body, nil)
+		s.client.OK(t, http.MethodPut, "/api/v1/knowledge/"+url.PathEscape(k.Slug), s.operator, body, nil)
 	case st.File != nil:
 		s.writeGuestFile(t, st.File.Host, st.File.VMID, st.File.Path, st.File.Content)
 	default:

@@ -13,117 +13,39 @@
 package chat_test
 
 import (
-	"errors"
-	"fmt"
-	"os"
-	"sync"
 	"testing"
 
-	"github.com/oikos-hq/oikos/testkit/pgtest"
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 )
 
-func TestMain(m *testing.M) {
-	code := pgtest.Run(m)
-	teardownShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { e2estack.Main(m, bench.TB, shared.TB) }
 
-var (
-	sharedOnce sync.Once
-	sharedLab  *stack
-	sharedErr  error
-	sharedTB   = &pkgTB{}
-)
+var shared = e2estack.NewShared("e2e-chat", "e2e stack", func(t *e2estack.PackageTB) (*stack, error) {
+	s, err := buildStack(t)
+	if err == nil {
+		err = s.prestart(t, testScripts(), true)
+	}
+	return s, err
+})
 
 // lab returns the package's stack, building it on first use; a stack that failed to build
 // fails every test that asks for it.
 func lab(tb testing.TB) *stack {
 	tb.Helper()
-	sharedOnce.Do(func() {
-		sharedLab, sharedErr = buildStack(sharedTB)
-		if sharedErr == nil {
-			sharedErr = sharedLab.prestart(sharedTB, testScripts(), true)
-		}
-	})
-	if sharedErr != nil {
-		tb.Fatalf("the e2e stack did not start: %v", sharedErr)
-	}
-	return sharedLab
+	return shared.Get(tb)
 }
 
-var (
-	benchOnce  sync.Once
-	benchStack *stack
-	benchErr   error
-	benchTB    = &pkgTB{}
-)
+var bench = e2estack.NewShared("e2e-chat", "benchmark stack", func(t *e2estack.PackageTB) (*stack, error) {
+	s, err := buildStack(t)
+	if err == nil {
+		err = s.prestart(t, benchScripts(), false)
+	}
+	return s, err
+})
 
 // benchLab is the benchmarks' stack: its own database, api, simulator and only the
 // benchmarks' agents.
 func benchLab(tb testing.TB) *stack {
 	tb.Helper()
-	benchOnce.Do(func() {
-		benchStack, benchErr = buildStack(benchTB)
-		if benchErr == nil {
-			benchErr = benchStack.prestart(benchTB, benchScripts(), false)
-		}
-	})
-	if benchErr != nil {
-		tb.Fatalf("the benchmark stack did not start: %v", benchErr)
-	}
-	return benchStack
-}
-
-func teardownShared() {
-	benchTB.runCleanups()
-	sharedTB.runCleanups()
-}
-
-// pkgTB stands in for a testing.TB where the package's stack needs one (pgtest.New): Cleanup
-// collects what teardownShared runs, in reverse order, once every test and benchmark is done;
-// Fatalf and friends panic with a stackError that buildStack turns into its error. Any other
-// testing.TB method is not used by those helpers (the embedded nil TB would panic).
-type pkgTB struct {
-	testing.TB
-	mu       sync.Mutex
-	cleanups []func()
-}
-
-type stackError struct{ err error }
-
-func (p *pkgTB) Helper()             {}
-func (p *pkgTB) Name() string        { return "e2e-chat" }
-func (p *pkgTB) Logf(string, ...any) {}
-func (p *pkgTB) Log(...any)          {}
-func (p *pkgTB) Fatalf(format string, a ...any) {
-	panic(stackError{fmt.Errorf(format, a...)})
-}
-func (p *pkgTB) Fatal(a ...any) { panic(stackError{errors.New(fmt.Sprint(a...))}) }
-func (p *pkgTB) Errorf(format string, a ...any) {
-	panic(stackError{fmt.Errorf(format, a...)})
-}
-func (p *pkgTB) Cleanup(f func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cleanups = append(p.cleanups, f)
-}
-
-// TempDir makes a directory removed at teardown.
-func (p *pkgTB) TempDir() string {
-	d, err := os.MkdirTemp("", "oikos-e2e-chat-")
-	if err != nil {
-		p.Fatalf("temp dir: %v", err)
-	}
-	p.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
-}
-
-func (p *pkgTB) runCleanups() {
-	p.mu.Lock()
-	fs := p.cleanups
-	p.cleanups = nil
-	p.mu.Unlock()
-	for i := len(fs) - 1; i >= 0; i-- {
-		fs[i]()
-	}
+	return bench.Get(tb)
 }

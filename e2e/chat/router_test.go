@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 )
 
 // router is the api's OIKOS_AGENT_URL: it passes each request on to the agent started for its
@@ -30,7 +32,7 @@ type router struct {
 	recent    []*agentProc
 }
 
-func startRouter(t *pkgTB) (*router, error) {
+func startRouter(t *e2estack.PackageTB) (*router, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -1,15 +1,11 @@
 package chat_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,14 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
-	"golang.org/x/crypto/ssh"
 
-	agentapp "github.com/oikos-hq/oikos/agent/app"
 	apiapp "github.com/oikos-hq/oikos/api/app"
-	schedapp "github.com/oikos-hq/oikos/scheduler/app"
-	"github.com/oikos-hq/oikos/seeds"
-	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/remote"
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 	"github.com/oikos-hq/oikos/testkit/labsim"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -49,6 +40,7 @@ type stack struct {
 	db     *pgtest.DB
 	api    *apiapp.Server
 	apiURL string
+	client *e2estack.Client
 	router *router
 	sim    *labsim.Sim
 	simDir string
@@ -59,18 +51,10 @@ type stack struct {
 	agents map[string]*scripted // the prestarted agents by name (agents_test.go)
 }
 
-// buildStack starts everything but the agents; t's Cleanup (the package's pkgTB) stops it in
-// reverse order.
-func buildStack(t *pkgTB) (s *stack, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			se, ok := p.(stackError)
-			if !ok {
-				panic(p)
-			}
-			err = se.err
-		}
-	}()
+// buildStack starts everything but the agents; t's Cleanup (the package's PackageTB) stops
+// it in reverse order.
+func buildStack(t *e2estack.PackageTB) (s *stack, err error) {
+	defer e2estack.Recover(&err)
 	ctx := context.Background()
 	s = &stack{log: zerolog.Nop()}
 	if os.Getenv("OIKOS_E2E_CHAT_LOG") != "" {
@@ -87,67 +71,25 @@ func buildStack(t *pkgTB) (s *stack, err error) {
 	var tok [24]byte
 	_, _ = rand.Read(tok[:])
 	s.agentToken = "oik_" + hex.EncodeToString(tok[:])
-	api, err := apiapp.Start(ctx, apiapp.Config{DatabaseURL: s.db.URL, Addr: "127.0.0.1:0", SeedOnStart: true,
-		AgentToken: s.agentToken, AgentURL: s.router.url}, s.log)
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
-	}
-	t.Cleanup(api.Stop)
-	s.api, s.apiURL = api, "http://"+api.Addr().String()
-	if s.operator, err = api.Auth.Create(ctx, operatorName, "operator"); err != nil {
+	if s.api, s.apiURL, err = e2estack.StartAPI(ctx, t, apiapp.Config{DatabaseURL: s.db.URL, SeedOnStart: true,
+		AgentToken: s.agentToken, AgentURL: s.router.url}, s.log); err != nil {
 		return nil, err
 	}
-	if s.readonly, err = api.Auth.Create(ctx, readonlyName, "readonly"); err != nil {
+	s.client = &e2estack.Client{URL: s.apiURL, HTTP: httpClient}
+	if err := e2estack.MintTokens(ctx, s.api,
+		e2estack.Token{Name: operatorName, Role: "operator", Into: &s.operator},
+		e2estack.Token{Name: readonlyName, Role: "readonly", Into: &s.readonly},
+	); err != nil {
 		return nil, err
 	}
 
 	// The lab simulator serving the seeded inventory over SSH, and the scheduler's executor
 	// running gated executions on it (e2e/agent wires it the same way).
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		return nil, err
-	}
-	fleet, err := labsim.FleetFromInventory(seeds.Inventory())
-	if err != nil {
-		return nil, err
-	}
 	s.simDir = t.TempDir()
-	s.sim, err = labsim.New(fleet, labsim.Options{
-		StateDir:       s.simDir,
-		Listen:         func(string) string { return "127.0.0.1:0" },
-		AuthorizedKeys: []ssh.PublicKey{signer.PublicKey()},
-	})
-	if err != nil {
+	if s.sim, err = e2estack.StartLab(ctx, t, s.db, e2estack.LabOptions{StateDir: s.simDir, SchedulerID: "e2e-chat-scheduler",
+		Concurrency: 16, Log: s.log}); err != nil {
 		return nil, err
 	}
-	if err := s.sim.Start(ctx); err != nil {
-		return nil, err
-	}
-	t.Cleanup(s.sim.Stop)
-	pool := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: schedapp.NewHostKeys(s.db.Pool, s.log),
-		DialTimeout: 10 * time.Second, Logger: s.log, Dial: s.sim.DialContext})
-	t.Cleanup(pool.Close)
-	connCfg, err := pgx.ParseConfig(s.db.URL)
-	if err != nil {
-		return nil, err
-	}
-	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: s.log})
-	ex := schedapp.NewExecutor(schedapp.ExecutorOptions{
-		Pool: s.db.Pool, SSH: pool, Fleet: schedapp.NewFleet(s.db.Pool, schedapp.FleetOptions{Logger: s.log}),
-		Notifier: notifier, Logger: s.log, SchedulerID: "e2e-chat-scheduler", Concurrency: 16,
-	})
-	if err := notifier.Start(ctx); err != nil {
-		return nil, err
-	}
-	t.Cleanup(notifier.Stop)
-	if err := ex.Start(ctx); err != nil {
-		return nil, err
-	}
-	t.Cleanup(ex.Stop)
 	return s, nil
 }
 
@@ -155,12 +97,11 @@ func buildStack(t *pkgTB) (s *stack, err error) {
 
 // agentProc is one agent started in-process through its composition root.
 type agentProc struct {
-	url    string
-	model  string
-	cancel context.CancelFunc
-	done   chan error
-	gone   chan struct{} // closed when stop is called
-	once   sync.Once
+	url   string
+	model string
+	proc  *e2estack.Agent
+	gone  chan struct{} // closed when stop is called
+	once  sync.Once
 }
 
 // agentOpts configures startAgent.
@@ -185,7 +126,7 @@ func (s *stack) startAgent(tb testing.TB, o agentOpts) *agentProc {
 
 // launchAgent is startAgent without a test; the caller stops it.
 func (s *stack) launchAgent(o agentOpts) (*agentProc, error) {
-	env := map[string]string{
+	p, err := e2estack.LaunchAgent(map[string]string{
 		"OIKOS_DATABASE_URL": s.db.URL,
 		"OIKOS_AGENT_ADDR":   "127.0.0.1:0",
 		"OIKOS_API_URL":      s.apiURL,
@@ -194,26 +135,11 @@ func (s *stack) launchAgent(o agentOpts) (*agentProc, error) {
 		"OIKOS_LLM_BASE_URL": o.BaseURL,
 		"OIKOS_LLM_MODEL":    o.Model,
 		"OIKOS_LLM_API_KEY":  o.APIKey,
-	}
-	cfg, err := agentapp.LoadConfig(func(k string) string { return env[k] })
+	}, s.log)
 	if err != nil {
-		return nil, fmt.Errorf("agent config: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a := &agentProc{model: o.Model, cancel: cancel, done: make(chan error, 1), gone: make(chan struct{})}
-	ready := make(chan net.Addr, 1)
-	go func() { a.done <- agentapp.RunConfig(ctx, cfg, s.log, func(ad net.Addr) { ready <- ad }) }()
-	select {
-	case ad := <-ready:
-		a.url = "http://" + ad.String()
-		return a, nil
-	case err := <-a.done:
-		cancel()
 		return nil, err
-	case <-time.After(60 * time.Second):
-		cancel()
-		return nil, fmt.Errorf("the agent did not start listening")
 	}
+	return &agentProc{url: p.URL, model: o.Model, proc: p, gone: make(chan struct{})}, nil
 }
 
 // stop cancels the agent's context and waits for RunConfig to return (a turn still streaming
@@ -221,64 +147,13 @@ func (s *stack) launchAgent(o agentOpts) (*agentProc, error) {
 func (a *agentProc) stop() {
 	a.once.Do(func() {
 		close(a.gone)
-		a.cancel()
-		select {
-		case <-a.done:
-		case <-time.After(40 * time.Second):
-		}
+		a.proc.Stop(40 * time.Second)
 	})
 }
 
 // ---------------------------------------------------------------------------- the api over HTTP
 
 var httpClient = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 128}, Timeout: 5 * time.Minute}
-
-// apiDo calls the api with token and decodes a JSON answer into out (when non-nil); it returns
-// the status and the raw body.
-func (s *stack) apiDo(tb testing.TB, method, path, token string, body, out any) (int, []byte) {
-	tb.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, s.apiURL+path, r)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		tb.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if out != nil && resp.StatusCode < 300 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			tb.Fatalf("%s %s: decode %s: %v", method, path, raw, err)
-		}
-	}
-	return resp.StatusCode, raw
-}
-
-// apiOK is apiDo that fails the test unless the api answers 2xx.
-func (s *stack) apiOK(tb testing.TB, method, path, token string, body, out any) {
-	tb.Helper()
-	if st, raw := s.apiDo(tb, method, path, token, body, out); st < 200 || st > 299 {
-		tb.Fatalf("%s %s: %d %s", method, path, st, raw)
-	}
-}
 
 // execution is the part of the api's execution the tests read.
 type execution struct {
@@ -300,7 +175,7 @@ func (s *stack) executions(tb testing.TB, session string) []execution {
 	var page struct {
 		Items []execution `json:"items"`
 	}
-	s.apiOK(tb, http.MethodGet, "/api/v1/executions?"+url.Values{"session_id": {session}, "limit": {"500"}}.Encode(), s.operator, nil, &page)
+	s.client.OK(tb, http.MethodGet, "/api/v1/executions?"+url.Values{"session_id": {session}, "limit": {"500"}}.Encode(), s.operator, nil, &page)
 	for i, j := 0, len(page.Items)-1; i < j; i, j = i+1, j-1 {
 		page.Items[i], page.Items[j] = page.Items[j], page.Items[i]
 	}
@@ -330,7 +205,7 @@ func (s *stack) approvals(tb testing.TB, session string) []approval {
 	var page struct {
 		Items []approval `json:"items"`
 	}
-	s.apiOK(tb, http.MethodGet, "/api/v1/approvals?"+url.Values{"session_id": {session}, "status": {"pending,approved,denied,revoked,expired"}, "limit": {"200"}}.Encode(),
+	s.client.OK(tb, http.MethodGet, "/api/v1/approvals?"+url.Values{"session_id": {session}, "status": {"pending,approved,denied,revoked,expired"}, "limit": {"200"}}.Encode(),
 		s.operator, nil, &page)
 	for i, j := 0, len(page.Items)-1; i < j; i, j = i+1, j-1 {
 		page.Items[i], page.Items[j] = page.Items[j], page.Items[i]
@@ -377,7 +252,7 @@ func (s *stack) windows(tb testing.TB, session string) []window {
 // decide decides an approval with the operator's token through the api.
 func (s *stack) decide(tb testing.TB, id, decision string) {
 	tb.Helper()
-	s.apiOK(tb, http.MethodPost, "/api/v1/approvals/"+url.PathEscape(id)+"/decision", s.operator,
+	s.client.OK(tb, http.MethodPost, "/api/v1/approvals/"+url.PathEscape(id)+"/decision", s.operator,
 		map[string]string{"decision": decision, "via": "api"}, nil)
 }
 
@@ -434,7 +309,7 @@ type call struct {
 func (s *stack) session(tb testing.TB, id string) sessionView {
 	tb.Helper()
 	var v sessionView
-	s.apiOK(tb, http.MethodGet, "/api/v1/sessions/"+url.PathEscape(id), s.operator, nil, &v)
+	s.client.OK(tb, http.MethodGet, "/api/v1/sessions/"+url.PathEscape(id), s.operator, nil, &v)
 	return v
 }
 
@@ -442,7 +317,7 @@ func (s *stack) session(tb testing.TB, id string) sessionView {
 func (s *stack) sessionIfAny(tb testing.TB, id string) sessionView {
 	tb.Helper()
 	var v sessionView
-	st, raw := s.apiDo(tb, http.MethodGet, "/api/v1/sessions/"+url.PathEscape(id), s.operator, nil, &v)
+	st, raw := s.client.Do(tb, http.MethodGet, "/api/v1/sessions/"+url.PathEscape(id), s.operator, nil, &v)
 	switch st {
 	case http.StatusOK:
 	case http.StatusNotFound:
@@ -558,31 +433,7 @@ func (s *stack) noteCount(tb testing.TB, session string) int {
 // it holds, or fails the test after within.
 func (s *stack) eventually(tb testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), within)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.db.URL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN "+eventbus.ChannelEvents); err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		ok, got := cond()
-		if ok {
-			return
-		}
-		wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		_, _ = conn.WaitForNotification(wctx)
-		wcancel()
-		if ctx.Err() != nil {
-			if ok, got = cond(); ok {
-				return
-			}
-			tb.Fatalf("%s: not within %s (last: %s)", what, within, got)
-		}
-	}
+	e2estack.Eventually(tb, s.db.URL, within, 100*time.Millisecond, what, cond)
 }
 
 // writeGuestFile writes a file into a simulated guest's own file system (its sandbox
