@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
@@ -129,6 +130,19 @@ func TestConcurrentSessionsInterleavedApprovals(t *testing.T) {
 		p := s.pendingApprovals(t, id)
 		if len(p) != 1 || p[0].Target != "lxc:"+svc[id] || deref(p[0].SessionID) != id {
 			t.Fatalf("%s: pending approvals %+v; want one for lxc:%s of this session", id, p, svc[id])
+		}
+		// The chat contract's approval_required {approval_id, execution_id, risk_class, target, command}.
+		var ev struct {
+			ApprovalID  string `json:"approval_id"`
+			ExecutionID string `json:"execution_id"`
+			RiskClass   string `json:"risk_class"`
+			Target      string `json:"target"`
+			Command     string `json:"command"`
+		}
+		if err := json.Unmarshal(queued[id].of("approval_required")[0].Data, &ev); err != nil || ev.ApprovalID != p[0].ID ||
+			ev.ExecutionID == "" || ev.RiskClass == "" || ev.Target != "lxc:"+svc[id] || ev.Command == "" {
+			t.Fatalf("%s: approval_required %s (%v); want the approval's id, execution, class, target and command", id,
+				queued[id].of("approval_required")[0].Data, err)
 		}
 	}
 

@@ -195,6 +195,7 @@ func requestAndFollow(ctx context.Context, c *Call, path string, body map[string
 		}
 		return Result{Render: "approval", Entity: target, Data: map[string]any{
 			"execution_id": e.ID, "status": e.Status, "risk_class": e.RiskClass, "reasons": e.Reasons, "approval_id": approval,
+			"target": e.Target, "command": e.Command,
 			"already_queued": e.AlreadyQueued,
 			"next": "Queued for the operator's approval. Stop here and tell the operator what you want to run and why; " +
 				"do not retry it or queue another change. Follow it with wait_execution or get_execution.",
