@@ -81,6 +81,9 @@ type Loop struct {
 	active sync.Map // session id -> *sync.Mutex: one turn per session
 
 	pending followed
+	// defs are the registry's tools as the model sees them, built once: the registry does
+	// not change while the agent runs.
+	defs []openai.Tool
 }
 
 // ErrNoModel is a chat without a configured model.
@@ -90,6 +93,7 @@ var ErrNoModel = errors.New("no language model is configured: set OIKOS_LLM_BASE
 // ErrNoModel as an error event.
 func New(cfg Config, reg *tools.Registry, t *tasks.Service, pool *pgxpool.Pool, api *apiclient.Client, log zerolog.Logger) (*Loop, error) {
 	l := &Loop{cfg: cfg, reg: reg, tasks: t, pool: pool, api: api, log: log, soul: defaultSoul, actor: "nomos"}
+	l.defs = l.toolDefs()
 	if cfg.SoulFile != "" {
 		b, err := os.ReadFile(cfg.SoulFile)
 		if err != nil {
@@ -248,7 +252,7 @@ func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string
 		return "error"
 	}
 	caller := tools.Caller{Session: req.SessionID, Turn: turnID, Token: l.cfg.AgentToken, Actor: l.actor, Role: tools.RoleAgent, Source: "chat"}
-	defs := l.toolDefs()
+	defs := l.defs
 	for i := 0; i <= MaxIterations; i++ {
 		withTools := i < MaxIterations
 		if !withTools {
