@@ -7,11 +7,15 @@ PKGS      := $(foreach m,$(MODULES),./$(m)/...)
 FUZZTIME  ?= 10s
 BIN       := bin
 
-.PHONY: all build test fuzz bench up vet fmt tidy clean
+.PHONY: all build web test fuzz bench up vet fmt tidy clean
 
 all: build
 
-build:
+# The dashboard (api/web, Svelte + Vite) into api/web/dist, which oikos-api embeds.
+web:
+	./scripts/build-web.sh
+
+build: web
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/oikos-api ./api/cmd/oikos-api
 	$(GO) build -o $(BIN)/oikos ./api/cmd/oikos
@@ -50,4 +54,4 @@ tidy:
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy) || exit 1; done
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) api/web/dist/assets api/web/dist/index.html

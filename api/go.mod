@@ -59,3 +59,6 @@ replace (
 	github.com/oikos-hq/oikos/shared => ../shared
 	github.com/oikos-hq/oikos/testkit => ../testkit
 )
+
+// The dashboard's npm tree is not Go code.
+ignore ./web/node_modules

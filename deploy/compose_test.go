@@ -83,6 +83,12 @@ func TestComposeFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The api image carries the dashboard: built from its lock file in a Node stage and
+	// copied into the Go build before the api is compiled (it embeds api/web/dist).
+	web := regexp.MustCompile(`(?s)FROM node:\S+ AS web.*npm ci.*npm run build.*FROM golang:\S+ AS build.*COPY --from=web /src/api/web/dist ./api/web/dist.*go build`)
+	if !web.Match(df) {
+		t.Errorf("Dockerfile does not build the dashboard in a Node stage before the Go build")
+	}
 	for cmd := range dirs {
 		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(cmd) + `\b`).Match(df) {
 			t.Errorf("Dockerfile does not build %s", cmd)

@@ -27,6 +27,9 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
 	"github.com/oikos-hq/oikos/api/internal/seed"
+	"github.com/oikos-hq/oikos/api/internal/websession"
+	"github.com/oikos-hq/oikos/api/internal/webui"
+	webassets "github.com/oikos-hq/oikos/api/web"
 	"github.com/oikos-hq/oikos/shared/daemon"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
@@ -175,8 +178,16 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	if err != nil {
 		return fail(err)
 	}
+	web, err := webui.New(webassets.Dist())
+	if err != nil {
+		return fail(err)
+	}
+	if !web.Built() {
+		log.Warn().Msg("the dashboard is not built into this api (api/web/dist is empty); / explains how to build it")
+	}
 	h := httpapi.New(httpapi.Deps{
 		Pool: pool, Graph: svc, Ontology: o, Auth: store, Bus: bus, Logger: log, Health: health,
+		Sessions: websession.New(pool, store, cfg.SessionTTL), Web: web,
 		// The feature packages' route tables, mounted with the server's own behind its guard
 		// (one token lookup admits a request on every route) and its error handling.
 		Routes: slices.Concat(

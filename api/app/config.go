@@ -2,9 +2,11 @@ package app
 
 import (
 	"net/url"
+	"time"
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/chatapi"
+	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/shared/config"
 )
 
@@ -22,6 +24,8 @@ type Config struct {
 	// AgentURL is OIKOS_AGENT_URL, where the api reaches the agent to forward chat turns and
 	// session reads (default http://127.0.0.1:8092).
 	AgentURL string
+	// SessionTTL is OIKOS_SESSION_TTL, how long a dashboard sign-in lasts (default 12h).
+	SessionTTL time.Duration
 }
 
 // LoadConfig reads and validates the configuration.
@@ -35,6 +39,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		AgentToken:    r.String("OIKOS_AGENT_TOKEN", ""),
 		PolicyFile:    r.String("OIKOS_POLICY_FILE", ""),
 		AgentURL:      r.String("OIKOS_AGENT_URL", chatapi.DefaultAgentURL),
+		SessionTTL:    r.Duration("OIKOS_SESSION_TTL", websession.DefaultTTL),
+	}
+	if c.SessionTTL < time.Minute {
+		r.Fail("OIKOS_SESSION_TTL: %s is too short for a sign-in (at least 1m)", c.SessionTTL)
 	}
 	if u, err := url.Parse(c.AgentURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		r.Fail("OIKOS_AGENT_URL: %q is not an http(s)://host:port URL", c.AgentURL)

@@ -317,7 +317,7 @@ func (l *Loop) runTools(ctx context.Context, caller tools.Caller, calls []modelC
 			defer wg.Done()
 			res := l.reg.Call(ctx, cl, c.Name, json.RawMessage(c.Arguments))
 			out[i].text = res.Text
-			emit(Event{"tool_result", map[string]any{"id": out[i].id, "name": c.Name, "content": res.Text, "is_error": res.IsError}})
+			emit(Event{"tool_result", map[string]any{"id": out[i].id, "name": c.Name, "content": res.Text, "is_error": res.IsError, "render": res.Render}})
 			l.emitFollowUps(ctx, caller.Session, c.Name, res, emit)
 			if res.Render == "approval" || res.Render == "execution" {
 				l.follow(caller.Session, res)

@@ -201,8 +201,19 @@ func (s *Store) Create(ctx context.Context, name string, role Role) (string, err
 
 // Verify returns the principal a token stands for, or ErrUnauthenticated.
 func (s *Store) Verify(ctx context.Context, token string) (Principal, error) {
+	_, p, err := s.Identify(ctx, token)
+	return p, err
+}
+
+// Identify is Verify that also returns the token's id (what a dashboard session refers to).
+func (s *Store) Identify(ctx context.Context, token string) (string, Principal, error) {
+	p, id, err := s.identify(ctx, token)
+	return id, p, err
+}
+
+func (s *Store) identify(ctx context.Context, token string) (Principal, string, error) {
 	if len(token) < minTokenLen || len(token) > maxTokenLen {
-		return Principal{}, ErrUnauthenticated
+		return Principal{}, "", ErrUnauthenticated
 	}
 	want := Hash(token)
 	var (
@@ -213,22 +224,22 @@ func (s *Store) Verify(ctx context.Context, token string) (Principal, error) {
 	err := s.db.QueryRow(ctx, `SELECT id::text, name, role, token_hash, last_used_at, revoked_at IS NOT NULL
 		FROM api_tokens WHERE token_hash = $1`, want).Scan(&id, &name, &role, &stored, &lastUsed, &revoked)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Principal{}, ErrUnauthenticated
+		return Principal{}, "", ErrUnauthenticated
 	}
 	if err != nil {
-		return Principal{}, fmt.Errorf("verify token: %w", err)
+		return Principal{}, "", fmt.Errorf("verify token: %w", err)
 	}
 	// The index lookup found the row by hash; the constant-time comparison is the check that
 	// decides, so no timing difference depends on how much of a guess was right.
 	if subtle.ConstantTimeCompare([]byte(stored), []byte(want)) != 1 || revoked {
-		return Principal{}, ErrUnauthenticated
+		return Principal{}, "", ErrUnauthenticated
 	}
 	if lastUsed == nil || time.Since(*lastUsed) > lastUsedResolution {
 		if _, err := s.db.Exec(ctx, `UPDATE api_tokens SET last_used_at = now() WHERE id = $1`, id); err != nil {
-			return Principal{}, fmt.Errorf("record token use: %w", err)
+			return Principal{}, "", fmt.Errorf("record token use: %w", err)
 		}
 	}
-	return Principal{Name: name, Role: Role(role)}, nil
+	return Principal{Name: name, Role: Role(role)}, id, nil
 }
 
 // Ensured says what EnsureToken did.

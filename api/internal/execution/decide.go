@@ -53,6 +53,9 @@ func validateDecision(m Meta, d *Decision) error {
 	if d.Reason, err = trimLimit("reason", d.Reason, maxReasonBytes); err != nil {
 		return err
 	}
+	if d.Confirmation, err = trimLimit("confirmation", d.Confirmation, maxReasonBytes); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -335,6 +338,13 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 			return &RefusedError{Code: "destructive_needs_confirmation", RiskClass: row.riskClass,
 				Reason: fmt.Sprintf("execution %s is destructive: approve it with a typed confirmation naming %s, or the button; %s is not enough",
 					execID, before.Target, strings.ReplaceAll(d.Via, "_", " "))}
+		}
+		if d.Confirmation != "" && d.Decision == DecisionApprove && strings.TrimSpace(d.Confirmation) != before.ConfirmationPhrase {
+			want := before.ConfirmationPhrase
+			if want == "" {
+				want = "none (it is not destructive)"
+			}
+			return apierr.Invalid("confirmation", "%q is not the confirmation of this approval: type %s", d.Confirmation, want)
 		}
 		newApproval, fromApproval, newExec, fromExec := transition(d.Decision)
 		var msgID *string

@@ -193,6 +193,10 @@ type Approval struct {
 	Reason    string     `json:"reason"`
 	// ExecutionStatus is the status of the execution it gates.
 	ExecutionStatus string `json:"execution_status"`
+	// ConfirmationPhrase is what an operator types to approve a destructive execution
+	// (policy.ConfirmationPhrase); empty for other classes. The dashboard shows it and sends
+	// it back as Decision.Confirmation, so the rule has one home.
+	ConfirmationPhrase string `json:"confirmation_phrase,omitempty"`
 }
 
 // Window is an open approval window a decision opened.
@@ -210,6 +214,9 @@ type Decision struct {
 	Via       string `json:"via"`
 	MessageID string `json:"message_id,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// Confirmation is the phrase the operator typed to approve a destructive execution; when
+	// given it must be the approval's ConfirmationPhrase exactly, or nothing is approved.
+	Confirmation string `json:"confirmation,omitempty"`
 }
 
 // DecisionResult is what a decision answers: the approval and execution after it, and the

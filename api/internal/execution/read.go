@@ -13,6 +13,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/policy"
 )
 
 // execColumns matches scanExecution; the output column is selected only when asked for.
@@ -263,6 +264,9 @@ func scanApproval(row pgx.Row) (Approval, error) {
 	}
 	if a.Reasons == nil {
 		a.Reasons = []string{}
+	}
+	if a.RiskClass == string(policy.Destructive) {
+		a.ConfirmationPhrase = policy.ConfirmationPhrase(policy.PendingApproval{TargetSlug: a.Target, Command: a.Command, Class: policy.Destructive})
 	}
 	return a, nil
 }

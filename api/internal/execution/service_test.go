@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/api/internal/apierr"
 )
 
 // Commands of each class under the default policy.
@@ -469,9 +471,23 @@ func TestDecisionRoles(t *testing.T) {
 	if got, _ := f.svc.GetApproval(ctx, *d.ApprovalID); got.Status != ApprovalPending {
 		t.Fatalf("refused decisions changed the approval: %s", got.Status)
 	}
+	// The approval carries the phrase to type; a wrong one (the dashboard sends what the
+	// operator typed) approves nothing.
+	pending, _ := f.svc.GetApproval(ctx, *d.ApprovalID)
+	if pending.ConfirmationPhrase != "confirm rm lxc:web" {
+		t.Fatalf("confirmation phrase %q, want %q", pending.ConfirmationPhrase, "confirm rm lxc:web")
+	}
+	_, err = f.svc.Decide(ctx, operator, *d.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaTypedConfirmation, Confirmation: "confirm rm lxc:db"})
+	if fe := (*apierr.FieldError)(nil); !errors.As(err, &fe) || fe.Field != "confirmation" {
+		t.Fatalf("a wrong typed phrase: %v, want a field error on confirmation", err)
+	}
+	if got, _ := f.svc.GetApproval(ctx, *d.ApprovalID); got.Status != ApprovalPending {
+		t.Fatalf("a wrong phrase changed the approval: %s", got.Status)
+	}
 	// The operator's typed confirmation approves it and opens the destructive window for that
 	// target and session; the audit row and the event name the operator.
-	res, err = f.svc.Decide(ctx, operator, *d.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaTypedConfirmation, MessageID: "msg-44"})
+	res, err = f.svc.Decide(ctx, operator, *d.ApprovalID, Decision{Decision: DecisionApprove, Via: ViaTypedConfirmation, MessageID: "msg-44",
+		Confirmation: pending.ConfirmationPhrase})
 	if err != nil || res.Approval.RiskClass != "destructive" || res.Window == nil || res.Window.Kind != "destructive" || res.Window.Target != "lxc:web" {
 		t.Fatalf("typed confirmation: %+v %v", res, err)
 	}

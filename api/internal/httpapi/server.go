@@ -27,6 +27,8 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/topology"
+	"github.com/oikos-hq/oikos/api/internal/websession"
+	"github.com/oikos-hq/oikos/api/internal/webui"
 	"github.com/oikos-hq/oikos/shared/daemon"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
@@ -41,6 +43,11 @@ type Deps struct {
 	// ontology is read on every request, so a re-seeded ontology takes effect at once.
 	Ontology *ontology.Ontology
 	Auth     *auth.Store
+	// Sessions are the dashboard's sign-in sessions; with them the api admits the session
+	// cookie beside bearer tokens and serves /api/v1/session.
+	Sessions *websession.Store
+	// Web serves the dashboard at / (and every path not the api's); nil serves none.
+	Web *webui.Handler
 	// Bus feeds the SSE stream; without it /api/v1/stream answers 503.
 	Bus    *eventbus.Bus
 	Logger zerolog.Logger
@@ -96,8 +103,18 @@ func New(d Deps) *Server {
 	e.GET("/readyz", echo.WrapHandler(http.HandlerFunc(d.Health.ReadyzHandler)))
 	e.GET("/metrics", echo.WrapHandler(d.Health.Metrics.Handler()))
 	e.GET("/api/v1/openapi.yaml", serveSpec)
-	// Every route behind one guard over the token store, so a request is verified once.
-	request.Mount(e.Group("/api/v1"), d.Auth, s.log, append(s.routes(), d.Routes...)...)
+	// Every route behind one guard over the token store (and the session cookie), so a
+	// request is verified once.
+	routes := append(s.routes(), d.Routes...)
+	var v request.Verifier = d.Auth
+	if d.Sessions != nil {
+		v = websession.Verifier{Tokens: d.Auth, Sessions: d.Sessions}
+		routes = append(routes, d.Sessions.Routes()...)
+	}
+	request.Mount(e.Group("/api/v1"), v, s.log, routes...)
+	if d.Web != nil {
+		d.Web.Register(e)
+	}
 	s.echo = e
 	return s
 }

@@ -191,6 +191,19 @@ func (s *Server) stream(c echo.Context) error {
 	if cl.entityID, err = s.entityParam(c); err != nil {
 		return err
 	}
+	// ?unnamed=true leaves the `event:` line out, so a browser's EventSource hands every
+	// event to onmessage (a named frame reaches only a listener of that exact name, and the
+	// dashboard wants them all); the type is in the data either way.
+	unnamed, err := request.BoolParam(c, "unnamed")
+	if err != nil {
+		return err
+	}
+	name := func(t string) string {
+		if unnamed {
+			return ""
+		}
+		return t
+	}
 	// The api's one SSE writer: a deadline per write, a flush per event, Kill for a drop.
 	w, err := request.StartStream(c, sseRetry)
 	if err != nil {
@@ -203,7 +216,7 @@ func (s *Server) stream(c echo.Context) error {
 				return err
 			}
 			for _, e := range p.Items {
-				if err := w.EventID(e.ID, e.Type, e); err != nil {
+				if err := w.EventID(e.ID, name(e.Type), e); err != nil {
 					return err
 				}
 				last = e.ID
@@ -252,7 +265,7 @@ func (s *Server) stream(c echo.Context) error {
 			if e.ID <= last {
 				continue
 			}
-			if err := w.EventID(e.ID, e.Type, e); err != nil {
+			if err := w.EventID(e.ID, name(e.Type), e); err != nil {
 				return nil
 			}
 			last = e.ID

@@ -2,6 +2,9 @@ package request
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -13,9 +16,25 @@ import (
 // a route guarded twice (a mounted group, then the route) looks the token up once.
 const ctxPrincipal = "oikos.principal"
 
+// ctxViaCookie marks a request admitted by the dashboard's session cookie.
+const ctxViaCookie = "oikos.via_cookie"
+
+// SessionCookie is the dashboard session's cookie (api/internal/websession sets it).
+const SessionCookie = "oikos_session"
+
+// Public is the permission of a route that needs no credential (the dashboard's sign-in):
+// Mount adds no guard to it. A route's zero Perm is not public: Can refuses it.
+const Public auth.Permission = "public"
+
 // Verifier says whom a bearer token stands for; *auth.Store is the api's.
 type Verifier interface {
 	Verify(ctx context.Context, token string) (auth.Principal, error)
+}
+
+// SessionVerifier says whom a dashboard session cookie's secret stands for. A Verifier that
+// is one too admits requests that carry the cookie and no Authorization header.
+type SessionVerifier interface {
+	VerifySession(ctx context.Context, secret string) (auth.Principal, error)
 }
 
 // Guard is a middleware that admits a request only with a valid bearer token whose role has
@@ -29,12 +48,8 @@ func Guard(v Verifier, perm auth.Permission) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			p, ok := Principal(c)
 			if !ok {
-				tok, ok := cutBearer(c.Request().Header.Get(echo.HeaderAuthorization))
-				if !ok {
-					return auth.ErrUnauthenticated
-				}
 				var err error
-				if p, err = v.Verify(c.Request().Context(), tok); err != nil {
+				if p, err = authenticate(c, v); err != nil {
 					return err
 				}
 			}
@@ -45,6 +60,72 @@ func Guard(v Verifier, perm auth.Permission) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// authenticate finds who the request stands for: its bearer token, or else (when v can
+// check sessions) its session cookie. A cookie-authenticated request that changes something
+// must come from the api's own origin (SameOrigin): a cookie rides along with requests any
+// page starts, a bearer token only with those a client chose to send.
+func authenticate(c echo.Context, v Verifier) (auth.Principal, error) {
+	req := c.Request()
+	if h := req.Header.Get(echo.HeaderAuthorization); h != "" {
+		tok, ok := cutBearer(h)
+		if !ok {
+			return auth.Principal{}, auth.ErrUnauthenticated
+		}
+		return v.Verify(req.Context(), tok)
+	}
+	sv, ok := v.(SessionVerifier)
+	if !ok {
+		return auth.Principal{}, auth.ErrUnauthenticated
+	}
+	ck, err := req.Cookie(SessionCookie)
+	if err != nil || ck.Value == "" {
+		return auth.Principal{}, auth.ErrUnauthenticated
+	}
+	p, err := sv.VerifySession(req.Context(), ck.Value)
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	if err := SameOrigin(req); err != nil {
+		return auth.Principal{}, err
+	}
+	c.Set(ctxViaCookie, true)
+	return p, nil
+}
+
+// ViaCookie reports whether the request was admitted by the session cookie.
+func ViaCookie(c echo.Context) bool {
+	v, _ := c.Get(ctxViaCookie).(bool)
+	return v
+}
+
+// SameOrigin admits a request that reads (GET, HEAD, OPTIONS), and a change only when it
+// comes from the api's own origin: its Origin header names the host it was sent to (Host,
+// or X-Forwarded-Host behind a proxy), or, without an Origin, the browser vouches with
+// Sec-Fetch-Site: same-origin. Anything else is auth.ErrForbidden, saying why.
+func SameOrigin(req *http.Request) error {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	origin := req.Header.Get("Origin")
+	if origin == "" || origin == "null" {
+		if req.Header.Get("Sec-Fetch-Site") == "same-origin" {
+			return nil
+		}
+		return fmt.Errorf("%w: a change made with the session cookie must come from the dashboard's own page (the request has no Origin)", auth.ErrForbidden)
+	}
+	u, err := url.Parse(origin)
+	if err == nil && u.Host != "" {
+		if strings.EqualFold(u.Host, req.Host) {
+			return nil
+		}
+		if fh := req.Header.Get("X-Forwarded-Host"); fh != "" && strings.EqualFold(u.Host, strings.TrimSpace(strings.Split(fh, ",")[0])) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: a change made with the session cookie must come from the dashboard's own origin; Origin %q is not %q", auth.ErrForbidden, origin, req.Host)
 }
 
 // Principal is who the request's token stands for; ok is false before a guard admitted it.

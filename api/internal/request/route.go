@@ -52,6 +52,10 @@ func DELETE(path string, perm auth.Permission, h echo.HandlerFunc) Route {
 func Mount(g *echo.Group, v Verifier, log zerolog.Logger, routes ...Route) {
 	catch := Catch(log)
 	for _, r := range routes {
+		if r.Perm == Public {
+			g.Add(r.Method, r.Path, r.Handler, catch)
+			continue
+		}
 		g.Add(r.Method, r.Path, r.Handler, catch, Guard(v, r.Perm))
 	}
 }

@@ -50,7 +50,8 @@ func StartStream(c echo.Context, retry time.Duration) (*Stream, error) {
 	return s, s.write(nil)
 }
 
-// Event writes one event: `id:` (left out when id is ""), `event:` and data marshalled as
+// Event writes one event: `id:` (left out when id is ""), `event:` (left out when event is
+// "") and data marshalled as
 // JSON on one `data:` line.
 func (s *Stream) Event(id, event string, data any) error {
 	b, err := json.Marshal(data)
@@ -61,7 +62,10 @@ func (s *Stream) Event(id, event string, data any) error {
 	if id != "" {
 		f = append(append(append(f, "id: "...), id...), '\n')
 	}
-	f = append(append(append(f, "event: "...), event...), "\ndata: "...)
+	if event != "" {
+		f = append(append(append(f, "event: "...), event...), '\n')
+	}
+	f = append(f, "data: "...)
 	f = append(append(f, b...), "\n\n"...)
 	s.buf = f
 	return s.write(f)

@@ -1,0 +1,79 @@
+// Who is signed in, and what the UI may offer them. The session itself is the HttpOnly
+// cookie the api set at sign-in; this store only mirrors GET /api/v1/session. A readonly
+// token gets a read-only UI (canWrite false: no approve, ack or chat buttons), and only an
+// operator's session decides approvals (canDecide).
+import type { components } from './api/schema.gen';
+
+type Session = components['schemas']['WebSession'];
+
+type Status = 'loading' | 'signed-out' | 'signed-in';
+
+class SessionStore {
+  status = $state<Status>('loading');
+  who = $state<Session | null>(null);
+  /** notice explains why the user is looking at the sign-in (expired, signed out, restarted). */
+  notice = $state('');
+
+  canWrite = $derived(this.who?.role === 'operator' || this.who?.role === 'agent');
+  canDecide = $derived(this.who?.role === 'operator');
+
+  /** load asks the api whom the cookie stands for. */
+  async load(): Promise<void> {
+    try {
+      const r = await fetch('/api/v1/session', { credentials: 'same-origin' });
+      if (r.ok) {
+        this.who = (await r.json()) as Session;
+        this.status = 'signed-in';
+        return;
+      }
+      this.who = null;
+      this.status = 'signed-out';
+      if (r.status !== 401) this.notice = `The api answered ${r.status}; try again in a moment.`;
+    } catch {
+      this.who = null;
+      this.status = 'signed-out';
+      this.notice = 'The api cannot be reached. It may be restarting; reload in a moment.';
+    }
+  }
+
+  /** signIn exchanges a token for the session cookie; it returns an error message or ''. */
+  async signIn(token: string): Promise<string> {
+    let r: Response;
+    try {
+      r = await fetch('/api/v1/session', {
+        method: 'POST',
+        credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ token: token.trim() }),
+      });
+    } catch {
+      return 'The api cannot be reached. Is oikos-api running?';
+    }
+    if (!r.ok) {
+      const p = await r.json().catch(() => ({}));
+      if (r.status === 401) return 'That token is not valid: it is unknown, mistyped or revoked.';
+      return (p as { detail?: string }).detail ?? `Sign-in failed (${r.status}).`;
+    }
+    this.who = (await r.json()) as Session;
+    this.notice = '';
+    this.status = 'signed-in';
+    return '';
+  }
+
+  async signOut(): Promise<void> {
+    await fetch('/api/v1/session', { method: 'DELETE', credentials: 'same-origin' }).catch(() => undefined);
+    this.who = null;
+    this.notice = 'Signed out.';
+    this.status = 'signed-out';
+  }
+
+  /** expired is called when any call answers 401: the cookie expired or was revoked. */
+  expired(why: string): void {
+    if (this.status !== 'signed-in') return;
+    this.who = null;
+    this.notice = why;
+    this.status = 'signed-out';
+  }
+}
+
+export const session = new SessionStore();
