@@ -92,6 +92,21 @@ func (s *Server) upsertKnowledge(c echo.Context) error {
 	return c.JSON(status, k)
 }
 
+func (s *Server) listKnowledge(c echo.Context) error {
+	limit, after, err := request.Page(c)
+	if err != nil {
+		return err
+	}
+	kind := c.QueryParam("kind")
+	switch kind {
+	case "", "document", "investigation", "runbook":
+	default:
+		return request.BadRequest("kind", "%q is not one of document, investigation, runbook", kind)
+	}
+	p, err := s.reader.ListKnowledge(c.Request().Context(), kind, after, limit)
+	return answerPage(c, p, err)
+}
+
 func (s *Server) entityKnowledge(c echo.Context) error {
 	ref, limit, after, err := refPage(c)
 	if err != nil {

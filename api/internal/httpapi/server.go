@@ -164,6 +164,7 @@ func (s *Server) routes() []request.Route {
 		request.GET("/audit/graph", r, s.graphAudit),
 		request.GET("/ontology/types", r, s.ontologyTypes),
 		request.GET("/ontology/relationship-types", r, s.ontologyRelationshipTypes),
+		request.GET("/knowledge", r, s.listKnowledge),
 		request.GET("/knowledge/search", r, s.searchKnowledge),
 		request.GET("/knowledge/:slug", r, s.getKnowledge),
 		request.PUT("/knowledge/:slug", w, s.upsertKnowledge),

@@ -210,3 +210,36 @@ func TestSessionEnds(t *testing.T) {
 		t.Errorf("a made-up cookie: %q", p.Detail)
 	}
 }
+
+// TestListKnowledge: the knowledge base's entries with titles, by kind, paged in slug order.
+func TestListKnowledge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, d := range []struct{ slug, title string }{
+		{"document:b-notes", "Notes"}, {"runbook:a-restart", "Restart things"}, {"document:a-overview", "Lab overview"},
+	} {
+		e.agent.do("PUT", "/api/v1/knowledge/"+d.slug, map[string]any{"title": d.title, "body": "x", "tags": []string{"t"}}).expect(t, 201)
+	}
+	var page struct {
+		Items []struct {
+			Slug, Kind, Title string
+			Tags              []string
+		}
+		NextCursor *string `json:"next_cursor"`
+	}
+	e.readonly.do("GET", "/api/v1/knowledge?limit=2", nil).expect(t, 200).json(t, &page)
+	if len(page.Items) != 2 || page.Items[0].Slug != "document:a-overview" || page.Items[0].Title != "Lab overview" || page.NextCursor == nil {
+		t.Fatalf("first page %+v", page)
+	}
+	e.readonly.do("GET", "/api/v1/knowledge?limit=2&cursor="+*page.NextCursor, nil).expect(t, 200).json(t, &page)
+	if len(page.Items) != 1 || page.Items[0].Slug != "runbook:a-restart" || page.Items[0].Kind != "runbook" || page.NextCursor != nil {
+		t.Fatalf("second page %+v", page)
+	}
+	e.readonly.do("GET", "/api/v1/knowledge?kind=runbook", nil).expect(t, 200).json(t, &page)
+	if len(page.Items) != 1 || page.Items[0].Title != "Restart things" {
+		t.Fatalf("runbooks %+v", page)
+	}
+	if p := e.readonly.do("GET", "/api/v1/knowledge?kind=novel", nil).expect(t, 400).problem(t); p.Field != "kind" {
+		t.Errorf("bad kind: field %q", p.Field)
+	}
+}

@@ -82,11 +82,12 @@ func New(d Deps) *API {
 	return &API{d: d, reader: readmodel.New(d.Pool, nil), log: d.Logger.With().Str("component", "metricsapi").Logger()}
 }
 
-// Routes is GET /entities/:ref/metrics, GET /entities/:ref/trend and GET /audit/drift
+// Routes is GET /entities/:ref/metrics, /entities/:ref/metric-names, /entities/:ref/trend and /audit/drift
 // (under /api/v1), for any reading token.
 func (h *API) Routes() []request.Route {
 	return []request.Route{
 		request.GET("/entities/:ref/metrics", auth.PermRead, h.metrics),
+		request.GET("/entities/:ref/metric-names", auth.PermRead, h.names),
 		request.GET("/entities/:ref/trend", auth.PermRead, h.trend),
 		request.GET("/audit/drift", auth.PermRead, h.drift),
 	}
@@ -107,6 +108,33 @@ func (h *API) metricNames(ctx context.Context, id string) []string {
 		return nil
 	}
 	return names
+}
+
+// NameList is the answer of GET /entities/{ref}/metric-names.
+type NameList struct {
+	Entity string   `json:"entity"`
+	Names  []string `json:"names"`
+}
+
+// names lists the metrics an entity has samples of in the last 7 days (what a chart can
+// offer; the dashboard's metric picker).
+func (h *API) names(c echo.Context) error {
+	ref, err := request.Param(c, "ref")
+	if err != nil {
+		return err
+	}
+	e, err := h.reader.ResolveEntity(c.Request().Context(), ref)
+	if err != nil {
+		return err
+	}
+	names, err := h.reader.MetricNames(c.Request().Context(), e.ID, h.d.Clock().Add(-7*24*time.Hour))
+	if err != nil {
+		return err
+	}
+	if names == nil {
+		names = []string{}
+	}
+	return c.JSON(http.StatusOK, NameList{Entity: e.Slug, Names: names})
 }
 
 // series reads what both the metrics and the trend of an entity are about: the entity of the

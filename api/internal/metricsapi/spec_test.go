@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +95,8 @@ func TestResponsesMatchSpec(t *testing.T) {
 		{"/api/v1/entities/lxc:web/metrics?name=cpu_pct&since=yesterday", http.StatusBadRequest},
 		{"/api/v1/entities/lxc:web/metrics?name=cpu_pct&since=7d&step=1m", http.StatusBadRequest},
 		{"/api/v1/entities/lxc:nope/metrics?name=cpu_pct", http.StatusNotFound},
+		{"/api/v1/entities/lxc:web/metric-names", http.StatusOK},
+		{"/api/v1/entities/lxc:nope/metric-names", http.StatusNotFound},
 		{"/api/v1/entities/lxc:web/trend?name=cpu_pct&window=1h", http.StatusOK},
 		{"/api/v1/entities/lxc:web/trend?name=disk_used_pct", http.StatusOK}, // no samples: null figures
 		{"/api/v1/entities/lxc:web/trend?name=cpu_pct&window=-1h", http.StatusBadRequest},
@@ -113,6 +116,13 @@ func TestResponsesMatchSpec(t *testing.T) {
 	}
 	if len(s.Points) != 6 {
 		t.Errorf("%d points through the api, want 6", len(s.Points))
+	}
+	var names NameList
+	if err := json.Unmarshal(specGet(t, ts, tok, "/api/v1/entities/lxc:web/metric-names", http.StatusOK), &names); err != nil {
+		t.Fatal(err)
+	}
+	if names.Entity != "lxc:web" || !slices.Contains(names.Names, "cpu_pct") || !slices.Contains(names.Names, "mem_used_pct") {
+		t.Errorf("metric names %+v, want lxc:web with cpu_pct and mem_used_pct", names)
 	}
 }
 

@@ -156,6 +156,34 @@ type KnowledgeRef struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// ListKnowledge returns the knowledge base's entries in slug order, of one kind when kind is
+// not "" (the dashboard's browsing list: titles without bodies).
+func (r *Reader) ListKnowledge(ctx context.Context, kind, after string, limit int) (Page[KnowledgeRef], error) {
+	rows, err := r.db.Query(ctx, `SELECT e.id::text, e.slug, k.kind, k.title, k.tags, e.state, k.updated_at
+		FROM knowledge_entities k JOIN entities e ON e.id = k.entity_id
+		WHERE ($1 = '' OR k.kind = $1) AND e.slug > $2
+		ORDER BY e.slug LIMIT $3`, kind, after, limit+1)
+	if err != nil {
+		return Page[KnowledgeRef]{}, fmt.Errorf("list knowledge: %w", err)
+	}
+	return collectRefs(rows, limit)
+}
+
+func collectRefs(rows pgx.Rows, limit int) (Page[KnowledgeRef], error) {
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (KnowledgeRef, error) {
+		var k KnowledgeRef
+		err := row.Scan(&k.ID, &k.Slug, &k.Kind, &k.Title, &k.Tags, &k.State, &k.UpdatedAt)
+		if k.Tags == nil {
+			k.Tags = []string{}
+		}
+		return k, err
+	})
+	if err != nil {
+		return Page[KnowledgeRef]{}, fmt.Errorf("read knowledge: %w", err)
+	}
+	return pageOf(items, limit, func(k KnowledgeRef) string { return k.Slug }), nil
+}
+
 // KnowledgeAbout returns the knowledge with a current `about` edge to the entity, by slug.
 func (r *Reader) KnowledgeAbout(ctx context.Context, entityID, after string, limit int) (Page[KnowledgeRef], error) {
 	rows, err := r.db.Query(ctx, `SELECT e.id::text, e.slug, k.kind, k.title, k.tags, e.state, k.updated_at
@@ -167,16 +195,5 @@ func (r *Reader) KnowledgeAbout(ctx context.Context, entityID, after string, lim
 	if err != nil {
 		return Page[KnowledgeRef]{}, fmt.Errorf("knowledge about entity: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (KnowledgeRef, error) {
-		var k KnowledgeRef
-		err := row.Scan(&k.ID, &k.Slug, &k.Kind, &k.Title, &k.Tags, &k.State, &k.UpdatedAt)
-		if k.Tags == nil {
-			k.Tags = []string{}
-		}
-		return k, err
-	})
-	if err != nil {
-		return Page[KnowledgeRef]{}, fmt.Errorf("knowledge about entity: %w", err)
-	}
-	return pageOf(items, limit, func(k KnowledgeRef) string { return k.Slug }), nil
+	return collectRefs(rows, limit)
 }

@@ -207,17 +207,6 @@ export function frameBatch<T>(apply: (items: T[]) => void): ((item: T) => void) 
   return push;
 }
 
-/** parseMetricNames reads the names a metrics 400 lists ("... has: cpu_pct, load1"). */
-export function parseMetricNames(detail: string): string[] {
-  const i = detail.lastIndexOf(' has: ');
-  if (i < 0) return [];
-  return detail
-    .slice(i + 6)
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => /^[A-Za-z0-9_.:-]+$/.test(s));
-}
-
 /** The metrics shown first when an entity has several (the most telling first). */
 export const PREFERRED_METRICS = ['cpu_pct', 'mem_used_pct', 'load_per_cpu', 'disk_used_pct', 'http_latency_ms', 'tcp_connect_ms'];
 
