@@ -28,7 +28,14 @@ class SessionStore {
       }
       this.who = null;
       this.status = 'signed-out';
-      if (r.status !== 401) this.notice = `The api answered ${r.status}; try again in a moment.`;
+      if (r.status === 401) {
+        // A cookie the api no longer accepts says why (expired, signed out, its token
+        // revoked); a browser that never signed in gets the plain sign-in.
+        const p = (await r.json().catch(() => ({}))) as { detail?: string };
+        if (p.detail && /session/i.test(p.detail)) this.notice = sentence(p.detail);
+      } else {
+        this.notice = `The api answered ${r.status}; try again in a moment.`;
+      }
     } catch {
       this.who = null;
       this.status = 'signed-out';
@@ -74,6 +81,12 @@ class SessionStore {
     this.notice = why;
     this.status = 'signed-out';
   }
+}
+
+/** sentence capitalises the api's detail for display ("the session expired; …"). */
+function sentence(s: string): string {
+  const t = s.trim();
+  return t.charAt(0).toUpperCase() + t.slice(1) + (/[.!?]$/.test(t) ? '' : '.');
 }
 
 export const session = new SessionStore();
