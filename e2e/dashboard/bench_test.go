@@ -18,7 +18,7 @@ import (
 const benchEntities = 10000
 
 // TestDashboardBenchmark measures the dashboard in Chromium on a 10,000-entity fleet
-// (docs/benchmarks.md, "Dashboard in Chromium"): the initial route's JS gzipped, overview and
+// (docs/benchmarks.md, "Dashboard in Chromium (issue 14)"): the initial route's JS gzipped, overview and
 // entities first render, a filter change, and 200 health.changed events per second for 30 s
 // (long tasks, JS heap before and after). The node script e2e/browser/bench/dashboard.mjs
 // measures; this test builds the fleet and the stack (api, agent on llmsim; no lab, so the

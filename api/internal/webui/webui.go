@@ -124,7 +124,7 @@ func (h *Handler) Register(e *echo.Echo) {
 func (h *Handler) serve(c echo.Context) error {
 	p := c.Request().URL.Path
 	if p == "/api" || strings.HasPrefix(p, "/api/") {
-		return echo.ErrNotFound
+		return unmatched(c)
 	}
 	if h.index == nil {
 		return notBuilt(c)
@@ -135,11 +135,18 @@ func (h *Handler) serve(c echo.Context) error {
 		if strings.HasPrefix(name, "assets/") || (path.Ext(name) != "" && name != "index.html") {
 			// A missing hashed file (a tab from before an upgrade asking for an old chunk)
 			// is a plain 404, not the app: the page's import fails and it says to reload.
-			return echo.ErrNotFound
+			return unmatched(c)
 		}
 		f = h.index
 	}
 	return send(c, f)
+}
+
+// unmatched is the 404 of a path nothing serves. The route pattern is cleared so the request
+// metrics count it as unmatched, like any path no route claims, not as the app's "/*".
+func unmatched(c echo.Context) error {
+	c.SetPath("")
+	return echo.ErrNotFound
 }
 
 func send(c echo.Context, f *file) error {
