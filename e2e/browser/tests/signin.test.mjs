@@ -3,7 +3,7 @@
 // the token); sign-out revokes it.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, env, signIn, screenshot, api } from './lib.mjs';
+import { launch, env, signIn, screenshot, api, until } from './lib.mjs';
 
 let b;
 before(async () => (b = await launch()));
@@ -89,5 +89,39 @@ test('a cookie-authenticated mutation from another origin is refused', async () 
   assert.equal(r.status, 403, 'Origin is checked on cookie-authenticated mutations');
   const still = await api('GET', '/api/v1/session', env.operator);
   assert.equal(still.status, 200);
+  await ctx.close();
+});
+
+test('the dashboard works from the keyboard: sign in, reach the navigation, follow a link', async () => {
+  const ctx = await b.context();
+  const page = await ctx.newPage();
+  await page.goto('/');
+  await page.getByTestId('signin').waitFor();
+  // The one field has the cursor: paste and Enter are all a sign-in takes.
+  await until('the token field has focus', 2_000, async () => page.evaluate(() => document.activeElement?.id === 'token'));
+  await page.keyboard.type(env.operator);
+  await page.keyboard.press('Enter');
+  await page.getByTestId('who').waitFor();
+  // Tab walks the navigation in order; each stop shows a focus ring.
+  const stops = [];
+  for (let i = 0; i < 8; i++) {
+    await page.keyboard.press('Tab');
+    stops.push(
+      await page.evaluate(() => {
+        const a = document.activeElement;
+        return { tag: a?.tagName ?? '', text: (a?.textContent ?? '').trim(), outline: a ? getComputedStyle(a).outlineStyle : '' };
+      }),
+    );
+  }
+  const names = stops.map((s) => s.text);
+  for (const want of ['Overview', 'Entities', 'Operations', 'Chat', 'Knowledge', 'Signals', 'Graph']) {
+    assert.ok(names.includes(want), `Tab reaches ${want}: ${names.join(' | ')}`);
+  }
+  assert.ok(stops.every((s) => s.outline !== 'none'), `every stop shows a focus ring: ${JSON.stringify(stops)}`);
+  // Enter on the focused link navigates in the app.
+  await page.keyboard.press('Shift+Tab');
+  const focused = await page.evaluate(() => document.activeElement?.textContent?.trim());
+  await page.keyboard.press('Enter');
+  await until(`Enter on ${focused} navigates`, 5_000, async () => new URL(page.url()).pathname !== '/');
   await ctx.close();
 });
