@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,8 +49,10 @@ type Options struct {
 
 // Stack is a running local system.
 type Stack struct {
-	opts     Options
-	cluster  *pgcluster.Cluster
+	opts    Options
+	cluster *pgcluster.Cluster
+	// mu guards children: Wait replaces a child it restarts while Down may be stopping them.
+	mu       sync.Mutex
 	children []*child
 	DBURL    string
 	// Token is the operator token (OIKOS_OPERATOR_TOKEN, else TokenFile's).
@@ -79,10 +82,27 @@ const labsimNameMap = "*.lab.example=127.0.20.1:8443,*.example=127.0.20.1:8443"
 
 type child struct {
 	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	// path, args and env are what it was started with, to start it again the same way.
+	path      string
+	args, env []string
+	cmd       *exec.Cmd
+	started   time.Time
+	done      chan struct{}
+	err       error
+	// quickExits counts the exits in a row that came soon after a start (Wait's give-up rule).
+	quickExits int
 }
+
+// Supervision (Wait): a daemon that exits is started again, as compose's
+// `restart: unless-stopped` would, after a back-off that doubles from restartFirst up to
+// restartMax. One that exits within stableAfter of being started counts as failing at start;
+// after maxQuickExits such exits in a row the stack gives up and stops everything.
+var (
+	restartFirst  = time.Second
+	restartMax    = 30 * time.Second
+	stableAfter   = 20 * time.Second
+	maxQuickExits = 5
+)
 
 func (o *Options) defaults() {
 	if o.Getenv == nil {
@@ -227,6 +247,8 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 // the smoke test) can see what runs and check that nothing outlives a stop.
 func (s *Stack) writePIDs(file string) error {
 	var b strings.Builder
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, c := range s.children {
 		fmt.Fprintf(&b, "%s %d\n", c.name, c.cmd.Process.Pid)
 	}
@@ -244,28 +266,80 @@ func (s *Stack) Addrs() (api, scheduler, agent string) {
 	return s.opts.APIAddr, s.opts.SchAddr, s.opts.AgtAddr
 }
 
-// Wait blocks until ctx ends or a child exits; it returns the child's failure.
+// Wait supervises the children until ctx ends: a daemon that exits is logged and started
+// again after a back-off (restartFirst doubling to restartMax), so one crash or `kill -9`
+// does not take the api, the agent, the simulator and Postgres down with it. It returns an
+// error, for the caller to stop everything, only when a daemon keeps failing at start
+// (maxQuickExits exits in a row, each within stableAfter of its start) or cannot be started.
 func (s *Stack) Wait(ctx context.Context) error {
-	cases := make(chan *child, len(s.children))
-	for _, c := range s.children {
+	exits := make(chan *child)
+	watch := func(c *child) {
+		done := c.done
 		safego.Go(launcherLog, "wait-"+c.name, func() {
-			<-c.done
-			cases <- c
+			select {
+			case <-done:
+				select {
+				case exits <- c:
+				case <-ctx.Done():
+				}
+			case <-ctx.Done():
+			}
 		})
 	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case c := <-cases:
-		return fmt.Errorf("%s exited: %v", c.name, c.err)
+	s.mu.Lock()
+	for _, c := range s.children {
+		watch(c)
+	}
+	s.mu.Unlock()
+	for {
+		var c *child
+		select {
+		case <-ctx.Done():
+			return nil
+		case c = <-exits:
+		}
+		s.mu.Lock()
+		exitErr, ran := c.err, time.Since(c.started)
+		s.mu.Unlock()
+		if ran < stableAfter {
+			c.quickExits++
+		} else {
+			c.quickExits = 1
+		}
+		if c.quickExits >= maxQuickExits {
+			return fmt.Errorf("%s keeps failing: it exited %d times in a row within %s of starting (last: %v); its log above says why",
+				c.name, c.quickExits, stableAfter, exitErr)
+		}
+		delay := min(restartFirst<<(c.quickExits-1), restartMax)
+		fmt.Fprintf(s.opts.Stdout, "oikos-local | %s exited (%v) after %s; restarting it in %s (exit %d in a row)\n",
+			c.name, exitErr, ran.Round(time.Millisecond), delay, c.quickExits)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		s.mu.Lock()
+		_, err := s.start(c)
+		s.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("restart %s: %w", c.name, err)
+		}
+		fmt.Fprintf(s.opts.Stdout, "oikos-local | %s restarted (pid %d)\n", c.name, c.cmd.Process.Pid)
+		if err := s.writePIDs(filepath.Join(s.opts.Root, ".local", "pids")); err != nil {
+			fmt.Fprintf(s.opts.Stdout, "oikos-local | could not record the new pid: %v\n", err)
+		}
+		watch(c)
 	}
 }
 
 // Down stops the children in reverse order of start (SIGTERM, then SIGKILL after a grace
 // period) and then the private Postgres. Safe to call twice.
 func (s *Stack) Down() {
-	for i := len(s.children) - 1; i >= 0; i-- {
-		c := s.children[i]
+	s.mu.Lock()
+	children := slices.Clone(s.children)
+	s.mu.Unlock()
+	for i := len(children) - 1; i >= 0; i-- {
+		c := children[i]
 		select {
 		case <-c.done:
 			continue
@@ -279,7 +353,9 @@ func (s *Stack) Down() {
 			<-c.done
 		}
 	}
+	s.mu.Lock()
 	s.children = nil
+	s.mu.Unlock()
 	if s.cluster != nil {
 		_ = s.cluster.Stop()
 		s.cluster = nil
@@ -287,8 +363,21 @@ func (s *Stack) Down() {
 }
 
 func (s *Stack) spawn(name, path string, args, env []string) error {
+	c, err := s.start(&child{name: name, path: path, args: args, env: env})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.children = append(s.children, c)
+	s.mu.Unlock()
+	return nil
+}
+
+// start runs the process c describes and returns c, running.
+func (s *Stack) start(c *child) (*child, error) {
+	name, path, args, env := c.name, c.path, c.args, c.env
 	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("%s not built (%s): run `make build` first", name, path)
+		return nil, fmt.Errorf("%s not built (%s): run `make build` first", name, path)
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -297,15 +386,18 @@ func (s *Stack) spawn(name, path string, args, env []string) error {
 	// Own process group, and SIGTERM if the launcher dies, so nothing outlives `make up`.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	c.cmd, c.started, c.done, c.err = cmd, time.Now(), make(chan struct{}), nil
+	done := c.done
 	safego.Go(launcherLog, "reap-"+name, func() {
-		defer close(c.done)
-		c.err = cmd.Wait()
+		defer close(done)
+		err := cmd.Wait()
+		s.mu.Lock()
+		c.err = err
+		s.mu.Unlock()
 	})
-	s.children = append(s.children, c)
-	return nil
+	return c, nil
 }
 
 // waitReady waits until the named child answers /readyz at addr, and gives up at once when

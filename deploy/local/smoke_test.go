@@ -142,6 +142,47 @@ func TestMakeUpSmoke(t *testing.T) {
 		}
 	}
 	checkAgentToken(t, root, apiAddr, agtAddr, pids, &log)
+	if out := log.String(); !strings.Contains(out, "dashboard        http://"+apiAddr+"/") {
+		t.Errorf("the banner does not name the dashboard at http://%s/:\n%s", apiAddr, out)
+	}
+
+	// kill -9 of the scheduler: the launcher restarts it and leaves the others running.
+	if err := syscall.Kill(pids["oikos-scheduler"], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now().Add(60 * time.Second)
+	for !strings.Contains(log.String(), "oikos-scheduler restarted") {
+		if time.Now().After(restarted) {
+			t.Fatalf("the killed scheduler was not restarted:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for {
+		resp, err := http.Get("http://" + schAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(restarted) {
+			t.Fatalf("the restarted scheduler is not ready: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for name, addr := range map[string]string{"api": apiAddr, "agent": agtAddr} {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s after the scheduler's restart: %v %v", name, resp, err)
+		}
+		resp.Body.Close()
+	}
+	old := pids["oikos-scheduler"]
+	pids = readPIDs(t, filepath.Join(root, ".local", "pids"))
+	if pids["oikos-scheduler"] == old || pids["oikos-scheduler"] == 0 {
+		t.Fatalf("the pids file still names the killed scheduler %d: %v", old, pids)
+	}
+	pids["killed-scheduler"] = old
 	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

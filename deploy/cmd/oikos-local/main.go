@@ -80,6 +80,7 @@ func banner(stack *local.Stack, root string) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nOikos is up.\n")
+	fmt.Fprintf(&b, "  dashboard        http://%s/   (sign in with the operator token below)\n", api)
 	fmt.Fprintf(&b, "  api              http://%s\n", api)
 	fmt.Fprintf(&b, "  agent            http://%s\n", agent)
 	fmt.Fprintf(&b, "  mcp              %s   (Streamable HTTP; Authorization: Bearer <an api token>)\n", stack.MCPURL())
@@ -91,7 +92,7 @@ func banner(stack *local.Stack, root string) string {
 	fmt.Fprintf(&b, "\nConnect an MCP client with a token of its own (see README, \"Connect an MCP client\"):\n")
 	fmt.Fprintf(&b, "  OIKOS_DATABASE_URL='%s' bin/oikos token create --role agent --name claude-code\n", stack.DBURL)
 	fmt.Fprintf(&b, "  claude mcp add --transport http oikos %s --header \"Authorization: Bearer oik_...\"\n", stack.MCPURL())
-	fmt.Fprintf(&b, "\nCtrl-C stops everything.\n\n")
+	fmt.Fprintf(&b, "\nA daemon that exits is restarted (with back-off). Ctrl-C stops everything.\n\n")
 	return b.String()
 }
 
