@@ -20,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/signals"
 	"github.com/oikos-hq/oikos/testkit/labsim"
 )
 
@@ -36,6 +38,8 @@ import (
 //	POST   /api/restart           {"down_ms": 1500} → {"down_ms", "restart_ms"}
 //	POST   /sessions/expire       {"name": "e2e-dash-expiring"} → {"sessions": n}
 //	POST   /sessions/revoke       {"name": ...}                 → {"sessions": n}
+//	POST   /signals               {"entity": "lxc:redis", "kind": "...", "summary": "..."}
+//	                              → {"id", "created"}: raised as the scheduler raises one
 //	POST   /health-events         {"rate": 200, "seconds": 30, "slugs": [...], "to": ""}
 //	                              → {"emitted", "seconds", "max_tick_ms"}
 type control struct {
@@ -81,6 +85,7 @@ func startControl(t testing.TB, s *stack) (*control, error) {
 	mux.HandleFunc("POST /api/restart", c.restart)
 	mux.HandleFunc("POST /sessions/{how}", c.sessions)
 	mux.HandleFunc("POST /health-events", c.healthEvents)
+	mux.HandleFunc("POST /signals", c.raiseSignal)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -244,6 +249,35 @@ func (c *control) sessions(w http.ResponseWriter, r *http.Request) {
 	}
 	c.logf("%s %d sessions of %s", r.PathValue("how"), tag.RowsAffected(), req.Name)
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": tag.RowsAffected()})
+}
+
+// raiseSignal raises a signal about an entity through shared/signals, the one writer of
+// signals the scheduler uses (its audit row and signal.raised event in the same transaction).
+func (c *control) raiseSignal(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Entity, Kind, Summary, Severity string
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	var entityID string
+	if err := c.s.db.Pool.QueryRow(r.Context(), `SELECT id::text FROM entities WHERE slug = $1`, req.Entity).Scan(&entityID); err != nil {
+		fail(w, http.StatusNotFound, fmt.Errorf("entity %s: %w", req.Entity, err))
+		return
+	}
+	var raised signals.Raised
+	err := pg.InTx(r.Context(), c.s.db.Pool, func(tx pgx.Tx) error {
+		var err error
+		raised, err = signals.New(time.Now).Raise(r.Context(), tx, signals.Signal{Kind: req.Kind,
+			DedupKey: req.Kind + ":" + req.Entity, EntityID: entityID, Severity: req.Severity, Summary: req.Summary})
+		return err
+	})
+	if err != nil {
+		fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	c.logf("raised signal %s (%s) on %s", raised.ID, req.Kind, req.Entity)
+	writeJSON(w, http.StatusOK, map[string]any{"id": raised.ID, "created": raised.Created})
 }
 
 // healthEvents changes entities' health at a rate, each change written as the scheduler's
