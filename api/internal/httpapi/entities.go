@@ -25,6 +25,9 @@ func (s *Server) listEntities(c echo.Context) error {
 	if f.Types, err = s.reader.ExpandTypes("type", request.ListParam(c, "type")); err != nil {
 		return err
 	}
+	if f.NotTypes, err = s.reader.ExpandTypes("not_type", request.ListParam(c, "not_type")); err != nil {
+		return err
+	}
 	f.Health = request.ListParam(c, "health")
 	if err := request.OneOf("health", f.Health, readmodel.HealthStates); err != nil {
 		return err

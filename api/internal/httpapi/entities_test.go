@@ -304,6 +304,8 @@ func TestEntityFiltersAndSubtypes(t *testing.T) {
 		"type=service&health=down":             "",
 		"attr.unit=" + url.QueryEscape("j%"):   "",
 		"attr.unit=jellyfin.service&type=host": "",
+		"q=jellyfin&not_type=check":            "lxc:jellyfin,service:jellyfin",
+		"q=jelly&not_type=guest,check":         "service:jellyfin",
 	}
 	for q, want := range cases {
 		if got := slugs(q); got != want {

@@ -20,10 +20,13 @@ type AttrMatch struct {
 
 // EntityFilter selects entities. Types must already be expanded (ExpandTypes).
 type EntityFilter struct {
-	Types  []string
-	States []string
-	Health []string
-	Attrs  []AttrMatch
+	Types []string
+	// NotTypes are left out (expanded like Types): the dashboard hides the check
+	// bookkeeping entities unless asked.
+	NotTypes []string
+	States   []string
+	Health   []string
+	Attrs    []AttrMatch
 	// Q matches name or slug, case-insensitive substring.
 	Q string
 	// After is the slug to continue after; "" starts at the beginning.
@@ -90,6 +93,9 @@ func entityListSQL(f EntityFilter, extra string) (string, args) {
 	var where []string
 	if len(f.Types) > 0 {
 		where = append(where, "e.type = ANY("+a.add(f.Types)+")")
+	}
+	if len(f.NotTypes) > 0 {
+		where = append(where, "NOT (e.type = ANY("+a.add(f.NotTypes)+"))")
 	}
 	if len(f.States) > 0 {
 		where = append(where, "e.state = ANY("+a.add(f.States)+")")
