@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,10 @@ type Fleet struct {
 	// Routes maps an HTTP Host name (an ingress route's public_host or the host of a
 	// service's url) to what serves it.
 	Routes map[string]RouteTarget
+	// TCPListeners are extra "ip:port" addresses that accept TCP connections and close them:
+	// the ports the seeded tcp checks look at that no simulated program serves over SSH (the
+	// NFS exports' 2049).
+	TCPListeners []string
 	// Templates are extra container templates (volids such as
 	// "local:vztmpl/alpine-3.20-default_20240908_amd64.tar.xz") in every Proxmox host's cache,
 	// on top of the built-in Debian and Ubuntu ones.
@@ -79,6 +84,9 @@ type Host struct {
 	Cluster string
 	// Listeners are the TCP ports ss shows (besides sshd).
 	Listeners []Listener
+	// BackupDirs are directories where the simulator keeps a freshly written backup file, as
+	// the backup targets this machine holds (its backs-up-to edges) expect.
+	BackupDirs []string
 	// Containers are docker container names running on the machine.
 	Containers []string
 }
@@ -101,7 +109,9 @@ type Guest struct {
 	OSType       string
 	Unprivileged bool
 	Listeners    []Listener
-	Containers   []string
+	// BackupDirs are as Host's, for a guest that holds backups (lxc:pbs).
+	BackupDirs []string
+	Containers []string
 }
 
 // Listener is a TCP port a machine listens on and the unit that owns it.
@@ -245,6 +255,7 @@ func FleetFromInventory(inv []byte) (Fleet, error) {
 	hostsEdge := map[string]string{}
 	routesTo := map[string]string{}
 	clusterOf := map[string]string{}
+	backupsOf := map[string][]string{} // holder slug → backup directories
 	for _, r := range doc.Relationships {
 		if _, ok := bySlug[r.Source]; !ok {
 			continue
@@ -260,6 +271,10 @@ func FleetFromInventory(inv []byte) (Fleet, error) {
 			hostsEdge[r.Target] = r.Source
 		case "routes-to":
 			routesTo[r.Source] = r.Target
+		case "backs-up-to":
+			if t := bySlug[r.Target]; t.Type == "backup-target" && t.str("path") != "" {
+				backupsOf[r.Source] = append(backupsOf[r.Source], t.str("path"))
+			}
 		case "member-of":
 			if strings.HasPrefix(r.Target, "cluster:") {
 				clusterOf[r.Source] = strings.TrimPrefix(r.Target, "cluster:")
@@ -289,6 +304,7 @@ func FleetFromInventory(inv []byte) (Fleet, error) {
 		}
 		h.Cluster = clusterOf[e.slug()]
 		h.Units, h.Listeners, h.Containers = servicesOn(e.slug(), bySlug, runsOn)
+		h.BackupDirs = backupsOf[e.slug()]
 		hostIndex[h.Name] = len(fleet.Hosts)
 		hostSlug[e.slug()] = h.Name
 		fleet.Hosts = append(fleet.Hosts, h)
@@ -327,6 +343,7 @@ func FleetFromInventory(inv []byte) (Fleet, error) {
 			}
 		}
 		g.Units, g.Listeners, g.Containers = servicesOn(e.slug(), bySlug, runsOn)
+		g.BackupDirs = backupsOf[e.slug()]
 		fleet.Hosts[idx].Guests = append(fleet.Hosts[idx].Guests, g)
 		guestHost[e.slug()] = owner
 	}
@@ -378,6 +395,16 @@ func FleetFromInventory(inv []byte) (Fleet, error) {
 			}
 			if t, ok := resolveTarget(s); ok {
 				fleet.Routes[strings.ToLower(u.Hostname())] = t
+			}
+		case e.Type == "nfs-export" && e.str("host") != "":
+			// An export the graph declares is served: its NFS port accepts connections.
+			port, ok := e.intAttr("port")
+			if !ok {
+				port = 2049
+			}
+			addr := net.JoinHostPort(e.str("host"), strconv.Itoa(port))
+			if !slices.Contains(fleet.TCPListeners, addr) {
+				fleet.TCPListeners = append(fleet.TCPListeners, addr)
 			}
 		case e.Type == "lxc-template":
 			if v := e.str("volid"); v != "" {

@@ -76,6 +76,8 @@ type Sim struct {
 	cert       *ingressCert
 	controlLn  net.Listener
 	controlSrv *http.Server
+	tcpLns     []net.Listener    // the fleet's TCPListeners (demo.go)
+	tcpActual  map[string]string // a TCPListeners address → where it is bound
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -190,6 +192,13 @@ func (s *Sim) Start(ctx context.Context) error {
 			return fail(err)
 		}
 	}
+	if err := s.freshenBackups(); err != nil {
+		return fail(err)
+	}
+	s.keepBackupsFresh()
+	if err := s.listenTCP(); err != nil {
+		return fail(err)
+	}
 	ln, err := net.Listen("tcp", s.listenAddr(s.fleet.HTTPAddr))
 	if err != nil {
 		return fail(fmt.Errorf("labsim: http listener %s: %w", s.fleet.HTTPAddr, err))
@@ -259,6 +268,8 @@ func (s *Sim) Stop() {
 		cancel := s.cancel
 		var lns []net.Listener
 		var conns []net.Conn
+		lns = append(lns, s.tcpLns...)
+		s.tcpLns = nil
 		for _, h := range s.hosts {
 			if h.ln != nil {
 				lns = append(lns, h.ln)
@@ -353,7 +364,8 @@ func (s *Sim) ControlAddr() string {
 	return s.controlLn.Addr().String()
 }
 
-// DialContext dials the listener behind a declared host address, so that a client
+// DialContext dials the listener behind a declared host address (or one of the fleet's
+// TCPListeners), so that a client
 // configured with the fleet's addresses reaches the simulator wherever it is bound. An
 // address no host declares is refused (never dialled) with ErrUnknownAddress.
 func (s *Sim) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
@@ -362,6 +374,8 @@ func (s *Sim) DialContext(ctx context.Context, network, address string) (net.Con
 	var actual string
 	if ok {
 		actual = s.hosts[name].actual
+	} else if a, tcp := s.tcpActual[address]; tcp {
+		ok, actual = true, a
 	}
 	s.mu.Unlock()
 	if !ok {

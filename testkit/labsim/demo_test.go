@@ -1,0 +1,59 @@
+package labsim
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/oikos-hq/oikos/seeds"
+)
+
+// TestSeededFleetTellsTheTruth: what the seeded checks look at is there on a healthy demo
+// fleet: a fresh file in every backup directory (on a host, a workstation and inside a
+// guest), and a listener on the NFS export's port.
+func TestSeededFleetTellsTheTruth(t *testing.T) {
+	t.Parallel()
+	f, err := FleetFromInventory(seeds.Inventory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string][]string{}
+	for _, h := range f.Hosts {
+		dirs[h.Name] = h.BackupDirs
+		for _, g := range h.Guests {
+			dirs[g.Name] = g.BackupDirs
+		}
+	}
+	for holder, dir := range map[string]string{"edge": "/var/backups/netbird", "studio": "/Users/dana/Backups/immich", "pbs": "/mnt/datastore/main"} {
+		if !strings.Contains(strings.Join(dirs[holder], " "), dir) {
+			t.Errorf("%s holds %v, want %s", holder, dirs[holder], dir)
+		}
+	}
+	if !strings.Contains(strings.Join(f.TCPListeners, " "), "127.0.11.2:2049") {
+		t.Errorf("TCP listeners %v lack the NFS export 127.0.11.2:2049", f.TCPListeners)
+	}
+
+	sim := startSim(t, f, nil)
+	edge := dialHost(t, sim, "edge")
+	if r := run(t, edge, "find /var/backups/netbird -type f -mmin -5"); !strings.Contains(r.stdout, backupFile) {
+		t.Errorf("no fresh backup on edge: %+v", r)
+	}
+	ceres := dialHost(t, sim, "ceres")
+	var pbs int
+	for _, h := range f.Hosts {
+		for _, g := range h.Guests {
+			if g.Name == "pbs" {
+				pbs = g.VMID
+			}
+		}
+	}
+	if r := run(t, ceres, "pct exec "+strconv.Itoa(pbs)+" -- find /mnt/datastore/main -type f -mmin -5"); !strings.Contains(r.stdout, backupFile) {
+		t.Errorf("no fresh backup in lxc:pbs: %+v", r)
+	}
+	c, err := sim.DialContext(context.Background(), "tcp", "127.0.11.2:2049")
+	if err != nil {
+		t.Fatalf("the NFS port does not answer: %v", err)
+	}
+	c.Close()
+}
