@@ -41,3 +41,27 @@ func CoverageGap(t Target, o *ontology.Ontology, r Result) (gap bool, reason str
 	return true, fmt.Sprintf("type %s declares monitoring but %s has no check: %s",
 		t.Type, slugOf(t), strings.Join(parts, "; "))
 }
+
+// PendingReason is what an entity's health says before any check has reported (S5: every
+// unknown says why): that its first check is due, or, when nothing could be derived, which
+// checks its type asks for and what each lacks. It is "" when r asks for no status at all
+// (monitoring: none).
+func PendingReason(r Result) string {
+	if r.MonitoringNone {
+		return ""
+	}
+	if n := len(r.Defs); n > 0 {
+		if n == 1 {
+			return "not checked yet: its check " + r.Defs[0].Kind + " has not reported"
+		}
+		return fmt.Sprintf("not checked yet: none of its %d checks has reported", n)
+	}
+	if len(r.Skipped) == 0 {
+		return "no check can be derived: its type declares none that applies"
+	}
+	parts := make([]string, 0, len(r.Skipped))
+	for _, s := range r.Skipped {
+		parts = append(parts, label(s.Kind, s.Script)+": "+s.Reason)
+	}
+	return "no check can be derived: " + strings.Join(parts, "; ")
+}

@@ -34,7 +34,7 @@ func TestSeededFleetTellsTheTruth(t *testing.T) {
 		t.Errorf("TCP listeners %v lack the NFS export 127.0.11.2:2049", f.TCPListeners)
 	}
 
-	sim := startSim(t, f, nil)
+	sim := startSim(t, f, func(o *Options) { o.FreshBackups = true })
 	edge := dialHost(t, sim, "edge")
 	if r := run(t, edge, "find /var/backups/netbird -type f -mmin -5"); !strings.Contains(r.stdout, backupFile) {
 		t.Errorf("no fresh backup on edge: %+v", r)

@@ -39,6 +39,10 @@ type Options struct {
 	Logger zerolog.Logger
 	// Clock is the machines' clock (date, uptime, touch, find -mmin); nil means time.Now.
 	Clock func() time.Time
+	// FreshBackups keeps a freshly written file in every backup directory the fleet's
+	// machines hold (Host.BackupDirs), so the backup-freshness checks of a healthy demo read
+	// up. Off, a backup directory holds only what a test puts there.
+	FreshBackups bool
 }
 
 // Sentinel errors.
@@ -192,10 +196,12 @@ func (s *Sim) Start(ctx context.Context) error {
 			return fail(err)
 		}
 	}
-	if err := s.freshenBackups(); err != nil {
-		return fail(err)
+	if s.opts.FreshBackups {
+		if err := s.freshenBackups(); err != nil {
+			return fail(err)
+		}
+		s.keepBackupsFresh()
 	}
-	s.keepBackupsFresh()
 	if err := s.listenTCP(); err != nil {
 		return fail(err)
 	}

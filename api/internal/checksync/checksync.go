@@ -223,7 +223,7 @@ func (s *Syncer) SyncPrefetched(ctx context.Context, q pg.Querier, o *ontology.O
 		return Changes{}, false, err
 	}
 	if hasStatus {
-		wr.statusIDs = nil
+		wr.statusIDs, wr.statusReasons = nil, nil
 	}
 	wr.queue(w)
 	return wr.ch, len(wr.statusIDs) > 0, nil
@@ -262,15 +262,22 @@ type stmt struct {
 // same diff is executed at once (Sync, SyncMany) or queued into a caller's batch
 // (SyncPrefetched).
 type writes struct {
-	ch          Changes
-	statusIDs   []string
-	newEntities [][]any
-	newDefs     [][]any
-	updates     []stmt
+	ch        Changes
+	statusIDs []string
+	// statusReasons are the statusIDs' reasons before any result (checks.PendingReason).
+	statusReasons []string
+	newEntities   [][]any
+	newDefs       [][]any
+	updates       []stmt
 }
 
 const (
-	insertStatusSQL = `INSERT INTO entity_status (entity_id) SELECT unnest($1::uuid[]) ON CONFLICT (entity_id) DO NOTHING`
+	// A monitored entity's status row, with the reason its health is unknown until a check
+	// reports; a row no check has reported on yet takes the new reason (the entity gained an
+	// address, so a check can now be derived), and a row with results is left to the scheduler.
+	insertStatusSQL = `INSERT INTO entity_status (entity_id, reason) SELECT * FROM unnest($1::uuid[], $2::text[])
+		ON CONFLICT (entity_id) DO UPDATE SET reason = EXCLUDED.reason
+		WHERE entity_status.last_check_at IS NULL AND entity_status.health = 'unknown' AND entity_status.reason <> EXCLUDED.reason`
 	insertEntitySQL = `INSERT INTO entities (id, slug, type, name, state, attributes) VALUES ($1, $2, $3, $4, $5, $6)`
 	insertDefSQL    = `INSERT INTO check_defs (id, slug, entity_id, target_id, kind, config, interval_seconds, timeout_seconds)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
@@ -289,8 +296,8 @@ const copyThreshold = 32
 // that reference them.
 func (w *writes) queue(b *pgx.Batch) {
 	if len(w.statusIDs) > 0 {
-		// ON CONFLICT DO NOTHING writes nothing for entities that already have a row.
-		b.Queue(insertStatusSQL, w.statusIDs)
+		// A row that exists is rewritten only while no check has reported on it.
+		b.Queue(insertStatusSQL, w.statusIDs, w.statusReasons)
 	}
 	for _, r := range w.newEntities {
 		b.Queue(insertEntitySQL, r...)
@@ -345,6 +352,7 @@ func (s *Syncer) diff(ctx context.Context, q pg.Querier, o *ontology.Ontology, t
 		}
 		if needsStatus(o, t, r) {
 			w.statusIDs = append(w.statusIDs, t.ID)
+			w.statusReasons = append(w.statusReasons, checks.PendingReason(r))
 		}
 		set := map[string]bool{}
 		wantByTarget[t.ID] = set

@@ -216,3 +216,38 @@ func TestOrphanCheckEntityIsReused(t *testing.T) {
 		t.Errorf("check entity id %s, want the orphan's %s (%v)", again, entityID, err)
 	}
 }
+
+// TestUnknownSaysWhy (S5): before any check reports, a monitored entity's status says why it
+// is unknown: its first check is due, or no check can be derived and what is missing; a
+// reason is replaced when the entity's checks change but never once a check has reported.
+func TestUnknownSaysWhy(t *testing.T) {
+	t.Parallel()
+	svc, pool, _ := setup(t)
+	reason := func(slug string) string {
+		t.Helper()
+		var r string
+		if err := pool.QueryRow(ctx, `SELECT st.reason FROM entity_status st JOIN entities e ON e.id = st.entity_id WHERE e.slug = $1`, slug).Scan(&r); err != nil {
+			t.Fatalf("%s: %v", slug, err)
+		}
+		return r
+	}
+	create(t, svc, "router", "gateway", map[string]any{"model": "x"})
+	if r := reason("router:gateway"); !strings.HasPrefix(r, "no check can be derived: ") {
+		t.Errorf("router without an address: %q", r)
+	}
+	create(t, svc, "host", "box", map[string]any{"lan_ipv4": "127.0.11.9"})
+	if r := reason("host:box"); !strings.HasPrefix(r, "not checked yet: ") {
+		t.Errorf("host with checks, none reported: %q", r)
+	}
+	// A reported check owns the reason from then on.
+	if _, err := pool.Exec(ctx, `UPDATE entity_status st SET health = 'up', reason = 'all 4 checks up', last_check_at = now()
+		FROM entities e WHERE e.id = st.entity_id AND e.slug = 'host:box'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.UpdateAttributes(ctx, op, "host:box", map[string]any{"lan_ipv4": "127.0.11.10"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := reason("host:box"); r != "all 4 checks up" {
+		t.Errorf("a sync rewrote a reported reason: %q", r)
+	}
+}

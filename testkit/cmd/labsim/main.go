@@ -143,8 +143,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	if err != nil {
 		return fmt.Errorf("authorized keys: %w", err)
 	}
+	// The command is the demo's simulator (make up): a healthy demo fleet reads healthy, so
+	// the backups its inventory declares are kept fresh.
 	sim, err := labsim.New(fleet, labsim.Options{
-		StateDir: cfg.stateDir, AuthorizedKeys: keys, ControlAddr: cfg.control, Logger: log,
+		StateDir: cfg.stateDir, AuthorizedKeys: keys, ControlAddr: cfg.control, Logger: log, FreshBackups: true,
 	})
 	if err != nil {
 		return err
