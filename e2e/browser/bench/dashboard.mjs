@@ -174,6 +174,107 @@ try {
   figures.stormEntities = await storm('/entities', (p) =>
     p.getByTestId('entity-row').evaluateAll((rs) => rs.map((r) => r.dataset.slug)),
   );
+
+  // 5. The graph (/graph). graphDrawn is true once the canvas (cytoscape, reached through
+  // the registry it keeps on its container) holds exactly the nodes the list beside it
+  // names and no "Drawing…" overlay is up; the figure is taken one frame later, when that
+  // set has been painted. A type filter change is timed from a family checkbox's change
+  // event; the storms run with the page drawn, once aimed at the drawn nodes (every event
+  // recolours one) and once at the whole fleet.
+  const graphDrawn = () => {
+    const box = document.querySelector('[data-testid=graph-canvas]');
+    const cy = box?._cyreg?.cy;
+    if (!cy || box.parentElement.querySelector('[aria-busy=true]')) return false;
+    const want = new Set([...document.querySelectorAll('[data-testid=graph-list] li[data-slug]')].map((li) => li.dataset.slug));
+    const have = cy.nodes();
+    return want.size > 0 && have.length === want.size && have.every((n) => want.has(n.id()));
+  };
+  const waitGraph = (p) => p.waitForFunction(graphDrawn, null, { polling: 'raf', timeout: 20_000 });
+  // DASH_BENCH_PROFILE=dir writes CPU profiles of the graph's filter changes and storms there.
+  const profileDir = process.env.DASH_BENCH_PROFILE;
+  const profile = async (p, name, fn) => {
+    if (!profileDir) return fn();
+    const cdp = await ctx.newCDPSession(p);
+    await cdp.send('Profiler.enable');
+    await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
+    await cdp.send('Profiler.start');
+    try {
+      return await fn();
+    } finally {
+      const { profile: prof } = await cdp.send('Profiler.stop');
+      writeFileSync(`${profileDir}/${name}.cpuprofile`, JSON.stringify(prof));
+      await cdp.detach();
+    }
+  };
+  {
+    await page.goto('/graph');
+    await waitGraph(page);
+    await page.locator('details.types summary').click();
+    await page.waitForTimeout(500);
+    const steps = [['machine', false], ['guest', false], ['service', false], ['machine', true], ['guest', true], ['service', true], ['machine', false], ['machine', true]];
+    const xs = [];
+    await profile(page, 'graph-filter', async () => {
+    for (const [fam, on] of steps) {
+      xs.push(
+        await page.evaluate(
+          async ({ fam, on, drawn }) => {
+            const ok = new Function(`return (${drawn})()`);
+            const box = [...document.querySelectorAll('details.types fieldset legend label')].find((l) => l.textContent.trim() === fam);
+            const input = box?.querySelector('input');
+            if (!input) throw new Error(`no type family ${fam} on /graph`);
+            const before = document.querySelector('[data-testid=graph-showing]')?.textContent;
+            const t0 = performance.now();
+            input.checked = on;
+            input.dispatchEvent(new Event('change', { bubbles: true }));
+            return await new Promise((resolve, reject) => {
+              const end = t0 + 15_000;
+              const tick = () => {
+                const now = document.querySelector('[data-testid=graph-showing]')?.textContent;
+                if (now !== before && ok()) return requestAnimationFrame(() => resolve(performance.now() - t0));
+                if (performance.now() > end) return reject(new Error(`graph type filter ${fam}=${on}: the canvas never showed the new set`));
+                requestAnimationFrame(tick);
+              };
+              requestAnimationFrame(tick);
+            });
+          },
+          { fam, on, drawn: graphDrawn.toString() },
+        ),
+      );
+      await page.waitForTimeout(300);
+    }
+    });
+    figures.graphFilter = { steps: steps.map(([f, on]) => `${on ? '+' : '-'}${f}`), runs: xs.map(round), median: round(median(xs)), max: round(Math.max(...xs)) };
+  }
+  const graphSlugs = async (p) => {
+    await waitGraph(p);
+    await p.waitForTimeout(1000);
+    return p.getByTestId('graph-list').locator('li[data-slug]').evaluateAll((ls) => ls.map((l) => l.dataset.slug));
+  };
+  // The storms above with a CPU profile around the events when DASH_BENCH_PROFILE is set:
+  // storm() itself unchanged, its slugsOf starts the profiler and its page's close stops it.
+  const profiled = (name, slugsOf) => async (p) => {
+    const slugs = await slugsOf(p);
+    if (profileDir) {
+      const cdp = await ctx.newCDPSession(p);
+      await cdp.send('Profiler.enable');
+      await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
+      await cdp.send('Profiler.start');
+      // Stopped by time: the 30 s of events end, and storm waits 1 s more before it closes.
+      setTimeout(async () => {
+        const { profile: prof } = await cdp.send('Profiler.stop');
+        writeFileSync(`${profileDir}/${name}.cpuprofile`, JSON.stringify(prof));
+      }, 30_500);
+    }
+    return slugs;
+  };
+  figures.stormGraphDrawn = await storm('/graph', profiled('graph-storm-drawn', graphSlugs));
+  figures.stormGraphFleet = await storm(
+    '/graph',
+    profiled('graph-storm-fleet', async (p) => {
+      await graphSlugs(p);
+      return undefined;
+    }),
+  );
 } finally {
   await b.close();
 }
@@ -193,10 +294,15 @@ const md = [
   `| … JS heap before → after (after GC) | ${f.stormOverview.heapBeforeMB} → ${f.stormOverview.heapAfterMB} MB | flat |`,
   `| 200 health.changed/s × 30 s on the entities table (its 50 rows): long tasks, longest | ${f.stormEntities.longTasks}, ${f.stormEntities.maxLongTask} ms (${f.stormEntities.received} of ${f.stormEntities.emitted} received) | every task < 50 ms |`,
   `| … JS heap before → after (after GC) | ${f.stormEntities.heapBeforeMB} → ${f.stormEntities.heapAfterMB} MB | flat |`,
+  `| Graph type filter change (family checkbox → canvas shows the new set), median / max of ${f.graphFilter.runs.length} | ${f.graphFilter.median} / ${f.graphFilter.max} ms | ≤ 200 ms |`,
+  `| 200 health.changed/s × 30 s on the graph (its drawn nodes): long tasks, longest | ${f.stormGraphDrawn.longTasks}, ${f.stormGraphDrawn.maxLongTask} ms (${f.stormGraphDrawn.received} of ${f.stormGraphDrawn.emitted} received) | every task < 50 ms |`,
+  `| 200 health.changed/s × 30 s on the graph (the whole fleet): long tasks, longest | ${f.stormGraphFleet.longTasks}, ${f.stormGraphFleet.maxLongTask} ms (${f.stormGraphFleet.received} of ${f.stormGraphFleet.emitted} received) | every task < 50 ms |`,
+  `| … JS heap before → after (after GC), drawn / fleet | ${f.stormGraphDrawn.heapBeforeMB} → ${f.stormGraphDrawn.heapAfterMB} / ${f.stormGraphFleet.heapBeforeMB} → ${f.stormGraphFleet.heapAfterMB} MB | flat |`,
   '',
   `Initial route scripts: ${f.initialJS.list.join(', ')}.`,
   `Runs (ms): overview ${f.overview.runs.join(', ')}; entities ${f.entities.runs.join(', ')}; text filter ${f.filter.runs.join(', ')}; health filter ${f.healthFilter.runs.join(', ')}.`,
   `Long tasks (ms): overview ${f.stormOverview.long.join(', ') || 'none'}; entities ${f.stormEntities.long.join(', ') || 'none'}.`,
+  `Graph type filter runs (ms, ${f.graphFilter.steps.join(' ')}): ${f.graphFilter.runs.join(', ')}. Graph long tasks (ms): drawn ${f.stormGraphDrawn.long.join(', ') || 'none'}; fleet ${f.stormGraphFleet.long.join(', ') || 'none'}.`,
 ].join('\n');
 console.log(md);
 console.log(JSON.stringify(figures));
