@@ -6,29 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/oikos-hq/oikos/testkit/syncbuf"
 )
-
-// syncBuffer is the launcher's output, written by the supervisor and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func fastRestarts(t *testing.T) {
 	first, limit, stable, quick := restartFirst, restartMax, stableAfter, maxQuickExits
@@ -36,8 +19,8 @@ func fastRestarts(t *testing.T) {
 	t.Cleanup(func() { restartFirst, restartMax, stableAfter, maxQuickExits = first, limit, stable, quick })
 }
 
-func newTestStack(t *testing.T) (*Stack, *syncBuffer) {
-	out := &syncBuffer{}
+func newTestStack(t *testing.T) (*Stack, *syncbuf.Buffer) {
+	out := &syncbuf.Buffer{}
 	root := t.TempDir()
 	if err := os.Mkdir(filepath.Join(root, ".local"), 0o700); err != nil {
 		t.Fatal(err)

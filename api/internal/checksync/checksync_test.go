@@ -1,11 +1,9 @@
 package checksync_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +17,7 @@ import (
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
+	"github.com/oikos-hq/oikos/testkit/syncbuf"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
@@ -27,24 +26,6 @@ var (
 	ctx = context.Background()
 	op  = graph.Meta{Actor: "tester"}
 )
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func setup(t *testing.T) (*graph.Service, *pgxpool.Pool, *ontology.Ontology) {
 	t.Helper()
@@ -98,7 +79,7 @@ func TestLookupFailureDegradesToSkip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := checksync.New(zerolog.New(&logs))
 	var ch checksync.Changes
 	err = pg.InTx(ctx, pool, func(tx pgx.Tx) error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,12 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/testkit/labsim"
+	"github.com/oikos-hq/oikos/testkit/syncbuf"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -69,24 +68,6 @@ func TestReadAuthorizedKeys(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink the simulator writes from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRunStartsAndStops(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -98,7 +79,7 @@ func TestRunStartsAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--inventory", inv, "--state-dir", filepath.Join(dir, "state"), "--control", "127.0.0.1:0", "--http", "127.0.0.1:0", "--https", "127.0.0.1:0"}, env(nil), &logs)

@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/oikos-hq/oikos/testkit/syncbuf"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -38,24 +38,6 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink written from the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // The run tests are not parallel: logging.New sets zerolog's global time format.
 
 func TestRunServesUntilCancelled(t *testing.T) {
@@ -65,7 +47,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -112,7 +94,7 @@ func TestRunDefaultsToTheDemo(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--addr", "127.0.0.1:0"}, env(nil), &syncBuffer{}, func(u string) { ready <- u })
+		done <- run(ctx, []string{"--addr", "127.0.0.1:0"}, env(nil), &syncbuf.Buffer{}, func(u string) { ready <- u })
 	}()
 	var base string
 	select {
@@ -134,7 +116,7 @@ func TestRunDefaultsToTheDemo(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := run(context.Background(), []string{"--script", filepath.Join(t.TempDir(), "missing.yaml")}, env(nil), &syncBuffer{}, nil); err == nil {
+	if err := run(context.Background(), []string{"--script", filepath.Join(t.TempDir(), "missing.yaml")}, env(nil), &syncbuf.Buffer{}, nil); err == nil {
 		t.Fatal("a missing script must fail")
 	}
 }
