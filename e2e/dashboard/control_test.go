@@ -40,6 +40,7 @@ import (
 //	POST   /sessions/revoke       {"name": ...}                 → {"sessions": n}
 //	POST   /signals               {"entity": "lxc:redis", "kind": "...", "summary": "..."}
 //	                              → {"id", "created"}: raised as the scheduler raises one
+//	POST   /agent/down, /agent/up  the agent unreachable from the api, or back → 204
 //	POST   /health-events         {"rate": 200, "seconds": 30, "slugs": [...], "to": ""}
 //	                              → {"emitted", "seconds", "max_tick_ms"}
 type control struct {
@@ -86,6 +87,7 @@ func startControl(t testing.TB, s *stack) (*control, error) {
 	mux.HandleFunc("POST /sessions/{how}", c.sessions)
 	mux.HandleFunc("POST /health-events", c.healthEvents)
 	mux.HandleFunc("POST /signals", c.raiseSignal)
+	mux.HandleFunc("POST /agent/{state}", c.agentState)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -249,6 +251,21 @@ func (c *control) sessions(w http.ResponseWriter, r *http.Request) {
 	}
 	c.logf("%s %d sessions of %s", r.PathValue("how"), tag.RowsAffected(), req.Name)
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": tag.RowsAffected()})
+}
+
+// agentState takes the agent away from the api (its proxy answers 503) or gives it back.
+func (c *control) agentState(w http.ResponseWriter, r *http.Request) {
+	switch r.PathValue("state") {
+	case "down":
+		c.s.agentDown.Store(true)
+	case "up":
+		c.s.agentDown.Store(false)
+	default:
+		fail(w, http.StatusNotFound, fmt.Errorf("no such agent state %q", r.PathValue("state")))
+		return
+	}
+	c.logf("agent %s", r.PathValue("state"))
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // raiseSignal raises a signal about an entity through shared/signals, the one writer of

@@ -74,6 +74,9 @@ type stack struct {
 	sim      *labsim.Sim
 	agent    *e2estack.Agent
 	agentURL atomic.Pointer[url.URL]
+	// agentDown makes the proxy in front of the agent answer 503, as an agent that is down
+	// would (the control server's POST /agent/{down,up}).
+	agentDown atomic.Bool
 
 	operator, readonly, agentToken, expiring string
 }
@@ -207,8 +210,8 @@ func (s *stack) startAgentProxy(t testing.TB) (string, error) {
 		},
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.agentURL.Load() == nil {
-			http.Error(w, "the agent is not started yet", http.StatusServiceUnavailable)
+		if s.agentURL.Load() == nil || s.agentDown.Load() {
+			http.Error(w, "the agent is not running", http.StatusServiceUnavailable)
 			return
 		}
 		rp.ServeHTTP(w, r)

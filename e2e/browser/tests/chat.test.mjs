@@ -97,3 +97,29 @@ test('the session list shows the session; delete asks twice', async () => {
     assert.equal(await page.getByTestId('session-item').count(), n, 'one click deletes nothing');
   }
 });
+
+test('an agent that cannot be reached ends the turn with a clear error: no empty bubble, no stuck indicator', async () => {
+  await page.goto('/chat');
+  const input = page.getByTestId('chat-input');
+  await input.waitFor();
+  await ctl('POST', '/agent/down');
+  try {
+    const bubbles = await page.getByTestId('assistant-message').count();
+    await input.fill('how is the fleet?');
+    await page.getByTestId('chat-send').click();
+    const err = page.getByTestId('chat-error').first();
+    await err.waitFor({ timeout: 15_000 });
+    const text = ((await err.textContent()) ?? '').trim();
+    log(`chat error shown: ${JSON.stringify(text)}`);
+    assert.match(text, /agent|reach|unavailable|not running/i, `the error says what failed: ${text}`);
+    await until('the indicator clears', 5_000, async () => (await page.getByTestId('turn-running').count()) === 0);
+    const empty = await page.getByTestId('assistant-message').evaluateAll((els) => els.filter((e) => !(e.textContent ?? '').trim()).length);
+    assert.equal(empty, 0, 'no empty assistant bubble');
+    assert.ok((await page.getByTestId('assistant-message').count()) <= bubbles + 1, 'no stray bubbles');
+    assert.equal(await page.getByTestId('chat-send').isDisabled(), true, 'send waits for new text');
+    await input.fill('again');
+    assert.equal(await page.getByTestId('chat-send').isDisabled(), false, 'the composer works again');
+  } finally {
+    await ctl('POST', '/agent/up');
+  }
+});
