@@ -1,6 +1,6 @@
 // Package app is the api's composition root. In order: configuration, logger, pool, schema
 // migration (under goose's advisory lock), ontology and seeds, token bootstrap, the command
-// policy, the graph and execution services, the event bus, the HTTP surface; then it serves
+// policy, the graph and execution services, the event bus, notifications, the HTTP surface; then it serves
 // until the context ends and stops everything in reverse order.
 //
 // It lives outside internal/ so that the end-to-end tests can run the real api in-process.
@@ -26,6 +26,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
+	"github.com/oikos-hq/oikos/api/internal/notify"
 	"github.com/oikos-hq/oikos/api/internal/seed"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/api/internal/webui"
@@ -58,10 +59,12 @@ type Server struct {
 	notifier  *eventbus.Notifier
 	bus       *eventbus.Bus
 	registrar *execution.Registrar
-	chat      *chatapi.API
-	http      *httpapi.Server
-	cancel    context.CancelFunc
-	served    chan error
+	// notifications delivers notifications from the outbox (nil when OIKOS_NOTIFY_ENABLED is off).
+	notifications *notify.Notifier
+	chat          *chatapi.API
+	http          *httpapi.Server
+	cancel        context.CancelFunc
+	served        chan error
 	// Graph is the mutation service (tests drive it directly).
 	Graph *graph.Service
 	// Auth is the token store (tests mint tokens with it).
@@ -85,6 +88,9 @@ func (s *Server) Stop() {
 	}
 	if s.registrar != nil {
 		s.registrar.Stop()
+	}
+	if s.notifications != nil {
+		s.notifications.Stop()
 	}
 	s.notifier.Stop()
 	s.bus.Stop()
@@ -185,6 +191,19 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	if !web.Built() {
 		log.Warn().Msg("the dashboard is not built into this api (api/web/dist is empty); / explains how to build it")
 	}
+	notifyStore := notify.NewStore(notify.StoreOptions{Pool: pool, KnownType: func(t string) bool {
+		_, ok := o.Type(t)
+		return ok
+	}})
+	var notifications *notify.Notifier
+	wakeNotifications := func() {}
+	if cfg.NotifyEnabled {
+		if notifications, err = notify.New(notify.Options{Pool: pool, Bus: bus, Logger: log, PublicURL: cfg.PublicURL,
+			IsA: o.IsA, Retry: cfg.NotifyRetry, Metrics: health.Metrics}); err != nil {
+			return fail(err)
+		}
+		wakeNotifications = notifications.Wake
+	}
 	h := httpapi.New(httpapi.Deps{
 		Pool: pool, Graph: svc, Ontology: o, Auth: store, Bus: bus, Logger: log, Health: health,
 		Sessions: websession.New(pool, store, cfg.SessionTTL), Web: web,
@@ -194,14 +213,15 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 			execapi.New(execapi.Deps{Service: exec, Notifier: notifier, Logger: log}).Routes(),
 			metricsapi.New(metricsapi.Deps{Pool: pool, Logger: log}).Routes(),
 			chatAPI.Routes(),
+			notify.NewAPI(notify.Deps{Store: notifyStore, PublicURL: cfg.PublicURL, Logger: log, Woken: wakeNotifications}).Routes(),
 		),
 	})
 	registrar, err := execution.NewRegistrar(execution.RegistrarOptions{Bus: bus, Pool: pool, Graph: svc, Logger: log})
 	if err != nil {
 		return fail(err)
 	}
-	s := &Server{pool: pool, notifier: notifier, bus: bus, registrar: registrar, chat: chatAPI, http: h, cancel: cancel,
-		served: make(chan error, 1), Graph: svc, Auth: store}
+	s := &Server{pool: pool, notifier: notifier, bus: bus, registrar: registrar, notifications: notifications, chat: chatAPI,
+		http: h, cancel: cancel, served: make(chan error, 1), Graph: svc, Auth: store}
 	if err := bus.Start(ctx); err != nil {
 		return fail(err)
 	}
@@ -210,6 +230,11 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	}
 	if err := registrar.Start(ctx); err != nil {
 		return fail(err)
+	}
+	if notifications != nil {
+		if err := notifications.Start(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	listening := make(chan net.Addr, 1)
 	safego.Go(log, "api-http", func() {

@@ -2,10 +2,12 @@ package app
 
 import (
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/chatapi"
+	"github.com/oikos-hq/oikos/api/internal/notify"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/shared/config"
 )
@@ -26,7 +28,19 @@ type Config struct {
 	AgentURL string
 	// SessionTTL is OIKOS_SESSION_TTL, how long a dashboard sign-in lasts (default 12h).
 	SessionTTL time.Duration
+	// PublicURL is OIKOS_PUBLIC_URL, where people reach the dashboard: the links in
+	// notifications point there (default http://127.0.0.1:8080).
+	PublicURL string
+	// NotifyEnabled is OIKOS_NOTIFY_ENABLED: deliver notifications (default true). Off, the
+	// channels and rules can still be managed; nothing is read from the outbox or sent.
+	NotifyEnabled bool
+	// NotifyRetry is OIKOS_NOTIFY_RETRY, the back-off between a delivery's attempts,
+	// comma-separated (default 10s,1m,5m,15m,1h: six attempts).
+	NotifyRetry []time.Duration
 }
+
+// DefaultPublicURL is OIKOS_PUBLIC_URL's default.
+const DefaultPublicURL = "http://127.0.0.1:8080"
 
 // LoadConfig reads and validates the configuration.
 func LoadConfig(getenv func(string) string) (Config, error) {
@@ -40,6 +54,23 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		PolicyFile:    r.String("OIKOS_POLICY_FILE", ""),
 		AgentURL:      r.String("OIKOS_AGENT_URL", chatapi.DefaultAgentURL),
 		SessionTTL:    r.Duration("OIKOS_SESSION_TTL", websession.DefaultTTL),
+		PublicURL:     strings.TrimRight(r.String("OIKOS_PUBLIC_URL", DefaultPublicURL), "/"),
+		NotifyEnabled: r.Bool("OIKOS_NOTIFY_ENABLED", true),
+		NotifyRetry:   notify.DefaultRetry,
+	}
+	if v := r.String("OIKOS_NOTIFY_RETRY", ""); v != "" {
+		c.NotifyRetry = nil
+		for _, part := range strings.Split(v, ",") {
+			d, err := config.ParseDuration(part)
+			if err != nil {
+				r.Fail("OIKOS_NOTIFY_RETRY: %v (a comma-separated list such as 10s,1m,5m)", err)
+				break
+			}
+			c.NotifyRetry = append(c.NotifyRetry, d)
+		}
+	}
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		r.Fail("OIKOS_PUBLIC_URL: %q is not an http(s):// URL of the dashboard", c.PublicURL)
 	}
 	if c.SessionTTL < time.Minute {
 		r.Fail("OIKOS_SESSION_TTL: %s is too short for a sign-in (at least 1m)", c.SessionTTL)

@@ -21,6 +21,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/executor"
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
 	"github.com/oikos-hq/oikos/scheduler/internal/hostkeys"
+	"github.com/oikos-hq/oikos/scheduler/internal/incidents"
 	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/daemon"
@@ -80,9 +81,13 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	// before the notifier starts.
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
 	ex := executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics})
+	engine, err := incidents.New(incidents.Options{Pool: pool, Logger: log, Metrics: health.Metrics, Thresholds: cfg.Incidents})
+	if err != nil {
+		return err
+	}
 	runner, err := checkrun.NewRunner(checkrun.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log,
 		Metrics: health.Metrics, NameMap: cfg.NameMap, AllowNonLoopback: cfg.AllowNonLoopback, TLSConfig: cfg.CheckTLS,
-		Concurrency: cfg.CheckConcurrency})
+		Concurrency: cfg.CheckConcurrency, OnFlush: engine.Flushed})
 	if err != nil {
 		return err
 	}
@@ -110,7 +115,7 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	for _, part := range []interface {
 		Start(context.Context) error
 		Stop()
-	}{ex, runner, sweeper, discovery} {
+	}{ex, runner, engine, sweeper, discovery} {
 		if err := part.Start(ctx); err != nil {
 			return err
 		}

@@ -1,6 +1,9 @@
 package app
 
-import "github.com/oikos-hq/oikos/scheduler/internal/checkrun"
+import (
+	"github.com/oikos-hq/oikos/scheduler/internal/checkrun"
+	"github.com/oikos-hq/oikos/scheduler/internal/incidents"
+)
 
 // The check runner, exported like the executor so the end-to-end tests (e2e/dashboard) run
 // the fleet's checks against the lab simulator's dialer exactly as the daemon runs them.
@@ -14,3 +17,17 @@ type (
 
 // NewCheckRunner builds a check runner; see checkrun.NewRunner.
 func NewCheckRunner(opts CheckRunnerOptions) (*CheckRunner, error) { return checkrun.NewRunner(opts) }
+
+// The incident engine, exported with the runner: the end-to-end tests (e2e/incidents) group
+// the lab's failures into incidents as the daemon does, the runner's writes kicking it.
+type (
+	// IncidentEngine keeps the incidents matching the fleet's health.
+	IncidentEngine = incidents.Engine
+	// IncidentEngineOptions configure an IncidentEngine.
+	IncidentEngineOptions = incidents.Options
+)
+
+// NewIncidentEngine builds an incident engine; see incidents.New.
+func NewIncidentEngine(opts IncidentEngineOptions) (*IncidentEngine, error) {
+	return incidents.New(opts)
+}

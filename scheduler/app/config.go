@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
+	"github.com/oikos-hq/oikos/scheduler/internal/incidents"
 	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/shared/config"
 	"github.com/oikos-hq/oikos/shared/netmap"
@@ -28,6 +29,9 @@ type Config struct {
 	AllowNonLoopback bool
 	// CheckConcurrency caps checks running at once (OIKOS_CHECK_CONCURRENCY).
 	CheckConcurrency int
+	// Incidents: the failure and success thresholds in runs (OIKOS_INCIDENT_FAILURE_THRESHOLD,
+	// OIKOS_INCIDENT_SUCCESS_THRESHOLD) and per check kind (OIKOS_INCIDENT_THRESHOLDS).
+	Incidents incidents.Thresholds
 }
 
 // LoadConfig reads and validates the configuration.
@@ -52,6 +56,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		if c.CheckTLS, err = httpprobe.LoadCAFile(ca); err != nil {
 			r.Fail("OIKOS_CHECK_CA_FILE: %v", err)
 		}
+	}
+	c.Incidents.Failure = r.Int("OIKOS_INCIDENT_FAILURE_THRESHOLD", incidents.DefaultFailure)
+	c.Incidents.Success = r.Int("OIKOS_INCIDENT_SUCCESS_THRESHOLD", incidents.DefaultSuccess)
+	if c.Incidents.Failure < 1 || c.Incidents.Success < 1 {
+		r.Fail("OIKOS_INCIDENT_FAILURE_THRESHOLD and OIKOS_INCIDENT_SUCCESS_THRESHOLD must be at least 1 (runs)")
+	}
+	if c.Incidents.ByKind, err = incidents.ParseByKind(r.String("OIKOS_INCIDENT_THRESHOLDS", "")); err != nil {
+		r.Fail("OIKOS_INCIDENT_THRESHOLDS: %v", err)
 	}
 	if c.CheckConcurrency < 1 {
 		r.Fail("OIKOS_CHECK_CONCURRENCY must be at least 1")

@@ -29,6 +29,8 @@ const (
 	KeyHolder        = "holder"
 	KeyVMID          = "vmid"
 	KeyGuestKind     = "guest_kind"
+	// KeyExpectedStatus is "stopped" for a guest meant to be stopped (S11); absent otherwise.
+	KeyExpectedStatus = "expected_status"
 )
 
 // Values of the os and guest_kind config keys.
@@ -360,7 +362,11 @@ func proxmoxGuestConfig(t Target, o *ontology.Ontology, l Lookup) (map[string]an
 	if !ok {
 		return nil, noHostReason
 	}
-	return map[string]any{KeyVMID: vmid, KeyGuestKind: kind, KeyHost: slugOf(host)}, ""
+	cfg := map[string]any{KeyVMID: vmid, KeyGuestKind: kind, KeyHost: slugOf(host)}
+	if s, _ := t.Attributes[KeyExpectedStatus].(string); strings.EqualFold(strings.TrimSpace(s), "stopped") {
+		cfg[KeyExpectedStatus] = "stopped"
+	}
+	return cfg, ""
 }
 
 func hostOf(t Target, l Lookup) (Target, bool) {

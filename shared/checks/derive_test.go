@@ -822,3 +822,29 @@ func TestLookedUpEntitiesReadOnly(t *testing.T) {
 		t.Errorf("the holder's os does not reach the backup check; HolderAttributes lists an attribute derivation does not read")
 	}
 }
+
+// A guest the graph says is stopped on purpose carries that into its Proxmox status check,
+// so stopped is its expected state; any other guest's check says nothing of it.
+func TestExpectedStatusStopped(t *testing.T) {
+	t.Parallel()
+	o := mustOntology(t)
+	for _, tc := range []struct {
+		attrs map[string]any
+		want  any
+	}{
+		{map[string]any{"vmid": 351, "host": "atlas", "expected_status": "stopped"}, "stopped"},
+		{map[string]any{"vmid": 351, "host": "atlas", "expected_status": " Stopped "}, "stopped"},
+		{map[string]any{"vmid": 351, "host": "atlas", "expected_status": "running"}, nil},
+		{map[string]any{"vmid": 351, "host": "atlas"}, nil},
+	} {
+		var got any = "no proxmox-guest check"
+		for _, d := range Derive(ent("vm", "homeassistant", tc.attrs), o, fleet).Defs {
+			if d.Kind == "proxmox-guest" {
+				got = d.Config[KeyExpectedStatus]
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%v: expected_status %v, want %v", tc.attrs, got, tc.want)
+		}
+	}
+}

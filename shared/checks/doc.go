@@ -61,6 +61,9 @@
 //	proxmox-guest     vmid        int       attribute `vmid`
 //	                  guest_kind  string    lxc | vm (from the type, through is-a)
 //	                  host        string    slug of the owning Proxmox host (Lookup.HostOf)
+//	                  expected_status string "stopped" when the guest's attribute says it is
+//	                                        meant to be stopped (then stopped is up); absent
+//	                                        otherwise
 //
 // Every value is a plain string, int or []string, so Config marshals with encoding/json
 // unchanged.

@@ -123,6 +123,8 @@ func (r *Resolver) resolveGuest(ctx context.Context, e Entity, kind string) (Tar
 		VMID: vmid,
 		Host: slugOf(host),
 		OS:   attrString(e.Attributes["os"], "linux"),
+
+		StoppedOnPurpose: StoppedOnPurpose(e.Attributes),
 	}
 	if kind == KindLXC {
 		t.Wrap = func(cmd string) (string, error) { return PctExecCommand(vmid, cmd) }

@@ -35,6 +35,19 @@ type Target struct {
 	VMID int    // guests only
 	Host string // owning Proxmox host's slug, guests only
 	OS   string // linux or darwin
+	// StoppedOnPurpose: the graph says this guest is meant to be stopped (attribute
+	// expected_status: stopped), so "not running" is its expected state, not a failure.
+	StoppedOnPurpose bool
+}
+
+// ExpectedStatusAttr is the guest attribute that says a guest is meant to be stopped
+// ("stopped"; anything else, or none, means running).
+const ExpectedStatusAttr = "expected_status"
+
+// StoppedOnPurpose reports whether a guest's attributes say it is meant to be stopped.
+func StoppedOnPurpose(attrs map[string]any) bool {
+	s, _ := attrs[ExpectedStatusAttr].(string)
+	return strings.EqualFold(strings.TrimSpace(s), "stopped")
 }
 
 // QuoteArg quotes s as one shell word whose value is exactly s. POSIX quoting

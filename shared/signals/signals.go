@@ -65,8 +65,8 @@ const (
 // Statuses a signal may be in.
 var Statuses = []string{"open", "acknowledged", "muted", "resolved"}
 
-// Actor is who the Store's raises and automatic resolutions are recorded as (audit rows,
-// events, resolved_by).
+// Actor is who a Store's raises and automatic resolutions are recorded as (audit rows,
+// events, resolved_by) unless As names another daemon.
 const Actor = "scheduler"
 
 var (
@@ -127,8 +127,10 @@ type Row struct {
 	MutedUntil     *time.Time      `json:"muted_until"`
 	AcknowledgedBy *string         `json:"acknowledged_by"`
 	AcknowledgedAt *time.Time      `json:"acknowledged_at"`
-	ResolvedAt     *time.Time      `json:"resolved_at"`
-	ResolvedBy     *string         `json:"resolved_by"`
+	// AckNote is what the operator said when acknowledging ("rebooting atlas").
+	AckNote    string     `json:"ack_note"`
+	ResolvedAt *time.Time `json:"resolved_at"`
+	ResolvedBy *string    `json:"resolved_by"`
 }
 
 func (r Row) entityID() string {
@@ -142,7 +144,7 @@ func (r Row) entityID() string {
 func columnsOf(a string) string {
 	cols := []string{"id::text", "kind", "entity_id::text", "", "check_id::text", "dedup_key", "severity", "status",
 		"summary", "details", "occurrences", "first_seen", "last_seen", "muted_until", "acknowledged_by",
-		"acknowledged_at", "resolved_at", "resolved_by"}
+		"acknowledged_at", "ack_note", "resolved_at", "resolved_by"}
 	for i, c := range cols {
 		if c == "" {
 			cols[i] = "e.slug"
@@ -163,7 +165,7 @@ var (
 func (r *Row) dest() []any {
 	return []any{&r.ID, &r.Kind, &r.EntityID, &r.Entity, &r.CheckID, &r.DedupKey, &r.Severity, &r.Status,
 		&r.Summary, &r.Details, &r.Occurrences, &r.FirstSeen, &r.LastSeen, &r.MutedUntil, &r.AcknowledgedBy,
-		&r.AcknowledgedAt, &r.ResolvedAt, &r.ResolvedBy}
+		&r.AcknowledgedAt, &r.AckNote, &r.ResolvedAt, &r.ResolvedBy}
 }
 
 // Scan reads a Row selected with Columns.
@@ -176,7 +178,8 @@ func Scan(row pgx.Row) (Row, error) {
 // Store raises, resolves and decides signals. It holds only a clock, so one Store serves
 // every caller.
 type Store struct {
-	now func() time.Time
+	now   func() time.Time
+	actor string
 }
 
 // New returns a Store stamping times with now (time.Now when nil).
@@ -184,8 +187,12 @@ func New(now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{now: now}
+	return &Store{now: now, actor: Actor}
 }
+
+// As returns a Store that records its raises and resolutions as actor (the api raises the
+// signals of its own failures, a notification channel that stopped answering).
+func (st *Store) As(actor string) *Store { return &Store{now: st.now, actor: actor} }
 
 type raisedPayload struct {
 	SignalID    string `json:"signal_id"`
@@ -220,6 +227,7 @@ type decidedPayload struct {
 	PreviousStatus string     `json:"previous_status"`
 	Entity         *string    `json:"entity"`
 	MutedUntil     *time.Time `json:"muted_until"`
+	Note           string     `json:"note,omitempty"`
 }
 
 func nullable(s string) *string {
@@ -306,7 +314,7 @@ func (st *Store) Raise(ctx context.Context, q pg.Querier, s Signal) (Raised, err
 	if !r.Created && !r.Reopened {
 		return r, nil
 	}
-	row := audit.Row{Actor: Actor, Action: ActionRaise, EntityID: after.entityID(), After: after}
+	row := audit.Row{Actor: st.actor, Action: ActionRaise, EntityID: after.entityID(), After: after}
 	if r.Reopened {
 		row.Action, row.Before = ActionReopen, before
 	}
@@ -314,7 +322,7 @@ func (st *Store) Raise(ctx context.Context, q pg.Querier, s Signal) (Raised, err
 	if after.CheckID != nil {
 		checkID = *after.CheckID
 	}
-	err = record(ctx, q, row, eventbus.Event{Type: EventRaised, EntityID: after.entityID(), Actor: Actor}, raisedPayload{
+	err = record(ctx, q, row, eventbus.Event{Type: EventRaised, EntityID: after.entityID(), Actor: st.actor}, raisedPayload{
 		SignalID: r.ID, Kind: after.Kind, DedupKey: after.DedupKey, Severity: after.Severity, Summary: after.Summary,
 		EntityID: after.entityID(), CheckID: checkID, Occurrences: r.Occurrences, Reopened: r.Reopened,
 	})
@@ -337,7 +345,7 @@ FROM old o JOIN resolved sg ON sg.id = o.id LEFT JOIN entities e ON e.id = sg.en
 // one.
 func (st *Store) Resolve(ctx context.Context, q pg.Querier, dedupKey, reason string) (bool, error) {
 	var before, after Row
-	err := q.QueryRow(ctx, resolveSQL, dedupKey, st.now(), Actor).Scan(append(before.dest(), after.dest()...)...)
+	err := q.QueryRow(ctx, resolveSQL, dedupKey, st.now(), st.actor).Scan(append(before.dest(), after.dest()...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -345,15 +353,36 @@ func (st *Store) Resolve(ctx context.Context, q pg.Querier, dedupKey, reason str
 		return false, fmt.Errorf("resolve signal %s: %w", dedupKey, err)
 	}
 	entity := after.entityID()
-	err = record(ctx, q, audit.Row{Actor: Actor, Action: ActionResolve, EntityID: entity, Before: before, After: after},
-		eventbus.Event{Type: EventResolved, EntityID: entity, Actor: Actor}, resolvedPayload{
-			SignalID: after.ID, Kind: after.Kind, DedupKey: dedupKey, Reason: reason, ResolvedBy: Actor,
+	err = record(ctx, q, audit.Row{Actor: st.actor, Action: ActionResolve, EntityID: entity, Before: before, After: after},
+		eventbus.Event{Type: EventResolved, EntityID: entity, Actor: st.actor}, resolvedPayload{
+			SignalID: after.ID, Kind: after.Kind, DedupKey: dedupKey, Reason: reason, ResolvedBy: st.actor,
 			Occurrences: after.Occurrences, PreviousStatus: before.Status, EntityID: entity,
 		})
 	if err != nil {
 		return false, fmt.Errorf("resolve signal %s: %w", dedupKey, err)
 	}
 	return true, nil
+}
+
+// Describe replaces what the unresolved signal of dedupKey says — severity, summary,
+// details — and moves its last_seen, without counting an occurrence or changing its status.
+// It is for a cause whose description changes while it lasts (an incident that gains
+// affected entities); the caller appends the event that says what changed. It reports
+// whether there was such a signal.
+func (st *Store) Describe(ctx context.Context, q pg.Querier, dedupKey, severity, summary string, details map[string]any) (bool, error) {
+	if details == nil {
+		details = map[string]any{}
+	}
+	raw, err := json.Marshal(details)
+	if err != nil {
+		return false, fmt.Errorf("signal %s: marshal details: %w", dedupKey, err)
+	}
+	tag, err := q.Exec(ctx, `UPDATE signals SET severity = $2, summary = $3, details = $4, last_seen = $5
+		WHERE dedup_key = $1 AND status <> 'resolved'`, dedupKey, severity, summary, raw, st.now())
+	if err != nil {
+		return false, fmt.Errorf("describe signal %s: %w", dedupKey, err)
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
 // Open lists the dedup keys of kind's unresolved signals.
@@ -415,7 +444,9 @@ func (st *Store) Sync(ctx context.Context, q pg.Querier, kind string, want []Sig
 
 // By says who decides and through which request, for the audit row and the event.
 type By struct {
-	Name          string
+	Name string
+	// Note goes with an acknowledgement (ack_note); other decisions ignore it.
+	Note          string
 	Method        string
 	Path          string
 	CorrelationID string
@@ -440,7 +471,7 @@ type decision struct {
 var decisions = map[string]decision{
 	DecisionAck: {
 		from:   []string{"open", "muted"},
-		set:    `status = 'acknowledged', acknowledged_by = $2, acknowledged_at = now(), muted_until = NULL`,
+		set:    `status = 'acknowledged', acknowledged_by = $2, acknowledged_at = now(), muted_until = NULL, ack_note = $3`,
 		action: ActionAck, event: EventAcknowledged,
 	},
 	DecisionMute: {
@@ -486,12 +517,15 @@ func (st *Store) Decide(ctx context.Context, q pg.Querier, id, what string, unti
 	if !allowed {
 		return Row{}, fmt.Errorf("%w: signal %s is %s; %s applies to %v", ErrConflict, id, before.Status, what, d.from)
 	}
-	var arg any = by.Name
-	if what == DecisionMute {
-		arg = until
+	args := []any{id, by.Name}
+	switch what {
+	case DecisionMute:
+		args[1] = until
+	case DecisionAck:
+		args = append(args, by.Note)
 	}
 	after, err := Scan(q.QueryRow(ctx, `WITH sg AS (UPDATE signals SET `+d.set+` WHERE id = $1::uuid RETURNING *)
-		SELECT `+Columns+` FROM sg LEFT JOIN entities e ON e.id = sg.entity_id`, id, arg))
+		SELECT `+Columns+` FROM sg LEFT JOIN entities e ON e.id = sg.entity_id`, args...))
 	if err != nil {
 		return Row{}, fmt.Errorf("update signal: %w", err)
 	}
@@ -500,7 +534,7 @@ func (st *Store) Decide(ctx context.Context, q pg.Querier, id, what string, unti
 			EntityID: after.entityID(), Before: before, After: after},
 		eventbus.Event{Type: d.event, EntityID: after.entityID(), CorrelationID: by.CorrelationID, Actor: by.Name},
 		decidedPayload{SignalID: after.ID, Kind: after.Kind, Status: after.Status, PreviousStatus: before.Status,
-			Entity: after.Entity, MutedUntil: after.MutedUntil})
+			Entity: after.Entity, MutedUntil: after.MutedUntil, Note: by.Note})
 	if err != nil {
 		return Row{}, fmt.Errorf("record signal decision: %w", err)
 	}

@@ -28,6 +28,11 @@ type Fault struct {
 	DisconnectMidOutput bool
 	ChangedHostKey      bool
 	GuestAgentDown      bool
+	// Flap makes a running guest look stopped to every other invocation of the same Proxmox
+	// command (pct status, pct exec …, qm status, qm guest exec …): each probe alternates
+	// between up and down, run after run, which a failure threshold of 2 never alerts on.
+	// On a host it applies to every guest of the host.
+	Flap bool
 }
 
 // IsZero reports whether the fault is healthy.
@@ -42,12 +47,13 @@ type faultJSON struct {
 	DisconnectMidOutput bool   `json:"disconnect_mid_output,omitempty"`
 	ChangedHostKey      bool   `json:"changed_host_key,omitempty"`
 	GuestAgentDown      bool   `json:"guest_agent_down,omitempty"`
+	Flap                bool   `json:"flap,omitempty"`
 }
 
 // MarshalJSON renders the fault with snake_case keys and the delay as a duration string.
 func (f Fault) MarshalJSON() ([]byte, error) {
 	j := faultJSON{Down: f.Down, Refusing: f.Refusing, Hang: f.Hang, DisconnectMidOutput: f.DisconnectMidOutput,
-		ChangedHostKey: f.ChangedHostKey, GuestAgentDown: f.GuestAgentDown}
+		ChangedHostKey: f.ChangedHostKey, GuestAgentDown: f.GuestAgentDown, Flap: f.Flap}
 	if f.Delay > 0 {
 		j.Delay = f.Delay.String()
 	}
@@ -71,7 +77,7 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 		}
 	}
 	*f = Fault{Down: j.Down, Refusing: j.Refusing, Delay: d, Hang: j.Hang, DisconnectMidOutput: j.DisconnectMidOutput,
-		ChangedHostKey: j.ChangedHostKey, GuestAgentDown: j.GuestAgentDown}
+		ChangedHostKey: j.ChangedHostKey, GuestAgentDown: j.GuestAgentDown, Flap: j.Flap}
 	return nil
 }
 

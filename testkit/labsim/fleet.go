@@ -396,8 +396,9 @@ func FleetFromInventory(inv []byte) (Fleet, error) {
 			if t, ok := resolveTarget(s); ok {
 				fleet.Routes[strings.ToLower(u.Hostname())] = t
 			}
-		case e.Type == "nfs-export" && e.str("host") != "":
-			// An export the graph declares is served: its NFS port accepts connections.
+		case net.ParseIP(e.str("host")) != nil && (e.Type == "nfs-export" || e.Attributes["port"] != nil):
+			// What the graph declares at an address is served: an export's NFS port, a
+			// switch's or a UPS's management port accepts connections.
 			port, ok := e.intAttr("port")
 			if !ok {
 				port = 2049

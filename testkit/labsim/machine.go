@@ -47,9 +47,11 @@ type hostRT struct {
 
 // guestRT is the runtime state of one guest. Mutable fields are guarded by Sim.mu.
 type guestRT struct {
-	cfg       Guest
-	m         *machine
-	fault     Fault
+	cfg   Guest
+	m     *machine
+	fault Fault
+	// flaps counts invocations per Proxmox command while the guest or its host flaps.
+	flaps     map[string]int
 	lock      string
 	pid       int
 	startedAt time.Time
@@ -81,6 +83,25 @@ func (g *guestRT) displayName() string {
 }
 
 func (g *guestRT) running() bool { return g.cfg.Status == StatusRunning }
+
+// flapped reports whether this invocation of cmd finds a flapping guest stopped: every
+// second one of the same command does (Fault.Flap). The caller holds the Sim's lock.
+func (g *guestRT) flapped(host Fault, cmd string) bool {
+	if !g.fault.Flap && !host.Flap {
+		return false
+	}
+	if g.flaps == nil {
+		g.flaps = map[string]int{}
+	}
+	g.flaps[cmd]++
+	return g.flaps[cmd]%2 == 0
+}
+
+// seenRunning is running() as one invocation of cmd sees it (a flapping guest may look
+// stopped). The caller holds the Sim's lock.
+func (g *guestRT) seenRunning(host Fault, cmd string) bool {
+	return g.running() && !g.flapped(host, cmd)
+}
 
 func (g *guestRT) setRunning(on bool, now time.Time) {
 	if on == g.running() {

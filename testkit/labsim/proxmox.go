@@ -201,6 +201,9 @@ func (s *Sim) pct(ctx context.Context, inv *shell.Invocation, host string) int {
 	case "status":
 		s.mu.Lock()
 		st := g.cfg.Status
+		if st == StatusRunning && !g.seenRunning(h.fault, strings.Join(inv.Args, " ")) {
+			st = StatusStopped
+		}
 		s.mu.Unlock()
 		fmt.Fprintf(inv.Stdout, "status: %s\n", st)
 		return 0
@@ -243,7 +246,7 @@ func (s *Sim) pct(ctx context.Context, inv *shell.Invocation, host string) int {
 	}
 	// exec (and enter, which needs a terminal the lab does not have)
 	s.mu.Lock()
-	running := g.running()
+	running := g.seenRunning(h.fault, strings.Join(inv.Args, " "))
 	s.mu.Unlock()
 	if !running {
 		fmt.Fprintf(inv.Stderr, "container '%d' not running!\n", vmid)
@@ -671,7 +674,11 @@ func (s *Sim) qm(ctx context.Context, inv *shell.Invocation, host string) int {
 	defer s.mu.Unlock()
 	switch sub {
 	case "status":
-		fmt.Fprintf(inv.Stdout, "status: %s\n", g.cfg.Status)
+		st := g.cfg.Status
+		if st == StatusRunning && !g.seenRunning(h.fault, strings.Join(inv.Args, " ")) {
+			st = StatusStopped
+		}
+		fmt.Fprintf(inv.Stdout, "status: %s\n", st)
 	case "config":
 		io.WriteString(inv.Stdout, configLines(s.qemuConfig(g)))
 	case "start":
@@ -742,7 +749,7 @@ func (s *Sim) qmGuestExec(ctx context.Context, inv *shell.Invocation, host strin
 		return noConfig(inv, h.cfg.Node, vmid, GuestVM)
 	}
 	s.mu.Lock()
-	running, agent, agentDown := g.running(), g.cfg.GuestAgent, g.fault.GuestAgentDown
+	running, agent, agentDown := g.seenRunning(h.fault, strings.Join(inv.Args, " ")), g.cfg.GuestAgent, g.fault.GuestAgentDown
 	s.mu.Unlock()
 	switch {
 	case !running:

@@ -716,3 +716,43 @@ func BenchmarkPctExecTrue(b *testing.B) {
 		}
 	}
 }
+
+// Flap: every second invocation of the same Proxmox command finds a flapping guest
+// stopped, per command (so each probe alternates run after run), on the guest or on every
+// guest of a flapping host; the fault travels through the control API's JSON.
+func TestFlap(t *testing.T) {
+	t.Parallel()
+	sim := startSim(t, testFleet(), nil)
+	c := dialHost(t, sim, "atlas")
+	var f Fault
+	if err := json.Unmarshal([]byte(`{"flap": true}`), &f); err != nil || !f.Flap {
+		t.Fatalf("flap from JSON: %+v %v", f, err)
+	}
+	if err := sim.SetGuestFault("atlas", 101, f); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for range 4 {
+		seen = append(seen, strings.TrimSpace(run(t, c, "pct status 101").stdout))
+	}
+	if fmt.Sprint(seen) != "[status: running status: stopped status: running status: stopped]" {
+		t.Fatalf("pct status of a flapping guest: %v", seen)
+	}
+	// A different command keeps its own count, and a stopped exec says so as pct does.
+	if r := run(t, c, "pct exec 101 -- echo in"); r.stdout != "in\n" {
+		t.Fatalf("first exec: %+v", r)
+	}
+	if r := run(t, c, "pct exec 101 -- echo in"); r.code == 0 || !strings.Contains(r.stderr, "not running") {
+		t.Fatalf("second exec should find it stopped: %+v", r)
+	}
+	if err := sim.ClearFaults(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.SetHostFault("atlas", Fault{Flap: true}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := run(t, c, "qm status 200").stdout, run(t, c, "qm status 200").stdout
+	if a != "status: running\n" || b != "status: stopped\n" {
+		t.Fatalf("a flapping host's VM: %q then %q", a, b)
+	}
+}

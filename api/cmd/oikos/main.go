@@ -1,5 +1,6 @@
 // Command oikos is the operator's command line: it classifies commands, migrates and seeds
-// the database, manages tokens, and drives approvals and executions through the api.
+// the database, manages tokens, and drives approvals, executions and notification channels
+// through the api.
 //
 // Every subcommand lives in its own file as run<Name>(ctx, env, args) int, so this file only
 // dispatches. Commands that change the fleet go through the api's gate, never around it.
@@ -50,7 +51,10 @@ func commands() map[string]command {
 		"classify":   {runClassify, "classify a command's risk: oikos classify [--declared CLASS] [--json] -- COMMAND… | --stdin"},
 		"drift":      {runDrift, "guests on the Proxmox hosts vs the graph: oikos drift [--refresh] [--json]"},
 		"health":     {runHealth, "exit 0 when URL answers 200 (container health checks): oikos health URL"},
+		"incidents":  {runIncidents, "incidents, one per root cause: oikos incidents [--status open|resolved|all] [--entity SLUG]"},
+		"lab":        {runLab, "fault the lab simulator of make up: oikos lab fault HOST down|slow|flap | oikos lab clear"},
 		"migrate":    {runMigrate, "apply pending database migrations (OIKOS_DATABASE_URL)"},
+		"notify":     {runNotify, "notification channels: oikos notify test URL | add NAME --url URL [--on KINDS] | list | deliveries | rm NAME"},
 		"seed":       {runSeed, "ingest the seeds (ontology, inventory, knowledge); --diff reports drift"},
 		"token":      {runToken, "manage api tokens: oikos token create --role operator|agent|readonly --name NAME"},
 	}

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -55,6 +57,50 @@ func (s *Server) listSignals(c echo.Context) error {
 	return answerPage(c, p, err)
 }
 
+// listIncidents answers GET /incidents: unresolved first, with affected counts.
+func (s *Server) listIncidents(c echo.Context) error {
+	limit, _, err := request.Page(c)
+	if err != nil {
+		return err
+	}
+	f := readmodel.IncidentFilter{Status: c.QueryParam("status"), Limit: limit}
+	if f.Status == "all" {
+		f.Status = ""
+	}
+	if err := request.OneOf("status", []string{f.Status}, []string{"", "open", "resolved"}); err != nil {
+		return err
+	}
+	if f.EntityID, err = s.entityParam(c); err != nil {
+		return err
+	}
+	items, err := s.reader.ListIncidents(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"items": items})
+}
+
+// getIncident answers GET /incidents/{id} with the entities affected.
+func (s *Server) getIncident(c echo.Context) error {
+	id, err := request.Param(c, "id")
+	if err != nil {
+		return err
+	}
+	if !ids.IsUUID(id) {
+		return fmt.Errorf("%w: incident %q", apierr.ErrNotFound, id)
+	}
+	in, err := s.reader.GetIncident(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, in)
+}
+
+// ackBody is the optional body of POST /signals/{id}/ack.
+type ackBody struct {
+	Note string `json:"note"`
+}
+
 // muteBody is the body of POST /signals/{id}/mute.
 type muteBody struct {
 	Until string `json:"until"`
@@ -69,6 +115,17 @@ func (s *Server) decideSignal(what string) echo.HandlerFunc {
 			return err
 		}
 		var until *time.Time
+		note := ""
+		if what == signals.DecisionAck && c.Request().ContentLength != 0 {
+			var b ackBody
+			if err := request.DecodeJSON(c, &b); err != nil {
+				return err
+			}
+			if len(b.Note) > 2000 {
+				return request.Unprocessable("note", "an acknowledgement note is at most 2000 characters")
+			}
+			note = strings.TrimSpace(b.Note)
+		}
 		if what == signals.DecisionMute {
 			var b muteBody
 			if err := request.DecodeJSON(c, &b); err != nil {
@@ -82,7 +139,7 @@ func (s *Server) decideSignal(what string) echo.HandlerFunc {
 		}
 		m := meta(c)
 		sig, err := signals.Decide(c.Request().Context(), s.deps.Pool, id, what, until,
-			signals.By{Name: m.Actor, Method: m.Method, Path: m.Path, CorrelationID: m.CorrelationID})
+			signals.By{Name: m.Actor, Note: note, Method: m.Method, Path: m.Path, CorrelationID: m.CorrelationID})
 		if err != nil {
 			return signalError(err)
 		}

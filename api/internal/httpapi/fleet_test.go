@@ -126,6 +126,7 @@ func TestHealthSummary(t *testing.T) {
 	e.create("vm", "degraded1", map[string]any{"vmid": 200, "host": "atlas"})
 	e.create("lxc", "dead", map[string]any{"vmid": 104, "host": "atlas"}, "planned")
 	e.operator.do("POST", "/api/v1/entities/lxc:dead/state", map[string]any{"state": "destroyed"}).expect(t, http.StatusOK)
+	e.create("lxc", "builder", map[string]any{"vmid": 105, "host": "atlas"}, "maintenance")
 	e.create("site", "home", nil) // never monitored: not counted
 	// Start from a clean status table, then write what the scheduler would.
 	if _, err := e.pool.Exec(ctx, `DELETE FROM entity_status`); err != nil {
@@ -136,7 +137,8 @@ func TestHealthSummary(t *testing.T) {
 	e.setHealth("lxc:down1", "down", time.Minute)
 	e.setHealth("lxc:stale1", "stale", time.Minute)
 	e.setHealth("vm:degraded1", "degraded", time.Minute)
-	e.setHealth("lxc:dead", "down", time.Minute) // destroyed: excluded
+	e.setHealth("lxc:dead", "down", time.Minute)    // destroyed: excluded
+	e.setHealth("lxc:builder", "down", time.Minute) // maintenance: counted apart, listed with its health
 	var checkSlug string
 	if err := e.pool.QueryRow(ctx, `SELECT slug FROM entities WHERE type = 'check' ORDER BY slug LIMIT 1`).Scan(&checkSlug); err != nil {
 		t.Fatalf("no check entity was derived: %v", err)
@@ -152,9 +154,9 @@ func TestHealthSummary(t *testing.T) {
 	}
 	var s summary
 	e.readonly.do("GET", "/api/v1/health/summary", nil).expect(t, http.StatusOK).json(t, &s)
-	wantCounts := map[string]int{"up": 2, "degraded": 1, "down": 1, "unknown": 0, "stale": 1}
-	if len(s.Counts) != 5 {
-		t.Errorf("counts must have exactly the five states: %v", s.Counts)
+	wantCounts := map[string]int{"up": 2, "degraded": 1, "down": 1, "unknown": 0, "stale": 1, "maintenance": 1}
+	if len(s.Counts) != 6 {
+		t.Errorf("counts must have exactly the five states and maintenance: %v", s.Counts)
 	}
 	for k, v := range wantCounts {
 		if s.Counts[k] != v {
@@ -165,7 +167,7 @@ func TestHealthSummary(t *testing.T) {
 	for _, x := range s.Entities {
 		order = append(order, x.Slug)
 	}
-	if strings.Join(order, ",") != "lxc:down1,vm:degraded1,lxc:stale1,lxc:up1,proxmox-host:atlas" {
+	if strings.Join(order, ",") != "lxc:builder,lxc:down1,vm:degraded1,lxc:stale1,lxc:up1,proxmox-host:atlas" {
 		t.Errorf("entities worst first: %v", order)
 	}
 	e.readonly.do("GET", "/api/v1/health/summary?health=down,stale", nil).expect(t, http.StatusOK).json(t, &s)
@@ -173,7 +175,7 @@ func TestHealthSummary(t *testing.T) {
 	for _, x := range s.Entities {
 		order = append(order, x.Slug+"="+x.Health)
 	}
-	if strings.Join(order, ",") != "lxc:down1=down,lxc:stale1=stale" || s.Counts["up"] != 2 {
+	if strings.Join(order, ",") != "lxc:builder=down,lxc:down1=down,lxc:stale1=stale" || s.Counts["up"] != 2 {
 		t.Errorf("filtered: %v %v", order, s.Counts)
 	}
 }
@@ -324,4 +326,73 @@ func TestMountedRoutes(t *testing.T) {
 	// problem for a valid token.
 	e.readonly.do("GET", "/api/v1/entities", nil).expect(t, http.StatusOK)
 	e.readonly.do("GET", "/api/v1/nothing", nil).expect(t, http.StatusNotFound)
+}
+
+// The scheduler writes incidents (a signal of kind incident and its members); the api lists
+// them open first with their affected counts, shows one with its members, finds them by an
+// affected entity, and acknowledges them as signals, with a note.
+func TestIncidents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	host := e.create("proxmox-host", "atlas", map[string]any{"node": "atlas"})
+	web := e.create("lxc", "web", map[string]any{"vmid": 101, "host": "atlas"})
+	db := e.create("lxc", "db", map[string]any{"vmid": 102, "host": "atlas"})
+	other := e.create("host", "other", nil)
+	incident := func(root string, status string, members ...string) string {
+		var id string
+		err := e.pool.QueryRow(ctx, `INSERT INTO signals (id, kind, entity_id, dedup_key, summary, severity, status, resolved_at)
+VALUES (gen_random_uuid(), 'incident', $1::uuid, 'incident:' || $1::text || ':' || $2::text, 'test', 'critical', $2::text,
+        CASE WHEN $2::text = 'resolved' THEN now() END) RETURNING id::text`, root, status).Scan(&id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range append([]string{root}, members...) {
+			role := "affected"
+			if i == 0 {
+				role = "root"
+			}
+			if _, err := e.pool.Exec(ctx, `INSERT INTO incident_members (incident_id, entity_id, role, health, reason)
+VALUES ($1, $2, $3, 'unknown', 'host unreachable')`, id, m, role); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return id
+	}
+	old := incident(other.ID, "resolved")
+	open := incident(host.ID, "open", web.ID, db.ID)
+
+	var list struct {
+		Items []struct {
+			ID, Root, Status string
+			AffectedCount    int `json:"affected_count"`
+		} `json:"items"`
+	}
+	e.readonly.do("GET", "/api/v1/incidents", nil).expect(t, http.StatusOK).json(t, &list)
+	if len(list.Items) != 2 || list.Items[0].ID != open || list.Items[0].AffectedCount != 2 || list.Items[1].ID != old {
+		t.Fatalf("incidents: %+v", list.Items)
+	}
+	e.readonly.do("GET", "/api/v1/incidents?status=open&entity=lxc:db", nil).expect(t, http.StatusOK).json(t, &list)
+	if len(list.Items) != 1 || list.Items[0].Root != "proxmox-host:atlas" {
+		t.Fatalf("incidents of lxc:db: %+v", list.Items)
+	}
+	var one struct {
+		Affected []struct{ Entity, Health, Reason string } `json:"affected"`
+	}
+	e.readonly.do("GET", "/api/v1/incidents/"+open, nil).expect(t, http.StatusOK).json(t, &one)
+	if len(one.Affected) != 2 || one.Affected[0].Entity != "lxc:db" || one.Affected[0].Reason != "host unreachable" {
+		t.Fatalf("members: %+v", one.Affected)
+	}
+	e.readonly.do("GET", "/api/v1/incidents?status=sad", nil).expect(t, http.StatusUnprocessableEntity)
+	e.readonly.do("GET", "/api/v1/incidents/not-a-uuid", nil).expect(t, http.StatusNotFound)
+
+	var acked struct {
+		Status  string `json:"status"`
+		AckNote string `json:"ack_note"`
+	}
+	e.operator.do("POST", "/api/v1/signals/"+open+"/ack", map[string]any{"note": "rebooting atlas"}).expect(t, http.StatusOK).json(t, &acked)
+	if acked.Status != "acknowledged" || acked.AckNote != "rebooting atlas" {
+		t.Fatalf("ack: %+v", acked)
+	}
+	e.operator.do("POST", "/api/v1/signals/"+open+"/ack", map[string]any{"note": strings.Repeat("x", 2001)}).expect(t, http.StatusUnprocessableEntity)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
+	"github.com/oikos-hq/oikos/api/internal/notify"
 	apirequest "github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/api/internal/webui"
@@ -42,7 +43,8 @@ func appRoutes(t *testing.T, exec *execution.Service, pool *pgxpool.Pool) []apir
 	}
 	t.Cleanup(chatAPI.Stop)
 	return slices.Concat(execapi.New(execapi.Deps{Service: exec, Logger: zerolog.Nop()}).Routes(),
-		metricsapi.New(metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()}).Routes(), chatAPI.Routes())
+		metricsapi.New(metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()}).Routes(), chatAPI.Routes(),
+		notify.NewAPI(notify.Deps{Store: notify.NewStore(notify.StoreOptions{Pool: pool}), Logger: zerolog.Nop()}).Routes())
 }
 
 // newMountedEnv is newEnv's api with the execution and metrics routes mounted as in

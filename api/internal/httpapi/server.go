@@ -170,6 +170,8 @@ func (s *Server) routes() []request.Route {
 		request.PUT("/knowledge/:slug", w, s.upsertKnowledge),
 		request.GET("/health/summary", r, s.healthSummary),
 		request.GET("/signals", r, s.listSignals),
+		request.GET("/incidents", r, s.listIncidents),
+		request.GET("/incidents/:id", r, s.getIncident),
 		request.POST("/signals/:id/ack", w, s.decideSignal(signals.DecisionAck)),
 		request.POST("/signals/:id/mute", w, s.decideSignal(signals.DecisionMute)),
 		request.POST("/signals/:id/resolve", w, s.decideSignal(signals.DecisionResolve)),

@@ -15,6 +15,9 @@ type HealthCounts struct {
 	Down     int `json:"down"`
 	Unknown  int `json:"unknown"`
 	Stale    int `json:"stale"`
+	// Maintenance counts entities in state maintenance, whatever their health: they keep
+	// their checks and show their health, but are counted apart (S11) and open no incident.
+	Maintenance int `json:"maintenance"`
 }
 
 func (c *HealthCounts) add(health string, n int) {
@@ -29,6 +32,8 @@ func (c *HealthCounts) add(health string, n int) {
 		c.Unknown += n
 	case "stale":
 		c.Stale += n
+	case "maintenance":
+		c.Maintenance += n
 	}
 }
 
@@ -58,7 +63,8 @@ const healthScope = `FROM entity_status s JOIN entities e ON e.id = s.entity_id
 func (r *Reader) HealthSummary(ctx context.Context, health []string) (HealthSummary, error) {
 	checks := r.checkTypes()
 	out := HealthSummary{Entities: []HealthEntity{}}
-	rows, err := r.db.Query(ctx, `SELECT s.health, count(*) `+healthScope+` GROUP BY s.health`, checks)
+	rows, err := r.db.Query(ctx, `SELECT CASE WHEN e.state = 'maintenance' THEN 'maintenance' ELSE s.health END AS h, count(*) `+
+		healthScope+` GROUP BY h`, checks)
 	if err != nil {
 		return out, fmt.Errorf("health counts: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/shared/ontology"
 )
 
 // Directions of RelationsFilter.
@@ -171,17 +172,13 @@ func (r *Reader) GraphView(ctx context.Context, f GraphFilter) (Graph, error) {
 	return g, nil
 }
 
-// Blast radius: which edges mean "depends on". For the forward types the source depends on
-// the target (a service runs-on its LXC, a route routes-to its service, a guest's disk is
-// stored-on a pool); for the reverse types the target depends on the source (a Proxmox host
-// hosts its guests, a machine provides a service or exports a share, the machine holding a
-// backup target backs-up-to it). Edges that only describe (about, monitors, targets,
-// involves, located-in, member-of, protects, ...) are not dependencies.
+// Blast radius walks the graph's dependency edges (shared/ontology.DependsForward and
+// DependsReverse), the same ones incidents are grouped by.
 var (
 	// BlastForward are edge types whose source depends on their target.
-	BlastForward = []string{"depends-on", "runs-on", "routes-to", "mounts", "stored-on", "powered-by", "resolves-to"}
+	BlastForward = ontology.DependsForward
 	// BlastReverse are edge types whose target depends on their source.
-	BlastReverse = []string{"hosts", "provides", "exports", "backs-up-to"}
+	BlastReverse = ontology.DependsReverse
 )
 
 // Affected is an entity in a blast radius: a summary (the radius of a busy host can hold

@@ -161,7 +161,8 @@ func parseSpec(kind string, c map[string]any) (any, error) {
 		}
 		return s, nil
 	case ontology.KindProxmoxGuest:
-		s := probeparse.Guest{Kind: str(c, checks.KeyGuestKind), Host: str(c, checks.KeyHost)}
+		s := probeparse.Guest{Kind: str(c, checks.KeyGuestKind), Host: str(c, checks.KeyHost),
+			StoppedOnPurpose: str(c, checks.KeyExpectedStatus) == "stopped"}
 		n, err := num(c[checks.KeyVMID])
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("config vmid %v is not a positive integer", c[checks.KeyVMID])

@@ -87,7 +87,7 @@ func execFailure(ctx context.Context, t remote.Target, err error, selfObserved b
 	case errors.Is(err, remote.ErrNoGuestAgent):
 		return results.Unknown(results.ClassGuestAgent, "%s: QEMU guest agent not available: %v", t.Slug, err), nil
 	case errors.Is(err, remote.ErrGuestExec) && strings.Contains(err.Error(), "is not running"):
-		return results.Observed(results.HealthDown, "vm %d is not running on %s", t.VMID, t.Host), nil
+		return notRunning(t, "vm"), nil
 	case errors.Is(err, context.DeadlineExceeded):
 		return results.Unknown(results.ClassTimeout, "no answer from %s within %s", t.Slug, timeout), nil
 	default:
@@ -98,6 +98,16 @@ func execFailure(ctx context.Context, t remote.Target, err error, selfObserved b
 	}
 }
 
+// notRunning is a probe that found its guest not running: down, unless the graph says the
+// guest is stopped on purpose (S11), when nothing inside it is expected to run either.
+func notRunning(t remote.Target, what string) results.Result {
+	if t.StoppedOnPurpose {
+		return results.Observed(results.HealthUp, "%s %d on %s is stopped on purpose (expected_status: stopped): nothing runs in it",
+			what, t.VMID, t.Host)
+	}
+	return results.Observed(results.HealthDown, "%s %d is not running on %s", what, t.VMID, t.Host)
+}
+
 // guestFailure recognises pct's own refusals (the command never ran in the guest).
 func guestFailure(t remote.Target, res remote.Result) (results.Result, bool) {
 	if t.Kind != remote.KindLXC || res.ExitCode == 0 {
@@ -106,7 +116,7 @@ func guestFailure(t remote.Target, res remote.Result) (results.Result, bool) {
 	msg := strings.TrimSpace(string(res.Stderr))
 	switch {
 	case strings.Contains(msg, "not running"):
-		return results.Observed(results.HealthDown, "container %d is not running on %s", t.VMID, t.Host), true
+		return notRunning(t, "container"), true
 	case strings.Contains(msg, "does not exist"):
 		return results.Observed(results.HealthDown, "container %d does not exist on %s (%s)", t.VMID, t.Host, msg), true
 	}

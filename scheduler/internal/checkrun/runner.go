@@ -108,6 +108,8 @@ type Options struct {
 	FlushEvery          time.Duration
 	UnchangedFlushEvery time.Duration
 	FlushBatch          int
+	// OnFlush is called after every successful results write (results.WriterOptions.Flushed).
+	OnFlush func(results.Flush)
 	// ResolveTTL is how long a resolved target is reused (default 5 min). A reload, an
 	// unreachable host or a refused key forgets it at once.
 	ResolveTTL time.Duration
@@ -235,7 +237,8 @@ func newRunner(opts Options, ssh executor) *Runner {
 		r.httpc = httpprobe.NewClient(r.dialer, opts.TLSConfig, opts.Concurrency)
 	}
 	r.writer = results.NewWriter(results.WriterOptions{Pool: opts.Pool, Logger: r.log, Metrics: opts.Metrics, Now: opts.Clock.Now,
-		FlushEvery: opts.FlushEvery, UnchangedFlushEvery: opts.UnchangedFlushEvery, FlushBatch: opts.FlushBatch})
+		FlushEvery: opts.FlushEvery, UnchangedFlushEvery: opts.UnchangedFlushEvery, FlushBatch: opts.FlushBatch,
+		Flushed: opts.OnFlush})
 	if opts.Notifier != nil {
 		opts.Notifier.Listen(eventbus.ChannelChecks, func(string) { r.requestReload() })
 		opts.Notifier.OnConnect(r.requestReload)

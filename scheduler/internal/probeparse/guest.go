@@ -14,6 +14,8 @@ type Guest struct {
 	VMID int
 	Kind string // checks.GuestLXC or checks.GuestVM
 	Host string // the owning Proxmox host's slug
+	// StoppedOnPurpose: the graph says the guest is meant to be stopped (S11).
+	StoppedOnPurpose bool
 }
 
 // GuestCommand is `pct status <vmid>` for a container, `qm status <vmid>` for a VM.
@@ -51,7 +53,11 @@ func ParseGuestStatus(g Guest, res remote.Result) results.Result {
 	case "running":
 		out = results.Observed(results.HealthUp, "%s %d running on %s", g.Kind, g.VMID, g.Host)
 	case "stopped":
-		out = results.Observed(results.HealthDown, "%s %d stopped on %s", g.Kind, g.VMID, g.Host)
+		if g.StoppedOnPurpose {
+			out = results.Observed(results.HealthUp, "%s %d stopped on %s, as intended (expected_status: stopped)", g.Kind, g.VMID, g.Host)
+		} else {
+			out = results.Observed(results.HealthDown, "%s %d stopped on %s", g.Kind, g.VMID, g.Host)
+		}
 	case "paused", "suspended", "prelaunch":
 		out = results.Observed(results.HealthDegraded, "%s %d %s on %s", g.Kind, g.VMID, status, g.Host)
 	case "":

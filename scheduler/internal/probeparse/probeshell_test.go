@@ -158,6 +158,8 @@ func TestParseGuestStatus(t *testing.T) {
 		{"other failure", lxc, remote.Result{ExitCode: 255, Stderr: []byte("ipcc_send_rec failed")}, results.HealthUnknown, results.ClassProbe, -1},
 		{"no status line", lxc, remote.Result{Stdout: []byte("hello\n")}, results.HealthUnknown, results.ClassParse, -1},
 		{"odd status", lxc, remote.Result{Stdout: []byte("status: exploding\n")}, results.HealthUnknown, results.ClassProbe, 0},
+		{"stopped on purpose", Guest{VMID: 351, Kind: checks.GuestVM, Host: "proxmox-host:ceres", StoppedOnPurpose: true},
+			remote.Result{Stdout: []byte("status: stopped\n")}, results.HealthUp, "", 0},
 	}
 	for _, tc := range tests {
 		r := ParseGuestStatus(tc.g, tc.res)

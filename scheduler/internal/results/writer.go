@@ -62,6 +62,15 @@ type WriterOptions struct {
 	// FlushBatch: a flush starts as soon as this many results wait (default 2000); at most
 	// four times as many wait before Submit blocks.
 	FlushBatch int
+	// Flushed, when set, is called after every successful write with what it wrote: the
+	// incident engine evaluates when a write carried a problem or a change of health.
+	Flushed func(Flush)
+}
+
+// Flush says what one successful write carried.
+type Flush struct {
+	// Results written; Problems of them not up; Changes of targets' health.
+	Results, Problems, Changes int
 }
 
 // Writer batches results into the database (see the package documentation). Start once;
@@ -152,7 +161,10 @@ func (w *Writer) ForgetTargets(targets map[string]bool) {
 // Submit hands a result over. It blocks when the buffer is full — backpressure on the
 // checks rather than an unbounded queue or a silent drop — until ctx ends.
 func (w *Writer) Submit(ctx context.Context, rec Record) {
-	changes := !w.repeats(&rec)
+	// A result that is not up waits no longer than a change, even when it repeats: each
+	// failed run counts towards an incident's failure threshold, which should not wait for
+	// the 30 s of a healthy repetition.
+	changes := !w.repeats(&rec) || rec.Result.Health != HealthUp
 	w.pending.Add(1)
 	for {
 		w.bufMu.Lock()
@@ -352,14 +364,15 @@ const targetsOfChecks = `SELECT target_id FROM check_defs WHERE id = ANY($1::tex
 // other repeating result is written in full.
 const sqlConfirm = `
 WITH u AS (
-    SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[])
-         AS u(c, h, e, r, at, o)
+    SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $11::int[])
+         AS u(c, h, e, r, at, o, n)
 ), st AS MATERIALIZED (
     SELECT es.entity_id, es.health FROM entity_status es
     WHERE es.entity_id IN (SELECT target_id FROM check_defs WHERE id IN (SELECT c FROM u))
     ORDER BY es.entity_id FOR UPDATE
 ), hb AS (
-    UPDATE check_results cr SET at = u.at, observed_at = coalesce(u.o, cr.observed_at), runs = cr.runs + 1
+    UPDATE check_results cr SET at = u.at, observed_at = coalesce(u.o, cr.observed_at), runs = cr.runs + 1,
+        streak = cr.streak + u.n
     FROM u, check_defs cd, st
     WHERE cr.check_id = u.c AND cd.id = cr.check_id AND cd.target_id = cr.target_id
       AND st.entity_id = cr.target_id AND st.health <> 'stale'
@@ -387,10 +400,10 @@ const sqlUpsert = `
 WITH cd AS (
     SELECT id, target_id FROM check_defs WHERE id = ANY($1::text[]::uuid[])
 ), latest AS (
-    INSERT INTO check_results (check_id, target_id, health, reason, error_class, summary, at, observed_at, since, first_at)
-    SELECT cd.id, cd.target_id, u.h, u.r, u.e, u.s::jsonb, u.at, u.o, u.at, u.at
-    FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[])
-         AS u(c, h, r, e, s, at, o), cd
+    INSERT INTO check_results (check_id, target_id, health, reason, error_class, summary, at, observed_at, since, first_at, streak)
+    SELECT cd.id, cd.target_id, u.h, u.r, u.e, u.s::jsonb, u.at, u.o, u.at, u.at, u.n
+    FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::int[])
+         AS u(c, h, r, e, s, at, o, n), cd
     WHERE cd.id = u.c
     ON CONFLICT (check_id) DO UPDATE SET
         target_id   = EXCLUDED.target_id,
@@ -401,6 +414,7 @@ WITH cd AS (
         at          = EXCLUDED.at,
         observed_at = coalesce(EXCLUDED.observed_at, check_results.observed_at),
         since       = CASE WHEN check_results.health = EXCLUDED.health THEN check_results.since ELSE EXCLUDED.at END,
+        streak      = CASE WHEN check_results.health = EXCLUDED.health THEN check_results.streak + EXCLUDED.streak ELSE EXCLUDED.streak END,
         runs        = check_results.runs + 1
     WHERE check_results.at <= EXCLUDED.at
     RETURNING check_id
@@ -422,6 +436,7 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 	// The latest result per check; every result's metrics.
 	latest := map[string]int{} // check id → index in batch
 	var checkIDs []string
+	problems := 0
 	for i, rec := range batch {
 		j, ok := latest[rec.CheckID]
 		if !ok {
@@ -430,13 +445,18 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 		if !ok || !rec.At.Before(batch[j].At) {
 			latest[rec.CheckID] = i
 		}
+		if rec.Result.Health != HealthUp {
+			problems++
+		}
 	}
+	tails := streakTails(batch, latest)
 	var (
 		same, changed         []*Record
 		cIDs, cHealth, cClass []string
 		cReason               []*string
 		cAt                   []time.Time
 		cObs                  []*time.Time
+		cRuns                 []int32
 		sChecks, sNames       []string
 		sValues               []float64
 		sAts                  []time.Time
@@ -458,6 +478,7 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 		cReason = append(cReason, reason)
 		cAt = append(cAt, rec.At)
 		cObs = append(cObs, observedAt(rec))
+		cRuns = append(cRuns, tails[rec.CheckID])
 	}
 	for i := range batch {
 		rec := &batch[i]
@@ -478,7 +499,7 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 	)
 	err := pg.InBatchTx(ctx, w.opts.Pool, func(tx *pg.BatchTx) error {
 		b := tx.Batch()
-		b.Queue(sqlConfirm, cIDs, cHealth, cClass, cReason, cAt, cObs, sChecks, sNames, sValues, sAts).
+		b.Queue(sqlConfirm, cIDs, cHealth, cClass, cReason, cAt, cObs, sChecks, sNames, sValues, sAts, cRuns).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&samples, &confirmed) })
 		if len(same) > 0 {
 			if err := tx.Send(ctx, b); err != nil {
@@ -499,7 +520,7 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 			}
 		}
 		var err error
-		written, dropped, changes, err = w.writeChanged(ctx, tx, b, changed)
+		written, dropped, changes, err = w.writeChanged(ctx, tx, b, changed, tails)
 		return err
 	})
 	if err != nil {
@@ -523,7 +544,35 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 	w.m.unchanged.Add(float64(len(confirmed)))
 	w.m.samples.Add(float64(samples))
 	w.m.healthChanges.Add(float64(len(changes)))
+	if w.opts.Flushed != nil {
+		w.opts.Flushed(Flush{Results: len(batch), Problems: problems, Changes: len(changes)})
+	}
 	return nil
+}
+
+// streakTails counts, for each check of the batch, how many of its results in a row end
+// with the health of its latest one: what the write adds to its row's streak (a check that
+// ran three times in one flush window counts three runs towards a threshold, not one).
+func streakTails(batch []Record, latest map[string]int) map[string]int32 {
+	byCheck := make(map[string][]*Record, len(latest))
+	for i := range batch {
+		byCheck[batch[i].CheckID] = append(byCheck[batch[i].CheckID], &batch[i])
+	}
+	tails := make(map[string]int32, len(latest))
+	for id, recs := range byCheck {
+		if len(recs) == 1 {
+			tails[id] = 1
+			continue
+		}
+		sort.SliceStable(recs, func(i, j int) bool { return recs[i].At.Before(recs[j].At) })
+		health := batch[latest[id]].Result.Health
+		n := int32(0)
+		for i := len(recs) - 1; i >= 0 && recs[i].Result.Health == health; i-- {
+			n++
+		}
+		tails[id] = max(n, 1)
+	}
+	return tails
 }
 
 func observedAt(rec *Record) *time.Time {
@@ -538,12 +587,13 @@ func observedAt(rec *Record) *time.Time {
 // the status rows and the reads, and the last batch the status UPDATE, the events and
 // COMMIT. It returns the checks whose row was written, the results of deleted checks, and
 // the transitions.
-func (w *Writer) writeChanged(ctx context.Context, tx *pg.BatchTx, b *pgx.Batch, changed []*Record) (map[string]bool, int, []healthChange, error) {
+func (w *Writer) writeChanged(ctx context.Context, tx *pg.BatchTx, b *pgx.Batch, changed []*Record, tails map[string]int32) (map[string]bool, int, []healthChange, error) {
 	n := len(changed)
 	var (
 		ids, healths, reasons, classes, summaries = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 		ats                                       = make([]time.Time, 0, n)
 		obs                                       = make([]*time.Time, 0, n)
+		runs                                      = make([]int32, 0, n)
 	)
 	for _, rec := range changed {
 		summary := rec.Result.Summary
@@ -561,10 +611,11 @@ func (w *Writer) writeChanged(ctx context.Context, tx *pg.BatchTx, b *pgx.Batch,
 		summaries = append(summaries, string(raw))
 		ats = append(ats, rec.At)
 		obs = append(obs, observedAt(rec))
+		runs = append(runs, max(tails[rec.CheckID], 1))
 	}
 	exists := make(map[string]bool, n)
 	written := make(map[string]bool, n)
-	b.Queue(sqlUpsert, ids, healths, reasons, classes, summaries, ats, obs).Query(func(rows pgx.Rows) error {
+	b.Queue(sqlUpsert, ids, healths, reasons, classes, summaries, ats, obs, runs).Query(func(rows pgx.Rows) error {
 		var id, target string
 		var wrote bool
 		_, err := pgx.ForEachRow(rows, []any{&id, &target, &wrote}, func() error {

@@ -294,3 +294,54 @@ func TestWriterDeadlines(t *testing.T) {
 		t.Errorf("after Stop: %+v, %d pending", r, w.Pending())
 	}
 }
+
+// streak counts the consecutive runs at a check's current health, through both write
+// paths (a change, a confirmed repetition) and within one batch (three runs in one flush
+// window are three runs): the incident thresholds count it.
+func TestWriterStreak(t *testing.T) {
+	t.Parallel()
+	inv := []byte(`entities:
+  - {type: ingress-route, name: a.lab.example, attributes: {url: "http://a.lab.example/"}}
+`)
+	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
+	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })
+	d := defs[0]
+	var flushes []Flush
+	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), Flushed: func(f Flush) { flushes = append(flushes, f) }})
+	ctx := context.Background()
+	t0 := time.Now().Truncate(time.Microsecond)
+	rec := func(i int, health string) Record {
+		return Record{CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug,
+			At: t0.Add(time.Duration(i) * time.Second), Result: Observed(health, "HTTP 502")}
+	}
+	streak := func() (string, int) {
+		t.Helper()
+		var h string
+		var n int
+		if err := lab.DB.QueryRow(ctx, `SELECT health, streak FROM check_results WHERE check_id = $1`, d.ID).Scan(&h, &n); err != nil {
+			t.Fatal(err)
+		}
+		return h, n
+	}
+	for _, step := range []struct {
+		batch  []Record
+		health string
+		streak int
+	}{
+		{[]Record{rec(0, HealthUp)}, HealthUp, 1},
+		{[]Record{rec(1, HealthUp)}, HealthUp, 2},                                             // confirmed repetition
+		{[]Record{rec(2, HealthDown)}, HealthDown, 1},                                         // a change restarts it
+		{[]Record{rec(3, HealthDown), rec(5, HealthDown), rec(4, HealthDown)}, HealthDown, 4}, // three runs in one batch
+		{[]Record{rec(6, HealthDown), rec(7, HealthUp), rec(8, HealthUp)}, HealthUp, 2},       // the tail of the batch counts
+	} {
+		if err := w.flush(ctx, step.batch); err != nil {
+			t.Fatal(err)
+		}
+		if h, n := streak(); h != step.health || n != step.streak {
+			t.Fatalf("after %d results: %s ×%d, want %s ×%d", len(step.batch), h, n, step.health, step.streak)
+		}
+	}
+	if len(flushes) != 5 || flushes[2].Problems != 1 || flushes[2].Changes != 1 || flushes[1].Problems != 0 {
+		t.Errorf("Flushed saw %+v", flushes)
+	}
+}

@@ -13,11 +13,13 @@ type Counts = Schemas['HealthSummary']['counts'];
 type Wrong = Schemas['HealthEntity'];
 
 export class FleetHealth {
-  counts = $state<Counts>({ up: 0, degraded: 0, down: 0, unknown: 0, stale: 0 });
+  counts = $state<Counts>({ up: 0, degraded: 0, down: 0, unknown: 0, stale: 0, maintenance: 0 });
   /** version changes once per applied batch; the sorted list derives from it. */
   version = $state(0);
   loaded = $state(false);
   private wrong = new Map<string, Wrong>();
+  /** Entities in maintenance: counted apart whatever their health, so their events move no count. */
+  private maintenance = new Set<string>();
   /** Types whose entities the rollup leaves out (check and its subtypes). */
   private excluded = new Set<string>(['check']);
   private buffer: HealthChange[] | null = [];
@@ -26,11 +28,13 @@ export class FleetHealth {
   /** load reads the summary; events that arrive meanwhile are applied after it. */
   async load(): Promise<void> {
     this.buffer = [];
-    const [sum, types] = await Promise.all([
+    const [sum, types, maint] = await Promise.all([
       ok(api.GET('/api/v1/health/summary', { params: { query: { health: 'down,degraded,stale,unknown' } } })),
       ok(api.GET('/api/v1/ontology/types')).catch(() => null),
+      ok(api.GET('/api/v1/entities', { params: { query: { state: 'maintenance', limit: 500 } } })).catch(() => null),
     ]);
     if (types) this.excluded = descendants(types.items, 'check');
+    this.maintenance = new Set((maint?.items ?? []).map((e) => e.id));
     this.wrong = new Map(sum.entities.map((e) => [e.id, e]));
     this.counts = { ...sum.counts };
     this.loaded = true;
@@ -68,7 +72,7 @@ export class FleetHealth {
       // Not in the list: the snapshot has it up, unless it was not monitored before ("").
       const prev: HealthState | null = known ? known.health : isHealth(c.from) ? 'up' : null;
       if (prev === c.to && (!known || known.reason === c.reason)) continue;
-      if (prev !== c.to) {
+      if (prev !== c.to && !this.maintenance.has(c.entityId)) {
         if (prev) counts[prev] = Math.max(0, counts[prev] - 1);
         counts[c.to] += 1;
       }

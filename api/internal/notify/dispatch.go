@@ -1,0 +1,316 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/startstop"
+)
+
+// DefaultCursor names the dispatcher's row in notification_cursor.
+const DefaultCursor = "notify"
+
+// DispatcherOptions configure a Dispatcher.
+type DispatcherOptions struct {
+	Pool *pgxpool.Pool
+	// Bus wakes the dispatcher when an event it reads is committed; nil: it polls only.
+	Bus    *eventbus.Bus
+	Logger zerolog.Logger
+	// PublicURL is where the dashboard is, for the messages' links.
+	PublicURL string
+	// IsA matches a rule's entity types against subtypes (the ontology's is-a); nil: names.
+	IsA IsA
+	// Now stamps deliveries (time.Now when nil): a new delivery is due at once.
+	Now func() time.Time
+	// Poll is the safety net: the outbox is read this often without a wake-up (default 5 s).
+	Poll time.Duration
+	// Batch is how many events one transaction handles (default 200).
+	Batch int
+	// Cursor names the cursor row (default DefaultCursor).
+	Cursor string
+	// Queued is called after deliveries were committed (the worker's wake-up).
+	Queued func()
+}
+
+// Dispatcher turns outbox events into deliveries. It reads the events after its persisted
+// cursor, of the types notifications come from, and in one transaction per batch inserts a
+// delivery for each channel one of whose rules matches (the first matching rule is named)
+// and moves the cursor past the batch. The idempotency key "<event id>:<channel id>" is
+// unique, so reading an event again (two apis, a crash between reads) adds nothing; and the
+// cursor moves only with the deliveries it stands for, so a restart loses nothing.
+type Dispatcher struct {
+	o    DispatcherOptions
+	life startstop.Lifecycle
+	wake chan struct{}
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	cursor int64
+}
+
+// NewDispatcher builds a dispatcher.
+func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
+	if o.Pool == nil {
+		return nil, errors.New("notify: the dispatcher needs a pool")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Poll <= 0 {
+		o.Poll = 5 * time.Second
+	}
+	if o.Batch <= 0 {
+		o.Batch = 200
+	}
+	if o.Cursor == "" {
+		o.Cursor = DefaultCursor
+	}
+	d := &Dispatcher{o: o, wake: make(chan struct{}, 1)}
+	d.cond = sync.NewCond(&d.mu)
+	return d, nil
+}
+
+// Start positions the cursor (on the first start ever at the newest event: history is not
+// notified) and runs the loop until Stop.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	var cursor int64
+	err := pg.InTx(ctx, d.o.Pool, func(tx pgx.Tx) error {
+		last, err := eventbus.LastID(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO notification_cursor (name, last_event_id) VALUES ($1, $2)
+			ON CONFLICT (name) DO NOTHING`, d.o.Cursor, last); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT last_event_id FROM notification_cursor WHERE name = $1`, d.o.Cursor).Scan(&cursor)
+	})
+	if err != nil {
+		return fmt.Errorf("notify: position cursor: %w", err)
+	}
+	d.setCursor(cursor)
+	var sub *eventbus.Subscription
+	if d.o.Bus != nil {
+		sub = d.o.Bus.Subscribe(64, sourceEvents...)
+	}
+	err = d.life.Start(ctx, d.o.Logger, "notify-dispatcher", func(ctx context.Context) {
+		if sub != nil {
+			defer sub.Close()
+			// The bus blocks on a full subscriber, and everyone shares its loop: the events
+			// are only wake-ups here (the rows are read after the cursor), so take them at
+			// once on a goroutine of their own.
+			d.life.Go("notify-dispatcher-wake", func(ctx context.Context) {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-sub.C:
+						d.Wake()
+					}
+				}
+			})
+		}
+		d.loop(ctx)
+	})
+	if err != nil && sub != nil {
+		sub.Close()
+	}
+	return err
+}
+
+// Stop ends the loop. Safe twice.
+func (d *Dispatcher) Stop() { d.life.Stop() }
+
+// Wake makes the loop read the outbox now.
+func (d *Dispatcher) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Dispatcher) loop(ctx context.Context) {
+	t := time.NewTicker(d.o.Poll)
+	defer t.Stop()
+	for {
+		for {
+			n, err := d.Drain(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				d.o.Logger.Warn().Err(err).Msg("notifications: reading the outbox failed; retrying at the next wake-up")
+				break
+			}
+			if n < d.o.Batch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// target is one rule of an enabled channel, as matching needs it.
+type target struct {
+	rule      Rule
+	channelID string
+}
+
+// Drain handles one batch of events after the cursor and returns how many it read.
+func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
+	var n, queued int
+	var last int64
+	err := pg.InTx(ctx, d.o.Pool, func(tx pgx.Tx) error {
+		n, queued, last = 0, 0, 0
+		var cursor int64
+		// The row lock serialises two apis' dispatchers: each batch is read once.
+		if err := tx.QueryRow(ctx, `SELECT last_event_id FROM notification_cursor WHERE name = $1 FOR UPDATE`,
+			d.o.Cursor).Scan(&cursor); err != nil {
+			return fmt.Errorf("read cursor: %w", err)
+		}
+		events, err := eventbus.ReadAfter(ctx, tx, cursor, d.o.Batch, sourceEvents)
+		if err != nil || len(events) == 0 {
+			last = cursor
+			return err
+		}
+		n, last = len(events), events[len(events)-1].ID
+		rules, err := enabledRules(ctx, tx)
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		now := d.o.Now()
+		for _, e := range events {
+			if len(rules) == 0 {
+				break
+			}
+			entityType, err := d.entityType(ctx, tx, e)
+			if err != nil {
+				return err
+			}
+			note, ok := FromEvent(e, d.o.PublicURL, entityType)
+			if !ok {
+				continue
+			}
+			seen := map[string]bool{}
+			for _, r := range rules {
+				if seen[r.channelID] || !r.rule.Matches(note, d.o.IsA) {
+					continue
+				}
+				seen[r.channelID] = true
+				if err := queueDelivery(b, e, note, r, now); err != nil {
+					return err
+				}
+				queued++
+			}
+		}
+		b.Queue(`UPDATE notification_cursor SET last_event_id = $2, updated_at = now() WHERE name = $1`, d.o.Cursor, last)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return 0, err
+	}
+	d.setCursor(last)
+	if queued > 0 && d.o.Queued != nil {
+		d.o.Queued()
+	}
+	return n, nil
+}
+
+// entityType is the type of a host key signal's machine, which the event carries only by id.
+func (d *Dispatcher) entityType(ctx context.Context, q pg.Querier, e eventbus.Event) (string, error) {
+	if e.Type != eventSignalRaised || e.EntityID == "" {
+		return "", nil
+	}
+	var typ string
+	err := q.QueryRow(ctx, `SELECT type FROM entities WHERE id = $1`, e.EntityID).Scan(&typ)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return typ, err
+}
+
+func enabledRules(ctx context.Context, q pg.Querier) ([]target, error) {
+	rows, err := q.Query(ctx, `SELECT `+ruleColumns+` FROM notification_rules r JOIN notification_channels c ON c.id = r.channel_id
+		WHERE r.enabled AND c.enabled ORDER BY c.name, r.created_at, r.id`)
+	if err != nil {
+		return nil, fmt.Errorf("load notification rules: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (target, error) {
+		r, err := scanRule(row)
+		return target{rule: r, channelID: r.ChannelID}, err
+	})
+}
+
+func queueDelivery(b *pgx.Batch, e eventbus.Event, n Notification, t target, now time.Time) error {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	var entity *string
+	if e.EntityID != "" {
+		entity = &e.EntityID
+	}
+	payload := e.Payload
+	if len(payload) == 0 {
+		payload = []byte(`{}`)
+	}
+	b.Queue(`INSERT INTO notification_deliveries (id, idempotency_key, channel_id, rule_id, event_id, event_type, event_at,
+		entity_id, kind, severity, title, body, link, payload, next_attempt_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
+		ON CONFLICT (idempotency_key) DO NOTHING`,
+		id, fmt.Sprintf("%d:%s", e.ID, t.channelID), t.channelID, t.rule.ID, e.ID, e.Type, e.At, entity, n.Kind,
+		n.Severity, n.Title, n.Body, n.Link, []byte(payload), now)
+	return nil
+}
+
+func (d *Dispatcher) setCursor(id int64) {
+	d.mu.Lock()
+	if id > d.cursor {
+		d.cursor = id
+	}
+	d.cond.Broadcast()
+	d.mu.Unlock()
+}
+
+// Cursor is the id of the newest event handled.
+func (d *Dispatcher) Cursor() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cursor
+}
+
+// WaitCursor blocks until the dispatcher has handled the event id (or one after it), or ctx
+// ends: tests wait on it instead of sleeping.
+func (d *Dispatcher) WaitCursor(ctx context.Context, id int64) error {
+	stop := context.AfterFunc(ctx, func() {
+		d.mu.Lock()
+		d.cond.Broadcast()
+		d.mu.Unlock()
+	})
+	defer stop()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for d.cursor < id {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d.cond.Wait()
+	}
+	return nil
+}
