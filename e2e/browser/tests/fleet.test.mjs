@@ -21,7 +21,8 @@ const states = ['up', 'degraded', 'down', 'unknown', 'stale'];
 
 async function uiCounts() {
   const out = {};
-  for (const h of states) out[h] = Number((await page.getByTestId(`count-${h}`).textContent()).trim());
+  // In the api's order: the five health states, then maintenance (counted apart).
+  for (const h of [...states, 'maintenance']) out[h] = Number((await page.getByTestId(`count-${h}`).textContent()).trim());
   return out;
 }
 
