@@ -345,7 +345,7 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, m Meta, p prepared, f f
 		if err := appendEvent(ctx, tx, m, "execution.queued", e, payloadOf(e)); err != nil {
 			return Execution{}, err
 		}
-		ap := approvalRequested{ApprovalID: *approvalID, ExecutionID: e.ID, Target: e.Target, Action: e.Action,
+		ap := ApprovalRequested{ApprovalID: *approvalID, ExecutionID: e.ID, Target: e.Target, Action: e.Action,
 			Command: e.Command, Purpose: e.Purpose, RiskClass: e.RiskClass, Reasons: e.Reasons, SessionID: session}
 		if err := appendEvent(ctx, tx, m, "approval.requested", e, ap); err != nil {
 			return Execution{}, err
@@ -373,8 +373,9 @@ func runMessage(e Execution) string {
 	return "runs now: " + e.RiskClass + " runs unattended"
 }
 
-// approvalRequested is the approval.requested payload: enough for a dashboard card.
-type approvalRequested struct {
+// ApprovalRequested is the approval.requested payload: enough for a dashboard card, and
+// for the notification an operator gets (api/internal/notify).
+type ApprovalRequested struct {
 	ApprovalID  string   `json:"approval_id"`
 	ExecutionID string   `json:"execution_id"`
 	Target      string   `json:"target"`

@@ -3,16 +3,17 @@ package notify
 import (
 	"encoding/json"
 	"strings"
-	"time"
 
+	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/signals"
 )
 
 // Kinds of notification a rule subscribes to.
 const (
-	KindIncidentOpened    = "incident.opened"
-	KindIncidentUpdated   = "incident.updated"
-	KindIncidentResolved  = "incident.resolved"
+	KindIncidentOpened    = signals.EventIncidentOpened
+	KindIncidentUpdated   = signals.EventIncidentUpdated
+	KindIncidentResolved  = signals.EventIncidentResolved
 	KindApprovalRequested = "approval.requested"
 	KindDriftFound        = "drift.found"
 	KindHostKeyChanged    = "host_key.changed"
@@ -51,9 +52,9 @@ func rank(s string) int {
 
 // Event types the dispatcher reads from the outbox.
 const (
-	eventIncidentOpened    = "incident.opened"
-	eventIncidentUpdated   = "incident.updated"
-	eventIncidentResolved  = "incident.resolved"
+	eventIncidentOpened    = signals.EventIncidentOpened
+	eventIncidentUpdated   = signals.EventIncidentUpdated
+	eventIncidentResolved  = signals.EventIncidentResolved
 	eventApprovalRequested = "approval.requested"
 	eventDriftReported     = "drift.reported"
 	eventSignalRaised      = "signal.raised"
@@ -83,44 +84,8 @@ type Notification struct {
 	IncidentID string
 }
 
-// incident is the payload contract of incident.opened, incident.updated and incident.resolved
-// (the scheduler's incidents).
-type incident struct {
-	IncidentID    string     `json:"incident_id"`
-	DedupKey      string     `json:"dedup_key"`
-	RootID        string     `json:"root_id"`
-	Root          string     `json:"root"`
-	RootType      string     `json:"root_type"`
-	Severity      string     `json:"severity"`
-	Summary       string     `json:"summary"`
-	Reason        string     `json:"reason"`
-	AffectedCount int        `json:"affected_count"`
-	Affected      []affected `json:"affected"`
-	Tags          []string   `json:"tags"`
-	Status        string     `json:"status"`
-	OpenedAt      *time.Time `json:"opened_at"`
-	ResolvedAt    *time.Time `json:"resolved_at"`
-}
-
-type affected struct {
-	EntityID string `json:"entity_id"`
-	Entity   string `json:"entity"`
-	Health   string `json:"health"`
-	Reason   string `json:"reason"`
-}
-
-// approval is the approval.requested payload (api/internal/execution's approvalRequested).
-type approval struct {
-	ApprovalID  string   `json:"approval_id"`
-	ExecutionID string   `json:"execution_id"`
-	Target      string   `json:"target"`
-	Action      string   `json:"action"`
-	Command     string   `json:"command"`
-	Purpose     string   `json:"purpose"`
-	RiskClass   string   `json:"risk_class"`
-	Reasons     []string `json:"reasons"`
-	SessionID   *string  `json:"session_id"`
-}
+// approval is the approval.requested payload, as the gate writes it.
+type approval = execution.ApprovalRequested
 
 // drift is the drift.reported payload (scheduler/internal/drift).
 type drift struct {
@@ -152,7 +117,7 @@ func FromEvent(e eventbus.Event, publicURL, entityType string) (Notification, bo
 	base := strings.TrimRight(publicURL, "/")
 	switch e.Type {
 	case eventIncidentOpened, eventIncidentUpdated, eventIncidentResolved:
-		var p incident
+		var p signals.IncidentEvent
 		if json.Unmarshal(e.Payload, &p) != nil {
 			return Notification{}, false
 		}

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/signals"
 )
 
 // Messages are plain text: every channel can show them (a phone notification, a chat line,
@@ -14,7 +16,7 @@ import (
 // maxAffectedListed is how many affected entities an incident's message names.
 const maxAffectedListed = 5
 
-func renderIncident(typ string, p incident, base string) Notification {
+func renderIncident(typ string, p signals.IncidentEvent, base string) Notification {
 	root := p.Root
 	if root == "" {
 		root = "an entity"
@@ -67,7 +69,7 @@ func renderIncident(typ string, p incident, base string) Notification {
 	if len(p.Tags) > 0 {
 		fmt.Fprintf(&b, "Tags: %s\n", strings.Join(p.Tags, ", "))
 	}
-	if p.OpenedAt != nil {
+	if !p.OpenedAt.IsZero() {
 		fmt.Fprintf(&b, "Opened: %s\n", p.OpenedAt.UTC().Format(time.RFC3339))
 	}
 	if typ == eventIncidentResolved && p.ResolvedAt != nil {

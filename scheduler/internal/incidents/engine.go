@@ -21,15 +21,16 @@ import (
 
 // Kind is the signal kind of an incident; its dedup key is DedupPrefix + the root's id.
 const (
-	Kind        = "incident"
-	DedupPrefix = "incident:"
+	Kind        = signals.IncidentKind
+	DedupPrefix = signals.IncidentDedupPrefix
 )
 
-// Event types, appended with the signal's own events in the same transaction.
+// Event types (payload signals.IncidentEvent), appended with the signal's own events in the
+// same transaction.
 const (
-	EventOpened   = "incident.opened"
-	EventUpdated  = "incident.updated"
-	EventResolved = "incident.resolved"
+	EventOpened   = signals.EventIncidentOpened
+	EventUpdated  = signals.EventIncidentUpdated
+	EventResolved = signals.EventIncidentResolved
 )
 
 // Defaults of Options.

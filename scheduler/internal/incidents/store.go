@@ -19,9 +19,6 @@ import (
 // Actor is recorded on the engine's events.
 const Actor = "scheduler"
 
-// maxListed bounds the affected entities an event carries (the api lists them all).
-const maxListed = 50
-
 // incident is an unresolved incident as stored.
 type incident struct {
 	id, dedupKey, rootID, status, severity string
@@ -346,34 +343,7 @@ type pass struct {
 
 // payload is the body of the incident.* events (the notification rules and the dashboard
 // read it).
-type payload struct {
-	IncidentID    string         `json:"incident_id"`
-	DedupKey      string         `json:"dedup_key"`
-	RootID        string         `json:"root_id"`
-	Root          string         `json:"root"`
-	RootType      string         `json:"root_type"`
-	Severity      string         `json:"severity"`
-	Summary       string         `json:"summary"`
-	Reason        string         `json:"reason"`
-	AffectedCount int            `json:"affected_count"`
-	Affected      []affectedItem `json:"affected"`
-	Tags          []string       `json:"tags"`
-	Status        string         `json:"status"`
-	OpenedAt      time.Time      `json:"opened_at"`
-	ResolvedAt    *time.Time     `json:"resolved_at,omitempty"`
-	// Joined and Left name the entities that came and went (incident.updated).
-	Joined []string `json:"joined,omitempty"`
-	Left   []string `json:"left,omitempty"`
-	// Resolution says why an incident resolved (incident.resolved).
-	Resolution string `json:"resolution,omitempty"`
-}
-
-type affectedItem struct {
-	EntityID string `json:"entity_id"`
-	Entity   string `json:"entity"`
-	Health   string `json:"health"`
-	Reason   string `json:"reason"`
-}
+type payload = signals.IncidentEvent
 
 func severityOf(health, current string) string {
 	switch health {
@@ -417,7 +387,7 @@ func (ps *pass) open(ctx context.Context, root *node, affected []string) error {
 	if err := ps.writeMembers(ctx, in, root, affected); err != nil {
 		return err
 	}
-	return ps.emit(ctx, EventOpened, in, root, affected)
+	return ps.appendEvent(ctx, EventOpened, root.id, ps.payloadOf(in, root, affected))
 }
 
 // update brings an open incident's members, severity and description up to date; it
@@ -437,7 +407,7 @@ func (ps *pass) update(ctx context.Context, in *incident, root *node, affected [
 			left = append(left, m.slug)
 			continue
 		}
-		if n := ps.nodeOf(id, root); n != nil && (n.health != m.health || n.reason != m.reason) {
+		if n := ps.g.nodes[id]; n != nil && (n.health != m.health || n.reason != m.reason) {
 			rowsChanged = true
 		}
 	}
@@ -496,7 +466,7 @@ func (ps *pass) writeMembers(ctx context.Context, in *incident, root *node, affe
 	healths := []string{root.health}
 	reasons := []string{root.reason}
 	for _, id := range affected {
-		n := ps.nodeOf(id, root)
+		n := ps.g.nodes[id]
 		if n == nil {
 			continue
 		}
@@ -523,14 +493,6 @@ WHERE incident_members.left_at IS NOT NULL OR incident_members.role <> EXCLUDED.
 	return nil
 }
 
-// nodeOf is the evaluated entity id (the root or one of its affected).
-func (ps *pass) nodeOf(id string, root *node) *node {
-	if id == root.id {
-		return root
-	}
-	return ps.g.nodes[id]
-}
-
 func (ps *pass) slugOf(id string, in *incident) string {
 	if n := ps.g.nodes[id]; n != nil {
 		return n.slug
@@ -541,25 +503,21 @@ func (ps *pass) slugOf(id string, in *incident) string {
 func (ps *pass) payloadOf(in *incident, root *node, affected []string) payload {
 	p := payload{IncidentID: in.id, DedupKey: in.dedupKey, RootID: root.id, Root: root.slug, RootType: root.typ,
 		Severity: in.severity, Summary: summaryOf(root, len(affected)), Reason: root.reason,
-		AffectedCount: len(affected), Affected: []affectedItem{}, Tags: root.tags, Status: in.status, OpenedAt: in.openedAt}
+		AffectedCount: len(affected), Affected: []signals.IncidentAffected{}, Tags: root.tags, Status: in.status, OpenedAt: in.openedAt}
 	if p.Tags == nil {
 		p.Tags = []string{}
 	}
 	for _, id := range affected {
-		if len(p.Affected) == maxListed {
+		if len(p.Affected) == signals.IncidentListed {
 			break
 		}
 		if n := ps.g.nodes[id]; n != nil {
-			p.Affected = append(p.Affected, affectedItem{EntityID: id, Entity: n.slug, Health: n.health, Reason: n.reason})
+			p.Affected = append(p.Affected, signals.IncidentAffected{EntityID: id, Entity: n.slug, Health: n.health, Reason: n.reason})
 		} else if m, ok := in.members[id]; ok {
-			p.Affected = append(p.Affected, affectedItem{EntityID: id, Entity: m.slug, Health: m.health, Reason: m.reason})
+			p.Affected = append(p.Affected, signals.IncidentAffected{EntityID: id, Entity: m.slug, Health: m.health, Reason: m.reason})
 		}
 	}
 	return p
-}
-
-func (ps *pass) emit(ctx context.Context, typ string, in *incident, root *node, affected []string) error {
-	return ps.appendEvent(ctx, typ, root.id, ps.payloadOf(in, root, affected))
 }
 
 func (ps *pass) appendEvent(ctx context.Context, typ, entity string, p payload) error {
