@@ -84,13 +84,13 @@ type checkRow struct {
 	at                  time.Time
 }
 
-// releasedSQL reads when each of these entities last left a resolved incident as affected:
-// its failure was explained by a root that has recovered since.
+// releasedSQL reads when each of these entities last stopped being affected through an
+// incident's root ($2, now, while it still is): its failure was explained by that root, and
+// its streak counts the root's outage.
 const releasedSQL = `
-SELECT m.entity_id::text, max(m.left_at)
-FROM incident_members m JOIN signals sg ON sg.id = m.incident_id
-WHERE m.role = 'affected' AND sg.status = 'resolved' AND m.left_at IS NOT NULL
-  AND m.entity_id = ANY($1::text[]::uuid[])
+SELECT m.entity_id::text, max(coalesce(m.left_at, $2))
+FROM incident_members m
+WHERE m.role = 'affected' AND m.entity_id = ANY($1::text[]::uuid[])
 GROUP BY m.entity_id`
 
 func (e *Engine) load(ctx context.Context, tx pgx.Tx) (*state, error) {
@@ -152,7 +152,7 @@ func (e *Engine) loadChecks(ctx context.Context, tx pgx.Tx, st *state, ids []str
 	if err != nil {
 		return fmt.Errorf("read checks: %w", err)
 	}
-	rows, err = tx.Query(ctx, releasedSQL, pgx.QueryExecModeExec, ids)
+	rows, err = tx.Query(ctx, releasedSQL, pgx.QueryExecModeExec, ids, e.opts.Clock())
 	if err != nil {
 		return fmt.Errorf("read released members: %w", err)
 	}
@@ -183,9 +183,9 @@ func (e *Engine) loadChecks(ctx context.Context, tx pgx.Tx, st *state, ids []str
 		}
 		if n.problem && (n.health == results.HealthDown || n.health == results.HealthDegraded) {
 			for _, c := range cs {
-				// A child released by its root's recovery fails on its own only once a run
-				// after that recovery found it failing still: until its next run, its
-				// failure is the outage's, and its streak counts the outage's runs.
+				// A child released from its root's incident (the root recovered, or what
+				// linked the two did) fails on its own only once a run after that found it
+				// failing still: until then its failure, and its streak, are the outage's.
 				if (c.health == results.HealthDown || c.health == results.HealthDegraded) && c.streak >= th.failure(et, c.kind) &&
 					c.at.After(released[id]) {
 					n.failing = true
