@@ -23,7 +23,7 @@ func loadCompose(t *testing.T, env []string) (*types.Project, error) {
 }
 
 // The compose file is validated by the compose specification's own loader, since no Docker
-// engine runs here: services, health-gated start order, the scheduler's key as a secret, and
+// engine runs here: services, health-gated start order, the scheduler's key in its own volume, and
 // build arguments that name real commands.
 func TestComposeFile(t *testing.T) {
 	p, err := loadCompose(t, []string{"OIKOS_OPERATOR_TOKEN=oik_test"})
@@ -48,15 +48,32 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("%s OIKOS_API_URL = %v", name, got)
 		}
 	}
+	// The scheduler keeps its SSH key in a volume of its own, generated on first start, so a
+	// fresh install needs no key file to exist before `docker compose up`.
 	sched := p.Services["scheduler"]
-	if len(sched.Secrets) != 1 || sched.Secrets[0].Source != "oikos_ssh_key" {
-		t.Errorf("scheduler must receive the SSH key as a secret, got %+v", sched.Secrets)
+	keyFile := sched.Environment["OIKOS_SSH_KEY_FILE"]
+	if gen := sched.Environment["OIKOS_SSH_KEY_GENERATE"]; gen == nil || *gen != "true" {
+		t.Errorf("scheduler OIKOS_SSH_KEY_GENERATE = %v, want true", gen)
+	}
+	mountsKey := func(s types.ServiceConfig) bool {
+		for _, v := range s.Volumes {
+			if v.Source == "sshkey" {
+				return true
+			}
+		}
+		return false
+	}
+	if keyFile == nil || !mountsKey(sched) || !strings.HasPrefix(*keyFile, "/var/lib/oikos/ssh/") {
+		t.Errorf("scheduler must keep its key in the sshkey volume: OIKOS_SSH_KEY_FILE %v, volumes %+v", keyFile, sched.Volumes)
+	}
+	if len(p.Secrets) > 0 {
+		t.Errorf("compose declares secrets %v: a file secret that does not exist stops a fresh `docker compose up`", p.Secrets)
 	}
 	for name, s := range p.Services {
 		if name == "scheduler" {
 			continue
 		}
-		if len(s.Secrets) > 0 {
+		if len(s.Secrets) > 0 || mountsKey(s) {
 			t.Errorf("%s must not hold the SSH key: only the scheduler does", name)
 		}
 		if db := s.Environment["OIKOS_DATABASE_URL"]; name != "postgres" && (db == nil || !strings.Contains(*db, "@postgres:5432/")) {

@@ -21,12 +21,14 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/chat"
 	"github.com/oikos-hq/oikos/api/internal/chatapi"
+	"github.com/oikos-hq/oikos/api/internal/discover"
 	"github.com/oikos-hq/oikos/api/internal/execapi"
 	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
 	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/onboard"
 	"github.com/oikos-hq/oikos/api/internal/seed"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/api/internal/webui"
@@ -36,6 +38,7 @@ import (
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/policy"
 	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/shared/seedfile"
 )
 
 // Run starts the api from the environment and blocks until ctx ends.
@@ -133,9 +136,23 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 		return fail(err)
 	}
 	if cfg.SeedOnStart {
+		// The ontology and the knowledge base always; a fleet only when asked for: the demo
+		// (OIKOS_DEMO) or the operator's own file (OIKOS_INVENTORY).
+		var fleet *seedfile.Inventory
+		switch {
+		case cfg.Demo:
+			fleet = inv
+		case cfg.InventoryFile != "":
+			if fleet, err = seed.LoadInventoryFile(cfg.InventoryFile); err != nil {
+				return fail(fmt.Errorf("OIKOS_INVENTORY: %w", err))
+			}
+		}
 		// Ingest logs its own report.
-		if _, err := seed.Ingest(ctx, svc, o, inv, kn, seed.Options{Logger: log}); err != nil {
+		if _, err := seed.Ingest(ctx, svc, o, fleet, seed.KnowledgeFor(kn, fleet), seed.Options{Logger: log}); err != nil {
 			return fail(fmt.Errorf("seed ingest: %w", err))
+		}
+		if fleet == nil {
+			log.Info().Msg("no fleet seeded (OIKOS_DEMO and OIKOS_INVENTORY unset): add machines with `oikos add proxmox-host`")
 		}
 	} else if _, err := svc.SyncOntology(ctx, o); err != nil {
 		return fail(fmt.Errorf("ontology: %w", err))
@@ -204,14 +221,20 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 		}
 		wakeNotifications = notifications.Wake
 	}
+	disc, err := discover.New(discover.Options{Executions: exec, Graph: svc, Bus: bus, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	onboarding := onboard.New(onboard.Deps{Pool: pool, Graph: svc, Logger: log})
 	h := httpapi.New(httpapi.Deps{
 		Pool: pool, Graph: svc, Ontology: o, Auth: store, Bus: bus, Logger: log, Health: health,
-		Sessions: websession.New(pool, store, cfg.SessionTTL), Web: web,
+		Sessions: websession.New(pool, store, cfg.SessionTTL), Web: web, Discover: disc,
 		// The feature packages' route tables, mounted with the server's own behind its guard
 		// (one token lookup admits a request on every route) and its error handling.
 		Routes: slices.Concat(
 			execapi.New(execapi.Deps{Service: exec, Notifier: notifier, Logger: log}).Routes(),
 			metricsapi.New(metricsapi.Deps{Pool: pool, Logger: log}).Routes(),
+			onboarding.Routes(),
 			chatAPI.Routes(),
 			notify.NewAPI(notify.Deps{Store: notifyStore, PublicURL: cfg.PublicURL, Logger: log, Woken: wakeNotifications}).Routes(),
 		),
@@ -225,6 +248,7 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	if err := bus.Start(ctx); err != nil {
 		return fail(err)
 	}
+	onboarding.Watch(ctx, bus)
 	if err := notifier.Start(ctx); err != nil {
 		return fail(err)
 	}

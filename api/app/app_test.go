@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -56,5 +58,38 @@ func TestMetricsEndpoint(t *testing.T) {
 		if s[series] != 1 {
 			t.Errorf("%s = %v; HTTP series: %v", series, s[series], s.Names(count))
 		}
+	}
+}
+
+// OIKOS_INVENTORY seeds the operator's own fleet file at start (the embedded knowledge base's
+// links to the demo fleet dropped); a bad file stops the api naming it, having written nothing.
+func TestStartSeedsInventoryFile(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.New(t)
+	file := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(file, []byte(`entities:
+  - {type: proxmox-host, name: pve, attributes: {lan_ipv4: 192.168.1.10, node: pve}}
+  - {type: lxc, name: web, attributes: {vmid: 101, host: pve}}
+relationships:
+  - {type: hosts, source: "proxmox-host:pve", target: "lxc:web"}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := app.Start(ctx, app.Config{DatabaseURL: db.URL, Addr: "127.0.0.1:0", SeedOnStart: true, InventoryFile: file}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	var fleet int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM entities WHERE slug IN ('proxmox-host:pve', 'lxc:web')`).Scan(&fleet); err != nil || fleet != 2 {
+		t.Fatalf("seeded %d of the file's 2 entities (%v)", fleet, err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("entities:\n  - {type: spaceship, name: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Start(ctx, app.Config{DatabaseURL: pgtest.New(t).URL, Addr: "127.0.0.1:0", SeedOnStart: true, InventoryFile: bad},
+		zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "bad.yaml") {
+		t.Fatalf("a bad inventory: %v", err)
 	}
 }

@@ -14,9 +14,15 @@ import (
 
 // Config is the api's configuration, read from OIKOS_* variables (README table).
 type Config struct {
-	DatabaseURL   string // OIKOS_DATABASE_URL
-	Addr          string // OIKOS_API_ADDR
-	SeedOnStart   bool   // OIKOS_SEED_ON_START: ingest the embedded seeds at start (idempotent)
+	DatabaseURL string // OIKOS_DATABASE_URL
+	Addr        string // OIKOS_API_ADDR
+	SeedOnStart bool   // OIKOS_SEED_ON_START: ingest the ontology and the knowledge base at start (idempotent)
+	// Demo is OIKOS_DEMO: seed the demo fleet (the lab simulator's inventory) too. Off by
+	// default, so a real install starts with an empty fleet instead of machines it lacks.
+	Demo bool
+	// InventoryFile is OIKOS_INVENTORY: an inventory file (the format `oikos export`
+	// writes) to seed at every start, for a fleet kept in git. Exclusive with Demo.
+	InventoryFile string
 	OperatorToken string // OIKOS_OPERATOR_TOKEN: make sure this operator token exists
 	PolicyFile    string // OIKOS_POLICY_FILE: operator extensions of the command policy
 	// AgentToken is OIKOS_AGENT_TOKEN, the token the agent calls the api with: when set, the
@@ -49,6 +55,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		DatabaseURL:   r.String("OIKOS_DATABASE_URL", ""),
 		Addr:          r.String("OIKOS_API_ADDR", ":8080"),
 		SeedOnStart:   r.Bool("OIKOS_SEED_ON_START", true),
+		Demo:          r.Bool("OIKOS_DEMO", false),
+		InventoryFile: r.String("OIKOS_INVENTORY", ""),
 		OperatorToken: r.String("OIKOS_OPERATOR_TOKEN", ""),
 		AgentToken:    r.String("OIKOS_AGENT_TOKEN", ""),
 		PolicyFile:    r.String("OIKOS_POLICY_FILE", ""),
@@ -77,6 +85,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if u, err := url.Parse(c.AgentURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		r.Fail("OIKOS_AGENT_URL: %q is not an http(s)://host:port URL", c.AgentURL)
+	}
+	if c.Demo && c.InventoryFile != "" {
+		r.Fail("OIKOS_DEMO and OIKOS_INVENTORY: set one of them (the demo fleet or your own inventory), not both")
+	}
+	if (c.Demo || c.InventoryFile != "") && !c.SeedOnStart {
+		r.Fail("OIKOS_SEED_ON_START=false: OIKOS_DEMO and OIKOS_INVENTORY are seeded at start; unset them or seed on start")
 	}
 	r.Require("OIKOS_DATABASE_URL", c.DatabaseURL)
 	if c.AgentToken != "" {

@@ -26,3 +26,25 @@ func TestLoadConfigAgentURL(t *testing.T) {
 		}
 	}
 }
+
+// No fleet by default; the demo or an inventory file when asked for, never both.
+func TestLoadConfigFleet(t *testing.T) {
+	t.Parallel()
+	c, err := app.LoadConfig(envOf(map[string]string{"OIKOS_DATABASE_URL": "postgres://x"}))
+	if err != nil || !c.SeedOnStart || c.Demo || c.InventoryFile != "" {
+		t.Fatalf("default: seed %v demo %v inventory %q, %v", c.SeedOnStart, c.Demo, c.InventoryFile, err)
+	}
+	c, err = app.LoadConfig(envOf(map[string]string{"OIKOS_DATABASE_URL": "postgres://x", "OIKOS_DEMO": "true"}))
+	if err != nil || !c.Demo {
+		t.Fatalf("OIKOS_DEMO=true: %+v, %v", c, err)
+	}
+	for _, bad := range []map[string]string{
+		{"OIKOS_DEMO": "true", "OIKOS_INVENTORY": "/fleet.yaml"},
+		{"OIKOS_INVENTORY": "/fleet.yaml", "OIKOS_SEED_ON_START": "false"},
+	} {
+		bad["OIKOS_DATABASE_URL"] = "postgres://x"
+		if _, err := app.LoadConfig(envOf(bad)); err == nil || !strings.Contains(err.Error(), "OIKOS_") {
+			t.Errorf("%v: want an error, got %v", bad, err)
+		}
+	}
+}

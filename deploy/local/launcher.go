@@ -6,10 +6,8 @@ package local
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -24,8 +22,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/crypto/ssh"
 
+	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/oikos-hq/oikos/testkit/pgcluster"
 )
@@ -184,10 +182,20 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 			return fail(err)
 		}
 	}
-	// The api makes sure both tokens exist (operator bootstrap-operator, agent nomos).
-	if err := s.spawn("oikos-api", filepath.Join(bin, "oikos-api"), nil, append(base,
-		"OIKOS_API_ADDR="+opts.APIAddr, "OIKOS_OPERATOR_TOKEN="+s.Token, "OIKOS_AGENT_TOKEN="+s.AgentToken,
-		"OIKOS_AGENT_URL=http://"+opts.AgtAddr)); err != nil {
+	// The api makes sure both tokens exist (operator bootstrap-operator, agent nomos). The
+	// local stack is the demo: it seeds the lab simulator's fleet, unless the caller names
+	// an inventory of its own (OIKOS_INVENTORY) or says OIKOS_DEMO=false.
+	apiEnv := append(slices.Clip(base), "OIKOS_API_ADDR="+opts.APIAddr, "OIKOS_OPERATOR_TOKEN="+s.Token,
+		"OIKOS_AGENT_TOKEN="+s.AgentToken, "OIKOS_AGENT_URL=http://"+opts.AgtAddr)
+	switch inv, demo := opts.Getenv("OIKOS_INVENTORY"), opts.Getenv("OIKOS_DEMO"); {
+	case inv != "":
+		apiEnv = append(apiEnv, "OIKOS_INVENTORY="+inv, "OIKOS_DEMO=false")
+	case demo != "":
+		apiEnv = append(apiEnv, "OIKOS_DEMO="+demo)
+	default:
+		apiEnv = append(apiEnv, "OIKOS_DEMO=true")
+	}
+	if err := s.spawn("oikos-api", filepath.Join(bin, "oikos-api"), nil, apiEnv); err != nil {
 		return fail(err)
 	}
 	if err := s.waitReady(ctx, "oikos-api", opts.APIAddr, 90*time.Second); err != nil {
@@ -470,29 +478,11 @@ func waitFile(ctx context.Context, path string, limit time.Duration) error {
 // ensureSSHKey creates (once) the ed25519 key the scheduler uses for the fleet and returns
 // the private key file and the authorized-keys file for the simulator.
 func ensureSSHKey(dir string) (string, string, error) {
-	keyFile, pubFile := filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "id_ed25519.pub")
-	if _, err := os.Stat(keyFile); err == nil {
-		return keyFile, pubFile, nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	keyFile := filepath.Join(dir, "id_ed25519")
+	if _, _, err := remote.EnsureKeyFile(keyFile, "oikos-local scheduler"); err != nil {
 		return "", "", err
 	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return "", "", err
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "oikos-local scheduler")
-	if err != nil {
-		return "", "", err
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		return "", "", err
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
-		return "", "", err
-	}
-	return keyFile, pubFile, os.WriteFile(pubFile, ssh.MarshalAuthorizedKey(sshPub), 0o644)
+	return keyFile, keyFile + ".pub", nil
 }
 
 // ensureToken returns a token the stack keeps (the operator's, the agent's) and the file it

@@ -70,7 +70,7 @@ func buildStack(t *e2estack.PackageTB) (s *stack, err error) {
 	s.db = pgtest.New(t)
 
 	// The api: migrations (already in the template), ontology and the embedded seeds.
-	if s.api, s.apiURL, err = e2estack.StartAPI(ctx, t, apiapp.Config{DatabaseURL: s.db.URL, SeedOnStart: true}, s.log); err != nil {
+	if s.api, s.apiURL, err = e2estack.StartAPI(ctx, t, apiapp.Config{DatabaseURL: s.db.URL, SeedOnStart: true, Demo: true}, s.log); err != nil {
 		return nil, err
 	}
 	s.client = &e2estack.Client{URL: s.apiURL, HTTP: httpClient}

@@ -71,7 +71,7 @@ func buildStack(t *e2estack.PackageTB) (s *stack, err error) {
 	var tok [24]byte
 	_, _ = rand.Read(tok[:])
 	s.agentToken = "oik_" + hex.EncodeToString(tok[:])
-	if s.api, s.apiURL, err = e2estack.StartAPI(ctx, t, apiapp.Config{DatabaseURL: s.db.URL, SeedOnStart: true,
+	if s.api, s.apiURL, err = e2estack.StartAPI(ctx, t, apiapp.Config{DatabaseURL: s.db.URL, SeedOnStart: true, Demo: true,
 		AgentToken: s.agentToken, AgentURL: s.router.url}, s.log); err != nil {
 		return nil, err
 	}

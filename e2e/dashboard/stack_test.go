@@ -114,12 +114,12 @@ func buildStack(t *e2estack.PackageTB, o stackOptions) (s *stack, err error) {
 	var tok [24]byte
 	_, _ = rand.Read(tok[:])
 	s.agentToken = "oik_" + hex.EncodeToString(tok[:])
-	s.apiCfg = apiapp.Config{DatabaseURL: s.db.URL, SeedOnStart: true, AgentToken: s.agentToken, AgentURL: proxyURL}
+	s.apiCfg = apiapp.Config{DatabaseURL: s.db.URL, SeedOnStart: true, Demo: true, AgentToken: s.agentToken, AgentURL: proxyURL}
 	if err := s.startAPI(t, "127.0.0.1:0"); err != nil {
 		return nil, err
 	}
 	// A restart need not ingest the seeds again.
-	s.apiCfg.SeedOnStart = false
+	s.apiCfg.SeedOnStart, s.apiCfg.Demo = false, false
 	s.client = &e2estack.Client{URL: s.apiURL, HTTP: httpClient}
 	if err := e2estack.MintTokens(ctx, s.api,
 		e2estack.Token{Name: operatorName, Role: "operator", Into: &s.operator},

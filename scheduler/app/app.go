@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/checkrun"
 	"github.com/oikos-hq/oikos/scheduler/internal/drift"
@@ -22,6 +24,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
 	"github.com/oikos-hq/oikos/scheduler/internal/hostkeys"
 	"github.com/oikos-hq/oikos/scheduler/internal/incidents"
+	"github.com/oikos-hq/oikos/scheduler/internal/onboard"
 	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/daemon"
@@ -42,6 +45,30 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 	return run(ctx, cfg, log, nil)
 }
 
+// loadKey reads the fleet's SSH key, generating it first when asked to (compose's volume).
+func loadKey(cfg Config, log zerolog.Logger) (gossh.Signer, error) {
+	if !cfg.SSHKeyGenerate {
+		s, err := remote.LoadSigner(cfg.SSHKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("OIKOS_SSH_KEY_FILE: %w", err)
+		}
+		return s, nil
+	}
+	s, created, err := remote.EnsureKeyFile(cfg.SSHKeyFile, onboard.KeyComment)
+	if err != nil {
+		return nil, fmt.Errorf("OIKOS_SSH_KEY_FILE: %w", err)
+	}
+	if created {
+		log.Info().Str("file", cfg.SSHKeyFile).Msg("generated the scheduler's SSH key; `oikos ssh-key` prints the line the fleet must trust")
+	}
+	return s, nil
+}
+
+func schedulerID() string {
+	h, _ := os.Hostname()
+	return h + ":" + strconv.Itoa(os.Getpid())
+}
+
 // run is Run with its configuration; ready, when non-nil, receives the address the HTTP
 // server listens on (tests listen on port 0).
 func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Addr)) error {
@@ -58,11 +85,16 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	if err := schema.Wait(ctx, pool, cfg.SchemaWait, log); err != nil {
 		return err
 	}
-	signer, err := remote.LoadSigner(cfg.SSHKeyFile)
+	signer, err := loadKey(cfg, log)
 	if err != nil {
-		return fmt.Errorf("OIKOS_SSH_KEY_FILE: %w", err)
+		return err
 	}
-	ssh := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: hostkeys.New(pool, log), Logger: log})
+	if err := onboard.PublishKey(ctx, pool, signer, schedulerID()); err != nil {
+		return err
+	}
+	// Addresses being onboarded are never trusted on first use (onboard.KeyGate).
+	keyGate := onboard.NewKeyGate(hostkeys.New(pool, log))
+	ssh := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: keyGate, Logger: log})
 	defer ssh.Close()
 	graph := fleet.New(pool, fleet.Options{Logger: log})
 	health := daemon.NewHealth()
@@ -99,6 +131,10 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	if err != nil {
 		return err
 	}
+	connects, err := onboard.New(onboard.Options{Pool: pool, SSH: ssh, Gate: keyGate, Notifier: notifier, Logger: log})
+	if err != nil {
+		return err
+	}
 
 	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
 	health.AddCheck("listener", func(context.Context) error {
@@ -115,7 +151,7 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	for _, part := range []interface {
 		Start(context.Context) error
 		Stop()
-	}{ex, runner, engine, sweeper, discovery} {
+	}{ex, runner, engine, sweeper, discovery, connects} {
 		if err := part.Start(ctx); err != nil {
 			return err
 		}

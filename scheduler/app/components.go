@@ -4,9 +4,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/drift"
 	"github.com/oikos-hq/oikos/scheduler/internal/executor"
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
 	"github.com/oikos-hq/oikos/scheduler/internal/hostkeys"
+	"github.com/oikos-hq/oikos/scheduler/internal/onboard"
 	"github.com/oikos-hq/oikos/shared/remote"
 )
 
@@ -35,3 +37,28 @@ func NewFleet(pool *pgxpool.Pool, opts FleetOptions) *Fleet { return fleet.New(p
 func NewHostKeys(pool *pgxpool.Pool, log zerolog.Logger) *remote.PGHostKeys {
 	return hostkeys.New(pool, log)
 }
+
+type (
+	// Drift lists the Proxmox hosts' guests against the graph (docs/behaviours.md S7).
+	Drift = drift.Service
+	// DriftOptions configure Drift.
+	DriftOptions = drift.Options
+	// Onboard answers the api's requests to connect to a machine being added.
+	Onboard = onboard.Service
+	// OnboardOptions configure Onboard.
+	OnboardOptions = onboard.Options
+	// KeyGate keeps addresses being onboarded from being trusted on first use.
+	KeyGate = onboard.KeyGate
+)
+
+// NewDrift builds drift discovery; see drift.New.
+func NewDrift(opts DriftOptions) (*Drift, error) { return drift.New(opts) }
+
+// NewOnboard builds the connection service; see onboard.New.
+func NewOnboard(opts OnboardOptions) (*Onboard, error) { return onboard.New(opts) }
+
+// NewKeyGate wraps a host key store for onboarding; see onboard.NewKeyGate.
+func NewKeyGate(inner remote.HostKeyStore) *KeyGate { return onboard.NewKeyGate(inner) }
+
+// PublishKey records the scheduler's public key for `oikos ssh-key`; see onboard.PublishKey.
+var PublishKey = onboard.PublishKey

@@ -17,6 +17,9 @@ type Config struct {
 	Addr        string        // OIKOS_SCHEDULER_ADDR: health, metrics and /status
 	SchemaWait  time.Duration // OIKOS_SCHEMA_WAIT: how long to wait for the api's migrations
 	SSHKeyFile  string        // OIKOS_SSH_KEY_FILE: private key for the fleet (only the scheduler reads it)
+	// SSHKeyGenerate is OIKOS_SSH_KEY_GENERATE: when SSHKeyFile does not exist, generate an
+	// ed25519 key there (compose keeps it in a volume) instead of refusing to start.
+	SSHKeyGenerate bool
 	// Retention is how long metric samples are kept (OIKOS_METRICS_RETENTION).
 	Retention time.Duration
 	// NameMap maps the names http and tcp checks dial to IP literals (OIKOS_CHECK_NAME_MAP);
@@ -42,6 +45,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		Addr:             r.String("OIKOS_SCHEDULER_ADDR", ":8091"),
 		SchemaWait:       r.Duration("OIKOS_SCHEMA_WAIT", 60*time.Second),
 		SSHKeyFile:       r.String("OIKOS_SSH_KEY_FILE", ""),
+		SSHKeyGenerate:   r.Bool("OIKOS_SSH_KEY_GENERATE", false),
 		AllowNonLoopback: r.Bool("OIKOS_CHECK_ALLOW_NON_LOOPBACK", false),
 		CheckConcurrency: r.Int("OIKOS_CHECK_CONCURRENCY", 32),
 	}

@@ -101,3 +101,12 @@ func GuestExecCommand(vmid int, timeout time.Duration, cmd string) (string, erro
 	}
 	return fmt.Sprintf("qm guest exec %d --timeout %d -- sh -c %s", vmid, secs, q), nil
 }
+
+// MachineTarget is a machine reached directly at addr ("ip:port") as user, before the graph
+// knows it well enough to resolve it (a host being added to the fleet).
+func MachineTarget(slug, addr, user, os string) Target {
+	if os == "" {
+		os = "linux"
+	}
+	return Target{Slug: slug, Addr: addr, User: user, Wrap: directWrap, Kind: KindMachine, OS: os}
+}

@@ -108,7 +108,10 @@ type Guest struct {
 	// OSType is the Proxmox ostype (debian, ubuntu, alpine, l26, …).
 	OSType       string
 	Unprivileged bool
-	Listeners    []Listener
+	// OnBoot and Tags are shown by pct config / qm config (onboot: 1, tags: a;b).
+	OnBoot    bool
+	Tags      []string
+	Listeners []Listener
 	// BackupDirs are as Host's, for a guest that holds backups (lxc:pbs).
 	BackupDirs []string
 	Containers []string
@@ -469,6 +472,8 @@ func guestFromEntity(e invEntity) (Guest, error) {
 	g.MemoryMB, _ = e.intAttr("memory_mb")
 	g.Cores, _ = e.intAttr("cores")
 	g.DiskGB, _ = e.intAttr("disk_gb")
+	g.OnBoot, _ = e.boolAttr("onboot")
+	g.Tags = e.strList("tags")
 	g.Status = StatusRunning
 	switch s := e.str("status"); {
 	case s == StatusRunning || s == StatusStopped:

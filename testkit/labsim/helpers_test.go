@@ -73,10 +73,16 @@ var testSigner = func() ssh.Signer {
 	return s
 }()
 
-// clientConfig trusts exactly the host's key.
+// clientConfig trusts exactly the host's key and logs in as the host's user.
 func clientConfig(sim *Sim, host string) *ssh.ClientConfig {
+	user := "root"
+	for _, h := range sim.fleet.Hosts {
+		if h.Name == host && h.User != "" {
+			user = h.User
+		}
+	}
 	return &ssh.ClientConfig{
-		User:            "root",
+		User:            user,
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(testSigner)},
 		HostKeyCallback: ssh.FixedHostKey(sim.HostKey(host)),
 		Timeout:         5 * time.Second,

@@ -61,6 +61,11 @@ func (s *Sim) proxmoxPrograms(host string) shell.Registry {
 		"qm":    func(ctx context.Context, inv *shell.Invocation) int { return s.qm(ctx, inv, host) },
 		"pveam": func(ctx context.Context, inv *shell.Invocation) int { return s.pveam(ctx, inv, host) },
 		"pvesh": func(ctx context.Context, inv *shell.Invocation) int { return s.pvesh(ctx, inv, host) },
+		"pveversion": func(_ context.Context, inv *shell.Invocation) int {
+			// What PVE 8.3 prints; -v (the package list) is not simulated.
+			fmt.Fprintln(inv.Stdout, "pve-manager/8.3.0/c1689ccb1065a83b (running kernel: 6.8.12-4-pve)")
+			return 0
+		},
 	}
 }
 
@@ -305,6 +310,7 @@ func (s *Sim) lxcConfig(g *guestRT) map[string]string {
 	if g.cfg.Unprivileged {
 		kv["unprivileged"] = "1"
 	}
+	bootAndTags(g, kv)
 	if g.features != "" {
 		kv["features"] = g.features
 	}
@@ -336,7 +342,18 @@ func (s *Sim) qemuConfig(g *guestRT) map[string]string {
 	if g.cfg.GuestAgent {
 		kv["agent"] = "1"
 	}
+	bootAndTags(g, kv)
 	return kv
+}
+
+// bootAndTags adds what both config formats show only when set.
+func bootAndTags(g *guestRT, kv map[string]string) {
+	if g.cfg.OnBoot {
+		kv["onboot"] = "1"
+	}
+	if len(g.cfg.Tags) > 0 {
+		kv["tags"] = strings.Join(g.cfg.Tags, ";")
+	}
 }
 
 func vmDiskGB(g *guestRT) int {

@@ -756,3 +756,15 @@ func TestFlap(t *testing.T) {
 		t.Fatalf("a flapping host's VM: %q then %q", a, b)
 	}
 }
+
+// Only the machine's login user is let in: a wrong --user is an authentication failure, as
+// on a real host where the key sits in one user's authorized_keys.
+func TestOnlyTheLoginUserAuthenticates(t *testing.T) {
+	sim := startSim(t, testFleet(), nil)
+	cfg := clientConfig(sim, "atlas")
+	cfg.User = "admin"
+	if c, err := tryDial(sim, "atlas", cfg); err == nil {
+		c.Close()
+		t.Fatal("user admin was let into atlas, whose login user is root")
+	}
+}

@@ -2,6 +2,7 @@ package labsim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,6 +77,10 @@ func (s *Sim) serverConfig(h *hostRT) *ssh.ServerConfig {
 		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
 			if f.Refusing {
 				return nil, errors.New("authentication refused (fault)")
+			}
+			// Only the machine's login user has the key in its authorized_keys.
+			if want := cmp.Or(h.cfg.User, "root"); meta.User() != want {
+				return nil, fmt.Errorf("no authorized key for user %q", meta.User())
 			}
 			if len(s.opts.AuthorizedKeys) == 0 {
 				return &ssh.Permissions{}, nil

@@ -50,6 +50,9 @@ type driftReport struct {
 // runDrift prints the latest drift report (guests the Proxmox hosts run that the graph lacks,
 // and entities whose guest is gone); --refresh asks the scheduler for a new one first.
 func runDrift(ctx context.Context, env *cliEnv, args []string) int {
+	if len(args) > 0 && args[0] == "adopt" {
+		return runDriftAdopt(ctx, env, args[1:])
+	}
 	fs := flag.NewFlagSet("drift", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	refresh := fs.Bool("refresh", false, "run pct list / qm list on every Proxmox host now and wait for the result")
@@ -83,18 +86,7 @@ func runDrift(ctx context.Context, env *cliEnv, args []string) int {
 		return 1
 	}
 	if *asJSON {
-		var v any
-		if err := json.Unmarshal(raw, &v); err != nil {
-			fmt.Fprintf(env.Stderr, "oikos drift: %v\n", err)
-			return 1
-		}
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(v); err != nil {
-			fmt.Fprintf(env.Stderr, "oikos drift: %v\n", err)
-			return 1
-		}
-		return 0
+		return printIndented(env, "oikos drift", raw)
 	}
 	var rep driftReport
 	if err := json.Unmarshal(raw, &rep); err != nil {

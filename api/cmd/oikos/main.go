@@ -43,13 +43,18 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
+		"add":        {runAdd, "add a machine and connect to it: oikos add proxmox-host|host|workstation NAME --address IP [--fingerprint SHA256:…]"},
+		"hosts":      {runHosts, "a machine being added: oikos hosts show SLUG"},
+		"ssh-key":    {runSSHKey, "print the scheduler's public key and the line a machine adds to authorized_keys"},
 		"approvals":  {runApprovals, "list approvals: oikos approvals list [--status pending|approved|denied|revoked|all]"},
 		"approve":    {runApprove, "approve a queued execution: oikos approve [--confirm TARGET] APPROVAL_ID"},
 		"deny":       {runDeny, "deny a queued execution: oikos deny [--reason R] APPROVAL_ID"},
+		"discover":   {runDiscover, "propose service entities from a guest's running units and ports: oikos discover services SLUG [--accept all|NAME,NAME]"},
+		"export":     {runExport, "the fleet as an inventory file for oikos seed --inventory: oikos export [--type T]... > fleet.yaml"},
 		"executions": {runExecutions, "list executions or follow one's output: oikos executions list | tail ID"},
 		"run":        {runRun, "run a command through the api's gate: oikos run TARGET -- COMMAND…"},
 		"classify":   {runClassify, "classify a command's risk: oikos classify [--declared CLASS] [--json] -- COMMAND… | --stdin"},
-		"drift":      {runDrift, "guests on the Proxmox hosts vs the graph: oikos drift [--refresh] [--json]"},
+		"drift":      {runDrift, "guests on the Proxmox hosts vs the graph: oikos drift [--refresh] [--json] | oikos drift adopt --all | VMID…"},
 		"health":     {runHealth, "exit 0 when URL answers 200 (container health checks): oikos health URL"},
 		"incidents":  {runIncidents, "incidents, one per root cause: oikos incidents [--status open|resolved|all] [--entity SLUG]"},
 		"lab":        {runLab, "fault the lab simulator of make up: oikos lab fault HOST down|slow|flap | oikos lab clear"},

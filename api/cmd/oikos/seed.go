@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/rs/zerolog"
 
@@ -23,10 +24,11 @@ func runSeed(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.Stderr)
 	diff := fs.Bool("diff", false, "report drift between the seeds and the database; write nothing")
 	ontologyFile := fs.String("ontology", "", "ontology file (default: the embedded seeds/ontology.yaml)")
-	inventoryFile := fs.String("inventory", "", "inventory file (default: the embedded seeds/inventory.yaml)")
+	inventoryFile := fs.String("inventory", "", "inventory file: your fleet, as `oikos export` writes it (default: no fleet)")
+	demo := fs.Bool("demo", false, "seed the demo fleet (the lab simulator's inventory) instead of an inventory file")
 	knowledgeFile := fs.String("knowledge", "", "knowledge file (default: the embedded seeds/knowledge.yaml)")
 	fs.Usage = func() {
-		fmt.Fprintln(env.Stderr, "usage: oikos seed [--diff] [--ontology FILE] [--inventory FILE] [--knowledge FILE]")
+		fmt.Fprintln(env.Stderr, "usage: oikos seed [--diff] [--ontology FILE] [--inventory FILE | --demo] [--knowledge FILE]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -61,7 +63,19 @@ func runSeed(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		*f.name, *f.bytes = f.path, b
 	}
+	if *demo && *inventoryFile != "" {
+		fmt.Fprintln(env.Stderr, "oikos seed: --demo and --inventory: give one of them")
+		return 2
+	}
 	o, inv, kn, err := seed.Load(files)
+	if err == nil && *inventoryFile == "" && !*demo {
+		inv = nil // the ontology and the knowledge base only
+	}
+	if err == nil && *knowledgeFile == "" {
+		// The embedded knowledge base is written about the demo fleet; its links to machines
+		// this fleet lacks are left out rather than failing the seed.
+		kn = seed.KnowledgeFor(kn, inv)
+	}
 	if err == nil {
 		err = seed.Validate(o, inv, kn)
 	}
@@ -82,6 +96,10 @@ func runSeed(ctx context.Context, env *cliEnv, args []string) int {
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "oikos seed --diff: %v\n", err)
 			return 1
+		}
+		if inv == nil {
+			// No inventory was given: the fleet in the database is not drift.
+			d.Extra = slices.DeleteFunc(d.Extra, func(it seed.DiffItem) bool { return it.Kind != "knowledge" })
 		}
 		if d.Empty() {
 			fmt.Fprintln(env.Stdout, "no drift: the database matches the seeds")

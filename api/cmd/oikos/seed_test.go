@@ -60,16 +60,16 @@ func TestRunSeed(t *testing.T) {
 		t.Errorf("a failed seed wrote %d entities", n)
 	}
 
-	code, stdout, stderr := runCLI(t, runSeed, env)
+	code, stdout, stderr := runCLI(t, runSeed, env, "--demo")
 	if code != 0 || !strings.Contains(stdout, "seeded: created ") {
 		t.Fatalf("seed: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	n := entities()
-	code, stdout, _ = runCLI(t, runSeed, env)
+	code, stdout, _ = runCLI(t, runSeed, env, "--demo")
 	if code != 0 || !strings.Contains(stdout, "created 0, updated 0") || entities() != n {
 		t.Errorf("re-seed: exit %d, stdout %q", code, stdout)
 	}
-	if code, stdout, _ := runCLI(t, runSeed, env, "--diff"); code != 0 || !strings.Contains(stdout, "no drift") {
+	if code, stdout, _ := runCLI(t, runSeed, env, "--diff", "--demo"); code != 0 || !strings.Contains(stdout, "no drift") {
 		t.Errorf("diff after seed: exit %d, stdout %q", code, stdout)
 	}
 

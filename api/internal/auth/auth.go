@@ -57,6 +57,9 @@ const (
 	// changes; a message id an agent merely asserts decides nothing. A readonly token never
 	// decides.
 	PermDecide Permission = "decide"
+	// PermTrust: adding a machine to the fleet and vouching for its SSH host key, after which
+	// the scheduler dials it and trusts it. An operator's alone: no relay applies.
+	PermTrust Permission = "trust"
 )
 
 // refusals says, per permission, why a role without it is refused: the one place the detail
@@ -66,6 +69,7 @@ var refusals = map[Permission]string{
 	PermWrite: "a readonly token may only read; changes need an operator's or an agent's token",
 	PermDecide: "only an operator's token may decide an approval (an agent's only by relaying an operator's chat " +
 		"message the api recorded and proves); a readonly token cannot approve, deny, revoke or assent",
+	PermTrust: "only an operator's token may add a machine or vouch for its host key",
 }
 
 // Forbidden is the error for a role that lacks p: it wraps ErrForbidden and says why.
@@ -79,7 +83,7 @@ func Forbidden(r Role, p Permission) error {
 
 // grants is the whole role model: which role holds which permission.
 var grants = map[Role]map[Permission]bool{
-	RoleOperator: {PermRead: true, PermWrite: true, PermDecide: true},
+	RoleOperator: {PermRead: true, PermWrite: true, PermDecide: true, PermTrust: true},
 	// The agent holds PermDecide only to relay; the execution service proves every relay.
 	RoleAgent:    {PermRead: true, PermWrite: true, PermDecide: true},
 	RoleReadonly: {PermRead: true},

@@ -23,6 +23,7 @@ func TestRoleGrants(t *testing.T) {
 		{auth.RoleOperator, auth.PermRead, true},
 		{auth.RoleOperator, auth.PermWrite, true},
 		{auth.RoleOperator, auth.PermDecide, true},
+		{auth.RoleOperator, auth.PermTrust, true},
 		{auth.RoleAgent, auth.PermRead, true},
 		{auth.RoleAgent, auth.PermWrite, true},
 		// The agent reaches the decision routes only to relay; the execution service proves
@@ -31,6 +32,9 @@ func TestRoleGrants(t *testing.T) {
 		{auth.RoleReadonly, auth.PermRead, true},
 		{auth.RoleReadonly, auth.PermWrite, false},
 		{auth.RoleReadonly, auth.PermDecide, false},
+		// Adding machines and vouching for host keys: no relay, an operator's alone.
+		{auth.RoleAgent, auth.PermTrust, false},
+		{auth.RoleReadonly, auth.PermTrust, false},
 		{auth.Role("root"), auth.PermRead, false},
 	}
 	for _, c := range cases {

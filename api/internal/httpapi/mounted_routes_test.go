@@ -25,6 +25,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
 	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/onboard"
 	apirequest "github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/api/internal/webui"
@@ -35,7 +36,7 @@ import (
 
 // appRoutes are the feature routes exactly as the composition root (api/app) builds them:
 // execapi's, metricsapi's and chatapi's tables, mounted by the server with its own.
-func appRoutes(t *testing.T, exec *execution.Service, pool *pgxpool.Pool) []apirequest.Route {
+func appRoutes(t *testing.T, exec *execution.Service, pool *pgxpool.Pool, g *graph.Service) []apirequest.Route {
 	t.Helper()
 	chatAPI, err := chatapi.New(chatapi.Deps{Chat: chat.NewStore(pool), Logger: zerolog.Nop()})
 	if err != nil {
@@ -44,7 +45,8 @@ func appRoutes(t *testing.T, exec *execution.Service, pool *pgxpool.Pool) []apir
 	t.Cleanup(chatAPI.Stop)
 	return slices.Concat(execapi.New(execapi.Deps{Service: exec, Logger: zerolog.Nop()}).Routes(),
 		metricsapi.New(metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()}).Routes(), chatAPI.Routes(),
-		notify.NewAPI(notify.Deps{Store: notify.NewStore(notify.StoreOptions{Pool: pool}), Logger: zerolog.Nop()}).Routes())
+		notify.NewAPI(notify.Deps{Store: notify.NewStore(notify.StoreOptions{Pool: pool}), Logger: zerolog.Nop()}).Routes(),
+		onboard.New(onboard.Deps{Pool: pool, Graph: g, Logger: zerolog.Nop()}).Routes())
 }
 
 // newMountedEnv is newEnv's api with the execution and metrics routes mounted as in
@@ -74,7 +76,7 @@ func newMountedEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	srv := httpapi.New(httpapi.Deps{Pool: db.Pool, Graph: g, Auth: store, Logger: zerolog.Nop(), Health: health,
-		Routes: appRoutes(t, exec, db.Pool), Sessions: websession.New(db.Pool, store, 0), Web: web})
+		Routes: appRoutes(t, exec, db.Pool, g), Sessions: websession.New(db.Pool, store, 0), Web: web})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		ts.CloseClientConnections()
@@ -239,4 +241,36 @@ func TestMountedFeaturesMatchSpec(t *testing.T) {
 	e.readonly.do("GET", "/api/v1/entities/lxc:nope/metrics?name=cpu_pct", nil).expect(t, http.StatusNotFound)
 	e.readonly.do("GET", "/api/v1/entities/lxc:web/trend?name=cpu_pct", nil).expect(t, http.StatusOK)
 	e.readonly.do("GET", "/api/v1/audit/drift", nil).expect(t, http.StatusNotFound)
+
+	// Onboarding: only an operator adds a machine; bad input names its field and writes
+	// nothing; with no scheduler the answer is 202 and the machine is planned.
+	add := map[string]any{"type": "proxmox-host", "name": "pve", "address": "192.168.1.10", "wait": "0s"}
+	e.agent.do("POST", "/api/v1/hosts", add).expect(t, http.StatusForbidden)
+	for field, bad := range map[string]map[string]any{
+		"address":     {"type": "host", "name": "x", "address": "pve.lan"},
+		"type":        {"type": "service", "name": "x", "address": "192.168.1.10"},
+		"port":        {"type": "host", "name": "x", "address": "192.168.1.10", "port": 70000},
+		"fingerprint": {"type": "host", "name": "x", "address": "192.168.1.10", "fingerprint": "MD5:aa"},
+	} {
+		if p := e.operator.do("POST", "/api/v1/hosts", bad).expect(t, http.StatusUnprocessableEntity).problem(t); p.Field != field {
+			t.Errorf("POST /hosts %v: field %q, want %q", bad, p.Field, field)
+		}
+	}
+	e.readonly.do("GET", "/api/v1/entities/host:x", nil).expect(t, http.StatusNotFound)
+	var host struct {
+		Entity  struct{ State string }
+		Connect struct{ Status string }
+	}
+	e.operator.do("POST", "/api/v1/hosts", add).expect(t, http.StatusAccepted).json(t, &host)
+	if host.Entity.State != "planned" || host.Connect.Status != "pending" {
+		t.Errorf("POST /hosts without a scheduler: %+v", host)
+	}
+	e.readonly.do("GET", "/api/v1/hosts/proxmox-host:pve", nil).expect(t, http.StatusOK)
+	e.readonly.do("GET", "/api/v1/hosts/proxmox-host:nope", nil).expect(t, http.StatusNotFound)
+	e.operator.do("POST", "/api/v1/hosts/proxmox-host:pve/confirm", map[string]any{"fingerprint": "SHA256:" + strings.Repeat("A", 43)}).
+		expect(t, http.StatusConflict)
+	e.readonly.do("GET", "/api/v1/ssh-key", nil).expect(t, http.StatusNotFound)
+	e.agent.do("POST", "/api/v1/audit/drift/adopt", map[string]any{"all": true}).expect(t, http.StatusNotFound)
+	e.agent.do("POST", "/api/v1/audit/drift/adopt", map[string]any{"all": true, "vmids": []int{101}}).
+		expect(t, http.StatusUnprocessableEntity)
 }

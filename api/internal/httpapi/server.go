@@ -23,6 +23,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api"
 	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/discover"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
@@ -61,6 +62,9 @@ type Deps struct {
 	// SSEClientBuffer is how many events a stream client may lag behind before it is
 	// dropped (default 256); a dropped client reconnects with Last-Event-ID.
 	SSEClientBuffer int
+	// Discover proposes and accepts a machine's services (discover.go); without it those
+	// routes answer 503.
+	Discover *discover.Service
 }
 
 // Server is the HTTP handler. It is an http.Handler; Stop ends the SSE hub.
@@ -156,6 +160,8 @@ func (s *Server) routes() []request.Route {
 		request.GET("/entities/:ref/blast-radius", r, s.blastRadius),
 		request.GET("/entities/:ref/events", r, s.entityEvents),
 		request.GET("/entities/:ref/knowledge", r, s.entityKnowledge),
+		request.POST("/entities/:ref/discover/services", w, s.discoverServices),
+		request.POST("/entities/:ref/services", w, s.acceptServices),
 		request.POST("/relationships", w, s.createRelationship),
 		request.POST("/relationships/:id/end", w, s.endRelationship),
 		request.GET("/graph", r, s.graphView),
@@ -176,6 +182,7 @@ func (s *Server) routes() []request.Route {
 		request.POST("/signals/:id/mute", w, s.decideSignal(signals.DecisionMute)),
 		request.POST("/signals/:id/resolve", w, s.decideSignal(signals.DecisionResolve)),
 		request.GET("/stream", r, s.stream),
+		request.GET("/export", r, s.exportFleet),
 	}
 }
 

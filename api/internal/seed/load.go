@@ -3,6 +3,8 @@ package seed
 import (
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/ontology"
@@ -37,4 +39,40 @@ func Load(f Files) (*ontology.Ontology, *seedfile.Inventory, *seedfile.Knowledge
 		return nil, nil, nil, err
 	}
 	return o, inv, kn, nil
+}
+
+// KnowledgeFor returns the knowledge set with every about link that points outside inv and
+// the set itself dropped. The embedded knowledge base is written about the demo fleet; a real
+// install seeds it without that fleet (inv nil, or the operator's own inventory), and its
+// runbooks must still load instead of failing on `about: [cluster:olympus]`.
+func KnowledgeFor(kn *seedfile.KnowledgeSet, inv *seedfile.Inventory) *seedfile.KnowledgeSet {
+	if kn == nil {
+		return nil
+	}
+	known := map[string]bool{}
+	if inv != nil {
+		for _, e := range inv.Entities {
+			known[e.Slug()] = true
+		}
+	}
+	for _, d := range kn.Documents {
+		known[d.Slug] = true
+	}
+	out := *kn
+	out.Documents = make([]seedfile.DocSeed, len(kn.Documents))
+	for i, d := range kn.Documents {
+		d.About = slices.DeleteFunc(slices.Clone(d.About), func(s string) bool { return !known[s] })
+		out.Documents[i] = d
+	}
+	return &out
+}
+
+// LoadInventoryFile reads an inventory file from disk (OIKOS_INVENTORY, oikos seed
+// --inventory); problems name the file and line.
+func LoadInventoryFile(path string) (*seedfile.Inventory, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return seedfile.ParseInventoryFile(path, b)
 }

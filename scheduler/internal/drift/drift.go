@@ -116,6 +116,10 @@ type Missing struct {
 	Host string `json:"host"`
 	LiveGuest
 	Hint string `json:"hint,omitempty"`
+	// Config is what pct config / qm config said, for adopting the guest as an entity; nil
+	// when it could not be read (ConfigError says why).
+	Config      *GuestConfig `json:"config,omitempty"`
+	ConfigError string       `json:"config_error,omitempty"`
 }
 
 // Ghost is an entity whose guest is not live.
@@ -458,7 +462,15 @@ WHERE r.type = 'hosts' AND r.valid_to IS NULL AND e.state <> 'destroyed' ORDER B
 
 	var hosts, guests []graphGuest
 	hostByName, hostBySlug := map[string]string{}, map[string]bool{}
+	notLive := map[string]string{} // host slug → its state, for hosts not listed
 	for _, g := range all {
+		if g.kind == "proxmox-host" && (g.state == "planned" || g.state == "provisioning") {
+			// A host being added has no confirmed host key yet: connecting to it here would
+			// trust its key on first use, which onboarding must leave to the operator.
+			notLive[g.slug] = g.state
+			hostByName[g.name] = g.slug
+			continue
+		}
 		if g.kind == "proxmox-host" {
 			hosts = append(hosts, g)
 			hostByName[g.name] = g.slug
@@ -534,6 +546,9 @@ WHERE r.type = 'hosts' AND r.valid_to IS NULL AND e.state <> 'destroyed' ORDER B
 		case !ok:
 			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: g.slug, Reason: "no vmid attribute"})
 			continue
+		case notLive[host] != "":
+			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: g.slug, Reason: "its host " + host + " is " + notLive[host] + ", not live yet"})
+			continue
 		case host == "" || !hostBySlug[host]:
 			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: g.slug, Reason: "no owning proxmox-host in the graph"})
 			continue
@@ -574,6 +589,7 @@ WHERE r.type = 'hosts' AND r.valid_to IS NULL AND e.state <> 'destroyed' ORDER B
 			}
 		}
 	}
+	s.readConfigs(ctx, rep.Missing)
 	rep.FinishedAt = s.opts.Clock()
 	rep.Summary.Hosts = len(hosts)
 	rep.Summary.LiveGuests = len(live)
@@ -584,24 +600,62 @@ WHERE r.type = 'hosts' AND r.valid_to IS NULL AND e.state <> 'destroyed' ORDER B
 	return rep, nil
 }
 
+// configParallelism is how many pct config / qm config run at once (sessions on the hosts'
+// one connection each).
+const configParallelism = 8
+
+// readConfigs reads each missing guest's configuration, so adopting it copies what its host
+// says (hostname, cores, memory, disk, ostype, onboot, tags). Read-only; a failure is noted
+// on the guest and never fails the report.
+func (s *Service) readConfigs(ctx context.Context, missing []Missing) {
+	sem := make(chan struct{}, configParallelism)
+	var wg sync.WaitGroup
+	for i := range missing {
+		m := &missing[i]
+		wg.Add(1)
+		sem <- struct{}{}
+		safego.Go(s.log, "drift-guest-config", func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cmd := fmt.Sprintf("pct config %d", m.VMID)
+			if m.Kind == "vm" {
+				cmd = fmt.Sprintf("qm config %d", m.VMID)
+			}
+			cctx, cancel := context.WithTimeout(ctx, s.opts.HostTimeout)
+			defer cancel()
+			out, err := s.runOn(cctx, m.Host, cmd)
+			if err != nil {
+				m.ConfigError = err.Error()
+				return
+			}
+			c := ParseGuestConfig(m.Kind, out)
+			m.Config = &c
+		})
+	}
+	wg.Wait()
+}
+
+// runOn runs a read-only command on a Proxmox host and returns its standard output.
+func (s *Service) runOn(ctx context.Context, slug, cmd string) (string, error) {
+	t, _, err := s.opts.Fleet.Resolve(ctx, slug)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", slug, err)
+	}
+	res, err := s.opts.SSH.Exec(ctx, t, cmd, nil)
+	if err != nil {
+		return "", fmt.Errorf("%s on %s: %w", cmd, slug, err)
+	}
+	if res.ExitCode != 0 {
+		return "", fmt.Errorf("%s on %s exited %d: %s", cmd, slug, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	return string(res.Stdout), nil
+}
+
 // listHost runs pct list and qm list on a Proxmox host.
 func (s *Service) listHost(ctx context.Context, slug string) (lxc, vms []LiveGuest, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.HostTimeout)
 	defer cancel()
-	t, _, err := s.opts.Fleet.Resolve(ctx, slug)
-	if err != nil {
-		return nil, nil, fmt.Errorf("resolve %s: %w", slug, err)
-	}
-	run := func(cmd string) (string, error) {
-		res, err := s.opts.SSH.Exec(ctx, t, cmd, nil)
-		if err != nil {
-			return "", fmt.Errorf("%s on %s: %w", cmd, slug, err)
-		}
-		if res.ExitCode != 0 {
-			return "", fmt.Errorf("%s on %s exited %d: %s", cmd, slug, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-		}
-		return string(res.Stdout), nil
-	}
+	run := func(cmd string) (string, error) { return s.runOn(ctx, slug, cmd) }
 	out, err := run("pct list")
 	if err != nil {
 		return nil, nil, err

@@ -2,6 +2,7 @@ package drift
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -106,4 +107,95 @@ func nonEmptyLines(s string) []string {
 		}
 	}
 	return out
+}
+
+// GuestConfig is what `pct config VMID` / `qm config VMID` say about a guest, in the graph's
+// attribute names (seeds/ontology.yaml, guest), so adopting it is a copy. Zero values were not
+// in the config.
+type GuestConfig struct {
+	Hostname     string   `json:"hostname,omitempty"`
+	Cores        int      `json:"cores,omitempty"`
+	MemoryMB     int      `json:"memory_mb,omitempty"`
+	SwapMB       int      `json:"swap_mb,omitempty"`
+	DiskGB       int      `json:"disk_gb,omitempty"`
+	Storage      string   `json:"storage,omitempty"`
+	OSType       string   `json:"ostype,omitempty"`
+	OnBoot       bool     `json:"onboot"`
+	Tags         []string `json:"tags,omitempty"`
+	Unprivileged bool     `json:"unprivileged,omitempty"`
+	GuestAgent   bool     `json:"qemu_guest_agent,omitempty"`
+}
+
+// ParseGuestConfig reads the "key: value" lines of pct config (kind lxc) or qm config (vm).
+// Snapshot sections ("[name]") end the current configuration. A disk's size is read from the
+// root disk (rootfs for a container; the first of scsi0, virtio0, sata0, ide0 that is not a
+// CD-ROM for a VM) in G, with T and M converted.
+func ParseGuestConfig(kind, out string) GuestConfig {
+	kv := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") {
+			break
+		}
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || strings.HasPrefix(l, "#") {
+			continue
+		}
+		kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	var c GuestConfig
+	num := func(k string) int { n, _ := strconv.Atoi(kv[k]); return n }
+	c.Cores, c.MemoryMB, c.SwapMB, c.OSType = num("cores"), num("memory"), num("swap"), kv["ostype"]
+	c.OnBoot = kv["onboot"] == "1"
+	c.Unprivileged = kv["unprivileged"] == "1"
+	if tags := kv["tags"]; tags != "" {
+		for _, t := range strings.FieldsFunc(tags, func(r rune) bool { return r == ';' || r == ',' || r == ' ' }) {
+			c.Tags = append(c.Tags, t)
+		}
+	}
+	disk := ""
+	if kind == "lxc" {
+		c.Hostname, disk = kv["hostname"], kv["rootfs"]
+	} else {
+		c.Hostname = kv["name"]
+		a, _, _ := strings.Cut(kv["agent"], ",")
+		c.GuestAgent = a == "1" || strings.Contains(kv["agent"], "enabled=1")
+		for _, k := range []string{"scsi0", "virtio0", "sata0", "ide0"} {
+			if v := kv[k]; v != "" && !strings.Contains(v, "media=cdrom") {
+				disk = v
+				break
+			}
+		}
+	}
+	if disk != "" {
+		vol, opts, _ := strings.Cut(disk, ",")
+		c.Storage, _, _ = strings.Cut(vol, ":")
+		for _, o := range strings.Split(opts, ",") {
+			if size, ok := strings.CutPrefix(o, "size="); ok {
+				c.DiskGB = sizeGB(size)
+			}
+		}
+	}
+	return c
+}
+
+// sizeGB reads a Proxmox size (32G, 1T, 512M) in whole GiB, rounding up.
+func sizeGB(s string) int {
+	if s == "" {
+		return 0
+	}
+	unit := s[len(s)-1]
+	n, err := strconv.ParseFloat(strings.TrimRight(s, "KMGTkmgt"), 64)
+	if err != nil {
+		return 0
+	}
+	switch unit {
+	case 'T', 't':
+		n *= 1024
+	case 'M', 'm':
+		n /= 1024
+	case 'K', 'k':
+		n /= 1024 * 1024
+	}
+	return int(math.Ceil(n))
 }

@@ -90,3 +90,46 @@ func TestParseQmList(t *testing.T) {
 		})
 	}
 }
+
+func TestParseGuestConfig(t *testing.T) {
+	lxc := `arch: amd64
+cores: 4
+features: nesting=1
+hostname: jellyfin
+memory: 4096
+net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:65,ip=dhcp,type=veth
+onboot: 1
+ostype: debian
+rootfs: local-lvm:vm-101-disk-0,size=16G
+swap: 512
+tags: media;prod
+unprivileged: 1
+
+[before-upgrade]
+cores: 2
+`
+	got := ParseGuestConfig("lxc", lxc)
+	want := GuestConfig{Hostname: "jellyfin", Cores: 4, MemoryMB: 4096, SwapMB: 512, DiskGB: 16, Storage: "local-lvm",
+		OSType: "debian", OnBoot: true, Tags: []string{"media", "prod"}, Unprivileged: true}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("lxc:\n got %+v\nwant %+v", got, want)
+	}
+	vm := `agent: 1,fstrim_cloned_disks=1
+boot: order=scsi0;net0
+cores: 2
+ide2: local:iso/debian-12.iso,media=cdrom,size=628M
+memory: 8192
+name: home-assistant
+ostype: l26
+scsi0: local-zfs:vm-200-disk-0,iothread=1,size=1T
+`
+	got = ParseGuestConfig("vm", vm)
+	want = GuestConfig{Hostname: "home-assistant", Cores: 2, MemoryMB: 8192, DiskGB: 1024, Storage: "local-zfs", OSType: "l26",
+		GuestAgent: true}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("vm:\n got %+v\nwant %+v", got, want)
+	}
+	if c := ParseGuestConfig("vm", "scsi0: local:vm-1-disk-0,size=512M\n"); c.DiskGB != 1 {
+		t.Errorf("512M = %d GiB, want 1 (rounded up)", c.DiskGB)
+	}
+}

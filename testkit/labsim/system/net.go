@@ -193,10 +193,13 @@ func (m *Machine) ping(ctx context.Context, inv *shell.Invocation) int {
 }
 
 func (m *Machine) ss(_ context.Context, inv *shell.Invocation) int {
-	showProc := false
+	showProc, header := false, true
 	for _, a := range inv.Args[1:] {
 		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "p") {
 			showProc = true
+		}
+		if a == "--no-header" || (strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "H")) {
+			header = false
 		}
 	}
 	type row struct {
@@ -239,7 +242,9 @@ func (m *Machine) ss(_ context.Context, inv *shell.Invocation) int {
 		}
 		add(l.Port, processName(UnitName(l.Process)), max(pid, 100))
 	}
-	fmt.Fprintf(inv.Stdout, "%-6s %-6s %-6s %20s %20s%s\n", "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port", "Process")
+	if header {
+		fmt.Fprintf(inv.Stdout, "%-6s %-6s %-6s %20s %20s%s\n", "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port", "Process")
+	}
 	for _, r := range rows {
 		fmt.Fprintf(inv.Stdout, "%-6s %-6s %-6s %20s %20s %s\n", "LISTEN", "0", "4096", r.local, "0.0.0.0:*", r.proc)
 	}

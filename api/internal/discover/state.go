@@ -1,0 +1,138 @@
+package discover
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/shared/pg"
+)
+
+// graphState is what the graph already knows of the services on one target.
+type graphState struct {
+	// onByUnit and onByName: the service entities (of any service type) running on the
+	// target, by their unit (normalised) and by their name, as slugs.
+	onByUnit, onByName map[string]string
+	// taken: for each candidate slug that exists, where it runs ("" for nowhere).
+	taken map[string]string
+}
+
+// normUnit is a unit name as systemd completes it: a name without a suffix is a .service.
+func normUnit(u string) string {
+	u = strings.TrimSpace(u)
+	if u != "" && !strings.Contains(u, ".") {
+		u += ".service"
+	}
+	return u
+}
+
+// readState reads the services running on target t and where the candidate slugs run.
+func (s *Service) readState(ctx context.Context, q pg.Querier, t graph.Entity, candidates []string) (graphState, error) {
+	st := graphState{onByUnit: map[string]string{}, onByName: map[string]string{}, taken: map[string]string{}}
+	types := s.graph.Ontology().Descendants(serviceType)
+	rows, err := q.Query(ctx, `SELECT e.slug, e.name, coalesce(e.attributes->>'unit', '')
+		FROM relationships r JOIN entities e ON e.id = r.source_id
+		WHERE r.target_id = $1::uuid AND r.type = $2 AND r.valid_to IS NULL AND e.type = ANY($3) AND e.state <> 'destroyed'
+		ORDER BY e.slug`, t.ID, runsOn, types)
+	if err != nil {
+		return st, fmt.Errorf("read the services on %s: %w", t.Slug, err)
+	}
+	var slug, name, unit string
+	_, err = pgx.ForEachRow(rows, []any{&slug, &name, &unit}, func() error {
+		if u := normUnit(unit); u != "" {
+			if _, ok := st.onByUnit[u]; !ok {
+				st.onByUnit[u] = slug
+			}
+		}
+		if _, ok := st.onByName[name]; !ok {
+			st.onByName[name] = slug
+		}
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("read the services on %s: %w", t.Slug, err)
+	}
+	if len(candidates) == 0 {
+		return st, nil
+	}
+	rows, err = q.Query(ctx, `SELECT e.slug, coalesce(string_agg(m.slug, ', ' ORDER BY m.slug), '')
+		FROM entities e
+		LEFT JOIN relationships r ON r.source_id = e.id AND r.type = $2 AND r.valid_to IS NULL
+		LEFT JOIN entities m ON m.id = r.target_id
+		WHERE e.slug = ANY($1) GROUP BY e.slug`, candidates, runsOn)
+	if err != nil {
+		return st, fmt.Errorf("read service slugs: %w", err)
+	}
+	var where string
+	_, err = pgx.ForEachRow(rows, []any{&slug, &where}, func() error {
+		st.taken[slug] = where
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("read service slugs: %w", err)
+	}
+	return st, nil
+}
+
+// candidateSlugs are the slugs a discovery may propose: service:<name> and
+// service:<name>-<target name> for each unit.
+func candidateSlugs(units []Unit, targetName string) []string {
+	var out []string
+	for _, u := range units {
+		n := ServiceName(u.Name)
+		out = append(out, serviceType+":"+n, serviceType+":"+qualified(n, targetName))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// qualified is a service name made the target's own: nginx on lxc:proxy → nginx-proxy.
+func qualified(name, targetName string) string { return name + "-" + targetName }
+
+// onTarget is the slug of a service entity running on the target that is this unit (by its
+// unit attribute) or has this name; "" when none.
+func (st graphState) onTarget(unit, name string) string {
+	if u := normUnit(unit); u != "" {
+		if slug, ok := st.onByUnit[u]; ok {
+			return slug
+		}
+	}
+	return st.onByName[name]
+}
+
+// describeWhere says where a taken slug's entity runs.
+func describeWhere(where string) string {
+	if where == "" {
+		return "runs on nothing"
+	}
+	return "runs on " + where
+}
+
+// propose names the proposal of a unit on the target: the unit's own name when a service of
+// that name runs there already (exists) or is free; else the name made the target's own.
+func (st graphState) propose(unit, targetName string) (name string, exists bool, entity, note string) {
+	base := ServiceName(unit)
+	if slug := st.onTarget(unit, base); slug != "" {
+		_, n, _ := strings.Cut(slug, ":")
+		return n, true, slug, ""
+	}
+	q := qualified(base, targetName)
+	if slug := st.onByName[q]; slug != "" {
+		return q, true, slug, ""
+	}
+	if err := graph.ValidateName(base); err != nil {
+		return base, false, "", fmt.Sprintf("%q is no valid entity name; accept it under another name", base)
+	}
+	where, taken := st.taken[serviceType+":"+base]
+	if !taken {
+		return base, false, "", ""
+	}
+	if _, qTaken := st.taken[serviceType+":"+q]; !qTaken {
+		return q, false, "", fmt.Sprintf("service:%s already exists (%s), so this one is proposed as %s", base, describeWhere(where), q)
+	}
+	return q, false, "", fmt.Sprintf("service:%s and service:%s already exist elsewhere; accept it under a name of your own", base, q)
+}

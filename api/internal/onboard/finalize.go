@@ -1,0 +1,254 @@
+package onboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/shared/audit"
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/hostconnect"
+	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/safego"
+)
+
+// meta is the graph service's Meta for this request.
+func meta(c echo.Context) graph.Meta {
+	m := request.MetaOf(c)
+	return graph.Meta{Actor: m.Actor, Role: m.Role, Method: m.Method, Path: m.Path, CorrelationID: m.CorrelationID}
+}
+
+// finalize applies a connection's outcome to the graph once: a connected machine becomes
+// active with the facts the scheduler read; a machine that could not be reached stays
+// planned, and its status says why. Safe to call any number of times, from any request.
+func (a *API) finalize(ctx context.Context, id string) error {
+	return pg.InTx(ctx, a.d.Pool, func(tx pgx.Tx) error {
+		var by string
+		cn, err := scanConnectBy(tx.QueryRow(ctx, `SELECT `+connectColumns+`, h.requested_by FROM host_connects h
+JOIN entities e ON e.id = h.entity_id WHERE h.id = $1 FOR UPDATE OF h`, id), &by)
+		if err != nil {
+			return err
+		}
+		if cn.Finalized || (cn.Status != hostconnect.StatusConnected && cn.Status != hostconnect.StatusFailed) {
+			return nil
+		}
+		m := graph.Meta{Actor: by, CorrelationID: cn.ID}
+		ent, err := a.d.Graph.GetEntity(ctx, cn.EntityID)
+		if err != nil {
+			return err
+		}
+		if cn.Status == hostconnect.StatusFailed {
+			if ent.State == "planned" {
+				reason := "not connected: " + cn.Error
+				if _, err := tx.Exec(ctx, `INSERT INTO entity_status (entity_id, health, reason) VALUES ($1, 'unknown', $2)
+ON CONFLICT (entity_id) DO UPDATE SET reason = EXCLUDED.reason`, cn.EntityID, reason); err != nil {
+					return err
+				}
+				if err := audit.Write(ctx, tx, audit.Row{Actor: by, Action: "host.not_connected", CorrelationID: cn.ID,
+					EntityID: cn.EntityID, After: map[string]any{"reason": reason}}); err != nil {
+					return err
+				}
+			}
+		} else {
+			attrs := factAttributes(cn.Facts, a.d.Graph.Ontology().IsA(ent.Type, "proxmox-host"))
+			if len(attrs) > 0 {
+				if _, err := a.d.Graph.UpdateAttributesTx(ctx, tx, m, cn.EntityID, attrs, nil); err != nil {
+					return fmt.Errorf("record what %s said: %w", ent.Slug, err)
+				}
+			}
+			if ent.State == "planned" || ent.State == "provisioning" {
+				if _, err := a.d.Graph.SetStateTx(ctx, tx, m, cn.EntityID, "active", nil); err != nil {
+					return fmt.Errorf("make %s active: %w", ent.Slug, err)
+				}
+			}
+			payload := map[string]any{"request_id": cn.ID, "entity": ent.Slug, "facts": cn.Facts, "fingerprint": cn.Fingerprint}
+			if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: hostconnect.EventOnboarded, EntityID: cn.EntityID,
+				Actor: by, CorrelationID: cn.ID}, payload); err != nil {
+				return err
+			}
+			if err := audit.Write(ctx, tx, audit.Row{Actor: by, Action: hostconnect.EventOnboarded, CorrelationID: cn.ID,
+				EntityID: cn.EntityID, After: payload}); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `UPDATE host_connects SET finalized_at = now() WHERE id = $1`, cn.ID)
+		return err
+	})
+}
+
+func scanConnectBy(row pgx.Row, by *string) (Connect, error) {
+	var c Connect
+	err := row.Scan(&c.ID, &c.EntityID, &c.Entity, &c.Status, &c.Address, &c.User, &c.Fingerprint, &c.KeyType, &c.Error,
+		&c.Facts, &c.CreatedAt, &c.UpdatedAt, &c.Finalized, by)
+	return c, err
+}
+
+// factAttributes are the machine attributes the facts fill (seeds/ontology.yaml, machine
+// and proxmox-host); values the ontology would refuse (an os other than linux or darwin)
+// are left out.
+func factAttributes(f hostconnect.Facts, proxmox bool) map[string]any {
+	out := map[string]any{}
+	if f.Hostname != "" {
+		out["hostname"] = f.Hostname
+		if proxmox {
+			out["node"] = f.Hostname
+		}
+	}
+	if f.OS == "linux" || f.OS == "darwin" {
+		out["os"] = f.OS
+	}
+	if f.Arch == "amd64" || f.Arch == "arm64" {
+		out["arch"] = f.Arch
+	}
+	if f.Cores > 0 {
+		out["cores"] = f.Cores
+	}
+	if f.MemoryMB > 0 {
+		out["memory_mb"] = f.MemoryMB
+	}
+	if proxmox && f.PVEVersion != "" {
+		out["pve_version"] = f.PVEVersion
+	}
+	return out
+}
+
+// driftRequest is what NOTIFY oikos_drift carries.
+type driftRequest struct {
+	RequestID string `json:"request_id"`
+}
+
+// requestDrift asks the schedulers for a discovery and returns the request id.
+func requestDrift(ctx context.Context, q pg.Querier) (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	payload, err := json.Marshal(driftRequest{RequestID: id.String()})
+	if err != nil {
+		return "", err
+	}
+	if err := eventbus.Notify(ctx, q, eventbus.ChannelDrift, string(payload)); err != nil {
+		return "", fmt.Errorf("request drift discovery: %w", err)
+	}
+	return id.String(), nil
+}
+
+// discover runs a drift discovery now and keeps what it found on host.
+func (a *API) discover(ctx context.Context, host string, deadline time.Time) *Discovery {
+	d := &Discovery{Missing: []json.RawMessage{}}
+	id, err := requestDrift(ctx, a.d.Pool)
+	if err != nil {
+		d.Error = err.Error()
+		return d
+	}
+	tick := time.NewTicker(a.d.PollEvery)
+	defer tick.Stop()
+	for {
+		rep, found, err := a.reader.DriftAnswering(ctx, id)
+		switch {
+		case err != nil:
+			d.Error = err.Error()
+			return d
+		case found && rep.Status != "completed":
+			d.Error = "drift discovery failed in the scheduler: " + rep.Error
+			return d
+		case found:
+			d.ReportID = rep.ID
+			missing, err := missingOf(rep.Report)
+			if err != nil {
+				d.Error = err.Error()
+				return d
+			}
+			for _, m := range missing {
+				if m.Host == host {
+					d.Missing = append(d.Missing, m.raw)
+				}
+			}
+			for _, h := range hostsOf(rep.Report) {
+				if h.Host == host && !h.Reachable {
+					d.Error = "listing " + host + " failed: " + h.Error
+				}
+			}
+			return d
+		}
+		if !time.Now().Before(deadline) {
+			d.Error = fmt.Sprintf("no drift report for request %s in time; `oikos drift` shows the latest", id)
+			return d
+		}
+		select {
+		case <-ctx.Done():
+			d.Error = ctx.Err().Error()
+			return d
+		case <-tick.C:
+		}
+	}
+}
+
+// sshKey answers GET /ssh-key: the public keys the schedulers connect with.
+func (a *API) sshKey(c echo.Context) error {
+	ctx := c.Request().Context()
+	rows, err := a.d.Pool.Query(ctx, `SELECT authorized_key, fingerprint, key_type, scheduler_id, last_seen
+FROM scheduler_keys ORDER BY last_seen DESC`)
+	if err != nil {
+		return err
+	}
+	type key struct {
+		AuthorizedKey string    `json:"authorized_key"`
+		Fingerprint   string    `json:"fingerprint"`
+		KeyType       string    `json:"key_type"`
+		SchedulerID   string    `json:"scheduler_id"`
+		LastSeen      time.Time `json:"last_seen"`
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (key, error) {
+		var k key
+		err := r.Scan(&k.AuthorizedKey, &k.Fingerprint, &k.KeyType, &k.SchedulerID, &k.LastSeen)
+		return k, err
+	})
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return request.Errorf(http.StatusNotFound, "no-scheduler-key", "",
+			"no scheduler has published its SSH key yet: start oikos-scheduler (it generates one on first start when OIKOS_SSH_KEY_GENERATE=true)")
+	}
+	return c.JSON(http.StatusOK, map[string]any{"keys": keys})
+}
+
+// Watch applies connection outcomes as the scheduler reports them, so a machine becomes
+// active even when nobody is waiting on the request (the CLI gave up, the dashboard closed).
+// It runs until ctx ends.
+func (a *API) Watch(ctx context.Context, bus *eventbus.Bus) {
+	sub := bus.Subscribe(64, hostconnect.EventConnected, hostconnect.EventFailed)
+	safego.Go(a.log, "onboard-watch", func() {
+		defer sub.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-sub.C:
+				if !ok {
+					return
+				}
+				var p struct {
+					RequestID string `json:"request_id"`
+				}
+				if err := json.Unmarshal(ev.Payload, &p); err != nil || p.RequestID == "" {
+					continue
+				}
+				fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				if err := a.finalize(fctx, p.RequestID); err != nil && ctx.Err() == nil {
+					a.log.Error().Err(err).Str("request", p.RequestID).Msg("apply a connection's outcome")
+				}
+				cancel()
+			}
+		}
+	})
+}

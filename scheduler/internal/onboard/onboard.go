@@ -1,0 +1,343 @@
+// Package onboard is the scheduler's half of adding a machine to the fleet
+// (shared/hostconnect): it claims host_connects rows the api writes, dials the machine
+// through the scheduler's one SSH pool, and writes the outcome — the host key to confirm,
+// the facts it read, or why it could not connect. It writes only host_connects (with an
+// event and an audit row); the api applies the outcome to the graph.
+//
+// One connection: the dial that pins the vouched key is the pool's own, so the facts, the
+// discovery that follows and every later check of the host reuse it.
+package onboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/shared/audit"
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/hostconnect"
+	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/remote"
+	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/shared/startstop"
+)
+
+// Executor runs a command on a target; *remote.Pool implements it.
+type Executor interface {
+	Exec(ctx context.Context, t remote.Target, command string, out io.Writer) (remote.Result, error)
+}
+
+// Options configure a Service. Pool, SSH and Gate are required.
+type Options struct {
+	Pool *pgxpool.Pool
+	SSH  Executor
+	// Gate must be the host key store SSH pins through.
+	Gate     *KeyGate
+	Notifier *eventbus.Notifier
+	Logger   zerolog.Logger
+	// SchedulerID is recorded as claimed_by (default "<hostname>:<pid>").
+	SchedulerID string
+	// Timeout bounds one connection attempt, facts included (default 30 s).
+	Timeout time.Duration
+	// Poll is how often unclaimed requests are looked for, in case a NOTIFY was missed
+	// (default 10 s).
+	Poll time.Duration
+}
+
+// Service answers connection requests. Start once; Stop is safe twice.
+type Service struct {
+	opts Options
+	log  zerolog.Logger
+	wake chan struct{}
+	life startstop.Lifecycle
+	wg   sync.WaitGroup
+}
+
+// New builds the service and registers its NOTIFY handler (build it before the notifier starts).
+func New(opts Options) (*Service, error) {
+	if opts.Pool == nil || opts.SSH == nil || opts.Gate == nil {
+		return nil, errors.New("onboard: Pool, SSH and Gate are required")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 10 * time.Second
+	}
+	if opts.SchedulerID == "" {
+		h, _ := os.Hostname()
+		opts.SchedulerID = h + ":" + strconv.Itoa(os.Getpid())
+	}
+	s := &Service{opts: opts, log: opts.Logger.With().Str("component", "onboard").Logger(), wake: make(chan struct{}, 1)}
+	if opts.Notifier != nil {
+		opts.Notifier.Listen(hostconnect.Channel, func(string) { s.Wake() })
+	}
+	return s, nil
+}
+
+// Wake makes the loop look for requests now.
+func (s *Service) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the loop. Requests a dead scheduler left `connecting` are failed: their
+// outcome is unknown and the operator retries.
+func (s *Service) Start(ctx context.Context) error {
+	if _, err := s.opts.Pool.Exec(ctx, `UPDATE host_connects SET status = 'failed', updated_at = now(),
+error = 'interrupted: the scheduler connecting stopped; run the command again'
+WHERE status = 'connecting' AND updated_at < now() - $1::interval`, (2 * s.opts.Timeout).String()); err != nil {
+		return fmt.Errorf("onboard: clear interrupted requests: %w", err)
+	}
+	return s.life.Start(ctx, s.log, "onboard", s.loop)
+}
+
+// Stop ends the loop and waits for attempts in progress.
+func (s *Service) Stop() {
+	s.life.Stop()
+	s.wg.Wait()
+}
+
+func (s *Service) loop(ctx context.Context) {
+	tick := time.NewTicker(s.opts.Poll)
+	defer tick.Stop()
+	s.Wake()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-tick.C:
+		}
+		for {
+			req, ok, err := s.claim(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Error().Err(err).Msg("claim a connection request")
+				}
+				break
+			}
+			if !ok {
+				break
+			}
+			s.wg.Add(1)
+			safego.Go(s.log, "onboard-connect", func() {
+				defer s.wg.Done()
+				s.handle(ctx, req)
+			})
+		}
+	}
+}
+
+// request is a claimed host_connects row.
+type request struct {
+	id, entityID, slug, typ, addr, user, expect string
+	proxmox                                     bool
+}
+
+// claim takes the oldest pending request, if any, with one conditional statement (several
+// schedulers never claim the same row).
+func (s *Service) claim(ctx context.Context) (request, bool, error) {
+	var r request
+	err := s.opts.Pool.QueryRow(ctx, `
+WITH next AS (
+    SELECT id FROM host_connects WHERE status = 'pending' ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
+)
+UPDATE host_connects h SET status = 'connecting', claimed_by = $1, updated_at = now()
+FROM next, entities e
+WHERE h.id = next.id AND e.id = h.entity_id
+RETURNING h.id::text, h.entity_id::text, e.slug, e.type, h.address, h.ssh_user, h.expect_fingerprint,
+    EXISTS (WITH RECURSIVE up(name, parent) AS (
+                SELECT name, parent FROM entity_types WHERE name = e.type
+                UNION SELECT t.name, t.parent FROM entity_types t JOIN up ON t.name = up.parent)
+            SELECT 1 FROM up WHERE name = 'proxmox-host')`, s.opts.SchedulerID).
+		Scan(&r.id, &r.entityID, &r.slug, &r.typ, &r.addr, &r.user, &r.expect, &r.proxmox)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
+
+// outcome is what an attempt writes back.
+type outcome struct {
+	status, fingerprint, keyType, err string
+	facts                             hostconnect.Facts
+}
+
+func (s *Service) handle(ctx context.Context, r request) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	o := s.attempt(ctx, r)
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer wcancel()
+	if err := s.record(wctx, r, o); err != nil {
+		s.log.Error().Err(err).Str("request", r.id).Msg("record connection outcome")
+		return
+	}
+	ev := s.log.Info()
+	if o.status == hostconnect.StatusFailed {
+		ev = s.log.Warn().Str("error", o.err)
+	}
+	ev.Str("entity", r.slug).Str("addr", r.addr).Str("status", o.status).Str("fingerprint", o.fingerprint).
+		Msg("connection request answered")
+}
+
+// attempt dials r's machine through the gate and reads its facts.
+func (s *Service) attempt(ctx context.Context, r request) outcome {
+	g, closeGate := s.opts.Gate.open(r.addr, r.expect)
+	defer closeGate()
+	t := remote.MachineTarget(r.slug, r.addr, r.user, "linux")
+	facts, err := s.readFacts(ctx, t, r.proxmox)
+	fp, kt := s.opts.Gate.offeredKey(g)
+	switch {
+	case err == nil:
+		return outcome{status: hostconnect.StatusConnected, facts: facts, fingerprint: fp, keyType: kt}
+	case errors.Is(err, ErrAwaitingConfirmation):
+		return outcome{status: hostconnect.StatusAwaiting, fingerprint: fp, keyType: kt}
+	default:
+		return outcome{status: hostconnect.StatusFailed, fingerprint: fp, keyType: kt, err: explain(err, r)}
+	}
+}
+
+// explain turns a connection failure into what the operator does next.
+func explain(err error, r request) string {
+	switch {
+	case errors.Is(err, remote.ErrHostKeyChanged):
+		return err.Error() + "; a host_key_changed signal was raised"
+	case errors.Is(err, ErrFingerprintMismatch):
+		return err.Error()
+	case errors.Is(err, remote.ErrAuthFailed):
+		return fmt.Sprintf("%s refused the scheduler's key as %s: add the key `oikos ssh-key` prints to ~%s/.ssh/authorized_keys on the machine, or give the right --user",
+			r.addr, r.user, r.user)
+	case errors.Is(err, remote.ErrUnreachable):
+		return fmt.Sprintf("cannot reach %s: %v (check the address and --port, and that sshd runs there)", r.addr, err)
+	}
+	return err.Error()
+}
+
+// notProxmoxError is a machine added as a proxmox-host that has no pveversion.
+type notProxmoxError struct{ addr, detail string }
+
+func (e *notProxmoxError) Error() string {
+	return fmt.Sprintf("%s is not a Proxmox VE host: `pveversion` %s; add it as a plain host instead (oikos add host NAME --address ...)", e.addr, e.detail)
+}
+
+// readFacts runs a few read-only commands over one connection.
+func (s *Service) readFacts(ctx context.Context, t remote.Target, proxmox bool) (hostconnect.Facts, error) {
+	var f hostconnect.Facts
+	run := func(cmd string) (string, int, error) {
+		res, err := s.opts.SSH.Exec(ctx, t, cmd, nil)
+		if err != nil {
+			return "", 0, err
+		}
+		return strings.TrimSpace(string(res.Stdout)), res.ExitCode, nil
+	}
+	out, code, err := run("uname -snrm")
+	if err != nil {
+		return f, err
+	}
+	if code == 0 {
+		if p := strings.Fields(out); len(p) >= 4 {
+			f.OS, f.Hostname, f.Kernel, f.Arch = strings.ToLower(p[0]), p[1], p[2], normaliseArch(p[len(p)-1])
+		}
+	}
+	if f.OS == "darwin" {
+		if out, code, err = run("sysctl -n hw.ncpu hw.memsize"); err == nil && code == 0 {
+			p := strings.Fields(out)
+			if len(p) == 2 {
+				f.Cores, _ = strconv.Atoi(p[0])
+				if b, err := strconv.ParseInt(p[1], 10, 64); err == nil {
+					f.MemoryMB = int(b / (1 << 20))
+				}
+			}
+		}
+	} else {
+		if out, code, err = run("nproc"); err == nil && code == 0 {
+			f.Cores, _ = strconv.Atoi(out)
+		}
+		if out, code, err = run("grep MemTotal /proc/meminfo"); err == nil && code == 0 {
+			if p := strings.Fields(out); len(p) >= 2 {
+				if kb, err := strconv.Atoi(p[1]); err == nil {
+					f.MemoryMB = kb / 1024
+				}
+			}
+		}
+	}
+	if err != nil {
+		return f, err
+	}
+	if !proxmox {
+		return f, nil
+	}
+	out, code, err = run("pveversion")
+	switch {
+	case err != nil:
+		return f, err
+	case code == 127:
+		return f, &notProxmoxError{addr: t.Addr, detail: "is not installed (" + f.Hostname + " answered as " + f.OS + " " + f.Kernel + ")"}
+	case code != 0:
+		return f, &notProxmoxError{addr: t.Addr, detail: fmt.Sprintf("exited %d", code)}
+	}
+	f.PVEVersion = pveVersion(out)
+	if f.PVEVersion == "" {
+		return f, &notProxmoxError{addr: t.Addr, detail: fmt.Sprintf("printed %q, not pve-manager/<version>", out)}
+	}
+	return f, nil
+}
+
+// pveVersion reads "pve-manager/8.3.0/c1689ccb1065a83b (running kernel: …)" as "8.3.0".
+func pveVersion(out string) string {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(out), "pve-manager/")
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, "/")
+	return strings.TrimSpace(v)
+}
+
+func normaliseArch(m string) string {
+	switch m {
+	case "x86_64", "amd64":
+		return "amd64"
+	case "aarch64", "arm64":
+		return "arm64"
+	}
+	return ""
+}
+
+// record writes o to r's row, with its event and audit row, in one transaction.
+func (s *Service) record(ctx context.Context, r request, o outcome) error {
+	return pg.InTx(ctx, s.opts.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE host_connects SET status = $2, offered_fingerprint = $3, offered_key_type = $4,
+error = $5, facts = $6, updated_at = now() WHERE id = $1 AND status = 'connecting'`,
+			r.id, o.status, o.fingerprint, o.keyType, o.err, o.facts)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("request %s is no longer connecting", r.id)
+		}
+		typ := map[string]string{hostconnect.StatusAwaiting: hostconnect.EventKeyOffered,
+			hostconnect.StatusConnected: hostconnect.EventConnected, hostconnect.StatusFailed: hostconnect.EventFailed}[o.status]
+		payload := map[string]any{"request_id": r.id, "entity": r.slug, "address": r.addr, "status": o.status,
+			"fingerprint": o.fingerprint, "key_type": o.keyType, "error": o.err, "facts": o.facts}
+		if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: typ, EntityID: r.entityID, Actor: "scheduler",
+			CorrelationID: r.id}, payload); err != nil {
+			return err
+		}
+		return audit.Write(ctx, tx, audit.Row{Actor: "scheduler", Action: typ, CorrelationID: r.id, EntityID: r.entityID,
+			After: payload})
+	})
+}
