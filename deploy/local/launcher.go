@@ -202,6 +202,9 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 		return fail(err)
 	}
 	schedEnv := append(slices.Clip(base), "OIKOS_SCHEDULER_ADDR="+opts.SchAddr, "OIKOS_SSH_KEY_FILE="+keyFile,
+		// Stable across the supervisor's restarts: the restarted scheduler renews its own
+		// leases at once instead of waiting out the old process's.
+		"OIKOS_SCHEDULER_ID=local-1",
 		"OIKOS_API_URL=http://"+opts.APIAddr)
 	agentEnv := append(slices.Clip(base), "OIKOS_AGENT_ADDR="+opts.AgtAddr, "OIKOS_API_URL=http://"+opts.APIAddr,
 		"OIKOS_AGENT_TOKEN="+s.AgentToken)

@@ -1,6 +1,7 @@
 package dashboard_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -15,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,6 +57,13 @@ const checkInterval = 5 * time.Second
 type stackOptions struct {
 	name string
 	lab  bool // the lab simulator with the scheduler's executor and check runner
+	// With the lab: the scheduler's incident engine kicked by the runner (TestBrowserIncidents),
+	// and every check's interval (checkInterval when zero).
+	incidents bool
+	interval  time.Duration
+	// healthy: every seeded check passes in the lab (fresh backups; the NFS, switch and UPS
+	// ports served and dialled), so the only incidents are a test's faults.
+	healthy bool
 }
 
 // stack is the package's world: database, api (restartable on its address), lab simulator
@@ -130,7 +139,7 @@ func buildStack(t *e2estack.PackageTB, o stackOptions) (s *stack, err error) {
 	}
 
 	if o.lab {
-		if err := s.startLab(ctx, t); err != nil {
+		if err := s.startLab(ctx, t, o); err != nil {
 			return nil, err
 		}
 	}
@@ -223,8 +232,8 @@ func (s *stack) startAgentProxy(t testing.TB) (string, error) {
 
 // startLab starts the lab simulator serving the seeded inventory over SSH and, on one SSH
 // pool as the scheduler daemon shares it, the executor and the check runner, with every
-// check's interval cut to checkInterval.
-func (s *stack) startLab(ctx context.Context, t testing.TB) error {
+// check's interval cut to checkInterval (or o.interval), and the incident engine if o.incidents.
+func (s *stack) startLab(ctx context.Context, t testing.TB, o stackOptions) error {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return err
@@ -237,11 +246,31 @@ func (s *stack) startLab(ctx context.Context, t testing.TB) error {
 	if err != nil {
 		return err
 	}
+	// With o.healthy, a declared TCP port (ip:port) is bound on a loopback port picked here,
+	// for the checks' name map: tcpAt maps the declared ip to it.
+	tcpAt := map[string]string{}
+	listen := func(declared string) string {
+		ip, _, _ := net.SplitHostPort(declared)
+		if !o.healthy || !slices.Contains(fleet.TCPListeners, declared) {
+			return "127.0.0.1:0"
+		}
+		if at, ok := tcpAt[ip]; ok {
+			return at
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "127.0.0.1:0"
+		}
+		tcpAt[ip] = ln.Addr().String()
+		_ = ln.Close()
+		return tcpAt[ip]
+	}
 	sim, err := labsim.New(fleet, labsim.Options{
 		StateDir:       t.TempDir(),
-		Listen:         func(string) string { return "127.0.0.1:0" },
+		Listen:         listen,
 		AuthorizedKeys: []ssh.PublicKey{signer.PublicKey()},
 		Logger:         s.log,
+		FreshBackups:   o.healthy,
 	})
 	if err != nil {
 		return err
@@ -253,7 +282,7 @@ func (s *stack) startLab(ctx context.Context, t testing.TB) error {
 	s.sim = sim
 
 	// Short intervals, set before the runner's first load.
-	secs := int(checkInterval / time.Second)
+	secs := int(cmp.Or(o.interval, checkInterval) / time.Second)
 	if _, err := s.db.Pool.Exec(ctx, `UPDATE check_defs SET interval_seconds = $1, timeout_seconds = LEAST(timeout_seconds, $1)`, secs); err != nil {
 		return fmt.Errorf("check intervals: %w", err)
 	}
@@ -275,11 +304,26 @@ func (s *stack) startLab(ctx context.Context, t testing.TB) error {
 	}
 	// The fleet's names reach the simulator's HTTPS ingress, as `make up` maps them.
 	ingress := sim.HTTPSAddr()
-	runner, err := schedapp.NewCheckRunner(schedapp.CheckRunnerOptions{Pool: s.db.Pool, SSH: pool, Fleet: graph,
+	runOpts := schedapp.CheckRunnerOptions{Pool: s.db.Pool, SSH: pool, Fleet: graph,
 		Notifier: notifier, Logger: s.log, Concurrency: 16,
 		NameMap:       map[string]string{"*.lab.example": ingress, "*.example": ingress},
 		TLSConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		InitialSpread: time.Second})
+		InitialSpread: time.Second}
+	for ip, at := range tcpAt {
+		runOpts.NameMap[ip] = at
+	}
+	if o.incidents {
+		engine, err := schedapp.NewIncidentEngine(schedapp.IncidentEngineOptions{Pool: s.db.Pool, Logger: s.log, Every: 500 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		if err := engine.Start(ctx); err != nil {
+			return err
+		}
+		t.Cleanup(engine.Stop)
+		runOpts.OnFlush = engine.Flushed
+	}
+	runner, err := schedapp.NewCheckRunner(runOpts)
 	if err != nil {
 		return err
 	}

@@ -92,7 +92,7 @@ func startLab(t *testing.T, fleet labsim.Fleet) *lab {
 	if err := schedapp.PublishKey(ctx, l.db.Pool, signer, "test-scheduler"); err != nil {
 		t.Fatal(err)
 	}
-	gate := schedapp.NewKeyGate(schedapp.NewHostKeys(l.db.Pool, log))
+	gate := schedapp.NewKeyGate(schedapp.NewHostKeys(l.db.Pool, log), l.db.Pool)
 	l.pool = remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: gate, DialTimeout: 5 * time.Second, Logger: log,
 		Dial: l.sim.DialContext})
 	t.Cleanup(l.pool.Close)
@@ -350,6 +350,10 @@ func TestAddHostErrors(t *testing.T) {
 			"is not a Proxmox VE host: `pveversion` is not installed"},
 		{"wrong fingerprint", []string{"add", "proxmox-host", "ceres", "--address", "127.0.10.3", "--port", "2222",
 			"--fingerprint", "SHA256:" + strings.Repeat("A", 43)}, "does not match the fingerprint given"},
+		// boreas's key was pinned by the wrong-user attempt (the handshake passed, the login
+		// did not): a fingerprint that is not the pinned one is refused before any dial.
+		{"fingerprint not the pinned key", []string{"add", "host", "boreas-again", "--address", "127.0.10.2", "--port", "2222",
+			"--fingerprint", "SHA256:" + strings.Repeat("B", 43)}, "already has the key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -380,6 +384,15 @@ LEFT JOIN entity_status s ON s.entity_id = e.id WHERE e.slug = $1`, slug).Scan(&
 	}
 	if n := l.count(t, `SELECT count(*) FROM ssh_host_keys WHERE address = '127.0.10.1:2222'`); n != 0 {
 		t.Fatal("a declined key was pinned")
+	}
+	// Nothing else trusts it either: a dial of atlas by any other path (a guest's check, an
+	// execution) while atlas waits for the operator is refused, and pins nothing.
+	_, err := l.pool.Exec(context.Background(), remote.MachineTarget("lxc:on-atlas", "127.0.10.1:2222", "root", "linux"), "true", nil)
+	if err == nil || !strings.Contains(err.Error(), "is being added to the fleet") {
+		t.Fatalf("a dial of atlas outside onboarding: %v", err)
+	}
+	if n := l.count(t, `SELECT count(*) FROM ssh_host_keys WHERE address = '127.0.10.1:2222'`); n != 0 {
+		t.Fatal("a dial outside onboarding pinned atlas's key")
 	}
 	// Bad input changes nothing.
 	before := l.count(t, `SELECT count(*) FROM entities`)

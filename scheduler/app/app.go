@@ -24,6 +24,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
 	"github.com/oikos-hq/oikos/scheduler/internal/hostkeys"
 	"github.com/oikos-hq/oikos/scheduler/internal/incidents"
+	"github.com/oikos-hq/oikos/scheduler/internal/leases"
 	"github.com/oikos-hq/oikos/scheduler/internal/onboard"
 	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/seeds"
@@ -89,11 +90,11 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	if err != nil {
 		return err
 	}
-	if err := onboard.PublishKey(ctx, pool, signer, schedulerID()); err != nil {
+	if err := onboard.PublishKey(ctx, pool, signer, cfg.ID); err != nil {
 		return err
 	}
 	// Addresses being onboarded are never trusted on first use (onboard.KeyGate).
-	keyGate := onboard.NewKeyGate(hostkeys.New(pool, log))
+	keyGate := onboard.NewKeyGate(hostkeys.New(pool, log), pool)
 	ssh := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: keyGate, Logger: log})
 	defer ssh.Close()
 	graph := fleet.New(pool, fleet.Options{Logger: log})
@@ -112,14 +113,29 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	// Every part that listens registers its handlers in its constructor, so all are built
 	// before the notifier starts.
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
-	ex := executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics})
+	// Several schedulers share the fleet through leases (scheduler/internal/leases): every
+	// part below does only the work of the units this one holds.
+	var ex *executor.Executor
+	var runner *checkrun.Runner
+	lm, err := leases.New(leases.Options{Pool: pool, ID: cfg.ID, Logger: log, Renew: cfg.LeaseRenew, Expiry: cfg.LeaseExpiry,
+		OnChange: func([]string) {
+			// Units just taken may have executions waiting and checks due.
+			if ex != nil {
+				ex.Poke()
+			}
+		}})
+	if err != nil {
+		return err
+	}
+	ex = executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics,
+		SchedulerID: cfg.ID, Owned: lm.Owned, SweepEvery: cfg.LeaseExpiry})
 	engine, err := incidents.New(incidents.Options{Pool: pool, Logger: log, Metrics: health.Metrics, Thresholds: cfg.Incidents})
 	if err != nil {
 		return err
 	}
-	runner, err := checkrun.NewRunner(checkrun.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log,
+	runner, err = checkrun.NewRunner(checkrun.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log,
 		Metrics: health.Metrics, NameMap: cfg.NameMap, AllowNonLoopback: cfg.AllowNonLoopback, TLSConfig: cfg.CheckTLS,
-		Concurrency: cfg.CheckConcurrency, OnFlush: engine.Flushed})
+		Concurrency: cfg.CheckConcurrency, OnFlush: engine.Flushed, Lease: lm.Lease, Holder: cfg.ID})
 	if err != nil {
 		return err
 	}
@@ -127,11 +143,13 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	if err != nil {
 		return err
 	}
-	discovery, err := drift.New(drift.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics})
+	discovery, err := drift.New(drift.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics,
+		SchedulerID: cfg.ID})
 	if err != nil {
 		return err
 	}
-	connects, err := onboard.New(onboard.Options{Pool: pool, SSH: ssh, Gate: keyGate, Notifier: notifier, Logger: log})
+	connects, err := onboard.New(onboard.Options{Pool: pool, SSH: ssh, Gate: keyGate, Notifier: notifier, Logger: log,
+		SchedulerID: cfg.ID})
 	if err != nil {
 		return err
 	}
@@ -151,13 +169,13 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	for _, part := range []interface {
 		Start(context.Context) error
 		Stop()
-	}{ex, runner, engine, sweeper, discovery, connects} {
+	}{lm, ex, runner, engine, sweeper, discovery, connects} {
 		if err := part.Start(ctx); err != nil {
 			return err
 		}
 		defer part.Stop()
 	}
 	mux := health.Mux()
-	mux.Handle("GET /status", runner.StatusHandler())
+	mux.Handle("GET /status", statusHandler(pool, lm, runner))
 	return daemon.Serve(ctx, log, cfg.Addr, health.Metrics.InstrumentHandler(mux), ready)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/executor"
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
 	"github.com/oikos-hq/oikos/scheduler/internal/hostkeys"
+	"github.com/oikos-hq/oikos/scheduler/internal/leases"
 	"github.com/oikos-hq/oikos/scheduler/internal/onboard"
 	"github.com/oikos-hq/oikos/shared/remote"
 )
@@ -58,7 +59,19 @@ func NewDrift(opts DriftOptions) (*Drift, error) { return drift.New(opts) }
 func NewOnboard(opts OnboardOptions) (*Onboard, error) { return onboard.New(opts) }
 
 // NewKeyGate wraps a host key store for onboarding; see onboard.NewKeyGate.
-func NewKeyGate(inner remote.HostKeyStore) *KeyGate { return onboard.NewKeyGate(inner) }
+func NewKeyGate(inner remote.HostKeyStore, pool *pgxpool.Pool) *KeyGate {
+	return onboard.NewKeyGate(inner, pool)
+}
 
 // PublishKey records the scheduler's public key for `oikos ssh-key`; see onboard.PublishKey.
 var PublishKey = onboard.PublishKey
+
+type (
+	// Leases holds this scheduler's share of the fleet (docs/behaviours.md S9).
+	Leases = leases.Manager
+	// LeasesOptions configure Leases.
+	LeasesOptions = leases.Options
+)
+
+// NewLeases builds a lease manager; see leases.New.
+func NewLeases(opts LeasesOptions) (*Leases, error) { return leases.New(opts) }

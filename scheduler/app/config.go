@@ -6,6 +6,7 @@ import (
 
 	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
 	"github.com/oikos-hq/oikos/scheduler/internal/incidents"
+	"github.com/oikos-hq/oikos/scheduler/internal/leases"
 	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/shared/config"
 	"github.com/oikos-hq/oikos/shared/netmap"
@@ -32,6 +33,11 @@ type Config struct {
 	AllowNonLoopback bool
 	// CheckConcurrency caps checks running at once (OIKOS_CHECK_CONCURRENCY).
 	CheckConcurrency int
+	// ID is OIKOS_SCHEDULER_ID, this scheduler's name among several: the holder of its
+	// leases and the claimed_by of its executions (default "<hostname>:<pid>").
+	ID string
+	// LeaseRenew and LeaseExpiry are OIKOS_LEASE_RENEW (5s) and OIKOS_LEASE_EXPIRY (15s).
+	LeaseRenew, LeaseExpiry time.Duration
 	// Incidents: the failure and success thresholds in runs (OIKOS_INCIDENT_FAILURE_THRESHOLD,
 	// OIKOS_INCIDENT_SUCCESS_THRESHOLD) and per check kind (OIKOS_INCIDENT_THRESHOLDS).
 	Incidents incidents.Thresholds
@@ -71,6 +77,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.CheckConcurrency < 1 {
 		r.Fail("OIKOS_CHECK_CONCURRENCY must be at least 1")
+	}
+	c.ID = r.String("OIKOS_SCHEDULER_ID", schedulerID())
+	c.LeaseRenew = r.Duration("OIKOS_LEASE_RENEW", leases.DefaultRenew)
+	c.LeaseExpiry = r.Duration("OIKOS_LEASE_EXPIRY", leases.DefaultExpiry)
+	if c.LeaseRenew <= 0 || c.LeaseExpiry < 2*c.LeaseRenew {
+		r.Fail("OIKOS_LEASE_EXPIRY: %s must be at least twice OIKOS_LEASE_RENEW (%s)", c.LeaseExpiry, c.LeaseRenew)
 	}
 	return c, r.Err()
 }

@@ -60,6 +60,7 @@ func commands() map[string]command {
 		"lab":        {runLab, "fault the lab simulator of make up: oikos lab fault HOST down|slow|flap | oikos lab clear"},
 		"migrate":    {runMigrate, "apply pending database migrations (OIKOS_DATABASE_URL)"},
 		"notify":     {runNotify, "notification channels: oikos notify test URL | add NAME --url URL [--on KINDS] | list | deliveries | rm NAME"},
+		"schedulers": {runSchedulers, "the schedulers sharing the fleet and the units (hosts, net) each holds"},
 		"seed":       {runSeed, "ingest the seeds (ontology, inventory, knowledge); --diff reports drift"},
 		"token":      {runToken, "manage api tokens: oikos token create --role operator|agent|readonly --name NAME"},
 	}

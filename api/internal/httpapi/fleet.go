@@ -161,3 +161,12 @@ func signalError(err error) error {
 	}
 	return err
 }
+
+// listSchedulers answers GET /schedulers: the schedulers sharing the fleet and their leases.
+func (s *Server) listSchedulers(c echo.Context) error {
+	out, err := s.reader.Schedulers(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}

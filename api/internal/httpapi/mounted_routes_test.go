@@ -270,6 +270,7 @@ func TestMountedFeaturesMatchSpec(t *testing.T) {
 	e.operator.do("POST", "/api/v1/hosts/proxmox-host:pve/confirm", map[string]any{"fingerprint": "SHA256:" + strings.Repeat("A", 43)}).
 		expect(t, http.StatusConflict)
 	e.readonly.do("GET", "/api/v1/ssh-key", nil).expect(t, http.StatusNotFound)
+	e.readonly.do("GET", "/api/v1/schedulers", nil).expect(t, http.StatusOK)
 	e.agent.do("POST", "/api/v1/audit/drift/adopt", map[string]any{"all": true}).expect(t, http.StatusNotFound)
 	e.agent.do("POST", "/api/v1/audit/drift/adopt", map[string]any{"all": true, "vmids": []int{101}}).
 		expect(t, http.StatusUnprocessableEntity)

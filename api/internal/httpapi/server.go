@@ -177,6 +177,7 @@ func (s *Server) routes() []request.Route {
 		request.GET("/health/summary", r, s.healthSummary),
 		request.GET("/signals", r, s.listSignals),
 		request.GET("/incidents", r, s.listIncidents),
+		request.GET("/schedulers", r, s.listSchedulers),
 		request.GET("/incidents/:id", r, s.getIncident),
 		request.POST("/signals/:id/ack", w, s.decideSignal(signals.DecisionAck)),
 		request.POST("/signals/:id/mute", w, s.decideSignal(signals.DecisionMute)),

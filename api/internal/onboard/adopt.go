@@ -155,7 +155,7 @@ func (a *API) adopt(c echo.Context) error {
 		}
 		want[v] = true
 	}
-	known, err := a.graphGuests(ctx)
+	known, err := a.graphGuests(ctx, a.d.Pool)
 	if err != nil {
 		return err
 	}
@@ -211,9 +211,9 @@ type guestKey struct {
 
 // graphGuests maps every guest the graph has (not destroyed) by host, kind and vmid to its
 // slug; the host comes from the host attribute, else the hosts edge, as drift reads it.
-func (a *API) graphGuests(ctx context.Context) (map[guestKey]string, error) {
+func (a *API) graphGuests(ctx context.Context, q pg.Querier) (map[guestKey]string, error) {
 	o := a.d.Graph.Ontology()
-	rows, err := a.d.Pool.Query(ctx, `
+	rows, err := q.Query(ctx, `
 SELECT e.slug, e.type, e.attributes->'vmid', coalesce(e.attributes->>'host', ''),
        coalesce((SELECT h.slug FROM relationships r JOIN entities h ON h.id = r.source_id
                  WHERE r.target_id = e.id AND r.type = 'hosts' AND r.valid_to IS NULL ORDER BY r.valid_from LIMIT 1), '')
@@ -257,6 +257,15 @@ func (a *API) adoptOnHost(ctx context.Context, m graph.Meta, host string, guests
 	var adopted []Adopted
 	err := pg.InTx(ctx, a.d.Pool, func(tx pgx.Tx) error {
 		adopted = adopted[:0]
+		// Adopts run one at a time, and what the graph has is read under the lock: two
+		// adopts at once must not both create a guest.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(adoptLock)); err != nil {
+			return err
+		}
+		known, err := a.graphGuests(ctx, tx)
+		if err != nil {
+			return err
+		}
 		taken, err := takenNames(ctx, tx)
 		if err != nil {
 			return err
@@ -264,6 +273,9 @@ func (a *API) adoptOnHost(ctx context.Context, m graph.Meta, host string, guests
 		var plan graph.BulkPlan
 		var slugs []string
 		for _, g := range guests {
+			if known[guestKey{host, g.Kind, g.VMID}] != "" {
+				continue // adopted meanwhile
+			}
 			name := guestName(g, taken)
 			taken[g.Kind+":"+name] = true
 			attrs := map[string]any{"vmid": g.VMID, "host": hostName}
@@ -300,6 +312,9 @@ func (a *API) adoptOnHost(ctx context.Context, m graph.Meta, host string, guests
 			plan.Edges = append(plan.Edges, graph.NewEdge{Type: "hosts", Source: host, Target: slug})
 			slugs = append(slugs, slug)
 			adopted = append(adopted, Adopted{Entity: slug, Host: host, Kind: g.Kind, VMID: g.VMID, StoppedOnPurpose: stopped})
+		}
+		if len(plan.Creates) == 0 {
+			return nil
 		}
 		o := a.d.Graph.Ontology()
 		if _, err := a.d.Graph.ApplyBulk(ctx, tx, m, o, plan); err != nil {
@@ -344,18 +359,26 @@ func guestName(g missingGuest, taken map[string]bool) string {
 		name = g.Config.Hostname
 	}
 	name = cleanName(name)
-	if name == "" {
-		prefix := "ct"
-		if g.Kind == "vm" {
-			prefix = "vm"
-		}
-		return prefix + "-" + strconv.Itoa(g.VMID)
+	prefix := "ct"
+	if g.Kind == "vm" {
+		prefix = "vm"
 	}
-	if taken[g.Kind+":"+name] {
-		name += "-" + strconv.Itoa(g.VMID)
+	if name == "" {
+		name = prefix + "-" + strconv.Itoa(g.VMID)
+	}
+	// A name in use gets the vmid, then a counter, until it is free.
+	for i, base := 1, name; taken[g.Kind+":"+name]; i++ {
+		if i == 1 {
+			name = base + "-" + strconv.Itoa(g.VMID)
+		} else {
+			name = base + "-" + strconv.Itoa(g.VMID) + "-" + strconv.Itoa(i)
+		}
 	}
 	return name
 }
+
+// adoptLock serialises adopts.
+const adoptLock = 0x6f696b6f73_ad07
 
 // cleanName lower-cases a hostname and keeps letters, digits, dots, dashes and underscores.
 func cleanName(s string) string {

@@ -20,6 +20,10 @@ import (
 	"github.com/oikos-hq/oikos/shared/safego"
 )
 
+// EventNotConnected is appended when a machine that could not be connected stays planned
+// with the reason on its status.
+const EventNotConnected = "host.not_connected"
+
 // meta is the graph service's Meta for this request.
 func meta(c echo.Context) graph.Meta {
 	m := request.MetaOf(c)
@@ -49,11 +53,16 @@ JOIN entities e ON e.id = h.entity_id WHERE h.id = $1 FOR UPDATE OF h`, id), &by
 			if ent.State == "planned" {
 				reason := "not connected: " + cn.Error
 				if _, err := tx.Exec(ctx, `INSERT INTO entity_status (entity_id, health, reason) VALUES ($1, 'unknown', $2)
-ON CONFLICT (entity_id) DO UPDATE SET reason = EXCLUDED.reason`, cn.EntityID, reason); err != nil {
+ON CONFLICT (entity_id) DO UPDATE SET health = 'unknown', reason = EXCLUDED.reason`, cn.EntityID, reason); err != nil {
 					return err
 				}
-				if err := audit.Write(ctx, tx, audit.Row{Actor: by, Action: "host.not_connected", CorrelationID: cn.ID,
-					EntityID: cn.EntityID, After: map[string]any{"reason": reason}}); err != nil {
+				payload := map[string]any{"request_id": cn.ID, "entity": ent.Slug, "reason": reason}
+				if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: EventNotConnected, EntityID: cn.EntityID,
+					Actor: by, CorrelationID: cn.ID}, payload); err != nil {
+					return err
+				}
+				if err := audit.Write(ctx, tx, audit.Row{Actor: by, Action: EventNotConnected, CorrelationID: cn.ID,
+					EntityID: cn.EntityID, After: payload}); err != nil {
 					return err
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"regexp"
@@ -148,7 +149,10 @@ func (a *API) addHost(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	attrs := map[string]any{addressAttribute(ip): ip.String(), "ssh_port": b.Port, "user": b.User}
+	// The address goes in exactly one of the three: a re-add with a new address must not leave
+	// the old one behind, where the resolver (public first) would still dial it.
+	attrs := map[string]any{"public_ipv4": nil, "mesh_ipv4": nil, "lan_ipv4": nil, "ssh_port": b.Port, "user": b.User}
+	attrs[addressAttribute(ip)] = ip.String()
 	if o.IsA(b.Type, "proxmox-host") {
 		attrs["node"] = b.Name // the node name until the host says its own
 	}
@@ -161,8 +165,10 @@ func (a *API) addHost(c echo.Context) error {
 		cur, err := entityInTx(ctx, tx, slug)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
+			created := maps.Clone(attrs)
+			maps.DeleteFunc(created, func(_ string, v any) bool { return v == nil })
 			if ent, err = a.d.Graph.CreateEntityTx(ctx, tx, m, graph.CreateEntityInput{Type: b.Type, Name: b.Name,
-				State: "planned", Attributes: attrs}); err != nil {
+				State: "planned", Attributes: created}); err != nil {
 				return err
 			}
 		case err != nil:
@@ -175,6 +181,9 @@ func (a *API) addHost(c echo.Context) error {
 			if ent, err = a.d.Graph.UpdateAttributesTx(ctx, tx, m, slug, attrs, nil); err != nil {
 				return err
 			}
+		}
+		if err := refuseBusy(ctx, tx, ip.String(), b.Port); err != nil {
+			return err
 		}
 		connectID, err = requestConnect(ctx, tx, m, ent.ID, ent.Slug, ip.String(), b.Port, b.User, b.Fingerprint)
 		return err
@@ -225,6 +234,9 @@ func (a *API) confirmHost(c echo.Context) error {
 				"%s is not the key %s offered (%s %s); nothing was trusted", b.Fingerprint, last.Address, last.KeyType, last.Fingerprint)
 		}
 		addr, port := splitAddr(last.Address)
+		if err := refuseBusy(ctx, tx, addr, port); err != nil {
+			return err
+		}
 		connectID, err = requestConnect(ctx, tx, m, last.EntityID, slug, addr, port, last.User, b.Fingerprint)
 		return err
 	})
@@ -247,6 +259,27 @@ func (a *API) getHost(c echo.Context) error {
 		return err
 	}
 	return a.answer(c, last.Entity, last.ID, 0, http.StatusOK)
+}
+
+// refuseBusy refuses a second connection request for an address while one is unanswered:
+// two dials of one address under two different expectations must never race (the scheduler
+// also claims one per address at a time).
+func refuseBusy(ctx context.Context, tx pgx.Tx, ip string, port int) error {
+	addr := netip.AddrPortFrom(netip.MustParseAddr(ip), uint16(port)).String()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "host_connects:"+addr); err != nil {
+		return err
+	}
+	var busy string
+	err := tx.QueryRow(ctx, `SELECT e.slug FROM host_connects h JOIN entities e ON e.id = h.entity_id
+WHERE h.address = $1 AND h.status IN ('pending', 'connecting') LIMIT 1`, addr).Scan(&busy)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return request.Errorf(http.StatusConflict, "host-connect-busy", "address",
+		"a connection to %s (%s) is already under way; wait for it (oikos hosts show %s)", addr, busy, busy)
 }
 
 func waitOf(s string) (time.Duration, error) {
@@ -388,7 +421,11 @@ func (a *API) answer(c echo.Context, slug, connectID string, wait time.Duration,
 			code = http.StatusAccepted
 		}
 	case hostconnect.StatusAwaiting:
-		out.Next = fmt.Sprintf("oikos add %s %s --address %s --fingerprint %s", ent.Type, ent.Name, addrOnly(cn.Address), cn.Fingerprint)
+		out.Next = fmt.Sprintf("oikos add %s %s --address %s", ent.Type, ent.Name, addrOnly(cn.Address))
+		if cn.User != "root" {
+			out.Next += " --user " + cn.User
+		}
+		out.Next += " --fingerprint " + cn.Fingerprint
 	case hostconnect.StatusConnected:
 		if a.d.Graph.Ontology().IsA(ent.Type, "proxmox-host") && wait > 0 {
 			out.Discovery = a.discover(ctx, slug, deadline)

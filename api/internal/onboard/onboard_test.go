@@ -20,7 +20,7 @@ func TestAddressAttribute(t *testing.T) {
 }
 
 func TestGuestName(t *testing.T) {
-	taken := map[string]bool{"lxc:debian": true}
+	taken := map[string]bool{"lxc:debian": true, "lxc:web": true, "lxc:web-400": true, "vm:vm-500": true}
 	for _, c := range []struct {
 		g    missingGuest
 		want string
@@ -32,6 +32,8 @@ func TestGuestName(t *testing.T) {
 		{missingGuest{Kind: "lxc", VMID: 300, Name: "???"}, "ct-300"},
 		{missingGuest{Kind: "lxc", VMID: 301, Name: "debian"}, "debian-301"},
 		{missingGuest{Kind: "vm", VMID: 302, Name: "debian"}, "debian"},
+		{missingGuest{Kind: "lxc", VMID: 400, Name: "web"}, "web-400-2"},
+		{missingGuest{Kind: "vm", VMID: 500, Name: ""}, "vm-500-500"},
 	} {
 		if got := guestName(c.g, taken); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.g, got, c.want)

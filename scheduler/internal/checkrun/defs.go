@@ -28,6 +28,8 @@ type checkDef struct {
 	Config     map[string]any
 	Interval   time.Duration
 	Timeout    time.Duration
+	// Unit is the lease unit whose holder runs the check ("host:<slug>" or "net").
+	Unit string
 	// version changes whenever the row does, so a reload can tell what to refresh.
 	version string
 
@@ -59,7 +61,13 @@ type (
 func loadDefs(ctx context.Context, q pg.Querier) ([]*checkDef, error) {
 	rows, err := q.Query(ctx, `
 SELECT cd.id::text, cd.slug, cd.target_id::text, e.slug, e.type, cd.kind, cd.config,
-       cd.interval_seconds, cd.timeout_seconds, cd.updated_at
+       cd.interval_seconds, cd.timeout_seconds, cd.updated_at,
+       -- The lease unit whose holder runs it (scheduler/internal/leases): net for http and
+       -- tcp, else the SSH host it goes through (a backup check's holder's).
+       CASE WHEN cd.kind IN ('http', 'tcp') THEN 'net'
+            WHEN cd.kind = 'backup-freshness' THEN
+                 coalesce(lease_unit((SELECT h.id FROM entities h WHERE h.slug = cd.config->>'holder')), 'host:' || (cd.config->>'holder'))
+            ELSE coalesce(lease_unit(cd.target_id), 'host:' || e.slug) END
 FROM check_defs cd JOIN entities e ON e.id = cd.target_id
 WHERE cd.enabled AND e.state <> 'destroyed'
 ORDER BY cd.slug`)
@@ -74,7 +82,7 @@ ORDER BY cd.slug`)
 			updated           time.Time
 		)
 		if err := r.Scan(&d.ID, &d.Slug, &d.TargetID, &d.TargetSlug, &d.TargetType, &d.Kind, &raw,
-			&interval, &timeout, &updated); err != nil {
+			&interval, &timeout, &updated, &d.Unit); err != nil {
 			return nil, err
 		}
 		d.Interval = time.Duration(interval) * time.Second
@@ -82,7 +90,7 @@ ORDER BY cd.slug`)
 		if d.Timeout > d.Interval {
 			d.Timeout = d.Interval
 		}
-		d.version = fmt.Sprintf("%d/%d/%d/%s", updated.UnixNano(), interval, timeout, raw)
+		d.version = fmt.Sprintf("%d/%d/%d/%s/%s", updated.UnixNano(), interval, timeout, d.Unit, raw)
 		d.Config = map[string]any{}
 		dec := json.NewDecoder(strings.NewReader(string(raw)))
 		dec.UseNumber()

@@ -113,10 +113,15 @@ type Options struct {
 	// ResolveTTL is how long a resolved target is reused (default 5 min). A reload, an
 	// unreachable host or a refused key forgets it at once.
 	ResolveTTL time.Duration
-	// Owns, when set, says whether this scheduler holds the lease of a resource ("host:<slug>"
-	// for everything that goes through a machine, "net:<check slug>" for http and tcp
-	// checks); checks it does not own are skipped (counted, not run). Nil owns everything.
-	Owns func(resource string) bool
+	// Lease, when set, says whether this scheduler holds the lease of a unit ("host:<slug>"
+	// for everything that goes through a machine, "net" for the http and tcp checks;
+	// scheduler/internal/leases) and at which generation. Checks of units it does not hold
+	// are skipped (counted, not run), and a result is written only while the lease it ran
+	// under is still held, checked in the statement that writes it (Holder). Nil holds
+	// everything.
+	Lease func(unit string) (generation int64, ok bool)
+	// Holder is this scheduler's lease holder id; required with Lease.
+	Holder string
 }
 
 // Runner runs the enabled checks. Start once; Stop is safe to call twice.
@@ -168,6 +173,7 @@ type job struct {
 	e   *entry
 	d   *checkDef
 	due time.Time
+	gen int64 // the lease generation it runs under (0 without leases)
 }
 
 // entry is one scheduled check.
@@ -238,7 +244,7 @@ func newRunner(opts Options, ssh executor) *Runner {
 	}
 	r.writer = results.NewWriter(results.WriterOptions{Pool: opts.Pool, Logger: r.log, Metrics: opts.Metrics, Now: opts.Clock.Now,
 		FlushEvery: opts.FlushEvery, UnchangedFlushEvery: opts.UnchangedFlushEvery, FlushBatch: opts.FlushBatch,
-		Flushed: opts.OnFlush})
+		Flushed: opts.OnFlush, Holder: fenceHolder(opts)})
 	if opts.Notifier != nil {
 		opts.Notifier.Listen(eventbus.ChannelChecks, func(string) { r.requestReload() })
 		opts.Notifier.OnConnect(r.requestReload)
@@ -338,15 +344,20 @@ func (r *Runner) dispatchDue(ctx context.Context) {
 			r.overrun(e, d)
 			continue
 		}
-		if r.opts.Owns != nil && !r.opts.Owns(resourceOf(d)) {
-			r.m.notOwned.Inc()
-			continue
+		var gen int64
+		if r.opts.Lease != nil {
+			g, ok := r.opts.Lease(d.Unit)
+			if !ok {
+				r.m.notOwned.Inc()
+				continue
+			}
+			gen = g
 		}
 		if !e.running.CompareAndSwap(false, true) {
 			r.overrun(e, d)
 			continue
 		}
-		if !r.hand(ctx, job{e: e, d: d, due: due}) {
+		if !r.hand(ctx, job{e: e, d: d, due: due, gen: gen}) {
 			e.running.Store(false)
 			return
 		}
@@ -394,7 +405,7 @@ func (r *Runner) worker(ctx context.Context, j job) {
 // and the worker carries on.
 func (r *Runner) runJob(ctx context.Context, j job) {
 	defer safego.Recover(r.log, "check-run")
-	r.run(ctx, j.e, j.d, j.due)
+	r.run(ctx, j.e, j.d, j.due, j.gen)
 }
 
 func (r *Runner) overrun(e *entry, d *checkDef) {
@@ -435,6 +446,14 @@ func slack(interval time.Duration) time.Duration {
 }
 
 // phase is a check's first-run offset.
+// fenceHolder is the holder the writer fences results by: only with leases.
+func fenceHolder(opts Options) string {
+	if opts.Lease == nil {
+		return ""
+	}
+	return opts.Holder
+}
+
 func (r *Runner) phase(interval time.Duration) time.Duration {
 	span := min(interval, r.opts.InitialSpread)
 	if span <= 0 {
@@ -443,7 +462,7 @@ func (r *Runner) phase(interval time.Duration) time.Duration {
 	return time.Duration(rand.Int64N(int64(span)))
 }
 
-func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time) {
+func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time, gen int64) {
 	r.running.Add(1)
 	defer r.running.Add(-1)
 	defer e.overrunLogged.Store(false) // after running is cleared (defers run last-first)
@@ -487,7 +506,7 @@ func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time) 
 	}
 	r.writer.Submit(ctx, results.Record{
 		CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug,
-		At: r.clock.Now(), Result: res,
+		At: r.clock.Now(), Result: res, Unit: d.Unit, Generation: gen,
 	})
 }
 
@@ -496,20 +515,6 @@ func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time) 
 func (r *Runner) closeIdleHTTP(olderThan time.Duration) {
 	if r.httpc != nil {
 		r.httpc.CloseIdle(olderThan)
-	}
-}
-
-// resourceOf names the lease a check needs (see Options.Owns).
-func resourceOf(d *checkDef) string {
-	switch s := d.spec.(type) {
-	case probeparse.Guest:
-		return "host:" + s.Host
-	case backupSpec:
-		return "host:" + s.Holder
-	case httpSpec, tcpSpec:
-		return "net:" + d.Slug
-	default:
-		return "host:" + d.TargetSlug
 	}
 }
 

@@ -54,6 +54,9 @@ type Options struct {
 	Metrics prometheus.Registerer
 	// SchedulerID is written to executions.claimed_by; default "<hostname>:<pid>".
 	SchedulerID string
+	// Owned, when set, lists the lease units this scheduler holds (leases.Manager.Owned):
+	// only executions through those are claimed. Nil claims any.
+	Owned func() []string
 	// DefaultTimeout applies when an execution has no timeout_seconds (the column defaults to
 	// 600, so this is a safety net).
 	DefaultTimeout time.Duration
@@ -146,6 +149,9 @@ func New(opts Options) *Executor {
 
 // SchedulerID is the id this executor claims executions under.
 func (e *Executor) SchedulerID() string { return e.opts.SchedulerID }
+
+// Poke makes the executor look for runnable executions now (a lease was just taken).
+func (e *Executor) Poke() { e.poke() }
 
 func (e *Executor) poke() {
 	select {
@@ -293,6 +299,17 @@ func (e *Executor) sweepLoop(ctx context.Context) {
 			e.log.Error().Err(err).Msg("sweep stuck executions")
 		case n > 0:
 			e.log.Warn().Int("count", n).Msg("marked stuck running executions as interrupted")
+		}
+		if e.opts.Owned == nil {
+			continue // one scheduler: its orphans are found at its start
+		}
+		n, err = e.interruptDeadHolders(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.log.Error().Err(err).Msg("sweep executions of stopped schedulers")
+		case n > 0:
+			e.m.observeSwept(sweptOrphaned, n)
+			e.log.Warn().Int("count", n).Msg("marked executions of a scheduler that stopped answering as interrupted; they are not re-run")
 		}
 	}
 }

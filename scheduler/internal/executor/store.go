@@ -93,11 +93,21 @@ func (e *Executor) claim(ctx context.Context, n int) ([]job, error) {
 	var jobs []job
 	err := pg.InTx(ctx, e.opts.Pool, func(tx pgx.Tx) error {
 		jobs = jobs[:0]
+		// With leases, only executions whose target goes through a unit this scheduler holds
+		// (its host's; net for one with no target); the holder of the rest claims them.
+		var owned []string
+		if e.opts.Owned != nil {
+			owned = e.opts.Owned()
+			if len(owned) == 0 {
+				return nil
+			}
+		}
 		rows, err := tx.Query(ctx, `
 UPDATE executions SET status = 'running', started_at = now(), updated_at = now(), claimed_by = $1
-WHERE id IN (SELECT id FROM executions WHERE status = 'approved' ORDER BY created_at, id
-             FOR UPDATE SKIP LOCKED LIMIT $2)
-`+claimReturning, e.opts.SchedulerID, n)
+WHERE id IN (SELECT id FROM executions WHERE status = 'approved'
+               AND ($3::text[] IS NULL OR coalesce(lease_unit(target_id), 'net') = ANY($3::text[]))
+             ORDER BY created_at, id FOR UPDATE SKIP LOCKED LIMIT $2)
+`+claimReturning, e.opts.SchedulerID, n, owned)
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
@@ -350,18 +360,35 @@ func cleanJSON(v any) any {
 var errNotOurs = errors.New("execution is no longer running under this scheduler")
 
 // interruptOrphans marks as interrupted every running execution whose scheduler is gone: with
-// one scheduler that is every running row at start; with leases, those claimed by us (a
-// previous life of this id) or by a holder with no live lease. They are never re-run: their
-// command may have had its effect already.
+// one scheduler that is every running row at start; with several, those claimed by us (a
+// previous life of this id) or by a scheduler that is no live member (scheduler_members,
+// renewed with its leases) and holds no live lease. They are never re-run: their command may have had its effect
+// already.
 func (e *Executor) interruptOrphans(ctx context.Context) (int, error) {
 	return e.interrupt(ctx, `
 SELECT id FROM executions x
 WHERE status = 'running'
   AND (claimed_by IS NULL OR claimed_by = $1
-       OR NOT EXISTS (SELECT 1 FROM scheduler_leases l WHERE l.holder = x.claimed_by AND l.expires_at > now()))
+       OR (NOT EXISTS (SELECT 1 FROM scheduler_members m WHERE m.id = x.claimed_by AND m.expires_at > now())
+           AND NOT EXISTS (SELECT 1 FROM scheduler_leases l WHERE l.holder = x.claimed_by AND l.expires_at > now())))
 ORDER BY created_at
 FOR UPDATE SKIP LOCKED`, []any{e.opts.SchedulerID},
 		"the scheduler running it (%s) stopped before it finished; found at startup by %s. "+
+			"It is not re-run because its command may already have had its effect; output so far is kept")
+}
+
+// interruptDeadHolders is interruptOrphans while running alongside other schedulers: the
+// running executions of a scheduler whose membership lapsed (killed, or cut off) become
+// interrupted within an expiry, found by whichever scheduler sweeps first.
+func (e *Executor) interruptDeadHolders(ctx context.Context) (int, error) {
+	return e.interrupt(ctx, `
+SELECT id FROM executions x
+WHERE status = 'running' AND claimed_by IS NOT NULL AND claimed_by <> $1
+  AND NOT EXISTS (SELECT 1 FROM scheduler_members m WHERE m.id = x.claimed_by AND m.expires_at > now())
+  AND NOT EXISTS (SELECT 1 FROM scheduler_leases l WHERE l.holder = x.claimed_by AND l.expires_at > now())
+ORDER BY created_at
+FOR UPDATE SKIP LOCKED`, []any{e.opts.SchedulerID},
+		"the scheduler running it (%s) stopped answering before it finished; found by %s. "+
 			"It is not re-run because its command may already have had its effect; output so far is kept")
 }
 

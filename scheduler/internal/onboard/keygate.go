@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/oikos-hq/oikos/shared/hostconnect"
 	"github.com/oikos-hq/oikos/shared/remote"
 )
 
@@ -23,8 +26,14 @@ var ErrFingerprintMismatch = errors.New("host key does not match the fingerprint
 //
 // A key already pinned for the address is checked by the store as usual, so a changed key is
 // refused and raises host_key_changed exactly as on any other connection.
+//
+// Outside an attempt, an address whose latest connection request is not `connected` (a
+// machine being added: awaiting confirmation, failed, still pending) is never pinned either,
+// whatever dials it — a check of a guest whose host is still planned, an execution — so the
+// only way a new machine's key is trusted is the operator's.
 type KeyGate struct {
 	inner remote.HostKeyStore
+	db    rowQuerier
 
 	mu    sync.Mutex
 	gates map[string]*gate
@@ -36,9 +45,30 @@ type gate struct {
 	offered, keyType string
 }
 
-// NewKeyGate wraps inner.
-func NewKeyGate(inner remote.HostKeyStore) *KeyGate {
-	return &KeyGate{inner: inner, gates: map[string]*gate{}}
+// rowQuerier is the part of pgx the gate reads host_connects with.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// NewKeyGate wraps inner; db is where host_connects is read (nil: only open gates apply).
+func NewKeyGate(inner remote.HostKeyStore, db rowQuerier) *KeyGate {
+	return &KeyGate{inner: inner, db: db, gates: map[string]*gate{}}
+}
+
+// ErrNotConfirmed refuses a first-use pin of a machine that is being added.
+var ErrNotConfirmed = errors.New("host key not confirmed by an operator")
+
+// onboarding returns the status of addr's latest connection request, "" when it has none.
+func (k *KeyGate) onboarding(ctx context.Context, addr string) (string, error) {
+	if k.db == nil {
+		return "", nil
+	}
+	var status string
+	err := k.db.QueryRow(ctx, `SELECT status FROM host_connects WHERE address = $1 ORDER BY created_at DESC LIMIT 1`, addr).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return status, err
 }
 
 // open puts addr under the gate until the returned function is called.
@@ -76,9 +106,18 @@ func (k *KeyGate) Put(ctx context.Context, addr string, key []byte) error {
 		g.offered, g.keyType = remote.Fingerprint(key), keyTypeOf(key)
 	}
 	k.mu.Unlock()
-	switch {
-	case g == nil:
+	if g == nil {
+		status, err := k.onboarding(ctx, addr)
+		switch {
+		case err != nil:
+			return fmt.Errorf("read %s's onboarding: %w", addr, err)
+		case status != "" && status != hostconnect.StatusConnected:
+			return fmt.Errorf("%w: %s is being added to the fleet (%s) and offered %s; only `oikos add` with the operator's confirmation pins it",
+				ErrNotConfirmed, addr, status, remote.Fingerprint(key))
+		}
 		return k.inner.Put(ctx, addr, key)
+	}
+	switch {
 	case g.expect == "":
 		return fmt.Errorf("%w: %s offered %s", ErrAwaitingConfirmation, addr, remote.Fingerprint(key))
 	case g.expect != remote.Fingerprint(key):

@@ -30,7 +30,7 @@ func newKey(t *testing.T) []byte {
 func TestKeyGate(t *testing.T) {
 	ctx := context.Background()
 	inner := remote.NewMemoryHostKeys()
-	g := NewKeyGate(inner)
+	g := NewKeyGate(inner, nil)
 	key := newKey(t)
 
 	gt, done := g.open("10.0.0.1:22", "")

@@ -93,15 +93,50 @@ func (s *Service) Wake() {
 	}
 }
 
-// Start runs the loop. Requests a dead scheduler left `connecting` are failed: their
-// outcome is unknown and the operator retries.
+// Start runs the loop. Requests a dead scheduler left `connecting` are failed (at start and
+// on every poll): their outcome is unknown and the operator retries.
 func (s *Service) Start(ctx context.Context) error {
-	if _, err := s.opts.Pool.Exec(ctx, `UPDATE host_connects SET status = 'failed', updated_at = now(),
-error = 'interrupted: the scheduler connecting stopped; run the command again'
-WHERE status = 'connecting' AND updated_at < now() - $1::interval`, (2 * s.opts.Timeout).String()); err != nil {
-		return fmt.Errorf("onboard: clear interrupted requests: %w", err)
+	if err := s.sweepStale(ctx); err != nil {
+		return fmt.Errorf("onboard: %w", err)
 	}
 	return s.life.Start(ctx, s.log, "onboard", s.loop)
+}
+
+// sweepStale fails the requests left connecting for longer than two attempts take, each with
+// its event (the api applies it: the machine stays planned, saying why) and audit row.
+func (s *Service) sweepStale(ctx context.Context) error {
+	return pg.InTx(ctx, s.opts.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE host_connects h SET status = 'failed', updated_at = now(),
+error = 'interrupted: the scheduler connecting (' || h.claimed_by || ') stopped before it answered; run the command again'
+FROM entities e
+WHERE e.id = h.entity_id AND h.status = 'connecting' AND h.updated_at < now() - $1::interval
+RETURNING h.id::text, h.entity_id::text, e.slug, h.address, h.error`, (2 * s.opts.Timeout).String())
+		if err != nil {
+			return fmt.Errorf("fail interrupted requests: %w", err)
+		}
+		type stale struct{ id, entity, slug, addr, err string }
+		var found []stale
+		var st stale
+		if _, err := pgx.ForEachRow(rows, []any{&st.id, &st.entity, &st.slug, &st.addr, &st.err}, func() error {
+			found = append(found, st)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, st := range found {
+			payload := map[string]any{"request_id": st.id, "entity": st.slug, "address": st.addr,
+				"status": hostconnect.StatusFailed, "error": st.err}
+			if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: hostconnect.EventFailed, EntityID: st.entity,
+				Actor: "scheduler", CorrelationID: st.id}, payload); err != nil {
+				return err
+			}
+			if err := audit.Write(ctx, tx, audit.Row{Actor: "scheduler", Action: hostconnect.EventFailed, CorrelationID: st.id,
+				EntityID: st.entity, After: payload}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Stop ends the loop and waits for attempts in progress.
@@ -120,6 +155,9 @@ func (s *Service) loop(ctx context.Context) {
 			return
 		case <-s.wake:
 		case <-tick.C:
+			if err := s.sweepStale(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error().Err(err).Msg("fail interrupted connection requests")
+			}
 		}
 		for {
 			req, ok, err := s.claim(ctx)
@@ -153,7 +191,11 @@ func (s *Service) claim(ctx context.Context) (request, bool, error) {
 	var r request
 	err := s.opts.Pool.QueryRow(ctx, `
 WITH next AS (
-    SELECT id FROM host_connects WHERE status = 'pending' ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
+    SELECT id FROM host_connects p WHERE status = 'pending'
+      -- One attempt per address at a time, fleet-wide: two dials of one address under two
+      -- expectations must never race.
+      AND NOT EXISTS (SELECT 1 FROM host_connects o WHERE o.address = p.address AND o.status = 'connecting')
+    ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
 )
 UPDATE host_connects h SET status = 'connecting', claimed_by = $1, updated_at = now()
 FROM next, entities e
@@ -196,6 +238,27 @@ func (s *Service) handle(ctx context.Context, r request) {
 
 // attempt dials r's machine through the gate and reads its facts.
 func (s *Service) attempt(ctx context.Context, r request) outcome {
+	// A key already pinned for the address (the machine was known, or re-added) is what the
+	// connection will be checked against, and a pooled connection was: the fingerprint the
+	// operator gave must be that one.
+	pinned, ok, err := s.opts.Gate.Get(ctx, r.addr)
+	if err != nil {
+		return outcome{status: hostconnect.StatusFailed, err: "read the pinned host key: " + err.Error()}
+	}
+	if ok {
+		fp := remote.Fingerprint(pinned)
+		if r.expect != "" && r.expect != fp {
+			return outcome{status: hostconnect.StatusFailed, fingerprint: fp, err: fmt.Sprintf(
+				"%v: %s already has the key %s pinned, not %s; if the machine was reinstalled, remove its pinned key (ssh_host_keys) first",
+				ErrFingerprintMismatch, r.addr, fp, r.expect)}
+		}
+		t := remote.MachineTarget(r.slug, r.addr, r.user, "linux")
+		facts, err := s.readFacts(ctx, t, r.proxmox)
+		if err != nil {
+			return outcome{status: hostconnect.StatusFailed, fingerprint: fp, err: explain(err, r)}
+		}
+		return outcome{status: hostconnect.StatusConnected, facts: facts, fingerprint: fp, keyType: keyTypeOf(pinned)}
+	}
 	g, closeGate := s.opts.Gate.open(r.addr, r.expect)
 	defer closeGate()
 	t := remote.MachineTarget(r.slug, r.addr, r.user, "linux")

@@ -10,6 +10,7 @@ import (
 const (
 	droppedWriteFailures = "write_failures" // the oldest results, after repeated failed flushes
 	droppedCheckDeleted  = "check_deleted"  // results of checks deleted since they ran
+	droppedLeaseLost     = "lease_lost"     // results of units whose lease passed to another scheduler
 )
 
 // writerMetrics are the writer's collectors (README, Metrics).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,11 @@ type Record struct {
 	TargetID, TargetSlug     string
 	At                       time.Time
 	Result                   Result
+	// Unit and Generation are the lease the check ran under (scheduler/internal/leases);
+	// with WriterOptions.Holder the result is written only while that lease is still held
+	// at that generation, checked in the writing statement itself.
+	Unit       string
+	Generation int64
 }
 
 // WriterOptions configure a Writer. Pool is required.
@@ -62,6 +68,9 @@ type WriterOptions struct {
 	// FlushBatch: a flush starts as soon as this many results wait (default 2000); at most
 	// four times as many wait before Submit blocks.
 	FlushBatch int
+	// Holder, when set, fences every write by lease: a result is written only while this
+	// holder still holds its Record.Unit at its Record.Generation (sqlFence).
+	Holder string
 	// Flushed, when set, is called after every successful write with what it wrote: the
 	// incident engine evaluates when a write carried a problem or a change of health.
 	Flushed func(Flush)
@@ -414,7 +423,10 @@ WITH cd AS (
         at          = EXCLUDED.at,
         observed_at = coalesce(EXCLUDED.observed_at, check_results.observed_at),
         since       = CASE WHEN check_results.health = EXCLUDED.health THEN check_results.since ELSE EXCLUDED.at END,
-        streak      = CASE WHEN check_results.health = EXCLUDED.health THEN check_results.streak + EXCLUDED.streak ELSE EXCLUDED.streak END,
+        streak      = CASE WHEN check_results.health = EXCLUDED.health
+                                 OR (check_results.health = 'unknown' AND check_results.error_class = 'unreachable'
+                                     AND EXCLUDED.health = 'down' AND EXCLUDED.error_class = 'unreachable')
+                           THEN check_results.streak + EXCLUDED.streak ELSE EXCLUDED.streak END,
         runs        = check_results.runs + 1
     WHERE check_results.at <= EXCLUDED.at
     RETURNING check_id
@@ -433,24 +445,10 @@ SELECT cd.id::text, cd.target_id::text, l.check_id IS NOT NULL FROM cd LEFT JOIN
 // Ids travel as text and are cast by the server: pgx would otherwise try, fail and retry the
 // binary uuid encoding of every string.
 func (w *Writer) flush(ctx context.Context, batch []Record) error {
-	// The latest result per check; every result's metrics.
-	latest := map[string]int{} // check id → index in batch
-	var checkIDs []string
-	problems := 0
-	for i, rec := range batch {
-		j, ok := latest[rec.CheckID]
-		if !ok {
-			checkIDs = append(checkIDs, rec.CheckID)
-		}
-		if !ok || !rec.At.Before(batch[j].At) {
-			latest[rec.CheckID] = i
-		}
-		if rec.Result.Health != HealthUp {
-			problems++
-		}
-	}
-	tails := streakTails(batch, latest)
 	var (
+		latest                map[string]int // check id → index in batch
+		problems              int
+		tails                 map[string]int32
 		same, changed         []*Record
 		cIDs, cHealth, cClass []string
 		cReason               []*string
@@ -460,34 +458,57 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 		sChecks, sNames       []string
 		sValues               []float64
 		sAts                  []time.Time
+		fenced                int
 	)
-	for _, cid := range checkIDs {
-		rec := &batch[latest[cid]]
-		if !w.repeats(rec) {
-			changed = append(changed, rec)
-			continue
+	// prepare reads the batch: the latest result per check, and every result's metrics.
+	prepare := func(batch []Record) {
+		latest = map[string]int{}
+		var checkIDs []string
+		problems = 0
+		for i, rec := range batch {
+			j, ok := latest[rec.CheckID]
+			if !ok {
+				checkIDs = append(checkIDs, rec.CheckID)
+			}
+			if !ok || !rec.At.Before(batch[j].At) {
+				latest[rec.CheckID] = i
+			}
+			if rec.Result.Health != HealthUp {
+				problems++
+			}
 		}
-		same = append(same, rec)
-		cIDs = append(cIDs, rec.CheckID)
-		cHealth = append(cHealth, rec.Result.Health)
-		cClass = append(cClass, rec.Result.Class)
-		var reason *string // any reason, for an up result
-		if rec.Result.Health != HealthUp {
-			reason = &rec.Result.Reason
+		tails = streakTails(batch, latest)
+		for _, cid := range checkIDs {
+			rec := &batch[latest[cid]]
+			if !w.repeats(rec) {
+				changed = append(changed, rec)
+				continue
+			}
+			same = append(same, rec)
+			cIDs = append(cIDs, rec.CheckID)
+			cHealth = append(cHealth, rec.Result.Health)
+			cClass = append(cClass, rec.Result.Class)
+			var reason *string // any reason, for an up result
+			if rec.Result.Health != HealthUp {
+				reason = &rec.Result.Reason
+			}
+			cReason = append(cReason, reason)
+			cAt = append(cAt, rec.At)
+			cObs = append(cObs, observedAt(rec))
+			cRuns = append(cRuns, tails[rec.CheckID])
 		}
-		cReason = append(cReason, reason)
-		cAt = append(cAt, rec.At)
-		cObs = append(cObs, observedAt(rec))
-		cRuns = append(cRuns, tails[rec.CheckID])
+		for i := range batch {
+			rec := &batch[i]
+			for _, m := range rec.Result.Metrics {
+				sChecks = append(sChecks, rec.CheckID)
+				sNames = append(sNames, m.Name)
+				sValues = append(sValues, m.Value)
+				sAts = append(sAts, rec.At)
+			}
+		}
 	}
-	for i := range batch {
-		rec := &batch[i]
-		for _, m := range rec.Result.Metrics {
-			sChecks = append(sChecks, rec.CheckID)
-			sNames = append(sNames, m.Name)
-			sValues = append(sValues, m.Value)
-			sAts = append(sAts, rec.At)
-		}
+	if w.opts.Holder == "" {
+		prepare(batch)
 	}
 
 	var (
@@ -499,6 +520,18 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 	)
 	err := pg.InBatchTx(ctx, w.opts.Pool, func(tx *pg.BatchTx) error {
 		b := tx.Batch()
+		if w.opts.Holder != "" {
+			kept, err := w.fence(ctx, tx, b, batch)
+			if err != nil {
+				return err
+			}
+			fenced = len(batch) - len(kept)
+			prepare(kept)
+			b = tx.Batch()
+			if len(kept) == 0 {
+				return tx.Commit(ctx, b)
+			}
+		}
 		b.Queue(sqlConfirm, cIDs, cHealth, cClass, cReason, cAt, cObs, sChecks, sNames, sValues, sAts, cRuns).
 			QueryRow(func(row pgx.Row) error { return row.Scan(&samples, &confirmed) })
 		if len(same) > 0 {
@@ -537,6 +570,10 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 		}
 	}
 	w.storedMu.Unlock()
+	if fenced > 0 {
+		w.m.dropped.WithLabelValues(droppedLeaseLost).Add(float64(fenced))
+		w.log.Info().Int("results", fenced).Msg("results of units whose lease this scheduler no longer holds were dropped")
+	}
 	if dropped > 0 {
 		w.m.dropped.WithLabelValues(droppedCheckDeleted).Add(float64(dropped))
 		w.log.Debug().Int("results", dropped).Msg("results of checks deleted since they ran were dropped")
@@ -548,6 +585,42 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 		w.opts.Flushed(Flush{Results: len(batch), Problems: problems, Changes: len(changes)})
 	}
 	return nil
+}
+
+// sqlFence reads which of the leases the batch ran under this scheduler still holds, at the
+// same generation and unexpired by the server's clock now, and locks them FOR SHARE: a
+// scheduler taking one over (leases.Tick's conditional upsert) waits for this transaction,
+// so no result is written after its lease passed to another holder.
+const sqlFence = `
+SELECT l.resource, l.generation FROM scheduler_leases l
+WHERE l.holder = $1 AND l.resource = ANY($2) AND l.expires_at > clock_timestamp()
+ORDER BY l.resource FOR SHARE`
+
+// fence sends BEGIN and sqlFence in b and returns the records whose lease still holds.
+func (w *Writer) fence(ctx context.Context, tx *pg.BatchTx, b *pgx.Batch, batch []Record) ([]Record, error) {
+	var units []string
+	for _, rec := range batch {
+		if !slices.Contains(units, rec.Unit) {
+			units = append(units, rec.Unit)
+		}
+	}
+	held := map[string]int64{}
+	b.Queue(sqlFence, w.opts.Holder, units).Query(func(rows pgx.Rows) error {
+		var u string
+		var g int64
+		_, err := pgx.ForEachRow(rows, []any{&u, &g}, func() error { held[u] = g; return nil })
+		return err
+	})
+	if err := tx.Send(ctx, b); err != nil {
+		return nil, fmt.Errorf("fence by lease: %w", err)
+	}
+	kept := make([]Record, 0, len(batch))
+	for _, rec := range batch {
+		if g, ok := held[rec.Unit]; ok && g == rec.Generation {
+			kept = append(kept, rec)
+		}
+	}
+	return kept, nil
 }
 
 // streakTails counts, for each check of the batch, how many of its results in a row end
@@ -565,14 +638,24 @@ func streakTails(batch []Record, latest map[string]int) map[string]int32 {
 			continue
 		}
 		sort.SliceStable(recs, func(i, j int) bool { return recs[i].At.Before(recs[j].At) })
-		health := batch[latest[id]].Result.Health
+		last := batch[latest[id]].Result
 		n := int32(0)
-		for i := len(recs) - 1; i >= 0 && recs[i].Result.Health == health; i-- {
+		for i := len(recs) - 1; i >= 0 && sameStreak(recs[i].Result, last); i-- {
 			n++
 		}
 		tails[id] = max(n, 1)
 	}
 	return tails
+}
+
+// sameStreak says whether r counts towards the streak that last ends: the same health, or an
+// unreachable machine's unconfirmed first failure (unknown, "down if the next attempt fails
+// too") before its confirmed one. That first failed dial was a failed run: counting it keeps
+// the confirmation from adding a run to the incident threshold (sqlUpsert applies the same
+// rule across flushes).
+func sameStreak(r, last Result) bool {
+	return r.Health == last.Health || (r.Health == HealthUnknown && r.Class == ClassUnreachable &&
+		last.Health == HealthDown && last.Class == ClassUnreachable)
 }
 
 func observedAt(rec *Record) *time.Time {

@@ -344,4 +344,91 @@ func TestWriterStreak(t *testing.T) {
 	if len(flushes) != 5 || flushes[2].Problems != 1 || flushes[2].Changes != 1 || flushes[1].Problems != 0 {
 		t.Errorf("Flushed saw %+v", flushes)
 	}
+
+	// An unreachable machine's unconfirmed first failure (unknown until the next attempt
+	// fails too) is a failed run of the streak its confirmation (down) continues, across
+	// flushes and within one; any other unknown restarts it.
+	unreachable := func(i int, health string) Record {
+		r := rec(i, health)
+		if health == HealthDown {
+			r.Result = Observed(HealthDown, "unreachable over SSH")
+		} else {
+			r.Result = Unknown(ClassUnreachable, "unreachable over SSH (once so far: down if the next attempt fails too)")
+		}
+		r.Result.Class = ClassUnreachable
+		return r
+	}
+	for _, step := range []struct {
+		batch  []Record
+		health string
+		streak int
+	}{
+		{[]Record{unreachable(10, HealthUnknown)}, HealthUnknown, 1},
+		{[]Record{unreachable(11, HealthDown)}, HealthDown, 2},
+		{[]Record{rec(12, HealthUp)}, HealthUp, 1},
+		{[]Record{unreachable(13, HealthUnknown), unreachable(14, HealthDown)}, HealthDown, 2},
+		{[]Record{{CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug,
+			At: t0.Add(15 * time.Second), Result: Unknown(ClassTimeout, "no answer")}}, HealthUnknown, 1},
+		{[]Record{unreachable(16, HealthDown)}, HealthDown, 1},
+	} {
+		if err := w.flush(ctx, step.batch); err != nil {
+			t.Fatal(err)
+		}
+		if h, n := streak(); h != step.health || n != step.streak {
+			t.Fatalf("unreachable, after %v: %s ×%d, want %s ×%d", step.batch[len(step.batch)-1].At.Sub(t0), h, n, step.health, step.streak)
+		}
+	}
+}
+
+// With a Holder, a result is written only while its lease is held at its generation: a
+// lease taken by another scheduler, or re-acquired since the run, drops it.
+func TestWriterFence(t *testing.T) {
+	t.Parallel()
+	inv := []byte(`entities:
+  - {type: ingress-route, name: a.lab.example, attributes: {url: "http://a.lab.example/"}}
+`)
+	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
+	d := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })[0]
+	ctx := context.Background()
+	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), Holder: "s1"})
+	t0 := time.Now().Truncate(time.Microsecond)
+	rec := func(i int, gen int64) Record {
+		return Record{CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug,
+			At: t0.Add(time.Duration(i) * time.Second), Result: Observed(HealthDown, "HTTP 50%d", i), Unit: "net", Generation: gen}
+	}
+	lease := func(holder string, gen int64, ttl string) {
+		if _, err := lab.DB.Exec(ctx, `INSERT INTO scheduler_leases (resource, holder, generation, expires_at)
+VALUES ('net', $1, $2, now() + $3::interval)
+ON CONFLICT (resource) DO UPDATE SET holder = EXCLUDED.holder, generation = EXCLUDED.generation, expires_at = EXCLUDED.expires_at`,
+			holder, gen, ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reason := func() string {
+		var r string
+		if err := lab.DB.QueryRow(ctx, `SELECT coalesce((SELECT reason FROM check_results WHERE check_id = $1), '')`, d.ID).Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, step := range []struct {
+		what   string
+		setup  func()
+		rec    Record
+		stored string
+	}{
+		{"held", func() { lease("s1", 1, "1 hour") }, rec(1, 1), "HTTP 501"},
+		{"taken by s2", func() { lease("s2", 2, "1 hour") }, rec(2, 1), "HTTP 501"},
+		{"s1 again, later generation", func() { lease("s1", 3, "1 hour") }, rec(3, 1), "HTTP 501"},
+		{"expired", func() { lease("s1", 3, "-1 second") }, rec(4, 3), "HTTP 501"},
+		{"held at that generation", func() { lease("s1", 3, "1 hour") }, rec(5, 3), "HTTP 505"},
+	} {
+		step.setup()
+		if err := w.flush(ctx, []Record{step.rec}); err != nil {
+			t.Fatalf("%s: %v", step.what, err)
+		}
+		if got := reason(); got != step.stored {
+			t.Fatalf("%s: stored %q, want %q", step.what, got, step.stored)
+		}
+	}
 }

@@ -1,0 +1,428 @@
+// Package schedulers_test runs several schedulers against one labsim fleet, wired as the
+// daemon wires them (lease manager, SSH pool, check runner fenced by lease, executor that
+// claims only its units), and checks that they share the work without doing any of it twice
+// and take over from one that dies.
+package schedulers_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+	"golang.org/x/crypto/ssh"
+
+	apiapp "github.com/oikos-hq/oikos/api/app"
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
+	schedapp "github.com/oikos-hq/oikos/scheduler/app"
+	"github.com/oikos-hq/oikos/seeds"
+	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/metrics"
+	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/remote"
+	"github.com/oikos-hq/oikos/testkit/labsim"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
+)
+
+func TestMain(m *testing.M) { e2estack.Main(m) }
+
+const (
+	renew  = 200 * time.Millisecond
+	expiry = time.Second
+)
+
+// scheduler is one scheduler's parts.
+type scheduler struct {
+	id     string
+	db     *pgxpool.Pool // its own, as each daemon has
+	leases *schedapp.Leases
+	pool   *remote.Pool
+	runner *schedapp.CheckRunner
+	exec   *schedapp.Executor
+	notif  *eventbus.Notifier
+	dead   bool
+}
+
+func (s *scheduler) kill() {
+	// What kill -9 leaves behind: nothing renews, nothing is handed back.
+	s.leases.Halt()
+	s.runner.Stop()
+	s.exec.Stop()
+	s.notif.Stop()
+	s.pool.Close()
+	s.dead = true
+}
+
+type lab struct {
+	db       *pgtest.DB
+	client   *e2estack.Client
+	operator string
+	sim      *labsim.Sim
+	signer   ssh.Signer
+	scheds   []*scheduler
+}
+
+func startLab(t *testing.T) *lab {
+	t.Helper()
+	ctx := context.Background()
+	l := &lab{db: pgtest.New(t)}
+	api, apiURL, err := e2estack.StartAPI(ctx, t, apiapp.Config{DatabaseURL: l.db.URL, SeedOnStart: true, Demo: true}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e2estack.MintTokens(ctx, api, e2estack.Token{Name: "operator", Role: "operator", Into: &l.operator}); err != nil {
+		t.Fatal(err)
+	}
+	l.client = &e2estack.Client{URL: apiURL, HTTP: http.DefaultClient}
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	l.signer, _ = ssh.NewSignerFromKey(priv)
+	fleet, err := labsim.FleetFromInventory(seeds.Inventory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.sim, err = labsim.New(fleet, labsim.Options{StateDir: t.TempDir(), Listen: func(string) string { return "127.0.0.1:0" },
+		AuthorizedKeys: []ssh.PublicKey{l.signer.PublicKey()}, FreshBackups: true, Logger: zerolog.Nop()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.sim.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.sim.Stop)
+	// Every check every second: a window of a few seconds holds several runs of each.
+	if _, err := l.db.Pool.Exec(ctx, `UPDATE check_defs SET interval_seconds = 1, timeout_seconds = 1`); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// add builds a scheduler and joins it (its first lease tick), without starting its work.
+func (l *lab) add(t *testing.T, id string) *scheduler {
+	t.Helper()
+	log := zerolog.Nop()
+	s := &scheduler{id: id}
+	var err error
+	if s.db, err = pg.Connect(context.Background(), l.db.URL, 30, log); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.db.Close)
+	if s.leases, err = schedapp.NewLeases(schedapp.LeasesOptions{Pool: s.db, ID: id, Logger: log, Renew: renew, Expiry: expiry,
+		OnChange: func([]string) {
+			if s.exec != nil {
+				s.exec.Poke()
+			}
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	s.pool = remote.NewPool(remote.PoolOptions{Signer: l.signer, HostKeys: schedapp.NewHostKeys(s.db, log),
+		DialTimeout: 5 * time.Second, Logger: log, Dial: l.sim.DialContext})
+	connCfg, err := pgx.ParseConfig(l.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.notif = eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
+	fleet := schedapp.NewFleet(s.db, schedapp.FleetOptions{Logger: log})
+	s.exec = schedapp.NewExecutor(schedapp.ExecutorOptions{Pool: s.db, SSH: s.pool, Fleet: fleet, Notifier: s.notif,
+		Logger: log, SchedulerID: id, Owned: s.leases.Owned, SweepEvery: expiry})
+	if s.runner, err = schedapp.NewCheckRunner(schedapp.CheckRunnerOptions{Pool: s.db, SSH: s.pool, Fleet: fleet,
+		Notifier: s.notif, Logger: log, Metrics: metrics.NewRegistry(), InitialSpread: 500 * time.Millisecond,
+		// Healthy repetitions are written within a second too, so a window can be counted
+		// right after it closes.
+		FlushEvery: 250 * time.Millisecond, UnchangedFlushEvery: 500 * time.Millisecond,
+		Lease: s.leases.Lease, Holder: id}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.leases.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.scheds = append(l.scheds, s)
+	t.Cleanup(func() {
+		if !s.dead {
+			s.runner.Stop()
+			s.exec.Stop()
+			s.leases.Stop()
+			s.notif.Stop()
+			s.pool.Close()
+		}
+	})
+	return s
+}
+
+func (s *scheduler) start(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.notif.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []interface{ Start(context.Context) error }{s.leases, s.exec, s.runner} {
+		if err := p.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// settle ticks every live scheduler's leases until the assignment is stable.
+func (l *lab) settle(t *testing.T) {
+	t.Helper()
+	for range 3 {
+		for _, s := range l.scheds {
+			if !s.dead {
+				if err := s.leases.Tick(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// samples counts, per check and metric, the samples written in [from, to): one per run.
+func (l *lab) samples(t *testing.T, from, to time.Time) map[string]int {
+	t.Helper()
+	rows, err := l.db.Pool.Query(context.Background(), `SELECT cd.slug || ' ' || s.name, count(*) FROM metric_samples s
+JOIN check_defs cd ON cd.id = s.check_id WHERE s.at >= $1 AND s.at < $2 GROUP BY 1`, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	var k string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&k, &n}, func() error { out[k] = n; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// assertOncePerInterval fails when any check ran more than once an interval in the window.
+func assertOncePerInterval(t *testing.T, counts map[string]int, window time.Duration) {
+	t.Helper()
+	limit := int(window/time.Second) + 1
+	var over []string
+	for k, n := range counts {
+		if n > limit {
+			over = append(over, fmt.Sprintf("%s ×%d", k, n))
+		}
+	}
+	sort.Strings(over)
+	if len(over) > 0 {
+		t.Fatalf("ran more than once per 1 s interval in %s (a double): %s", window, strings.Join(over, ", "))
+	}
+	if len(counts) < 20 {
+		t.Fatalf("only %d checks wrote samples in the window", len(counts))
+	}
+}
+
+// hostAddrs are the declared SSH addresses of the labsim hosts.
+func (l *lab) hostAddrs() []string {
+	var out []string
+	for _, h := range l.sim.Snapshot().Hosts {
+		out = append(out, h.Addr)
+	}
+	return out
+}
+
+func testShare(t *testing.T, n int) {
+	l := startLab(t)
+	for i := range n {
+		l.add(t, fmt.Sprintf("s%d", i))
+	}
+	l.settle(t)
+	for _, s := range l.scheds {
+		if len(s.leases.Owned()) == 0 {
+			t.Fatalf("%s owns nothing", s.id)
+		}
+		s.start(t)
+	}
+	time.Sleep(3 * time.Second) // first runs spread, connections made
+	from := time.Now()
+	time.Sleep(5 * time.Second)
+	to := time.Now()
+	time.Sleep(1500 * time.Millisecond) // the window's last results written
+	var runs []string
+	for _, s := range l.scheds {
+		st := s.runner.Status()
+		runs = append(runs, fmt.Sprintf("%s: %d units, %d runs", s.id, len(s.leases.Owned()), st.RunsTotal))
+	}
+	t.Log(strings.Join(runs, "; "))
+	assertOncePerInterval(t, l.samples(t, from, to), to.Sub(from))
+
+	// One SSH connection per host, fleet-wide.
+	for _, addr := range l.hostAddrs() {
+		dials := 0
+		for _, s := range l.scheds {
+			dials += s.pool.DialCount(addr)
+		}
+		if dials > 1 {
+			t.Errorf("%s dialled %d times across %d schedulers, want at most 1", addr, dials, n)
+		}
+	}
+	for _, s := range l.scheds {
+		if s.runner.Status().RunsTotal == 0 {
+			t.Errorf("%s ran nothing", s.id)
+		}
+	}
+}
+
+// Two and three schedulers: every check once per interval, one connection per host.
+func TestTwoSchedulersShareTheFleet(t *testing.T)   { testShare(t, 2) }
+func TestThreeSchedulersShareTheFleet(t *testing.T) { testShare(t, 3) }
+
+// kill -9 of one of two: its units move within the expiry and their checks resume; its
+// running execution becomes interrupted and is never re-run; a joining scheduler then takes
+// its share without a gap or a double.
+func TestFailoverAndJoin(t *testing.T) {
+	l := startLab(t)
+	a, b := l.add(t, "a"), l.add(t, "b")
+	l.settle(t)
+	a.start(t)
+	b.start(t)
+	time.Sleep(2 * time.Second)
+
+	// A long execution on one of b's hosts' guests, running under b.
+	var target string
+	for _, u := range b.leases.Owned() {
+		if u == "host:proxmox-host:atlas" || u == "host:proxmox-host:boreas" || u == "host:proxmox-host:ceres" {
+			target = map[string]string{"host:proxmox-host:atlas": "lxc:jellyfin", "host:proxmox-host:boreas": "lxc:gitea",
+				"host:proxmox-host:ceres": "lxc:pbs"}[u]
+			break
+		}
+	}
+	var execID string
+	if target != "" {
+		var ex struct{ ID string }
+		l.client.OK(t, "POST", "/api/v1/executions", l.operator, map[string]any{"target": target, "command": "sleep 30",
+			"purpose": "a long read that the crash cuts short"}, &ex)
+		execID = ex.ID
+		e2estack.Eventually(t, l.db.URL, 10*time.Second, 50*time.Millisecond, "the execution running under b", func() (bool, string) {
+			var st, by string
+			_ = l.db.Pool.QueryRow(context.Background(), `SELECT status, coalesce(claimed_by, '') FROM executions WHERE id = $1`, execID).Scan(&st, &by)
+			return st == "running" && by == "b", st + " by " + by
+		})
+	}
+
+	moved := b.leases.Owned()
+	killed := time.Now()
+	b.kill()
+	e2estack.Eventually(t, l.db.URL, 10*time.Second, 50*time.Millisecond, "a owning all of b's units", func() (bool, string) {
+		owned := a.leases.Owned()
+		for _, u := range moved {
+			if !contains(owned, u) {
+				return false, u
+			}
+		}
+		return true, ""
+	})
+	took := time.Since(killed)
+	if took < expiry-renew {
+		t.Errorf("a took b's units %s after the kill, before b's leases (%s) could expire", took, expiry)
+	}
+	// The checks of b's units run again: every check with samples before has them after.
+	before := l.samples(t, killed.Add(-2*time.Second), killed)
+	var resumed time.Duration
+	e2estack.Eventually(t, l.db.URL, 15*time.Second, 100*time.Millisecond, "every check running again", func() (bool, string) {
+		after := l.samples(t, killed.Add(took), time.Now())
+		for k := range before {
+			if after[k] == 0 {
+				return false, k
+			}
+		}
+		resumed = time.Since(killed)
+		return true, ""
+	})
+	t.Logf("kill -9 of b: a held its %d units after %s; every check ran again %s after the kill (expiry %s, interval 1 s)",
+		len(moved), took.Round(10*time.Millisecond), resumed.Round(10*time.Millisecond), expiry)
+	if execID != "" {
+		e2estack.Eventually(t, l.db.URL, 10*time.Second, 100*time.Millisecond, "b's execution interrupted", func() (bool, string) {
+			var st string
+			_ = l.db.Pool.QueryRow(context.Background(), `SELECT status FROM executions WHERE id = $1`, execID).Scan(&st)
+			return st == "interrupted", st
+		})
+		time.Sleep(500 * time.Millisecond)
+		var st string
+		var runs int
+		if err := l.db.Pool.QueryRow(context.Background(), `SELECT status, (SELECT count(*) FROM events WHERE type = 'execution.started'
+AND payload->>'execution_id' = $1::text) FROM executions WHERE id = $1::uuid`, execID).Scan(&st, &runs); err != nil {
+			t.Fatal(err)
+		}
+		if st != "interrupted" || runs != 1 {
+			t.Fatalf("b's execution: %s, started %d times; want interrupted, started once", st, runs)
+		}
+	}
+
+	// c joins: it takes its share from a, with no gap and no double.
+	c := l.add(t, "c")
+	c.start(t)
+	time.Sleep(2 * time.Second)
+	from := time.Now()
+	time.Sleep(4 * time.Second)
+	to := time.Now()
+	time.Sleep(1500 * time.Millisecond)
+	assertOncePerInterval(t, l.samples(t, from, to), to.Sub(from))
+	if len(c.leases.Owned()) == 0 {
+		t.Fatal("c took no share")
+	}
+	for k := range before {
+		if l.samples(t, from, to)[k] == 0 {
+			t.Errorf("%s did not run in the window after c joined (a gap)", k)
+		}
+	}
+}
+
+// An execution is claimed by exactly one scheduler, the holder of its target's unit.
+func TestExecutionsClaimedOnce(t *testing.T) {
+	l := startLab(t)
+	a, b := l.add(t, "a"), l.add(t, "b")
+	l.settle(t)
+	a.start(t)
+	b.start(t)
+	targets := []string{"lxc:jellyfin", "lxc:gitea", "lxc:pbs", "host:hermes", "nas:vault", "lxc:sonarr", "lxc:postgres", "sbc:pi"}
+	var ids []string
+	for i := range 24 {
+		var ex struct{ ID string }
+		l.client.OK(t, "POST", "/api/v1/executions", l.operator, map[string]any{"target": targets[i%len(targets)],
+			"command": "hostname", "purpose": "claim race"}, &ex)
+		ids = append(ids, ex.ID)
+	}
+	e2estack.Eventually(t, l.db.URL, 20*time.Second, 100*time.Millisecond, "all executions finished", func() (bool, string) {
+		var open int
+		_ = l.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM executions WHERE id = ANY($1) AND status NOT IN ('completed', 'failed')`, ids).Scan(&open)
+		return open == 0, fmt.Sprint(open, " open")
+	})
+	rows, err := l.db.Pool.Query(context.Background(), `SELECT x.id::text, x.status, x.claimed_by, lease_unit(x.target_id),
+(SELECT count(*) FROM events e WHERE e.type = 'execution.started' AND e.payload->>'execution_id' = x.id::text)
+FROM executions x WHERE x.id = ANY($1)`, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := map[string]string{}
+	for _, s := range []*scheduler{a, b} {
+		for _, u := range s.leases.Owned() {
+			holder[u] = s.id
+		}
+	}
+	var id, st, by, unit string
+	var started int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &st, &by, &unit, &started}, func() error {
+		if st != "completed" || started != 1 || by != holder[unit] {
+			t.Errorf("%s on %s: %s, started %d times, claimed by %s; want completed once by %s", id, unit, st, started, by, holder[unit])
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,459 @@
+// Package leases lets several schedulers share one fleet with Postgres as the only
+// coordinator (docs/architecture.md, "Growing past one scheduler"; S9). The work is cut into
+// units — every SSH host ("host:<slug>", everything that goes through that machine: its
+// checks, its guests' checks, its executions, its one SSH connection) and the HTTP/TCP check
+// set ("net") — and each unit is leased to one scheduler in scheduler_leases.
+//
+//   - Membership: each scheduler renews its scheduler_members row with its leases; members
+//     whose row lapsed are gone.
+//   - Assignment: rendezvous hashing over the live members, so every member computes the same
+//     owner for a unit and a join or a leave moves only the units that must move.
+//   - Acquire: one conditional statement takes a unit whose lease lapsed (or was released);
+//     a live lease is never taken. The generation grows with each new holder.
+//   - Hand-over: a holder that is no longer a unit's owner stops the unit's work, then
+//     releases the lease; the new owner takes it on its next tick. Never two holders.
+//   - Fencing: Owns is true only until the last renewal's expiry minus a margin, measured on
+//     this process's monotonic clock from before the renewal was sent, so a paused or
+//     partitioned scheduler stops by itself before another can take its units; writes check
+//     the lease in the statement itself (results.Record.Unit).
+package leases
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/shared/signals"
+	"github.com/oikos-hq/oikos/shared/startstop"
+)
+
+// Defaults for Options.
+const (
+	DefaultRenew  = 5 * time.Second
+	DefaultExpiry = 15 * time.Second
+)
+
+// NetUnit is the unit of the HTTP and TCP checks.
+const NetUnit = "net"
+
+// HostUnit is the unit of everything that goes through the machine slug.
+func HostUnit(slug string) string { return "host:" + slug }
+
+// Signal identity of a unit nobody holds.
+const (
+	SignalKind = "unit_unheld"
+	unheldLock = 0x6f696b6f7320
+)
+
+// Options configure a Manager. Pool is required.
+type Options struct {
+	Pool *pgxpool.Pool
+	// ID names this scheduler (default "<hostname>:<pid>"); it is the holder of its leases
+	// and the claimed_by of its executions.
+	ID     string
+	Logger zerolog.Logger
+	// Renew is the heartbeat (default 5 s); Expiry how long a lease lasts unrenewed (15 s).
+	Renew, Expiry time.Duration
+	// Margin is how long before its expiry a lease stops counting as owned here
+	// (default Renew/2, at most Expiry/4).
+	Margin time.Duration
+	// OnChange is called after a tick that changed the units held.
+	OnChange func(held []string)
+}
+
+// Lease is one unit held.
+type Lease struct {
+	Unit       string    `json:"unit"`
+	Generation int64     `json:"generation"`
+	ValidUntil time.Time `json:"valid_until"`
+}
+
+// Manager holds this scheduler's leases. Start once; Stop releases them.
+type Manager struct {
+	opts Options
+	log  zerolog.Logger
+	life startstop.Lifecycle
+
+	mu      sync.Mutex
+	held    map[string]Lease // by unit
+	members []string
+	unheld  map[string]time.Time // unit → when first seen without a live holder
+	wake    chan struct{}
+}
+
+// New builds a manager.
+func New(opts Options) (*Manager, error) {
+	if opts.Pool == nil {
+		return nil, errors.New("leases: Pool is required")
+	}
+	if opts.ID == "" {
+		h, _ := os.Hostname()
+		opts.ID = h + ":" + strconv.Itoa(os.Getpid())
+	}
+	if opts.Renew <= 0 {
+		opts.Renew = DefaultRenew
+	}
+	if opts.Expiry <= 0 {
+		opts.Expiry = DefaultExpiry
+	}
+	if opts.Expiry < 2*opts.Renew {
+		return nil, fmt.Errorf("leases: expiry %s must be at least twice the renew interval %s", opts.Expiry, opts.Renew)
+	}
+	if opts.Margin <= 0 {
+		opts.Margin = min(opts.Renew/2, opts.Expiry/4)
+	}
+	return &Manager{opts: opts, log: opts.Logger.With().Str("component", "leases").Logger(), held: map[string]Lease{},
+		unheld: map[string]time.Time{}, wake: make(chan struct{}, 1)}, nil
+}
+
+// ID is this scheduler's id.
+func (m *Manager) ID() string { return m.opts.ID }
+
+// Start joins the members and takes this scheduler's share before returning, so the parts
+// that ask Owns start with their units; then it renews every Renew.
+func (m *Manager) Start(ctx context.Context) error {
+	if err := m.Tick(ctx); err != nil {
+		return fmt.Errorf("leases: first tick: %w", err)
+	}
+	// A restart under the same id (a crash, a supervisor) is a new start.
+	if _, err := m.opts.Pool.Exec(ctx, `UPDATE scheduler_members SET started_at = now() WHERE id = $1`, m.opts.ID); err != nil {
+		return fmt.Errorf("leases: %w", err)
+	}
+	return m.life.Start(ctx, m.log, "leases", m.loop)
+}
+
+// Stop ends the loop and hands every lease back at once (a graceful stop need not make the
+// others wait an expiry). Safe twice.
+func (m *Manager) Stop() {
+	m.life.Stop()
+	m.mu.Lock()
+	m.held = map[string]Lease{}
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := m.opts.Pool.Exec(ctx, `WITH l AS (DELETE FROM scheduler_leases WHERE holder = $1)
+DELETE FROM scheduler_members WHERE id = $1`, m.opts.ID); err != nil {
+		m.log.Warn().Err(err).Msg("release leases at stop")
+	}
+}
+
+// Wake makes the loop tick now (the fleet changed).
+func (m *Manager) Wake() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) loop(ctx context.Context) {
+	t := time.NewTicker(m.opts.Renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-m.wake:
+		}
+		if err := m.Tick(ctx); err != nil && ctx.Err() == nil {
+			m.log.Error().Err(err).Msg("lease tick failed; units stop counting as owned when their leases run out")
+		}
+	}
+}
+
+// Owns reports whether this scheduler holds unit now, with margin to spare.
+func (m *Manager) Owns(unit string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.held[unit]
+	return ok && time.Now().Before(l.ValidUntil)
+}
+
+// Held lists the leases held now, by unit.
+func (m *Manager) Held() []Lease {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Lease, 0, len(m.held))
+	for _, l := range m.held {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Unit < out[j].Unit })
+	return out
+}
+
+// Owned lists the units owned now (Owns true), sorted.
+func (m *Manager) Owned() []string {
+	var out []string
+	for _, l := range m.Held() {
+		if time.Now().Before(l.ValidUntil) {
+			out = append(out, l.Unit)
+		}
+	}
+	return out
+}
+
+// Members lists the live schedulers as of the last tick.
+func (m *Manager) Members() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.members)
+}
+
+// Owner is the rendezvous owner of unit among members: the member with the highest
+// hash(member, unit). Every member computes the same answer from the same list.
+func Owner(unit string, members []string) string {
+	best, bestScore := "", uint64(0)
+	for _, id := range members {
+		h := sha256.Sum256([]byte(id + "\x00" + unit))
+		if s := binary.BigEndian.Uint64(h[:8]); best == "" || s > bestScore || (s == bestScore && id < best) {
+			best, bestScore = id, s
+		}
+	}
+	return best
+}
+
+// unitsSQL lists the units: every live machine (not planned, provisioning or destroyed),
+// and the net unit.
+const unitsSQL = `
+WITH RECURSIVE t(name) AS (
+    SELECT 'machine'::text UNION SELECT et.name FROM entity_types et JOIN t ON et.parent = t.name
+)
+SELECT 'host:' || e.slug FROM entities e JOIN t ON t.name = e.type
+WHERE e.state NOT IN ('planned', 'provisioning', 'destroyed')
+UNION ALL SELECT 'net'`
+
+// Tick renews membership and leases, releases what this scheduler no longer owns, takes what
+// it now owns and can, and reports units nobody holds.
+func (m *Manager) Tick(ctx context.Context) error {
+	sent := time.Now()
+	expiry := m.opts.Expiry.String()
+	if _, err := m.opts.Pool.Exec(ctx, `INSERT INTO scheduler_members (id, expires_at) VALUES ($1, now() + $2::interval)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expires_at`, m.opts.ID, expiry); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	rows, err := m.opts.Pool.Query(ctx, `SELECT id FROM scheduler_members WHERE expires_at > now() ORDER BY id`)
+	if err != nil {
+		return err
+	}
+	members, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	rows, err = m.opts.Pool.Query(ctx, unitsSQL)
+	if err != nil {
+		return err
+	}
+	units, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, u := range units {
+		if Owner(u, members) == m.opts.ID {
+			want[u] = true
+		}
+	}
+
+	m.mu.Lock()
+	before := len(m.held)
+	var release, renew []string
+	for u := range m.held {
+		if want[u] {
+			renew = append(renew, u)
+		} else {
+			// Stop owning it here first; the release below lets the new owner take it.
+			release = append(release, u)
+			delete(m.held, u)
+		}
+	}
+	m.members = members
+	m.mu.Unlock()
+
+	if len(release) > 0 {
+		if _, err := m.opts.Pool.Exec(ctx, `DELETE FROM scheduler_leases WHERE holder = $1 AND resource = ANY($2)`,
+			m.opts.ID, release); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+	}
+	var take []string
+	for u := range want {
+		if !slices.Contains(renew, u) {
+			take = append(take, u)
+		}
+	}
+	got := map[string]int64{}
+	if len(renew)+len(take) > 0 {
+		// Renewing and taking in one statement: a unit is renewed only while we still hold
+		// it, and taken only when its lease lapsed or was released.
+		rows, err := m.opts.Pool.Query(ctx, `
+INSERT INTO scheduler_leases (resource, holder, expires_at, generation)
+SELECT r, $1, now() + $3::interval, 1 FROM unnest($2::text[]) AS r
+ON CONFLICT (resource) DO UPDATE SET
+    holder      = EXCLUDED.holder,
+    expires_at  = EXCLUDED.expires_at,
+    acquired_at = CASE WHEN scheduler_leases.holder = EXCLUDED.holder THEN scheduler_leases.acquired_at ELSE now() END,
+    generation  = CASE WHEN scheduler_leases.holder = EXCLUDED.holder THEN scheduler_leases.generation
+                       ELSE scheduler_leases.generation + 1 END
+WHERE scheduler_leases.holder = EXCLUDED.holder OR scheduler_leases.expires_at <= now()
+RETURNING resource, generation`, m.opts.ID, append(renew, take...), expiry)
+		if err != nil {
+			return fmt.Errorf("renew and take: %w", err)
+		}
+		var u string
+		var g int64
+		if _, err := pgx.ForEachRow(rows, []any{&u, &g}, func() error { got[u] = g; return nil }); err != nil {
+			return fmt.Errorf("renew and take: %w", err)
+		}
+	}
+	valid := sent.Add(m.opts.Expiry - m.opts.Margin)
+	m.mu.Lock()
+	for _, u := range renew {
+		if _, ok := got[u]; !ok {
+			delete(m.held, u) // taken from us (we were paused past the expiry)
+		}
+	}
+	changed := len(release) > 0
+	for u, g := range got {
+		if l, ok := m.held[u]; !ok || l.Generation != g {
+			changed = true
+		}
+		m.held[u] = Lease{Unit: u, Generation: g, ValidUntil: valid}
+	}
+	changed = changed || len(m.held) != before
+	held := make([]string, 0, len(m.held))
+	for u := range m.held {
+		held = append(held, u)
+	}
+	m.mu.Unlock()
+	sort.Strings(held)
+	if changed {
+		m.log.Info().Int("held", len(held)).Int("members", len(members)).Strs("released", release).Msg("leases changed")
+		if m.opts.OnChange != nil {
+			m.opts.OnChange(held)
+		}
+	}
+	if !m.Owns(NetUnit) {
+		// The holder of the net unit watches for units nobody holds: one watcher at a time,
+		// with one view of how long a unit has gone unheld.
+		m.mu.Lock()
+		clear(m.unheld)
+		m.mu.Unlock()
+		return nil
+	}
+	return m.reportUnheld(ctx, units)
+}
+
+// reportUnheld raises a unit_unheld signal for each unit no live lease has covered for two
+// expiries, and resolves it once one does. The advisory lock keeps a former watcher's last
+// write from interleaving with the new one's.
+func (m *Manager) reportUnheld(ctx context.Context, units []string) error {
+	rows, err := m.opts.Pool.Query(ctx, `SELECT resource FROM scheduler_leases WHERE expires_at > now()`)
+	if err != nil {
+		return err
+	}
+	live, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	m.mu.Lock()
+	var want []signals.Signal
+	for _, u := range units {
+		if slices.Contains(live, u) {
+			delete(m.unheld, u)
+			continue
+		}
+		since, ok := m.unheld[u]
+		if !ok {
+			m.unheld[u] = now
+			continue
+		}
+		if now.Sub(since) > 2*m.opts.Expiry {
+			want = append(want, signals.Signal{Kind: SignalKind, DedupKey: SignalKind + ":" + u, Severity: signals.SeverityWarning,
+				Summary: fmt.Sprintf("no scheduler has held %s for %s: its checks and executions do not run", u, now.Sub(since).Round(time.Second)),
+				Details: map[string]any{"unit": u, "since": since.UTC()}})
+		}
+	}
+	m.mu.Unlock()
+	return pg.InTx(ctx, m.opts.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(unheldLock)); err != nil {
+			return err
+		}
+		_, _, _, err := signals.New(nil).As("scheduler").Sync(ctx, tx, SignalKind, want, "a scheduler holds it again")
+		return err
+	})
+}
+
+// Lease reports the generation of unit's lease when this scheduler owns it now (Owns).
+func (m *Manager) Lease(unit string) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.held[unit]
+	if !ok || !time.Now().Before(l.ValidUntil) {
+		return 0, false
+	}
+	return l.Generation, true
+}
+
+// Row is one lease of the fleet's table.
+type Row struct {
+	Unit       string    `json:"unit"`
+	Holder     string    `json:"holder"`
+	Generation int64     `json:"generation"`
+	AcquiredAt time.Time `json:"acquired_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Live       bool      `json:"live"`
+}
+
+// Member is one scheduler of the fleet.
+type Member struct {
+	ID          string    `json:"id"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	Live        bool      `json:"live"`
+}
+
+// Table reads the fleet's members and leases (GET /status, oikos schedulers).
+func Table(ctx context.Context, q pg.Querier) ([]Member, []Row, error) {
+	rows, err := q.Query(ctx, `SELECT id, started_at, heartbeat_at, expires_at, expires_at > now() FROM scheduler_members ORDER BY id`)
+	if err != nil {
+		return nil, nil, err
+	}
+	members, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
+		var m Member
+		err := r.Scan(&m.ID, &m.StartedAt, &m.HeartbeatAt, &m.ExpiresAt, &m.Live)
+		return m, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err = q.Query(ctx, `SELECT resource, holder, generation, acquired_at, expires_at, expires_at > now()
+FROM scheduler_leases ORDER BY resource`)
+	if err != nil {
+		return nil, nil, err
+	}
+	leases, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+		var l Row
+		err := r.Scan(&l.Unit, &l.Holder, &l.Generation, &l.AcquiredAt, &l.ExpiresAt, &l.Live)
+		return l, err
+	})
+	return members, leases, err
+}
+
+// Halt stops renewing without handing anything back, as a crash does: the leases run out
+// and the other schedulers take the units after the expiry. For tests and benchmarks.
+func (m *Manager) Halt() { m.life.Stop() }
