@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -68,13 +69,23 @@ type lab struct {
 	sim      *labsim.Sim
 	signer   ssh.Signer
 	scheds   []*scheduler
+	// spread is the runners' InitialSpread (default 500 ms): a benchmark spreads the first
+	// runs over the whole interval so the rate is steady.
+	spread time.Duration
+	// flushEvery is the results writers' FlushEvery (0: the daemon's 1 s, and 30 s for a
+	// healthy repetition); startLab sets 250 ms.
+	flushEvery time.Duration
 }
 
-func startLab(t *testing.T) *lab {
+func startLab(t *testing.T) *lab { return startLabWith(t, "") }
+
+// startLabWith seeds the inventory file (the demo fleet when "") and serves it from labsim.
+func startLabWith(t *testing.T, inventory string) *lab {
 	t.Helper()
 	ctx := context.Background()
-	l := &lab{db: pgtest.New(t)}
-	api, apiURL, err := e2estack.StartAPI(ctx, t, apiapp.Config{DatabaseURL: l.db.URL, SeedOnStart: true, Demo: true}, zerolog.Nop())
+	l := &lab{db: pgtest.New(t), flushEvery: 250 * time.Millisecond}
+	cfg := apiapp.Config{DatabaseURL: l.db.URL, SeedOnStart: true, Demo: inventory == "", InventoryFile: inventory}
+	api, apiURL, err := e2estack.StartAPI(ctx, t, cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +95,13 @@ func startLab(t *testing.T) *lab {
 	l.client = &e2estack.Client{URL: apiURL, HTTP: http.DefaultClient}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	l.signer, _ = ssh.NewSignerFromKey(priv)
-	fleet, err := labsim.FleetFromInventory(seeds.Inventory())
+	invBytes := seeds.Inventory()
+	if inventory != "" {
+		if invBytes, err = os.ReadFile(inventory); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fleet, err := labsim.FleetFromInventory(invBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,19 +121,29 @@ func startLab(t *testing.T) *lab {
 }
 
 // add builds a scheduler and joins it (its first lease tick), without starting its work.
-func (l *lab) add(t *testing.T, id string) *scheduler {
+func (l *lab) add(t *testing.T, id string) *scheduler { return l.addWith(t, id, renew, expiry) }
+
+// addWith is add with lease timings of its own.
+func (l *lab) addWith(t *testing.T, id string, renew, expiry time.Duration) *scheduler {
 	t.Helper()
 	log := zerolog.Nop()
 	s := &scheduler{id: id}
+	spread := l.spread
+	if spread == 0 {
+		spread = 500 * time.Millisecond
+	}
 	var err error
 	if s.db, err = pg.Connect(context.Background(), l.db.URL, 30, log); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.db.Close)
 	if s.leases, err = schedapp.NewLeases(schedapp.LeasesOptions{Pool: s.db, ID: id, Logger: log, Renew: renew, Expiry: expiry,
-		OnChange: func([]string) {
+		OnChange: func(_, acquired []string) {
 			if s.exec != nil {
 				s.exec.Poke()
+			}
+			if s.runner != nil {
+				s.runner.Acquired(acquired)
 			}
 		}}); err != nil {
 		t.Fatal(err)
@@ -132,10 +159,10 @@ func (l *lab) add(t *testing.T, id string) *scheduler {
 	s.exec = schedapp.NewExecutor(schedapp.ExecutorOptions{Pool: s.db, SSH: s.pool, Fleet: fleet, Notifier: s.notif,
 		Logger: log, SchedulerID: id, Owned: s.leases.Owned, SweepEvery: expiry})
 	if s.runner, err = schedapp.NewCheckRunner(schedapp.CheckRunnerOptions{Pool: s.db, SSH: s.pool, Fleet: fleet,
-		Notifier: s.notif, Logger: log, Metrics: metrics.NewRegistry(), InitialSpread: 500 * time.Millisecond,
+		Notifier: s.notif, Logger: log, Metrics: metrics.NewRegistry(), InitialSpread: spread,
 		// Healthy repetitions are written within a second too, so a window can be counted
-		// right after it closes.
-		FlushEvery: 250 * time.Millisecond, UnchangedFlushEvery: 500 * time.Millisecond,
+		// right after it closes (the daemon's defaults with defaultFlush).
+		FlushEvery: l.flushEvery, UnchangedFlushEvery: 2 * l.flushEvery,
 		Lease: s.leases.Lease, Holder: id}); err != nil {
 		t.Fatal(err)
 	}
@@ -425,4 +452,43 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// A scheduler that is paused (SIGSTOP: its lease renewals stop while it still has work in
+// hand) stops running its units by itself before its leases can be taken, so after they
+// moved it writes nothing: no check runs twice across the hand-over.
+func TestPausedSchedulerWritesNothing(t *testing.T) {
+	l := startLab(t)
+	a, b := l.add(t, "a"), l.add(t, "b")
+	l.settle(t)
+	a.start(t)
+	b.start(t)
+	time.Sleep(2 * time.Second)
+	moved := b.leases.Owned()
+	paused := time.Now()
+	b.leases.Halt() // the renewals stop; b's runner and writer go on
+	e2estack.Eventually(t, l.db.URL, 10*time.Second, 50*time.Millisecond, "a owning b's units", func() (bool, string) {
+		owned := a.leases.Owned()
+		for _, u := range moved {
+			if !contains(owned, u) {
+				return false, u
+			}
+		}
+		return true, ""
+	})
+	took := time.Since(paused)
+	if len(b.leases.Owned()) != 0 {
+		t.Fatalf("b still counts %v as its own after a took them", b.leases.Owned())
+	}
+	time.Sleep(500 * time.Millisecond)
+	runs := b.runner.Status().RunsTotal
+	from := time.Now()
+	time.Sleep(4 * time.Second)
+	to := time.Now()
+	time.Sleep(1500 * time.Millisecond)
+	if n := b.runner.Status().RunsTotal; n != runs {
+		t.Errorf("paused b ran %d checks after its leases moved", n-runs)
+	}
+	assertOncePerInterval(t, l.samples(t, from, to), to.Sub(from))
+	t.Logf("b paused: a held its %d units %s later", len(moved), took.Round(10*time.Millisecond))
 }

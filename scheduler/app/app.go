@@ -118,10 +118,13 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	var ex *executor.Executor
 	var runner *checkrun.Runner
 	lm, err := leases.New(leases.Options{Pool: pool, ID: cfg.ID, Logger: log, Renew: cfg.LeaseRenew, Expiry: cfg.LeaseExpiry,
-		OnChange: func([]string) {
+		OnChange: func(_, acquired []string) {
 			// Units just taken may have executions waiting and checks due.
 			if ex != nil {
 				ex.Poke()
+			}
+			if runner != nil {
+				runner.Acquired(acquired)
 			}
 		}})
 	if err != nil {

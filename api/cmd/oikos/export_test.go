@@ -46,25 +46,7 @@ func TestRunExport(t *testing.T) {
 	if code, _, stderr := runCLI(t, runSeed, map[string]string{"OIKOS_DATABASE_URL": src.URL}, "--demo"); code != 0 {
 		t.Fatalf("seed: %s", stderr)
 	}
-	o, err := ontology.Parse(seeds.Ontology())
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graph.New(graph.Options{Pool: src.Pool, Ontology: o, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := auth.NewStore(src.Pool)
-	tok, err := store.Create(ctx, "viewer", auth.RoleReadonly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httpapi.New(httpapi.Deps{Pool: src.Pool, Graph: g, Auth: store, Logger: zerolog.Nop()})
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		ts.Close()
-		srv.Stop()
-	})
+	ts, tok := serveReadAPI(t, src.Pool)
 	export := func(token string, args ...string) (int, string, string) {
 		t.Helper()
 		vars := map[string]string{"OIKOS_API_URL": ts.URL, "OIKOS_TOKEN": token}
@@ -125,4 +107,30 @@ func TestRunExport(t *testing.T) {
 	if code, _, _ := export(tok, "--bogus"); code != 2 {
 		t.Errorf("unknown flag: exit %d", code)
 	}
+}
+
+// serveReadAPI serves the api's own routes over pool and returns its server and a readonly
+// token, for commands that only read.
+func serveReadAPI(t *testing.T, pool *pgxpool.Pool) (*httptest.Server, string) {
+	t.Helper()
+	o, err := ontology.Parse(seeds.Ontology())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := graph.New(graph.Options{Pool: pool, Ontology: o, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := auth.NewStore(pool)
+	tok, err := store.Create(context.Background(), "viewer", auth.RoleReadonly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httpapi.New(httpapi.Deps{Pool: pool, Graph: g, Auth: store, Logger: zerolog.Nop()})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ts.Close()
+		srv.Stop()
+	})
+	return ts, tok
 }

@@ -4,18 +4,10 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/oikos-hq/oikos/api/internal/auth"
-	"github.com/oikos-hq/oikos/api/internal/graph"
-	"github.com/oikos-hq/oikos/api/internal/httpapi"
-	"github.com/oikos-hq/oikos/seeds"
-	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
@@ -25,25 +17,7 @@ func TestRunSchedulers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	o, err := ontology.Parse(seeds.Ontology())
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := graph.New(graph.Options{Pool: db.Pool, Ontology: o, Logger: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := auth.NewStore(db.Pool)
-	tok, err := store.Create(ctx, "viewer", auth.RoleReadonly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httpapi.New(httpapi.Deps{Pool: db.Pool, Graph: g, Auth: store, Logger: zerolog.Nop()})
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		ts.Close()
-		srv.Stop()
-	})
+	ts, tok := serveReadAPI(t, db.Pool)
 	run := func() (int, string, string) {
 		vars := map[string]string{"OIKOS_API_URL": ts.URL, "OIKOS_TOKEN": tok}
 		var out, errOut bytes.Buffer

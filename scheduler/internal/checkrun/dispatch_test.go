@@ -128,3 +128,48 @@ func TestDueChecksWithinSlackStartTogether(t *testing.T) {
 		t.Errorf("%d runs started in one wake-up, want the 3 within 50 ms (not the one due in 10 min)", r.workers)
 	}
 }
+
+// A unit just taken over has its checks run within 2 s, not at the next cycle its schedule
+// had while another scheduler held it; checks of other units keep their schedule.
+func TestAcquiredRunsTakenUnitsSoon(t *testing.T) {
+	t.Parallel()
+	exec := &inFlightExec{}
+	held := map[string]bool{"host:host:mine": true}
+	var mu sync.Mutex
+	r := newRunner(Options{Fleet: machineResolver{}, Logger: zerolog.Nop(), Concurrency: 4, Holder: "s1",
+		Lease: func(u string) (int64, bool) { mu.Lock(); defer mu.Unlock(); return 1, held[u] }}, exec)
+	now := time.Now()
+	for i, unit := range []string{"host:host:mine", "host:host:taken", "host:host:other"} {
+		d := &checkDef{ID: fmt.Sprintf("c%d", i), Slug: fmt.Sprintf("check:host.h%d.ssh-script.cpu", i), TargetID: "t", TargetSlug: "host:h",
+			Kind: "ssh-script", Interval: time.Hour, Timeout: time.Hour, Unit: unit, spec: probeparse.Spec{Script: "cpu", OS: "linux"}}
+		e := &entry{}
+		e.def.Store(d)
+		e.base, e.due = now.Add(time.Hour), now.Add(time.Hour) // next cycle in an hour
+		r.entries[d.ID] = e
+		heap.Push(&r.queue, e)
+	}
+	startLoop(t, r)
+	mu.Lock()
+	held["host:host:taken"] = true
+	mu.Unlock()
+	r.Acquired([]string{"host:host:taken"})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		exec.mu.Lock()
+		n := exec.now
+		exec.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d checks running 5 s after the unit was taken, want 1 (the taken unit's)", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	exec.mu.Lock()
+	defer exec.mu.Unlock()
+	if exec.maxSoFar != 1 {
+		t.Fatalf("%d ran, want only the taken unit's check", exec.maxSoFar)
+	}
+}

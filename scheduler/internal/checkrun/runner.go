@@ -137,6 +137,7 @@ type Runner struct {
 	dialer  *httpprobe.Dialer
 	writer  *results.Writer
 	reloadC chan struct{}
+	wakeC   chan struct{} // the queue's head changed (Acquired)
 	// jobs hands due checks to idle workers; workers counts the workers started (at most
 	// Concurrency, touched only by the scheduling loop).
 	jobs    chan job
@@ -234,6 +235,7 @@ func newRunner(opts Options, ssh executor) *Runner {
 		dialer:   httpprobe.NewDialer(opts.NameMap, opts.AllowNonLoopback),
 		jobs:     make(chan job),
 		reloadC:  make(chan struct{}, 1),
+		wakeC:    make(chan struct{}, 1),
 		entries:  map[string]*entry{},
 		resCache: map[string]cachedTarget{},
 		lags:     make([]float64, 0, lagWindow),
@@ -287,6 +289,41 @@ func (r *Runner) Stop() {
 	r.closeIdleHTTP(0)
 }
 
+// Acquired makes the checks of units this scheduler just took run soon (spread over at most
+// 2 s) instead of at the next cycle of a schedule that skipped them while another held them:
+// a unit taken over from a dead scheduler is checked again within seconds.
+func (r *Runner) Acquired(units []string) {
+	if len(units) == 0 {
+		return
+	}
+	set := make(map[string]bool, len(units))
+	for _, u := range units {
+		set[u] = true
+	}
+	now := time.Now()
+	r.mu.Lock()
+	for _, e := range r.queue {
+		d := e.def.Load()
+		if !set[d.Unit] {
+			continue
+		}
+		spread := min(d.Interval, maxJitter)
+		var off time.Duration
+		if spread > 0 {
+			off = time.Duration(rand.Int64N(int64(spread)))
+		}
+		if at := now.Add(off); at.Before(e.due) {
+			e.base, e.due = at, at
+		}
+	}
+	heap.Init(&r.queue)
+	r.mu.Unlock()
+	select {
+	case r.wakeC <- struct{}{}:
+	default:
+	}
+}
+
 // Reload requests a reload of the definitions (as NOTIFY oikos_checks does).
 func (r *Runner) Reload() { r.requestReload() }
 
@@ -306,6 +343,7 @@ func (r *Runner) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-r.wakeC:
 		case <-r.reloadC:
 			if err := r.reload(ctx); err != nil && ctx.Err() == nil {
 				r.log.Error().Err(err).Msg("reloading check definitions failed; keeping the current ones")

@@ -70,8 +70,9 @@ type Options struct {
 	// Margin is how long before its expiry a lease stops counting as owned here
 	// (default Renew/2, at most Expiry/4).
 	Margin time.Duration
-	// OnChange is called after a tick that changed the units held.
-	OnChange func(held []string)
+	// OnChange is called after a tick that changed the units held, with all of them and
+	// the ones just taken (their work can start now: checks due, executions waiting).
+	OnChange func(held, acquired []string)
 }
 
 // Lease is one unit held.
@@ -92,6 +93,9 @@ type Manager struct {
 	members []string
 	unheld  map[string]time.Time // unit → when first seen without a live holder
 	wake    chan struct{}
+	// takeAt is when a unit this scheduler owns but could not take yet (another's live
+	// lease) expires: the loop ticks then, not up to a renew interval later.
+	takeAt time.Time
 }
 
 // New builds a manager.
@@ -161,11 +165,20 @@ func (m *Manager) Wake() {
 func (m *Manager) loop(ctx context.Context) {
 	t := time.NewTicker(m.opts.Renew)
 	defer t.Stop()
+	take := time.NewTimer(time.Hour)
+	defer take.Stop()
 	for {
+		m.mu.Lock()
+		at := m.takeAt
+		m.mu.Unlock()
+		if !at.IsZero() {
+			take.Reset(max(time.Until(at), 10*time.Millisecond))
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-take.C:
 		case <-m.wake:
 		}
 		if err := m.Tick(ctx); err != nil && ctx.Err() == nil {
@@ -319,7 +332,27 @@ RETURNING resource, generation`, m.opts.ID, append(renew, take...), expiry)
 		}
 	}
 	valid := sent.Add(m.opts.Expiry - m.opts.Margin)
+	var waiting []string
+	for _, u := range take {
+		if _, ok := got[u]; !ok {
+			waiting = append(waiting, u)
+		}
+	}
+	var takeAt time.Time
+	if len(waiting) > 0 {
+		// Ours by the hash, still under another's lease: try again the moment it runs out.
+		var at *time.Time
+		if err := m.opts.Pool.QueryRow(ctx, `SELECT min(expires_at) + interval '20 milliseconds' FROM scheduler_leases
+WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&at); err != nil {
+			return fmt.Errorf("leases: %w", err)
+		}
+		if at != nil {
+			takeAt = *at
+		}
+	}
+	var acquired []string
 	m.mu.Lock()
+	m.takeAt = takeAt
 	for _, u := range renew {
 		if _, ok := got[u]; !ok {
 			delete(m.held, u) // taken from us (we were paused past the expiry)
@@ -329,6 +362,7 @@ RETURNING resource, generation`, m.opts.ID, append(renew, take...), expiry)
 	for u, g := range got {
 		if l, ok := m.held[u]; !ok || l.Generation != g {
 			changed = true
+			acquired = append(acquired, u)
 		}
 		m.held[u] = Lease{Unit: u, Generation: g, ValidUntil: valid}
 	}
@@ -342,7 +376,8 @@ RETURNING resource, generation`, m.opts.ID, append(renew, take...), expiry)
 	if changed {
 		m.log.Info().Int("held", len(held)).Int("members", len(members)).Strs("released", release).Msg("leases changed")
 		if m.opts.OnChange != nil {
-			m.opts.OnChange(held)
+			sort.Strings(acquired)
+			m.opts.OnChange(held, acquired)
 		}
 	}
 	if !m.Owns(NetUnit) {
