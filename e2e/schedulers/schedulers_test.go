@@ -44,6 +44,7 @@ const (
 type scheduler struct {
 	id     string
 	db     *pgxpool.Pool // its own, as each daemon has
+	fleet  *schedapp.Fleet
 	leases *schedapp.Leases
 	pool   *remote.Pool
 	runner *schedapp.CheckRunner
@@ -138,12 +139,20 @@ func (l *lab) addWith(t *testing.T, id string, renew, expiry time.Duration) *sch
 	}
 	t.Cleanup(s.db.Close)
 	if s.leases, err = schedapp.NewLeases(schedapp.LeasesOptions{Pool: s.db, ID: id, Logger: log, Renew: renew, Expiry: expiry,
-		OnChange: func(_, acquired []string) {
+		OnChange: func(c schedapp.LeaseChange) {
 			if s.exec != nil {
 				s.exec.Poke()
 			}
 			if s.runner != nil {
-				s.runner.Acquired(acquired)
+				s.runner.Acquired(c.Acquired)
+			}
+			// As the daemon does (scheduler/app closeHandedOver): one connection per host.
+			for _, u := range c.Released {
+				if slug, ok := strings.CutPrefix(u, "host:"); ok {
+					if tgt, _, err := s.fleet.Resolve(context.Background(), slug); err == nil {
+						s.pool.CloseIdle(tgt.Addr)
+					}
+				}
 			}
 		}}); err != nil {
 		t.Fatal(err)
@@ -156,6 +165,7 @@ func (l *lab) addWith(t *testing.T, id string, renew, expiry time.Duration) *sch
 	}
 	s.notif = eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
 	fleet := schedapp.NewFleet(s.db, schedapp.FleetOptions{Logger: log})
+	s.fleet = fleet
 	s.exec = schedapp.NewExecutor(schedapp.ExecutorOptions{Pool: s.db, SSH: s.pool, Fleet: fleet, Notifier: s.notif,
 		Logger: log, SchedulerID: id, Owned: s.leases.Owned, SweepEvery: expiry})
 	if s.runner, err = schedapp.NewCheckRunner(schedapp.CheckRunnerOptions{Pool: s.db, SSH: s.pool, Fleet: fleet,
@@ -393,6 +403,12 @@ AND payload->>'execution_id' = $1::text) FROM executions WHERE id = $1::uuid`, e
 	assertOncePerInterval(t, l.samples(t, from, to), to.Sub(from))
 	if len(c.leases.Owned()) == 0 {
 		t.Fatal("c took no share")
+	}
+	// The hosts that moved to c have one connection, c's: a's closed when it handed them over.
+	for _, addr := range l.hostAddrs() {
+		if n := a.pool.OpenTo(addr) + c.pool.OpenTo(addr); n > 1 {
+			t.Errorf("%s has %d open SSH connections across the schedulers after c joined, want 1", addr, n)
+		}
 	}
 	for k := range before {
 		if l.samples(t, from, to)[k] == 0 {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,7 @@ import (
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
+	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/oikos-hq/oikos/shared/schema"
 )
 
@@ -63,6 +65,27 @@ func loadKey(cfg Config, log zerolog.Logger) (gossh.Signer, error) {
 		log.Info().Str("file", cfg.SSHKeyFile).Msg("generated the scheduler's SSH key; `oikos ssh-key` prints the line the fleet must trust")
 	}
 	return s, nil
+}
+
+// closeHandedOver closes the idle SSH connections of the hosts whose leases were handed to
+// another scheduler.
+func closeHandedOver(ctx context.Context, log zerolog.Logger, graph *fleet.Graph, pool *remote.Pool, units []string) {
+	if len(units) == 0 {
+		return
+	}
+	safego.Go(log, "close-handed-over", func() {
+		for _, u := range units {
+			slug, ok := strings.CutPrefix(u, "host:")
+			if !ok {
+				continue
+			}
+			t, _, err := graph.Resolve(ctx, slug)
+			if err != nil {
+				continue // gone from the graph: nothing to keep open either way
+			}
+			pool.CloseIdle(t.Addr)
+		}
+	})
 }
 
 func schedulerID() string {
@@ -118,14 +141,16 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	var ex *executor.Executor
 	var runner *checkrun.Runner
 	lm, err := leases.New(leases.Options{Pool: pool, ID: cfg.ID, Logger: log, Renew: cfg.LeaseRenew, Expiry: cfg.LeaseExpiry,
-		OnChange: func(_, acquired []string) {
-			// Units just taken may have executions waiting and checks due.
+		OnChange: func(c leases.Change) {
+			// Units just taken may have executions waiting and checks due; a host just handed
+			// over keeps one connection fleet-wide: the new holder's.
 			if ex != nil {
 				ex.Poke()
 			}
 			if runner != nil {
-				runner.Acquired(acquired)
+				runner.Acquired(c.Acquired)
 			}
+			closeHandedOver(ctx, log, graph, ssh, c.Released)
 		}})
 	if err != nil {
 		return err

@@ -71,6 +71,8 @@ type (
 	Leases = leases.Manager
 	// LeasesOptions configure Leases.
 	LeasesOptions = leases.Options
+	// LeaseChange is what a lease tick changed (LeasesOptions.OnChange).
+	LeaseChange = leases.Change
 )
 
 // NewLeases builds a lease manager; see leases.New.

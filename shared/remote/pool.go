@@ -658,3 +658,37 @@ func guestExecFailure(t Target, raw Result) error {
 	}
 	return fmt.Errorf("exec on %s: %w: qm exited %d: %s", t.Slug, sentinel, raw.ExitCode, msg)
 }
+
+// CloseIdle closes the connections to addr that have no command or probe running: the host
+// was handed to another scheduler, which holds its one connection from now on. A connection
+// still busy (a long execution) is left to finish; it returns how many were closed.
+func (p *Pool) CloseIdle(addr string) int {
+	p.mu.Lock()
+	var idle []*conn
+	for k, c := range p.conns {
+		if k.addr != addr || !isClosed(c.ready) || c.client == nil {
+			continue
+		}
+		if len(c.slots) == 0 && len(c.shellSlots) == 0 { // no session, no probe in use
+			idle = append(idle, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range idle {
+		p.drop(c, "handed over to another scheduler")
+	}
+	return len(idle)
+}
+
+// OpenTo counts the open connections to addr.
+func (p *Pool) OpenTo(addr string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for k, c := range p.conns {
+		if k.addr == addr && isClosed(c.ready) && c.client != nil {
+			n++
+		}
+	}
+	return n
+}

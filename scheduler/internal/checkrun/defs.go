@@ -64,10 +64,10 @@ SELECT cd.id::text, cd.slug, cd.target_id::text, e.slug, e.type, cd.kind, cd.con
        cd.interval_seconds, cd.timeout_seconds, cd.updated_at,
        -- The lease unit whose holder runs it (scheduler/internal/leases): net for http and
        -- tcp, else the SSH host it goes through (a backup check's holder's).
-       CASE WHEN cd.kind IN ('http', 'tcp') THEN 'net'
+       coalesce(CASE WHEN cd.kind IN ('http', 'tcp') THEN 'net'
             WHEN cd.kind = 'backup-freshness' THEN
-                 coalesce(lease_unit((SELECT h.id FROM entities h WHERE h.slug = cd.config->>'holder')), 'host:' || (cd.config->>'holder'))
-            ELSE coalesce(lease_unit(cd.target_id), 'host:' || e.slug) END
+                 lease_unit((SELECT h.id FROM entities h WHERE h.slug = cd.config->>'holder'))
+            ELSE lease_unit(cd.target_id) END, 'host:' || e.slug)
 FROM check_defs cd JOIN entities e ON e.id = cd.target_id
 WHERE cd.enabled AND e.state <> 'destroyed'
 ORDER BY cd.slug`)

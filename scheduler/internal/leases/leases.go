@@ -70,9 +70,15 @@ type Options struct {
 	// Margin is how long before its expiry a lease stops counting as owned here
 	// (default Renew/2, at most Expiry/4).
 	Margin time.Duration
-	// OnChange is called after a tick that changed the units held, with all of them and
-	// the ones just taken (their work can start now: checks due, executions waiting).
-	OnChange func(held, acquired []string)
+	// OnChange is called after a tick that changed the units held.
+	OnChange func(Change)
+}
+
+// Change is what a tick changed: the units held now, the ones just taken (their work can
+// start: checks due, executions waiting) and the ones just handed back (their idle SSH
+// connection can close: the new holder has its own).
+type Change struct {
+	Held, Acquired, Released []string
 }
 
 // Lease is one unit held.
@@ -80,6 +86,9 @@ type Lease struct {
 	Unit       string    `json:"unit"`
 	Generation int64     `json:"generation"`
 	ValidUntil time.Time `json:"valid_until"`
+	// Releasing: another scheduler owns the unit now; its work stopped here and the lease
+	// is handed back at the next tick.
+	Releasing bool `json:"releasing,omitempty"`
 }
 
 // Manager holds this scheduler's leases. Start once; Stop releases them.
@@ -96,6 +105,8 @@ type Manager struct {
 	// takeAt is when a unit this scheduler owns but could not take yet (another's live
 	// lease) expires: the loop ticks then, not up to a renew interval later.
 	takeAt time.Time
+	// watchSince is when this scheduler began watching for unheld units (as net's holder).
+	watchSince time.Time
 }
 
 // New builds a manager.
@@ -148,7 +159,8 @@ func (m *Manager) Stop() {
 	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := m.opts.Pool.Exec(ctx, `WITH l AS (DELETE FROM scheduler_leases WHERE holder = $1)
+	if _, err := m.opts.Pool.Exec(ctx, `WITH l AS (UPDATE scheduler_leases SET expires_at = now() - interval '1 millisecond'
+WHERE holder = $1 AND expires_at > now())
 DELETE FROM scheduler_members WHERE id = $1`, m.opts.ID); err != nil {
 		m.log.Warn().Err(err).Msg("release leases at stop")
 	}
@@ -192,7 +204,7 @@ func (m *Manager) Owns(unit string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.held[unit]
-	return ok && time.Now().Before(l.ValidUntil)
+	return ok && !l.Releasing && time.Now().Before(l.ValidUntil)
 }
 
 // Held lists the leases held now, by unit.
@@ -211,7 +223,7 @@ func (m *Manager) Held() []Lease {
 func (m *Manager) Owned() []string {
 	var out []string
 	for _, l := range m.Held() {
-		if time.Now().Before(l.ValidUntil) {
+		if !l.Releasing && time.Now().Before(l.ValidUntil) {
 			out = append(out, l.Unit)
 		}
 	}
@@ -238,19 +250,23 @@ func Owner(unit string, members []string) string {
 	return best
 }
 
-// unitsSQL lists the units: every live machine (not planned, provisioning or destroyed),
+// unitsSQL lists the units: every machine that is not destroyed (a planned one's guests are
+// checked too, and refused by the onboarding key gate until the operator confirms its key),
 // and the net unit.
 const unitsSQL = `
 WITH RECURSIVE t(name) AS (
     SELECT 'machine'::text UNION SELECT et.name FROM entity_types et JOIN t ON et.parent = t.name
 )
 SELECT 'host:' || e.slug FROM entities e JOIN t ON t.name = e.type
-WHERE e.state NOT IN ('planned', 'provisioning', 'destroyed')
+WHERE e.state <> 'destroyed'
 UNION ALL SELECT 'net'`
 
 // Tick renews membership and leases, releases what this scheduler no longer owns, takes what
 // it now owns and can, and reports units nobody holds.
 func (m *Manager) Tick(ctx context.Context) error {
+	m.mu.Lock()
+	m.takeAt = time.Time{} // set again below when a unit waits; a failed tick must not spin
+	m.mu.Unlock()
 	sent := time.Now()
 	expiry := m.opts.Expiry.String()
 	if _, err := m.opts.Pool.Exec(ctx, `INSERT INTO scheduler_members (id, expires_at) VALUES ($1, now() + $2::interval)
@@ -283,11 +299,23 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expir
 	m.mu.Lock()
 	before := len(m.held)
 	var release, renew []string
-	for u := range m.held {
-		if want[u] {
+	for u, l := range m.held {
+		switch {
+		case want[u] && !l.Releasing:
 			renew = append(renew, u)
-		} else {
-			// Stop owning it here first; the release below lets the new owner take it.
+		case want[u]:
+			// Ours again before it was handed over: keep it.
+			l.Releasing = false
+			m.held[u] = l
+			renew = append(renew, u)
+		case !l.Releasing:
+			// Another scheduler owns it now. Hand-over in two steps: stop its work here
+			// (Owns is false from now on) but keep the lease for one more tick, so runs in
+			// flight end and their results are written under it; release it next tick.
+			l.Releasing = true
+			m.held[u] = l
+			renew = append(renew, u)
+		default:
 			release = append(release, u)
 			delete(m.held, u)
 		}
@@ -296,8 +324,10 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expir
 	m.mu.Unlock()
 
 	if len(release) > 0 {
-		if _, err := m.opts.Pool.Exec(ctx, `DELETE FROM scheduler_leases WHERE holder = $1 AND resource = ANY($2)`,
-			m.opts.ID, release); err != nil {
+		// The row stays, expired, so the next holder's generation is higher than any before.
+		sort.Strings(release)
+		if _, err := m.opts.Pool.Exec(ctx, `UPDATE scheduler_leases SET expires_at = now() - interval '1 millisecond'
+WHERE holder = $1 AND resource = ANY($2)`, m.opts.ID, release); err != nil {
 			return fmt.Errorf("release: %w", err)
 		}
 	}
@@ -308,12 +338,16 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expir
 		}
 	}
 	got := map[string]int64{}
-	if len(renew)+len(take) > 0 {
+	// Rows are locked in one order everywhere (here, sqlFence): no deadlock between a tick
+	// and a flush, or between two schedulers' ticks.
+	both := append(slices.Clone(renew), take...)
+	sort.Strings(both)
+	if len(both) > 0 {
 		// Renewing and taking in one statement: a unit is renewed only while we still hold
 		// it, and taken only when its lease lapsed or was released.
 		rows, err := m.opts.Pool.Query(ctx, `
 INSERT INTO scheduler_leases (resource, holder, expires_at, generation)
-SELECT r, $1, now() + $3::interval, 1 FROM unnest($2::text[]) AS r
+SELECT r, $1, now() + $3::interval, 1 FROM unnest($2::text[]) AS r ORDER BY r
 ON CONFLICT (resource) DO UPDATE SET
     holder      = EXCLUDED.holder,
     expires_at  = EXCLUDED.expires_at,
@@ -321,7 +355,7 @@ ON CONFLICT (resource) DO UPDATE SET
     generation  = CASE WHEN scheduler_leases.holder = EXCLUDED.holder THEN scheduler_leases.generation
                        ELSE scheduler_leases.generation + 1 END
 WHERE scheduler_leases.holder = EXCLUDED.holder OR scheduler_leases.expires_at <= now()
-RETURNING resource, generation`, m.opts.ID, append(renew, take...), expiry)
+RETURNING resource, generation`, m.opts.ID, both, expiry)
 		if err != nil {
 			return fmt.Errorf("renew and take: %w", err)
 		}
@@ -341,13 +375,14 @@ RETURNING resource, generation`, m.opts.ID, append(renew, take...), expiry)
 	var takeAt time.Time
 	if len(waiting) > 0 {
 		// Ours by the hash, still under another's lease: try again the moment it runs out.
-		var at *time.Time
-		if err := m.opts.Pool.QueryRow(ctx, `SELECT min(expires_at) + interval '20 milliseconds' FROM scheduler_leases
-WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&at); err != nil {
+		// The delay comes from the server's clock, which the takeover compares against.
+		var secs *float64
+		if err := m.opts.Pool.QueryRow(ctx, `SELECT extract(epoch FROM min(expires_at) - now())::float8 FROM scheduler_leases
+WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&secs); err != nil {
 			return fmt.Errorf("leases: %w", err)
 		}
-		if at != nil {
-			takeAt = *at
+		if secs != nil {
+			takeAt = time.Now().Add(max(time.Duration(*secs*float64(time.Second))+20*time.Millisecond, 100*time.Millisecond))
 		}
 	}
 	var acquired []string
@@ -360,11 +395,13 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&at); err !
 	}
 	changed := len(release) > 0
 	for u, g := range got {
-		if l, ok := m.held[u]; !ok || l.Generation != g {
+		l, ok := m.held[u]
+		if !ok || l.Generation != g {
 			changed = true
 			acquired = append(acquired, u)
+			l = Lease{}
 		}
-		m.held[u] = Lease{Unit: u, Generation: g, ValidUntil: valid}
+		m.held[u] = Lease{Unit: u, Generation: g, ValidUntil: valid, Releasing: l.Releasing}
 	}
 	changed = changed || len(m.held) != before
 	held := make([]string, 0, len(m.held))
@@ -377,7 +414,7 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&at); err !
 		m.log.Info().Int("held", len(held)).Int("members", len(members)).Strs("released", release).Msg("leases changed")
 		if m.opts.OnChange != nil {
 			sort.Strings(acquired)
-			m.opts.OnChange(held, acquired)
+			m.opts.OnChange(Change{Held: held, Acquired: acquired, Released: release})
 		}
 	}
 	if !m.Owns(NetUnit) {
@@ -385,8 +422,15 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&at); err !
 		// with one view of how long a unit has gone unheld.
 		m.mu.Lock()
 		clear(m.unheld)
+		m.watchSince = time.Time{}
 		m.mu.Unlock()
 		return nil
+	}
+	// Units that are gone (a machine destroyed) leave their expired lease behind: the
+	// watcher drops it after a minute, so the table lists only the fleet.
+	if _, err := m.opts.Pool.Exec(ctx, `DELETE FROM scheduler_leases
+WHERE expires_at < now() - interval '1 minute' AND NOT (resource = ANY($1))`, units); err != nil {
+		return fmt.Errorf("leases: drop leases of units that are gone: %w", err)
 	}
 	return m.reportUnheld(ctx, units)
 }
@@ -405,6 +449,12 @@ func (m *Manager) reportUnheld(ctx context.Context, units []string) error {
 	}
 	now := time.Now()
 	m.mu.Lock()
+	if m.watchSince.IsZero() {
+		m.watchSince = now
+	}
+	// A new watcher has no history yet: until it has watched two expiries it neither raises
+	// nor resolves, so a hand-over of net does not flap the open signals.
+	settled := now.Sub(m.watchSince) > 2*m.opts.Expiry
 	var want []signals.Signal
 	for _, u := range units {
 		if slices.Contains(live, u) {
@@ -423,6 +473,9 @@ func (m *Manager) reportUnheld(ctx context.Context, units []string) error {
 		}
 	}
 	m.mu.Unlock()
+	if !settled {
+		return nil
+	}
 	return pg.InTx(ctx, m.opts.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(unheldLock)); err != nil {
 			return err
@@ -437,7 +490,7 @@ func (m *Manager) Lease(unit string) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.held[unit]
-	if !ok || !time.Now().Before(l.ValidUntil) {
+	if !ok || l.Releasing || !time.Now().Before(l.ValidUntil) {
 		return 0, false
 	}
 	return l.Generation, true
