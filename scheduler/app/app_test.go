@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -76,6 +78,25 @@ func TestMetricsEndpoint(t *testing.T) {
 		if s[series] != 1 {
 			t.Errorf("%s = %v; HTTP series: %v", series, s[series], s.Names(count))
 		}
+	}
+	// /status: this scheduler's id and leases beside the fleet's members and lease table.
+	resp, err := http.Get(base + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Scheduler  string            `json:"scheduler"`
+		Owned      []string          `json:"owned"`
+		Members    []json.RawMessage `json:"members"`
+		LeaseTable []struct {
+			Unit, Holder string
+		} `json:"lease_table"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || st.Scheduler != cfg.ID || !slices.Contains(st.Owned, "net") || len(st.Members) != 1 ||
+		len(st.LeaseTable) == 0 || st.LeaseTable[0].Holder != cfg.ID {
+		t.Fatalf("GET /status: %+v (%v)", st, err)
 	}
 }
 

@@ -496,52 +496,6 @@ func (m *Manager) Lease(unit string) (int64, bool) {
 	return l.Generation, true
 }
 
-// Row is one lease of the fleet's table.
-type Row struct {
-	Unit       string    `json:"unit"`
-	Holder     string    `json:"holder"`
-	Generation int64     `json:"generation"`
-	AcquiredAt time.Time `json:"acquired_at"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	Live       bool      `json:"live"`
-}
-
-// Member is one scheduler of the fleet.
-type Member struct {
-	ID          string    `json:"id"`
-	StartedAt   time.Time `json:"started_at"`
-	HeartbeatAt time.Time `json:"heartbeat_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
-	Live        bool      `json:"live"`
-}
-
-// Table reads the fleet's members and leases (GET /status, oikos schedulers).
-func Table(ctx context.Context, q pg.Querier) ([]Member, []Row, error) {
-	rows, err := q.Query(ctx, `SELECT id, started_at, heartbeat_at, expires_at, expires_at > now() FROM scheduler_members ORDER BY id`)
-	if err != nil {
-		return nil, nil, err
-	}
-	members, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
-		var m Member
-		err := r.Scan(&m.ID, &m.StartedAt, &m.HeartbeatAt, &m.ExpiresAt, &m.Live)
-		return m, err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	rows, err = q.Query(ctx, `SELECT resource, holder, generation, acquired_at, expires_at, expires_at > now()
-FROM scheduler_leases ORDER BY resource`)
-	if err != nil {
-		return nil, nil, err
-	}
-	leases, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
-		var l Row
-		err := r.Scan(&l.Unit, &l.Holder, &l.Generation, &l.AcquiredAt, &l.ExpiresAt, &l.Live)
-		return l, err
-	})
-	return members, leases, err
-}
-
 // Halt stops renewing without handing anything back, as a crash does: the leases run out
 // and the other schedulers take the units after the expiry. For tests and benchmarks.
 func (m *Manager) Halt() { m.life.Stop() }
