@@ -133,15 +133,7 @@ FROM pg_stat_user_tables WHERE relname IN ('scheduler_leases', 'scheduler_member
 	moved := b.leases.Owned()
 	killed := time.Now()
 	b.kill()
-	e2eWait(t, 60*time.Second, "a holding b's units", func() bool {
-		owned := a.leases.Owned()
-		for _, u := range moved {
-			if !contains(owned, u) {
-				return false
-			}
-		}
-		return true
-	})
+	l.waitOwns(t, a, moved, 60*time.Second)
 	held := time.Since(killed)
 	// Every check of b's hosts ran again: its host's cpu check and its guests' checks.
 	var resumed time.Duration

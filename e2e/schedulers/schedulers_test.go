@@ -346,15 +346,7 @@ func TestFailoverAndJoin(t *testing.T) {
 	moved := b.leases.Owned()
 	killed := time.Now()
 	b.kill()
-	e2estack.Eventually(t, l.db.URL, 10*time.Second, 50*time.Millisecond, "a owning all of b's units", func() (bool, string) {
-		owned := a.leases.Owned()
-		for _, u := range moved {
-			if !contains(owned, u) {
-				return false, u
-			}
-		}
-		return true, ""
-	})
+	l.waitOwns(t, a, moved, 10*time.Second)
 	took := time.Since(killed)
 	if took < expiry-renew {
 		t.Errorf("a took b's units %s after the kill, before b's leases (%s) could expire", took, expiry)
@@ -461,6 +453,20 @@ FROM executions x WHERE x.id = ANY($1)`, ids)
 	}
 }
 
+// waitOwns waits until s owns every one of units.
+func (l *lab) waitOwns(t *testing.T, s *scheduler, units []string, within time.Duration) {
+	t.Helper()
+	e2estack.Eventually(t, l.db.URL, within, 50*time.Millisecond, s.id+" owning "+strings.Join(units, " "), func() (bool, string) {
+		owned := s.leases.Owned()
+		for _, u := range units {
+			if !contains(owned, u) {
+				return false, u
+			}
+		}
+		return true, ""
+	})
+}
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {
@@ -483,15 +489,7 @@ func TestPausedSchedulerWritesNothing(t *testing.T) {
 	moved := b.leases.Owned()
 	paused := time.Now()
 	b.leases.Halt() // the renewals stop; b's runner and writer go on
-	e2estack.Eventually(t, l.db.URL, 10*time.Second, 50*time.Millisecond, "a owning b's units", func() (bool, string) {
-		owned := a.leases.Owned()
-		for _, u := range moved {
-			if !contains(owned, u) {
-				return false, u
-			}
-		}
-		return true, ""
-	})
+	l.waitOwns(t, a, moved, 10*time.Second)
 	took := time.Since(paused)
 	if len(b.leases.Owned()) != 0 {
 		t.Fatalf("b still counts %v as its own after a took them", b.leases.Owned())

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -60,5 +62,40 @@ func TestDriftCommand(t *testing.T) {
 	}
 	if code := runDrift(context.Background(), env(&out, &errOut), []string{"extra"}); code != 2 {
 		t.Errorf("stray argument: exit %d", code)
+	}
+}
+
+// oikos drift adopt sends the vmids and the host, whichever order the flags come in.
+func TestDriftAdoptArgs(t *testing.T) {
+	t.Parallel()
+	var got map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/audit/drift/adopt" || r.Method != http.MethodPost {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewDecoder(r.Body).Decode(&got)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"report_id":"r","adopted":[{"entity":"lxc:web","host":"proxmox-host:pve","kind":"lxc","vmid":101}],"skipped":[]}`)
+	}))
+	defer srv.Close()
+	vars := map[string]string{"OIKOS_API_URL": srv.URL, "OIKOS_TOKEN": "t"}
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		e := &cliEnv{Stdout: &out, Stderr: &errOut, Getenv: func(k string) string { return vars[k] },
+			HTTP: &http.Client{Timeout: 5 * time.Second}}
+		return runDrift(context.Background(), e, args), out.String(), errOut.String()
+	}
+	for _, args := range [][]string{{"adopt", "101", "102", "--host", "pve"}, {"adopt", "--host", "pve", "101", "102"}} {
+		code, out, errs := run(args...)
+		if code != 0 || !strings.Contains(out, "adopted 1 guest(s)") {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errs)
+		}
+		if fmt.Sprint(got["vmids"]) != "[101 102]" || got["host"] != "pve" || got["all"] != false {
+			t.Fatalf("%v sent %v", args, got)
+		}
+	}
+	if code, _, _ := run("adopt", "--all", "101"); code != 2 {
+		t.Fatalf("--all with vmids: exit %d, want 2", code)
 	}
 }

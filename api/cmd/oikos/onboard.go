@@ -283,11 +283,23 @@ func runDriftAdopt(ctx context.Context, env *cliEnv, args []string) int {
 	host := fs.String("host", "", "only guests of this Proxmox host (name or slug)")
 	asJSON := fs.Bool("json", false, "print the api's JSON")
 	const use = "usage: oikos drift adopt [--host HOST] --all | VMID…"
-	if err := fs.Parse(args); err != nil {
-		return 2
+	// Flags may come after the vmids (oikos drift adopt 101 102 --host pve): the flag package
+	// stops at the first argument, so parse again after each run of them.
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return 2
+		}
+		args = fs.Args()
+		for len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			positional, args = append(positional, args[0]), args[1:]
+		}
+		if len(args) == 0 {
+			break
+		}
 	}
 	var vmids []int
-	for _, a := range fs.Args() {
+	for _, a := range positional {
 		v, err := strconv.Atoi(a)
 		if err != nil || v <= 0 {
 			fmt.Fprintf(env.Stderr, "oikos drift adopt: %q is not a vmid\n%s\n", a, use)
