@@ -59,8 +59,10 @@ type lab struct {
 	apiURL   string
 	operator string
 	sim      *labsim.Sim
-	pool     *remote.Pool
+	pool     *remote.Pool // the first scheduler's
 	drift    *schedapp.Drift
+	scheds   []*scheduler
+	signer   ssh.Signer // the schedulers' key, which labsim's machines trust
 }
 
 func startLab(t *testing.T, fleet labsim.Fleet) *lab {
@@ -89,26 +91,55 @@ func startLab(t *testing.T, fleet labsim.Fleet) *lab {
 	t.Cleanup(l.sim.Stop)
 
 	// The scheduler, wired as its composition root wires it.
-	if err := schedapp.PublishKey(ctx, l.db.Pool, signer, "test-scheduler"); err != nil {
+	l.signer = signer
+	l.scheds = append(l.scheds, l.startScheduler(t, "test-scheduler"))
+	l.pool, l.drift = l.scheds[0].pool, l.scheds[0].drift
+	return l
+}
+
+// scheduler is one scheduler's parts: its lease manager, SSH pool, drift and connections.
+type scheduler struct {
+	id     string
+	leases *schedapp.Leases
+	pool   *remote.Pool
+	drift  *schedapp.Drift
+}
+
+// startScheduler wires a scheduler's onboarding parts as scheduler/app does, leases included.
+func (l *lab) startScheduler(t *testing.T, id string) *scheduler {
+	t.Helper()
+	ctx := context.Background()
+	log := zerolog.Nop()
+	sc := &scheduler{id: id}
+	signer := l.signer
+	if err := schedapp.PublishKey(ctx, l.db.Pool, signer, id); err != nil {
 		t.Fatal(err)
 	}
 	gate := schedapp.NewKeyGate(schedapp.NewHostKeys(l.db.Pool, log), l.db.Pool)
-	l.pool = remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: gate, DialTimeout: 5 * time.Second, Logger: log,
+	sc.pool = remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: gate, DialTimeout: 5 * time.Second, Logger: log,
 		Dial: l.sim.DialContext})
-	t.Cleanup(l.pool.Close)
+	t.Cleanup(sc.pool.Close)
 	connCfg, err := pgx.ParseConfig(l.db.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
 	fleetGraph := schedapp.NewFleet(l.db.Pool, schedapp.FleetOptions{Logger: log})
-	if l.drift, err = schedapp.NewDrift(schedapp.DriftOptions{Pool: l.db.Pool, SSH: l.pool, Fleet: fleetGraph, Notifier: notifier,
-		Logger: log, Metrics: metrics.NewRegistry()}); err != nil {
+	var connects *schedapp.Onboard
+	if sc.leases, err = schedapp.NewLeases(schedapp.LeasesOptions{Pool: l.db.Pool, ID: id, Logger: log,
+		OnChange: func(c schedapp.LeaseChange) {
+			if connects != nil && len(c.Acquired) > 0 {
+				connects.Wake()
+			}
+		}}); err != nil {
 		t.Fatal(err)
 	}
-	connects, err := schedapp.NewOnboard(schedapp.OnboardOptions{Pool: l.db.Pool, SSH: l.pool, Gate: gate, Notifier: notifier,
-		Logger: log, Timeout: 10 * time.Second})
-	if err != nil {
+	if sc.drift, err = schedapp.NewDrift(schedapp.DriftOptions{Pool: l.db.Pool, SSH: sc.pool, Fleet: fleetGraph, Notifier: notifier,
+		Logger: log, Metrics: metrics.NewRegistry(), SchedulerID: id, Lease: sc.leases.Lease}); err != nil {
+		t.Fatal(err)
+	}
+	if connects, err = schedapp.NewOnboard(schedapp.OnboardOptions{Pool: l.db.Pool, SSH: sc.pool, Gate: gate, Notifier: notifier,
+		Logger: log, Timeout: 10 * time.Second, SchedulerID: id, Owned: sc.leases.Owned, OnRequest: sc.leases.Wake}); err != nil {
 		t.Fatal(err)
 	}
 	if err := notifier.Start(ctx); err != nil {
@@ -118,13 +149,13 @@ func startLab(t *testing.T, fleet labsim.Fleet) *lab {
 	for _, part := range []interface {
 		Start(context.Context) error
 		Stop()
-	}{l.drift, connects} {
+	}{sc.leases, sc.drift, connects} {
 		if err := part.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(part.Stop)
 	}
-	return l
+	return sc
 }
 
 // oikos runs the CLI with stdin and returns its exit code, stdout and stderr.
@@ -442,4 +473,75 @@ WHERE r.type = 'hosts' AND h.slug = 'proxmox-host:big'`); n != 100 {
 	}
 	t.Logf("100 guests: oikos add (connect, facts, discovery with 100 pct/qm config) %s; + adopt %s; %d SSH connection(s)",
 		added.Round(time.Millisecond), total.Round(time.Millisecond), l.sim.TotalConnections("big"))
+}
+
+// With two schedulers, a machine being added is dialled only by the holder of its lease, and
+// drift lists each Proxmox host through its holder: one SSH connection per host across both.
+func TestOnboardThroughTheLeaseHolders(t *testing.T) {
+	fleet := demoFleet(t)
+	l := startLab(t, fleet)
+	atlas, boreas := schedapp.HostUnit("proxmox-host:atlas"), schedapp.HostUnit("proxmox-host:boreas")
+	// Names under which the two hosts land on different schedulers, so the test sees both.
+	second := ""
+	for i := range 100 {
+		id := fmt.Sprintf("test-scheduler-%d", i)
+		members := []string{"test-scheduler", id}
+		if a, b := schedapp.LeaseOwner(atlas, members), schedapp.LeaseOwner(boreas, members); a != b {
+			second = id
+			break
+		}
+	}
+	l.scheds = append(l.scheds, l.startScheduler(t, second))
+	deadline := time.Now().Add(30 * time.Second)
+	for len(l.scheds[0].leases.Members()) < 2 || len(l.scheds[1].leases.Members()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the schedulers do not see each other: %v, %v", l.scheds[0].leases.Members(), l.scheds[1].leases.Members())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	members := []string{"test-scheduler", second}
+
+	for _, h := range []struct{ name, addr, unit string }{{"atlas", "127.0.10.1", atlas}, {"boreas", "127.0.10.2", boreas}} {
+		fp := remote.Fingerprint(l.sim.HostKey(h.name).Marshal())
+		out := l.mustOikos(t, "", "add", "proxmox-host", h.name, "--address", h.addr, "--port", "2222", "--fingerprint", fp)
+		if !strings.Contains(out, "proxmox-host:"+h.name+" is active") {
+			t.Fatalf("oikos add %s:\n%s", h.name, out)
+		}
+		var by string
+		if err := l.db.Pool.QueryRow(context.Background(), `SELECT claimed_by FROM host_connects WHERE address = $1`, h.addr+":2222").
+			Scan(&by); err != nil {
+			t.Fatal(err)
+		}
+		if want := schedapp.LeaseOwner(h.unit, members); by != want {
+			t.Errorf("%s was connected by %s, want its lease holder %s", h.name, by, want)
+		}
+	}
+	out := l.mustOikos(t, "", "drift", "adopt", "--all")
+	want := len(simGuests(fleet, "atlas")) + len(simGuests(fleet, "boreas"))
+	if !strings.Contains(out, fmt.Sprintf("adopted %d guest(s)", want)) {
+		t.Fatalf("oikos drift adopt --all:\n%s", out)
+	}
+	rows, err := l.db.Pool.Query(context.Background(), `SELECT DISTINCT host_slug, scheduler_id FROM drift_listings`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var host, by string
+	listed := 0
+	if _, err := pgx.ForEachRow(rows, []any{&host, &by}, func() error {
+		listed++
+		if want := schedapp.LeaseOwner(schedapp.HostUnit(host), members); by != want {
+			t.Errorf("%s was listed by %s, want its lease holder %s", host, by, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if listed != 2 {
+		t.Errorf("%d (host, lister) pairs, want 2", listed)
+	}
+	for _, h := range []string{"atlas", "boreas"} {
+		if n := l.sim.TotalConnections(h); n != 1 {
+			t.Errorf("%d SSH connections to %s across the two schedulers, want 1", n, h)
+		}
+	}
 }

@@ -140,6 +140,7 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	// part below does only the work of the units this one holds.
 	var ex *executor.Executor
 	var runner *checkrun.Runner
+	var connects *onboard.Service
 	lm, err := leases.New(leases.Options{Pool: pool, ID: cfg.ID, Logger: log, Renew: cfg.LeaseRenew, Expiry: cfg.LeaseExpiry,
 		OnChange: func(c leases.Change) {
 			// Units just taken may have executions waiting and checks due; a host just handed
@@ -149,6 +150,9 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 			}
 			if runner != nil {
 				runner.Acquired(c.Acquired)
+			}
+			if connects != nil && len(c.Acquired) > 0 {
+				connects.Wake() // a machine just added waits for its unit's holder
 			}
 			closeHandedOver(ctx, log, graph, ssh, c.Released)
 		}})
@@ -172,12 +176,12 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 		return err
 	}
 	discovery, err := drift.New(drift.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics,
-		SchedulerID: cfg.ID})
+		SchedulerID: cfg.ID, Lease: lm.Lease})
 	if err != nil {
 		return err
 	}
-	connects, err := onboard.New(onboard.Options{Pool: pool, SSH: ssh, Gate: keyGate, Notifier: notifier, Logger: log,
-		SchedulerID: cfg.ID})
+	connects, err = onboard.New(onboard.Options{Pool: pool, SSH: ssh, Gate: keyGate, Notifier: notifier, Logger: log,
+		SchedulerID: cfg.ID, Owned: lm.Owned, OnRequest: lm.Wake})
 	if err != nil {
 		return err
 	}

@@ -77,3 +77,9 @@ type (
 
 // NewLeases builds a lease manager; see leases.New.
 func NewLeases(opts LeasesOptions) (*Leases, error) { return leases.New(opts) }
+
+// LeaseOwner is the scheduler among members that owns unit; see leases.Owner.
+var LeaseOwner = leases.Owner
+
+// HostUnit is the lease unit of everything that goes through the machine slug.
+var HostUnit = leases.HostUnit

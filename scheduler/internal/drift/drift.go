@@ -8,11 +8,17 @@
 //   - unchecked: an entity that could not be compared (its host was unreachable, it has no
 //     vmid or no owning host) — neither confirmed nor accused.
 //
-// Read-only: it runs two listing commands per host and writes only its report. A run is
-// scheduled daily and on demand: the api sends NOTIFY oikos_drift with a request id and
-// waits for the drift_reports row listing that id. Several requests arriving while a run is
-// in progress are answered by the next run together; several schedulers never answer the
-// same request twice (the request ids are claimed under an advisory lock).
+// Read-only: it runs two listing commands per host (and `pct config` / `qm config` for each
+// missing guest) and writes only its report. A run is scheduled daily and on demand: the api
+// sends NOTIFY oikos_drift with a request id and waits for the drift_reports row listing that
+// id. Several requests arriving while a run is in progress are answered by the next run
+// together; several schedulers never answer the same request twice (the request ids are
+// claimed under an advisory lock).
+//
+// With several schedulers each host is listed by the holder of its lease (S9), through its
+// one connection: the scheduler running a report announces it (NOTIFY oikos_drift with the
+// report id), every scheduler lists the hosts it holds into drift_listings, fenced by the
+// lease's generation, and the runner diffs the listings with the graph.
 package drift
 
 import (
@@ -22,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/leases"
 	"github.com/oikos-hq/oikos/shared/attr"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
@@ -85,8 +93,16 @@ type Options struct {
 	Poll time.Duration
 	// HostTimeout bounds the listing commands on one host (default 30 s).
 	HostTimeout time.Duration
-	// SchedulerID is recorded as claimed_by (default "<hostname>:<pid>").
+	// SchedulerID is recorded as claimed_by and as the lister of the hosts this scheduler
+	// holds (default "<hostname>:<pid>").
 	SchedulerID string
+	// Lease, when set, says whether this scheduler holds a unit now and at which generation
+	// (leases.Manager.Lease): a host is listed only by its holder, through its holder's one
+	// connection. Nil: this scheduler lists every host.
+	Lease func(unit string) (int64, bool)
+	// ListWait is how long a run waits for the other schedulers' listings before reporting a
+	// host unlisted (default 2 × HostTimeout).
+	ListWait time.Duration
 }
 
 // Service runs drift discovery. Start once; Stop is safe twice.
@@ -98,6 +114,12 @@ type Service struct {
 	mu      sync.Mutex
 	pending []string
 	wake    chan struct{}
+	// Reports whose held hosts are to be listed (announced by whichever scheduler runs
+	// them), and when each host listing here began, by "report/host" (kept listingMemory, so
+	// a repeated announcement lists nothing twice).
+	toList  []string
+	listNow chan struct{}
+	listing map[string]time.Time
 
 	life startstop.Lifecycle // the loop
 }
@@ -109,6 +131,8 @@ type HostReport struct {
 	Error     string `json:"error,omitempty"`
 	LXC       int    `json:"lxc"`
 	VM        int    `json:"vm"`
+	// Scheduler is the one that listed the host: the holder of its lease.
+	Scheduler string `json:"scheduler,omitempty"`
 }
 
 // Missing is a live guest without an entity.
@@ -181,12 +205,15 @@ func New(opts Options) (*Service, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
+	if opts.ListWait <= 0 {
+		opts.ListWait = 2 * opts.HostTimeout
+	}
 	if opts.SchedulerID == "" {
 		h, _ := os.Hostname()
 		opts.SchedulerID = h + ":" + strconv.Itoa(os.Getpid())
 	}
 	s := &Service{opts: opts, log: opts.Logger.With().Str("component", "drift").Logger(), m: newDriftMetrics(opts.Metrics),
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), listNow: make(chan struct{}, 1), listing: map[string]time.Time{}}
 	if opts.Notifier != nil {
 		opts.Notifier.Listen(eventbus.ChannelDrift, s.onNotify)
 	}
@@ -198,9 +225,32 @@ type requestPayload struct {
 	RequestID string `json:"request_id"`
 }
 
+// listPayload is what a scheduler running a report sends on oikos_drift: every scheduler
+// lists the hosts it holds for it.
+type listPayload struct {
+	ReportID string `json:"report_id"`
+}
+
 func (s *Service) onNotify(payload string) {
 	var p requestPayload
+	var l listPayload
 	id := strings.TrimSpace(payload)
+	if err := json.Unmarshal([]byte(payload), &l); err == nil && l.ReportID != "" {
+		if _, err := uuid.Parse(l.ReportID); err != nil {
+			s.log.Warn().Str("payload", payload).Msg("oikos_drift listing request with a malformed report id; ignored")
+			return
+		}
+		s.mu.Lock()
+		if !slices.Contains(s.toList, l.ReportID) {
+			s.toList = append(s.toList, l.ReportID)
+		}
+		s.mu.Unlock()
+		select {
+		case s.listNow <- struct{}{}:
+		default:
+		}
+		return
+	}
 	if err := json.Unmarshal([]byte(payload), &p); err == nil && p.RequestID != "" {
 		id = p.RequestID
 	}
@@ -238,6 +288,14 @@ error = 'interrupted: the scheduler running it stopped' WHERE status = 'running'
 func (s *Service) Stop() { s.life.Stop() }
 
 func (s *Service) loop(ctx context.Context) {
+	// Listing for another scheduler's report goes on while this one runs its own.
+	var lists sync.WaitGroup
+	lists.Add(1)
+	safego.Go(s.log, "drift-listings", func() {
+		defer lists.Done()
+		s.listLoop(ctx)
+	})
+	defer lists.Wait()
 	poll := time.NewTimer(time.Minute)
 	defer poll.Stop()
 	for {
@@ -257,6 +315,24 @@ func (s *Service) loop(ctx context.Context) {
 				s.log.Error().Err(err).Msg("scheduled drift discovery failed")
 			}
 			poll.Reset(s.opts.Poll)
+		}
+	}
+}
+
+// listLoop answers listing requests: the held hosts of each report announced.
+func (s *Service) listLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.listNow:
+		}
+		s.mu.Lock()
+		ids := s.toList
+		s.toList = nil
+		s.mu.Unlock()
+		for _, id := range ids {
+			s.listHeld(ctx, id)
 		}
 	}
 }
@@ -377,7 +453,7 @@ VALUES ($1, $2, $3::uuid[], 'running', $4, $5)`, id.String(), trigger, requestID
 
 // execute runs the discovery for a claimed row and stores the outcome.
 func (s *Service) execute(ctx context.Context, reportID, trigger string, requestIDs []string) (*Report, error) {
-	rep, runErr := s.Discover(ctx)
+	rep, runErr := s.discover(ctx, reportID)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if runErr != nil {
@@ -418,16 +494,23 @@ missing_count = $4, ghost_count = $5 WHERE id = $1`, reportID, rep.FinishedAt, r
 	return rep, nil
 }
 
-// graphGuest is an lxc or vm entity.
+// graphGuest is an lxc or vm entity, or a Proxmox host.
 type graphGuest struct {
 	id, slug, name, state, kind string
 	attrs                       map[string]any
 }
 
-// Discover lists every live Proxmox host's guests and diffs them with the graph. It stores
-// nothing (execute does).
-func (s *Service) Discover(ctx context.Context) (*Report, error) {
-	rep := &Report{StartedAt: s.opts.Clock(), Hosts: []HostReport{}, Missing: []Missing{}, Ghost: []Ghost{}, Unchecked: []Unchecked{}}
+// graphView is what the graph says the Proxmox hosts run.
+type graphView struct {
+	hosts, guests []graphGuest      // live hosts; guests not destroyed
+	hostsEdge     map[string]string // guest id → host slug
+	hostByName    map[string]string // host name → slug, live or not
+	hostBySlug    map[string]bool   // live hosts
+	notLive       map[string]string // host slug → its state, for hosts not listed
+}
+
+// readGraph reads the Proxmox hosts and their guests.
+func (s *Service) readGraph(ctx context.Context) (*graphView, error) {
 	rows, err := s.opts.Pool.Query(ctx, `
 WITH RECURSIVE t(name, root) AS (
     SELECT r, r FROM unnest(ARRAY['lxc', 'vm', 'proxmox-host']) AS r
@@ -449,128 +532,131 @@ ORDER BY e.slug`)
 	if err != nil {
 		return nil, fmt.Errorf("drift: read the graph: %w", err)
 	}
-	hostsEdge := map[string]string{} // guest id → host slug
+	g := &graphView{hostsEdge: map[string]string{}, hostByName: map[string]string{}, hostBySlug: map[string]bool{},
+		notLive: map[string]string{}}
 	rows, err = s.opts.Pool.Query(ctx, `SELECT r.target_id::text, e.slug FROM relationships r JOIN entities e ON e.id = r.source_id
 WHERE r.type = 'hosts' AND r.valid_to IS NULL AND e.state <> 'destroyed' ORDER BY r.valid_from`)
 	if err != nil {
 		return nil, fmt.Errorf("drift: read hosts edges: %w", err)
 	}
 	var gid, hslug string
-	if _, err := pgx.ForEachRow(rows, []any{&gid, &hslug}, func() error { hostsEdge[gid] = hslug; return nil }); err != nil {
+	if _, err := pgx.ForEachRow(rows, []any{&gid, &hslug}, func() error { g.hostsEdge[gid] = hslug; return nil }); err != nil {
 		return nil, fmt.Errorf("drift: read hosts edges: %w", err)
 	}
-
-	var hosts, guests []graphGuest
-	hostByName, hostBySlug := map[string]string{}, map[string]bool{}
-	notLive := map[string]string{} // host slug → its state, for hosts not listed
-	for _, g := range all {
-		if g.kind == "proxmox-host" && (g.state == "planned" || g.state == "provisioning") {
+	for _, e := range all {
+		switch {
+		case e.kind == "proxmox-host" && (e.state == "planned" || e.state == "provisioning"):
 			// A host being added has no confirmed host key yet: connecting to it here would
 			// trust its key on first use, which onboarding must leave to the operator.
-			notLive[g.slug] = g.state
-			hostByName[g.name] = g.slug
-			continue
-		}
-		if g.kind == "proxmox-host" {
-			hosts = append(hosts, g)
-			hostByName[g.name] = g.slug
-			hostBySlug[g.slug] = true
-		} else {
-			guests = append(guests, g)
+			g.notLive[e.slug] = e.state
+			g.hostByName[e.name] = e.slug
+		case e.kind == "proxmox-host":
+			g.hosts = append(g.hosts, e)
+			g.hostByName[e.name] = e.slug
+			g.hostBySlug[e.slug] = true
+		default:
+			g.guests = append(g.guests, e)
 		}
 	}
+	return g, nil
+}
 
-	// Live side: each host is one connection that the checks already hold open.
+// hostListing is one Proxmox host's answer, as its lease holder stores it in drift_listings:
+// what runs there, and the configuration of each guest there that the graph does not know.
+type hostListing struct {
+	LXC   []LiveGuest `json:"lxc"`
+	VMs   []LiveGuest `json:"vms"`
+	Error string      `json:"error,omitempty"`
+	// Configs by configKey; each a config or why it could not be read.
+	Configs   map[string]configResult `json:"configs,omitempty"`
+	Scheduler string                  `json:"-"` // who listed it (drift_listings.scheduler_id)
+}
+
+type configResult struct {
+	Config *GuestConfig `json:"config,omitempty"`
+	Error  string       `json:"error,omitempty"`
+}
+
+func configKey(kind string, vmid int) string { return kind + "/" + strconv.Itoa(vmid) }
+
+// diff compares the listings (by host slug; a host without one is unreachable) with the graph.
+func (g *graphView) diff(listings map[string]hostListing, rep *Report) {
 	type key struct {
 		host, kind string
 		vmid       int
 	}
 	live := map[key]LiveGuest{}
 	reachable := map[string]bool{}
-	// Hosts are listed a few at a time, so one hanging host costs HostTimeout once, not
-	// once per host after it.
-	type listing struct {
-		lxc, vms []LiveGuest
-		err      error
-	}
-	listings := make([]listing, len(hosts))
-	sem := make(chan struct{}, hostParallelism)
-	var wg sync.WaitGroup
-	for i, h := range hosts {
-		wg.Add(1)
-		sem <- struct{}{}
-		safego.Go(s.log, "drift-list-host", func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			l := listing{err: fmt.Errorf("listing %s panicked", h.slug)}
-			defer func() { listings[i] = l }()
-			l.lxc, l.vms, l.err = s.listHost(ctx, h.slug)
-		})
-	}
-	wg.Wait()
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	for i, h := range hosts {
+	for _, h := range g.hosts {
 		hr := HostReport{Host: h.slug}
-		if err := listings[i].err; err != nil {
-			hr.Error = err.Error()
+		l, ok := listings[h.slug]
+		hr.Scheduler = l.Scheduler
+		switch {
+		case !ok:
+			hr.Error = "not listed"
 			rep.Summary.HostsUnreachable++
-		} else {
+		case l.Error != "":
+			hr.Error = l.Error
+			rep.Summary.HostsUnreachable++
+		default:
 			hr.Reachable = true
 			reachable[h.slug] = true
-			hr.LXC, hr.VM = len(listings[i].lxc), len(listings[i].vms)
-			for _, g := range append(listings[i].lxc, listings[i].vms...) {
-				live[key{h.slug, g.Kind, g.VMID}] = g
+			hr.LXC, hr.VM = len(l.LXC), len(l.VMs)
+			for _, lg := range append(slices.Clone(l.LXC), l.VMs...) {
+				live[key{h.slug, lg.Kind, lg.VMID}] = lg
 			}
 		}
 		rep.Hosts = append(rep.Hosts, hr)
 	}
 
 	matched := map[key]bool{}
-	for _, g := range guests {
+	for _, e := range g.guests {
 		host := ""
-		if a, _ := g.attrs["host"].(string); strings.TrimSpace(a) != "" {
+		if a, _ := e.attrs["host"].(string); strings.TrimSpace(a) != "" {
 			a = strings.TrimSpace(a)
-			if hostBySlug[a] {
+			if g.hostBySlug[a] {
 				host = a
-			} else if slug, ok := hostByName[a]; ok {
+			} else if slug, ok := g.hostByName[a]; ok {
 				host = slug
 			}
 		}
 		if host == "" {
-			host = hostsEdge[g.id]
+			host = g.hostsEdge[e.id]
 		}
-		vmid, ok := positiveInt(g.attrs["vmid"])
+		vmid, ok := positiveInt(e.attrs["vmid"])
 		switch {
 		case !ok:
-			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: g.slug, Reason: "no vmid attribute"})
+			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: e.slug, Reason: "no vmid attribute"})
 			continue
-		case notLive[host] != "":
-			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: g.slug, Reason: "its host " + host + " is " + notLive[host] + ", not live yet"})
+		case g.notLive[host] != "":
+			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: e.slug, Reason: "its host " + host + " is " + g.notLive[host] + ", not live yet"})
 			continue
-		case host == "" || !hostBySlug[host]:
-			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: g.slug, Reason: "no owning proxmox-host in the graph"})
+		case host == "" || !g.hostBySlug[host]:
+			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: e.slug, Reason: "no owning proxmox-host in the graph"})
 			continue
 		case !reachable[host]:
-			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: g.slug, Reason: "its host " + host + " could not be listed"})
+			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: e.slug, Reason: "its host " + host + " could not be listed"})
 			continue
 		}
-		k := key{host, g.kind, vmid}
+		k := key{host, e.kind, vmid}
 		if _, ok := live[k]; ok {
 			matched[k] = true
 			continue
 		}
-		if g.state == "planned" {
+		if e.state == "planned" {
 			continue // not created yet: nothing to be live
 		}
-		rep.Ghost = append(rep.Ghost, Ghost{Entity: g.slug, EntityID: g.id, State: g.state, Host: host, Kind: g.kind, VMID: vmid})
+		rep.Ghost = append(rep.Ghost, Ghost{Entity: e.slug, EntityID: e.id, State: e.state, Host: host, Kind: e.kind, VMID: vmid})
 	}
-	for k, g := range live {
+	for k, lg := range live {
 		if matched[k] {
 			continue
 		}
-		rep.Missing = append(rep.Missing, Missing{Host: k.host, LiveGuest: g})
+		m := Missing{Host: k.host, LiveGuest: lg}
+		if c, ok := listings[k.host].Configs[configKey(lg.Kind, lg.VMID)]; ok {
+			m.Config, m.ConfigError = c.Config, c.Error
+		}
+		rep.Missing = append(rep.Missing, m)
 	}
 	sort.Slice(rep.Missing, func(i, j int) bool {
 		a, b := rep.Missing[i], rep.Missing[j]
@@ -589,15 +675,257 @@ WHERE r.type = 'hosts' AND r.valid_to IS NULL AND e.state <> 'destroyed' ORDER B
 			}
 		}
 	}
-	s.readConfigs(ctx, rep.Missing)
-	rep.FinishedAt = s.opts.Clock()
-	rep.Summary.Hosts = len(hosts)
+	rep.Summary.Hosts = len(g.hosts)
 	rep.Summary.LiveGuests = len(live)
-	rep.Summary.GraphGuests = len(guests)
+	rep.Summary.GraphGuests = len(g.guests)
 	rep.Summary.Missing = len(rep.Missing)
 	rep.Summary.Ghost = len(rep.Ghost)
 	rep.Summary.Unchecked = len(rep.Unchecked)
+}
+
+// discover answers the report reportID: it asks every scheduler to list the Proxmox hosts it
+// holds (NOTIFY oikos_drift with the report id), lists its own, waits for every live host's
+// listing, and diffs them with the graph. It stores nothing (execute does).
+func (s *Service) discover(ctx context.Context, reportID string) (*Report, error) {
+	rep := &Report{StartedAt: s.opts.Clock(), Hosts: []HostReport{}, Missing: []Missing{}, Ghost: []Ghost{}, Unchecked: []Unchecked{}}
+	s.announce(ctx, reportID)
+	s.listHeld(ctx, reportID)
+	listings, err := s.awaitListings(ctx, reportID)
+	if err != nil {
+		return nil, err
+	}
+	// The graph is read after the listings, so a guest adopted meanwhile is not missing.
+	g, err := s.readGraph(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.diff(listings, rep)
+	rep.FinishedAt = s.opts.Clock()
 	return rep, nil
+}
+
+// announce asks every scheduler (this one too) to list the hosts it holds for reportID.
+func (s *Service) announce(ctx context.Context, reportID string) {
+	payload, err := json.Marshal(listPayload{ReportID: reportID})
+	if err == nil {
+		err = eventbus.Notify(ctx, s.opts.Pool, eventbus.ChannelDrift, string(payload))
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn().Err(err).Str("report", reportID).Msg("ask the schedulers for drift listings")
+	}
+}
+
+// awaitListings waits until every live Proxmox host has a listing for reportID, asking again
+// every announceEvery (a scheduler that just took a host's lease, or missed the
+// notification), and gives up on the others after ListWait, naming their holder.
+func (s *Service) awaitListings(ctx context.Context, reportID string) (map[string]hostListing, error) {
+	deadline := time.Now().Add(s.opts.ListWait)
+	again := time.Now().Add(announceEvery)
+	g, err := s.readGraph(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		listings, err := s.readListings(ctx, reportID)
+		if err != nil {
+			return nil, err
+		}
+		var waiting []string
+		for _, h := range g.hosts {
+			if _, ok := listings[h.slug]; !ok {
+				waiting = append(waiting, h.slug)
+			}
+		}
+		if len(waiting) == 0 {
+			return listings, nil
+		}
+		if time.Now().After(deadline) {
+			holders, err := s.holders(ctx, waiting)
+			if err != nil {
+				return nil, err
+			}
+			for _, h := range waiting {
+				why := "no scheduler holds its lease"
+				if holders[h] != "" {
+					why = "its lease holder " + holders[h] + " did not answer"
+				}
+				listings[h] = hostListing{Error: fmt.Sprintf("not listed within %s: %s", s.opts.ListWait, why)}
+			}
+			return listings, nil
+		}
+		if time.Now().After(again) {
+			if g, err = s.readGraph(ctx); err != nil { // a host added or removed meanwhile
+				return nil, err
+			}
+			s.announce(ctx, reportID)
+			again = time.Now().Add(announceEvery)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(listPoll):
+		}
+	}
+}
+
+// How often awaitListings looks for listings, and asks again for the missing ones; how long
+// a scheduler remembers the hosts it listed for a report.
+const (
+	listPoll      = 50 * time.Millisecond
+	announceEvery = 2 * time.Second
+	listingMemory = time.Hour
+)
+
+func (s *Service) readListings(ctx context.Context, reportID string) (map[string]hostListing, error) {
+	rows, err := s.opts.Pool.Query(ctx, `SELECT host_slug, scheduler_id, listing FROM drift_listings WHERE report_id = $1`, reportID)
+	if err != nil {
+		return nil, fmt.Errorf("drift: read listings: %w", err)
+	}
+	out := map[string]hostListing{}
+	var slug, by string
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&slug, &by, &raw}, func() error {
+		var l hostListing
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return fmt.Errorf("listing of %s: %w", slug, err)
+		}
+		l.Scheduler = by
+		out[slug] = l
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("drift: read listings: %w", err)
+	}
+	return out, nil
+}
+
+// holders names the live holder of each host's lease, if any.
+func (s *Service) holders(ctx context.Context, slugs []string) (map[string]string, error) {
+	units := make([]string, len(slugs))
+	for i, h := range slugs {
+		units[i] = leases.HostUnit(h)
+	}
+	rows, err := s.opts.Pool.Query(ctx, `SELECT substr(resource, 6), holder FROM scheduler_leases
+WHERE resource = ANY($1) AND expires_at > now()`, units)
+	if err != nil {
+		return nil, fmt.Errorf("drift: read lease holders: %w", err)
+	}
+	out := map[string]string{}
+	var h, by string
+	if _, err := pgx.ForEachRow(rows, []any{&h, &by}, func() error { out[h] = by; return nil }); err != nil {
+		return nil, fmt.Errorf("drift: read lease holders: %w", err)
+	}
+	return out, nil
+}
+
+// listHeld lists, for the running report reportID, every live Proxmox host whose lease this
+// scheduler holds and that nobody listed yet, and stores each listing fenced by the lease.
+func (s *Service) listHeld(ctx context.Context, reportID string) {
+	var running bool
+	if err := s.opts.Pool.QueryRow(ctx, `SELECT status = 'running' FROM drift_reports WHERE id = $1`, reportID).Scan(&running); err != nil {
+		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
+			s.log.Error().Err(err).Str("report", reportID).Msg("read a drift report")
+		}
+		return
+	}
+	if !running {
+		return
+	}
+	g, err := s.readGraph(ctx)
+	if err == nil {
+		var done map[string]hostListing
+		if done, err = s.readListings(ctx, reportID); err == nil {
+			s.listHosts(ctx, reportID, g, done)
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Error().Err(err).Str("report", reportID).Msg("drift listing")
+	}
+}
+
+func (s *Service) listHosts(ctx context.Context, reportID string, g *graphView, done map[string]hostListing) {
+	s.mu.Lock()
+	for k, at := range s.listing {
+		if time.Since(at) > listingMemory {
+			delete(s.listing, k)
+		}
+	}
+	s.mu.Unlock()
+	// Hosts are listed a few at a time, so one hanging host costs HostTimeout once, not
+	// once per host after it.
+	sem := make(chan struct{}, hostParallelism)
+	var wg sync.WaitGroup
+	for _, h := range g.hosts {
+		if _, ok := done[h.slug]; ok {
+			continue
+		}
+		unit := leases.HostUnit(h.slug)
+		var gen *int64
+		if s.opts.Lease != nil {
+			n, ok := s.opts.Lease(unit)
+			if !ok {
+				continue // another scheduler's: it lists this host through its own connection
+			}
+			gen = &n
+		}
+		key := reportID + "/" + h.slug
+		s.mu.Lock()
+		_, busy := s.listing[key]
+		if !busy {
+			s.listing[key] = time.Now()
+		}
+		s.mu.Unlock()
+		if busy {
+			continue // listing here now, or listed already
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		safego.Go(s.log, "drift-list-host", func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			l := s.listOne(ctx, g, h.slug)
+			if err := s.storeListing(ctx, reportID, h.slug, unit, gen, l); err != nil && ctx.Err() == nil {
+				s.log.Error().Err(err).Str("host", h.slug).Msg("store a drift listing")
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// listOne lists one host and reads the configuration of the guests on it that the graph lacks.
+func (s *Service) listOne(ctx context.Context, g *graphView, slug string) hostListing {
+	l := hostListing{LXC: []LiveGuest{}, VMs: []LiveGuest{}}
+	var err error
+	if l.LXC, l.VMs, err = s.listHost(ctx, slug); err != nil {
+		return hostListing{LXC: []LiveGuest{}, VMs: []LiveGuest{}, Error: err.Error()}
+	}
+	part := &Report{}
+	g.diff(map[string]hostListing{slug: l}, part)
+	s.readConfigs(ctx, part.Missing)
+	l.Configs = map[string]configResult{}
+	for _, m := range part.Missing {
+		l.Configs[configKey(m.Kind, m.VMID)] = configResult{Config: m.Config, Error: m.ConfigError}
+	}
+	return l
+}
+
+// storeListing writes a host's listing once per report, only while this scheduler still
+// holds the host's lease at the generation it listed under (gen nil: no leases).
+func (s *Service) storeListing(ctx context.Context, reportID, slug, unit string, gen *int64, l hostListing) error {
+	raw, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	tag, err := s.opts.Pool.Exec(wctx, `INSERT INTO drift_listings (report_id, host_slug, scheduler_id, listing)
+SELECT $1, $2, $3, $4 WHERE $5::bigint IS NULL OR EXISTS (
+    SELECT 1 FROM scheduler_leases WHERE resource = $6 AND holder = $3 AND generation = $5 AND expires_at > clock_timestamp())
+ON CONFLICT (report_id, host_slug) DO NOTHING`, reportID, slug, s.opts.SchedulerID, raw, gen, unit)
+	if err == nil && tag.RowsAffected() == 0 {
+		s.log.Info().Str("host", slug).Str("report", reportID).Msg("drift listing not stored: listed already, or the lease moved")
+	}
+	return err
 }
 
 // configParallelism is how many pct config / qm config run at once (sessions on the hosts'

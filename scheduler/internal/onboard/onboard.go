@@ -52,6 +52,12 @@ type Options struct {
 	// Poll is how often unclaimed requests are looked for, in case a NOTIFY was missed
 	// (default 10 s).
 	Poll time.Duration
+	// Owned, when set, lists the lease units this scheduler holds (leases.Manager.Owned): a
+	// machine is dialled only by the holder of its unit, so its one connection is the
+	// holder's. OnRequest is called on every NOTIFY oikos_connect, before the claim: the
+	// lease manager ticks, so a machine just added is taken as a unit at once.
+	Owned     func() []string
+	OnRequest func()
 }
 
 // Service answers connection requests. Start once; Stop is safe twice.
@@ -80,7 +86,12 @@ func New(opts Options) (*Service, error) {
 	}
 	s := &Service{opts: opts, log: opts.Logger.With().Str("component", "onboard").Logger(), wake: make(chan struct{}, 1)}
 	if opts.Notifier != nil {
-		opts.Notifier.Listen(hostconnect.Channel, func(string) { s.Wake() })
+		opts.Notifier.Listen(hostconnect.Channel, func(string) {
+			if opts.OnRequest != nil {
+				opts.OnRequest()
+			}
+			s.Wake()
+		})
 	}
 	return s, nil
 }
@@ -186,15 +197,23 @@ type request struct {
 }
 
 // claim takes the oldest pending request, if any, with one conditional statement (several
-// schedulers never claim the same row).
+// schedulers never claim the same row); with leases, only one for a machine whose unit this
+// scheduler holds.
 func (s *Service) claim(ctx context.Context) (request, bool, error) {
 	var r request
+	var owned []string
+	if s.opts.Owned != nil {
+		if owned = s.opts.Owned(); len(owned) == 0 {
+			return r, false, nil
+		}
+	}
 	err := s.opts.Pool.QueryRow(ctx, `
 WITH next AS (
     SELECT id FROM host_connects p WHERE status = 'pending'
       -- One attempt per address at a time, fleet-wide: two dials of one address under two
       -- expectations must never race.
       AND NOT EXISTS (SELECT 1 FROM host_connects o WHERE o.address = p.address AND o.status = 'connecting')
+      AND ($2::text[] IS NULL OR coalesce(lease_unit(p.entity_id), 'net') = ANY($2::text[]))
     ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
 )
 UPDATE host_connects h SET status = 'connecting', claimed_by = $1, updated_at = now()
@@ -204,7 +223,7 @@ RETURNING h.id::text, h.entity_id::text, e.slug, e.type, h.address, h.ssh_user, 
     EXISTS (WITH RECURSIVE up(name, parent) AS (
                 SELECT name, parent FROM entity_types WHERE name = e.type
                 UNION SELECT t.name, t.parent FROM entity_types t JOIN up ON t.name = up.parent)
-            SELECT 1 FROM up WHERE name = 'proxmox-host')`, s.opts.SchedulerID).
+            SELECT 1 FROM up WHERE name = 'proxmox-host')`, s.opts.SchedulerID, owned).
 		Scan(&r.id, &r.entityID, &r.slug, &r.typ, &r.addr, &r.user, &r.expect, &r.proxmox)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
