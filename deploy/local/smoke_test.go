@@ -125,6 +125,7 @@ func TestMakeUpSmoke(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("stack did not come up:\n%s", log.String())
 	}
+	upAt := time.Now() // Postgres has been running since before this
 	for name, addr := range map[string]string{"api": apiAddr, "scheduler": schAddr, "agent": agtAddr} {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
@@ -183,6 +184,7 @@ func TestMakeUpSmoke(t *testing.T) {
 		t.Fatalf("the pids file still names the killed scheduler %d: %v", old, pids)
 	}
 	pids["killed-scheduler"] = old
+	checkSecondScheduler(t, filepath.Join(bin, "oikos-scheduler"), pids["oikos-scheduler"], schAddr, upAt)
 	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -317,4 +319,129 @@ func readPIDs(t *testing.T, file string) map[string]int {
 		out[name] = pid
 	}
 	return out
+}
+
+// checkSecondScheduler runs a second real scheduler process beside make up's local-1, with
+// the same environment but its own id and 1 s / 3 s leases, and stops it the ways a host
+// does: SIGSTOP (its sockets stay open, so local-1 waits out its leases; after SIGCONT it
+// rejoins under a new generation) and kill -9 (its Postgres session closes with it, so
+// local-1 takes its units at once, well before their expiry).
+func checkSecondScheduler(t *testing.T, binary string, first int, firstAddr string, upAt time.Time) {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	var env []string
+	for _, kv := range strings.Split(string(raw), "\x00") {
+		if kv != "" && !strings.HasPrefix(kv, "OIKOS_SCHEDULER_ID=") && !strings.HasPrefix(kv, "OIKOS_SCHEDULER_ADDR=") &&
+			!strings.HasPrefix(kv, "OIKOS_LEASE_") {
+			env = append(env, kv)
+		}
+	}
+	const expiry = 3 * time.Second
+	env = append(env, "OIKOS_SCHEDULER_ID=local-2", "OIKOS_SCHEDULER_ADDR="+addr, "OIKOS_LEASE_RENEW=1s",
+		"OIKOS_LEASE_EXPIRY="+expiry.String())
+	second := exec.Command(binary)
+	second.Env = env
+	var out lockedLog
+	second.Stdout, second.Stderr = lineWriter{&out}, lineWriter{&out}
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = second.Process.Signal(syscall.SIGCONT)
+		_ = second.Process.Kill()
+		_ = second.Wait()
+	}()
+	owned := func(addr string) []string {
+		resp, err := http.Get("http://" + addr + "/status")
+		if err != nil {
+			return nil
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Owned []string `json:"owned"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&st) != nil {
+			return nil
+		}
+		return st.Owned
+	}
+	holdsAll := func(addr string, units []string) bool {
+		have := map[string]bool{}
+		for _, u := range owned(addr) {
+			have[u] = true
+		}
+		for _, u := range units {
+			if !have[u] {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor := func(within time.Duration, what string, cond func() bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !cond() {
+			if time.Since(start) > within {
+				t.Fatalf("not within %s: %s\nlocal-2's log:\n%s", within, what, out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	waitFor(60*time.Second, "local-2 holding its share", func() bool { return len(owned(addr)) > 0 })
+
+	// SIGSTOP: local-2's process and sockets stay; local-1 must wait out its leases.
+	units := owned(addr)
+	paused := len(units)
+	if err := second.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFor(60*time.Second, "local-1 taking paused local-2's units", func() bool { return holdsAll(firstAddr, units) })
+	if took < expiry-time.Second {
+		t.Errorf("local-1 took paused local-2's units %s after SIGSTOP, before their %s expiry", took, expiry)
+	}
+	if err := second.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(60*time.Second, "local-2 rejoining after SIGCONT", func() bool { return len(owned(addr)) > 0 })
+	// What it had buffered under the leases it lost was fenced out, not written.
+	fenced := "none"
+	if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, `oikos_scheduler_results_dropped_total{reason="lease_lost"}`) {
+				fenced = strings.Fields(line)[1]
+			}
+		}
+	}
+
+	// kill -9: the kernel closes local-2's connections and Postgres releases its session
+	// lock; local-1 takes the units within a second or so. (Crash detection is off for one
+	// expiry of local-1's, 15 s, after Postgres starts.)
+	if wait := 16*time.Second - time.Since(upAt); wait > 0 {
+		time.Sleep(wait)
+	}
+	units = owned(addr)
+	if err := second.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := waitFor(30*time.Second, "local-1 taking killed local-2's units", func() bool { return holdsAll(firstAddr, units) })
+	if killed >= expiry {
+		t.Errorf("local-1 took killed local-2's units %s after kill -9: it waited out their %s expiry", killed, expiry)
+	}
+	t.Logf("second scheduler: SIGSTOP → its %d units moved after %s (waited out), %s results fenced out after SIGCONT; kill -9 → its %d units moved after %s",
+		paused, took.Round(10*time.Millisecond), fenced, len(units), killed.Round(10*time.Millisecond))
+}
+
+// lineWriter adds what a child writes to a log.
+type lineWriter struct{ l *lockedLog }
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	w.l.add(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

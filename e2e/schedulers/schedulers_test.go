@@ -54,12 +54,15 @@ type scheduler struct {
 }
 
 func (s *scheduler) kill() {
-	// What kill -9 leaves behind: nothing renews, nothing is handed back.
+	// What kill -9 leaves behind: nothing renews, nothing is handed back, and the process's
+	// connections close (Postgres releases its session lock).
 	s.leases.Halt()
 	s.runner.Stop()
 	s.exec.Stop()
 	s.notif.Stop()
 	s.pool.Close()
+	s.leases.DropSession()
+	s.db.Close()
 	s.dead = true
 }
 
@@ -138,10 +141,18 @@ func (l *lab) addWith(t *testing.T, id string, renew, expiry time.Duration) *sch
 		t.Fatal(err)
 	}
 	t.Cleanup(s.db.Close)
+	session, err := pgx.ParseConfig(l.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if s.leases, err = schedapp.NewLeases(schedapp.LeasesOptions{Pool: s.db, ID: id, Logger: log, Renew: renew, Expiry: expiry,
+		Session: session,
 		OnChange: func(c schedapp.LeaseChange) {
 			if s.exec != nil {
 				s.exec.Poke()
+				if len(c.Acquired) > 0 {
+					s.exec.SweepSoon()
+				}
 			}
 			if s.runner != nil {
 				s.runner.Acquired(c.Acquired)
@@ -310,7 +321,7 @@ func testShare(t *testing.T, n int) {
 func TestTwoSchedulersShareTheFleet(t *testing.T)   { testShare(t, 2) }
 func TestThreeSchedulersShareTheFleet(t *testing.T) { testShare(t, 3) }
 
-// kill -9 of one of two: its units move within the expiry and their checks resume; its
+// kill -9 of one of two: its units move at once (its Postgres session closed) and their checks resume; its
 // running execution becomes interrupted and is never re-run; a joining scheduler then takes
 // its share without a gap or a double.
 func TestFailoverAndJoin(t *testing.T) {
@@ -348,8 +359,9 @@ func TestFailoverAndJoin(t *testing.T) {
 	b.kill()
 	l.waitOwns(t, a, moved, 10*time.Second)
 	took := time.Since(killed)
-	if took < expiry-renew {
-		t.Errorf("a took b's units %s after the kill, before b's leases (%s) could expire", took, expiry)
+	// b's Postgres session closed with it: a need not wait out b's leases.
+	if took >= expiry {
+		t.Errorf("a took b's units %s after the kill: it waited out the expiry (%s) instead of seeing b's session close", took, expiry)
 	}
 	// The checks of b's units run again: every check with samples before has them after.
 	before := l.samples(t, killed.Add(-2*time.Second), killed)
@@ -491,6 +503,10 @@ func TestPausedSchedulerWritesNothing(t *testing.T) {
 	b.leases.Halt() // the renewals stop; b's runner and writer go on
 	l.waitOwns(t, a, moved, 10*time.Second)
 	took := time.Since(paused)
+	// A paused process keeps its Postgres session: it is waited out, never taken early.
+	if took < expiry-renew {
+		t.Errorf("a took paused b's units %s after the pause, before b's leases (%s) could expire", took, expiry)
+	}
 	if len(b.leases.Owned()) != 0 {
 		t.Fatalf("b still counts %v as its own after a took them", b.leases.Owned())
 	}

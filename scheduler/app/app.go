@@ -142,11 +142,15 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	var runner *checkrun.Runner
 	var connects *onboard.Service
 	lm, err := leases.New(leases.Options{Pool: pool, ID: cfg.ID, Logger: log, Renew: cfg.LeaseRenew, Expiry: cfg.LeaseExpiry,
+		Session: connCfg,
 		OnChange: func(c leases.Change) {
 			// Units just taken may have executions waiting and checks due; a host just handed
 			// over keeps one connection fleet-wide: the new holder's.
 			if ex != nil {
 				ex.Poke()
+				if len(c.Acquired) > 0 {
+					ex.SweepSoon() // taken from a scheduler that died? its running executions end now
+				}
 			}
 			if runner != nil {
 				runner.Acquired(c.Acquired)

@@ -83,8 +83,10 @@ type Executor struct {
 	log  zerolog.Logger
 	m    execMetrics
 
-	wake  chan struct{}
-	slots chan struct{}
+	wake chan struct{}
+	// sweepNow makes the sweep look for dead schedulers' executions at once (units taken).
+	sweepNow chan struct{}
+	slots    chan struct{}
 
 	// life runs the dispatch loop, the stuck sweep and every run; starting guards the orphan
 	// recovery that precedes it, so a second Start never interrupts this executor's own runs.
@@ -134,6 +136,7 @@ func New(opts Options) *Executor {
 		opts:     opts,
 		log:      opts.Logger.With().Str("component", "executor").Str("scheduler_id", opts.SchedulerID).Logger(),
 		wake:     make(chan struct{}, 1),
+		sweepNow: make(chan struct{}, 1),
 		slots:    make(chan struct{}, opts.Concurrency),
 		inflight: map[string]struct{}{},
 	}
@@ -152,6 +155,15 @@ func (e *Executor) SchedulerID() string { return e.opts.SchedulerID }
 
 // Poke makes the executor look for runnable executions now (a lease was just taken).
 func (e *Executor) Poke() { e.poke() }
+
+// SweepSoon makes the sweep look for the running executions of schedulers that died now,
+// not at its next tick: called when units were taken over.
+func (e *Executor) SweepSoon() {
+	select {
+	case e.sweepNow <- struct{}{}:
+	default:
+	}
+}
 
 func (e *Executor) poke() {
 	select {
@@ -292,6 +304,7 @@ func (e *Executor) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-e.sweepNow:
 		}
 		n, err := e.SweepStuck(ctx)
 		switch {

@@ -72,6 +72,10 @@ type Options struct {
 	Margin time.Duration
 	// OnChange is called after a tick that changed the units held.
 	OnChange func(Change)
+	// Session, when set, is the connection configuration of the session lock this scheduler
+	// holds while it runs (session.go): when it dies, the others take its units at once
+	// rather than after the expiry. Nil: no lock; its leases are waited out.
+	Session *pgx.ConnConfig
 }
 
 // Change is what a tick changed: the units held now, the ones just taken (their work can
@@ -107,6 +111,13 @@ type Manager struct {
 	takeAt time.Time
 	// watchSince is when this scheduler began watching for unheld units (as net's holder).
 	watchSince time.Time
+	// The session lock (session.go): whether it is held now; fenced while its connection
+	// was lost and no tick has renewed since (lossSeq counts the losses).
+	sessHeld   bool
+	fenced     bool
+	lossSeq    uint64
+	sessCancel context.CancelFunc
+	sessDone   chan struct{}
 }
 
 // New builds a manager.
@@ -140,7 +151,11 @@ func (m *Manager) ID() string { return m.opts.ID }
 // Start joins the members and takes this scheduler's share before returning, so the parts
 // that ask Owns start with their units; then it renews every Renew.
 func (m *Manager) Start(ctx context.Context) error {
+	if err := m.startSession(ctx); err != nil {
+		return err
+	}
 	if err := m.Tick(ctx); err != nil {
+		m.stopSession()
 		return fmt.Errorf("leases: first tick: %w", err)
 	}
 	// A restart under the same id (a crash, a supervisor) is a new start.
@@ -154,6 +169,7 @@ func (m *Manager) Start(ctx context.Context) error {
 // others wait an expiry). Safe twice.
 func (m *Manager) Stop() {
 	m.life.Stop()
+	defer m.stopSession() // after the release below: the others need not reap this one
 	m.mu.Lock()
 	m.held = map[string]Lease{}
 	m.mu.Unlock()
@@ -179,6 +195,8 @@ func (m *Manager) loop(ctx context.Context) {
 	defer t.Stop()
 	take := time.NewTimer(time.Hour)
 	defer take.Stop()
+	reap := time.NewTicker(min(reapEvery, m.opts.Renew))
+	defer reap.Stop()
 	for {
 		m.mu.Lock()
 		at := m.takeAt
@@ -192,6 +210,15 @@ func (m *Manager) loop(ctx context.Context) {
 		case <-t.C:
 		case <-take.C:
 		case <-m.wake:
+		case <-reap.C:
+			// Between ticks, only look for members that died; tick when one did.
+			n, err := m.reap(ctx)
+			if err != nil && ctx.Err() == nil {
+				m.log.Warn().Err(err).Msg("look for schedulers that died")
+			}
+			if n == 0 {
+				continue
+			}
 		}
 		if err := m.Tick(ctx); err != nil && ctx.Err() == nil {
 			m.log.Error().Err(err).Msg("lease tick failed; units stop counting as owned when their leases run out")
@@ -204,7 +231,7 @@ func (m *Manager) Owns(unit string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.held[unit]
-	return ok && !l.Releasing && time.Now().Before(l.ValidUntil)
+	return ok && !m.fenced && !l.Releasing && time.Now().Before(l.ValidUntil)
 }
 
 // Held lists the leases held now, by unit.
@@ -221,6 +248,12 @@ func (m *Manager) Held() []Lease {
 
 // Owned lists the units owned now (Owns true), sorted.
 func (m *Manager) Owned() []string {
+	m.mu.Lock()
+	fenced := m.fenced
+	m.mu.Unlock()
+	if fenced {
+		return nil
+	}
 	var out []string
 	for _, l := range m.Held() {
 		if !l.Releasing && time.Now().Before(l.ValidUntil) {
@@ -266,12 +299,17 @@ UNION ALL SELECT 'net'`
 func (m *Manager) Tick(ctx context.Context) error {
 	m.mu.Lock()
 	m.takeAt = time.Time{} // set again below when a unit waits; a failed tick must not spin
+	losses := m.lossSeq
 	m.mu.Unlock()
 	sent := time.Now()
 	expiry := m.opts.Expiry.String()
-	if _, err := m.opts.Pool.Exec(ctx, `INSERT INTO scheduler_members (id, expires_at) VALUES ($1, now() + $2::interval)
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expires_at`, m.opts.ID, expiry); err != nil {
+	if _, err := m.opts.Pool.Exec(ctx, `INSERT INTO scheduler_members (id, expires_at, session_lock) VALUES ($1, now() + $2::interval, $3)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expires_at, session_lock = EXCLUDED.session_lock`,
+		m.opts.ID, expiry, m.sessionLock()); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
+	}
+	if _, err := m.reap(ctx); err != nil {
+		return err
 	}
 	rows, err := m.opts.Pool.Query(ctx, `SELECT id FROM scheduler_members WHERE expires_at > now() ORDER BY id`)
 	if err != nil {
@@ -388,6 +426,9 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&secs); err
 	var acquired []string
 	m.mu.Lock()
 	m.takeAt = takeAt
+	if m.lossSeq == losses {
+		m.fenced = false // renewed since the session connection was lost: what is held is ours
+	}
 	for _, u := range renew {
 		if _, ok := got[u]; !ok {
 			delete(m.held, u) // taken from us (we were paused past the expiry)
@@ -490,7 +531,7 @@ func (m *Manager) Lease(unit string) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.held[unit]
-	if !ok || l.Releasing || !time.Now().Before(l.ValidUntil) {
+	if !ok || m.fenced || l.Releasing || !time.Now().Before(l.ValidUntil) {
 		return 0, false
 	}
 	return l.Generation, true

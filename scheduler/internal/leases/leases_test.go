@@ -25,7 +25,7 @@ func fleet(n int) []byte {
 	return []byte(b.String())
 }
 
-func newManager(t *testing.T, lab *labtest.Lab, id string) *Manager {
+func newManager(t testing.TB, lab *labtest.Lab, id string) *Manager {
 	t.Helper()
 	m, err := New(Options{Pool: lab.DB, ID: id, Logger: zerolog.Nop(), Renew: 100 * time.Millisecond, Expiry: 400 * time.Millisecond})
 	if err != nil {
