@@ -29,6 +29,9 @@ const (
 	ChannelExecLog = "oikos_exec_log" // an execution wrote an output chunk
 	ChannelChecks  = "oikos_checks"   // check definitions changed
 	ChannelDrift   = "oikos_drift"    // a drift discovery was requested
+	// ChannelDriftList: a scheduler running a drift report asks every scheduler to list the
+	// Proxmox hosts it holds for it.
+	ChannelDriftList = "oikos_drift_list"
 )
 
 // Handler receives a notification's payload. It runs on the notifier's goroutine and must

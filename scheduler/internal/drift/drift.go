@@ -16,8 +16,8 @@
 // claimed under an advisory lock).
 //
 // With several schedulers each host is listed by the holder of its lease (S9), through its
-// one connection: the scheduler running a report announces it (NOTIFY oikos_drift with the
-// report id), every scheduler lists the hosts it holds into drift_listings, fenced by the
+// one connection: the scheduler running a report announces it (NOTIFY oikos_drift_list with
+// the report id), every scheduler lists the hosts it holds into drift_listings, fenced by the
 // lease's generation, and the runner diffs the listings with the graph.
 package drift
 
@@ -100,8 +100,9 @@ type Options struct {
 	// (leases.Manager.Lease): a host is listed only by its holder, through its holder's one
 	// connection. Nil: this scheduler lists every host.
 	Lease func(unit string) (int64, bool)
-	// ListWait is how long a run waits for the other schedulers' listings before reporting a
-	// host unlisted (default 2 × HostTimeout).
+	// ListWait is how long a run waits, from its announcement, for the schedulers' listings
+	// before reporting a host unlisted (default HostTimeout + 10 s: a listing, configurations
+	// included, takes at most HostTimeout).
 	ListWait time.Duration
 }
 
@@ -206,7 +207,7 @@ func New(opts Options) (*Service, error) {
 		opts.Clock = time.Now
 	}
 	if opts.ListWait <= 0 {
-		opts.ListWait = 2 * opts.HostTimeout
+		opts.ListWait = opts.HostTimeout + 10*time.Second
 	}
 	if opts.SchedulerID == "" {
 		h, _ := os.Hostname()
@@ -216,6 +217,7 @@ func New(opts Options) (*Service, error) {
 		wake: make(chan struct{}, 1), listNow: make(chan struct{}, 1), listing: map[string]time.Time{}}
 	if opts.Notifier != nil {
 		opts.Notifier.Listen(eventbus.ChannelDrift, s.onNotify)
+		opts.Notifier.Listen(eventbus.ChannelDriftList, s.onListRequest)
 	}
 	return s, nil
 }
@@ -225,32 +227,32 @@ type requestPayload struct {
 	RequestID string `json:"request_id"`
 }
 
-// listPayload is what a scheduler running a report sends on oikos_drift: every scheduler
-// lists the hosts it holds for it.
+// listPayload is what a scheduler running a report sends on oikos_drift_list: every
+// scheduler lists the hosts it holds for it.
 type listPayload struct {
 	ReportID string `json:"report_id"`
 }
 
-func (s *Service) onNotify(payload string) {
-	var p requestPayload
+func (s *Service) onListRequest(payload string) {
 	var l listPayload
-	id := strings.TrimSpace(payload)
-	if err := json.Unmarshal([]byte(payload), &l); err == nil && l.ReportID != "" {
-		if _, err := uuid.Parse(l.ReportID); err != nil {
-			s.log.Warn().Str("payload", payload).Msg("oikos_drift listing request with a malformed report id; ignored")
-			return
-		}
-		s.mu.Lock()
-		if !slices.Contains(s.toList, l.ReportID) {
-			s.toList = append(s.toList, l.ReportID)
-		}
-		s.mu.Unlock()
-		select {
-		case s.listNow <- struct{}{}:
-		default:
-		}
+	if err := json.Unmarshal([]byte(payload), &l); err != nil || uuid.Validate(l.ReportID) != nil {
+		s.log.Warn().Str("payload", payload).Msg("oikos_drift_list request without a valid report id; ignored")
 		return
 	}
+	s.mu.Lock()
+	if !slices.Contains(s.toList, l.ReportID) {
+		s.toList = append(s.toList, l.ReportID)
+	}
+	s.mu.Unlock()
+	select {
+	case s.listNow <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) onNotify(payload string) {
+	var p requestPayload
+	id := strings.TrimSpace(payload)
 	if err := json.Unmarshal([]byte(payload), &p); err == nil && p.RequestID != "" {
 		id = p.RequestID
 	}
@@ -688,9 +690,10 @@ func (g *graphView) diff(listings map[string]hostListing, rep *Report) {
 // listing, and diffs them with the graph. It stores nothing (execute does).
 func (s *Service) discover(ctx context.Context, reportID string) (*Report, error) {
 	rep := &Report{StartedAt: s.opts.Clock(), Hosts: []HostReport{}, Missing: []Missing{}, Ghost: []Ghost{}, Unchecked: []Unchecked{}}
+	deadline := time.Now().Add(s.opts.ListWait)
 	s.announce(ctx, reportID)
 	s.listHeld(ctx, reportID)
-	listings, err := s.awaitListings(ctx, reportID)
+	listings, err := s.awaitListings(ctx, reportID, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -704,11 +707,12 @@ func (s *Service) discover(ctx context.Context, reportID string) (*Report, error
 	return rep, nil
 }
 
-// announce asks every scheduler (this one too) to list the hosts it holds for reportID.
+// announce asks every scheduler (this one too) to list the hosts it holds for reportID, on
+// a channel of its own (a scheduler from before it ignores it rather than run a report).
 func (s *Service) announce(ctx context.Context, reportID string) {
 	payload, err := json.Marshal(listPayload{ReportID: reportID})
 	if err == nil {
-		err = eventbus.Notify(ctx, s.opts.Pool, eventbus.ChannelDrift, string(payload))
+		err = eventbus.Notify(ctx, s.opts.Pool, eventbus.ChannelDriftList, string(payload))
 	}
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn().Err(err).Str("report", reportID).Msg("ask the schedulers for drift listings")
@@ -717,9 +721,9 @@ func (s *Service) announce(ctx context.Context, reportID string) {
 
 // awaitListings waits until every live Proxmox host has a listing for reportID, asking again
 // every announceEvery (a scheduler that just took a host's lease, or missed the
-// notification), and gives up on the others after ListWait, naming their holder.
-func (s *Service) awaitListings(ctx context.Context, reportID string) (map[string]hostListing, error) {
-	deadline := time.Now().Add(s.opts.ListWait)
+// notification), and gives up on the others at deadline (ListWait after the announcement),
+// naming their holder.
+func (s *Service) awaitListings(ctx context.Context, reportID string, deadline time.Time) (map[string]hostListing, error) {
 	again := time.Now().Add(announceEvery)
 	g, err := s.readGraph(ctx)
 	if err != nil {
@@ -884,16 +888,24 @@ func (s *Service) listHosts(ctx context.Context, reportID string, g *graphView, 
 			defer wg.Done()
 			defer func() { <-sem }()
 			l := s.listOne(ctx, g, h.slug)
-			if err := s.storeListing(ctx, reportID, h.slug, unit, gen, l); err != nil && ctx.Err() == nil {
-				s.log.Error().Err(err).Str("host", h.slug).Msg("store a drift listing")
+			if err := s.storeListing(ctx, reportID, h.slug, unit, gen, l); err != nil {
+				if ctx.Err() == nil {
+					s.log.Error().Err(err).Str("host", h.slug).Msg("store a drift listing")
+				}
+				s.mu.Lock()
+				delete(s.listing, key) // the next announcement tries again
+				s.mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// listOne lists one host and reads the configuration of the guests on it that the graph lacks.
+// listOne lists one host and reads the configuration of the guests on it that the graph
+// lacks, all within HostTimeout (the runner waits ListWait for it).
 func (s *Service) listOne(ctx context.Context, g *graphView, slug string) hostListing {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.HostTimeout)
+	defer cancel()
 	l := hostListing{LXC: []LiveGuest{}, VMs: []LiveGuest{}}
 	var err error
 	if l.LXC, l.VMs, err = s.listHost(ctx, slug); err != nil {

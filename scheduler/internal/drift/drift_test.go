@@ -108,28 +108,9 @@ func TestDriftOnDemandThroughNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: cfg, Logger: zerolog.Nop()})
-	connected := make(chan struct{}, 1)
-	n.OnConnect(func() {
-		select {
-		case connected <- struct{}{}:
-		default:
-		}
-	})
 	s := newService(t, lab, func(o *Options) { o.Notifier = n; o.Poll = time.Hour })
+	startWithNotifier(t, s, n)
 	ctx := context.Background()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	if err := n.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Stop)
-	select {
-	case <-connected:
-	case <-time.After(10 * time.Second):
-		t.Fatal("notifier did not connect")
-	}
 	req := uuid.NewString()
 	if err := eventbus.Notify(ctx, lab.DB, eventbus.ChannelDrift, `{"request_id":"`+req+`"}`); err != nil {
 		t.Fatal(err)

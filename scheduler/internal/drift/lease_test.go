@@ -51,7 +51,8 @@ ON CONFLICT (resource) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCL
 	}
 }
 
-func startWithNotifier(t *testing.T, lab *labtest.Lab, s *Service, n *eventbus.Notifier) {
+// startWithNotifier starts s, then n, and waits until n listens.
+func startWithNotifier(t *testing.T, s *Service, n *eventbus.Notifier) {
 	t.Helper()
 	connected := make(chan struct{}, 1)
 	n.OnConnect(func() {
@@ -110,7 +111,7 @@ func TestDriftListsEachHostThroughItsHolder(t *testing.T) {
 				return g, ok
 			}
 		})
-		startWithNotifier(t, lab, services[id], n)
+		startWithNotifier(t, services[id], n)
 	}
 
 	rep, err := services["sched-a"].RunNow(context.Background())

@@ -115,6 +115,8 @@ type Manager struct {
 	// was lost and no tick has renewed since (lossSeq counts the losses).
 	sessHeld   bool
 	fenced     bool
+	twin       bool               // another process holds this id's lock: fenced until it is ours
+	suspects   map[string]suspect // members whose lock was free at the last look
 	lossSeq    uint64
 	sessCancel context.CancelFunc
 	sessDone   chan struct{}
@@ -160,9 +162,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	// A restart under the same id (a crash, a supervisor) is a new start.
 	if _, err := m.opts.Pool.Exec(ctx, `UPDATE scheduler_members SET started_at = now() WHERE id = $1`, m.opts.ID); err != nil {
+		m.stopSession()
 		return fmt.Errorf("leases: %w", err)
 	}
-	return m.life.Start(ctx, m.log, "leases", m.loop)
+	if err := m.life.Start(ctx, m.log, "leases", m.loop); err != nil {
+		m.stopSession()
+		return err
+	}
+	return nil
 }
 
 // Stop ends the loop and hands every lease back at once (a graceful stop need not make the
@@ -426,7 +433,7 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&secs); err
 	var acquired []string
 	m.mu.Lock()
 	m.takeAt = takeAt
-	if m.lossSeq == losses {
+	if m.lossSeq == losses && !m.twin {
 		m.fenced = false // renewed since the session connection was lost: what is held is ours
 	}
 	for _, u := range renew {

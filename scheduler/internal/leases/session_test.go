@@ -47,10 +47,10 @@ func TestCrashedMemberTakenAtOncePausedWaitedOut(t *testing.T) {
 	t.Parallel()
 	lab := labtest.New(t, labtest.Options{Inventory: fleet(10), NoSim: true})
 	const units = 12
-	expiry := 3 * time.Second
+	expiry := 5 * time.Second
 	waitPostmasterUp(t, lab, expiry)
 	ctx := context.Background()
-	a, b := sessionManager(t, lab, "a", time.Second, expiry), sessionManager(t, lab, "b", time.Second, expiry)
+	a, b := sessionManager(t, lab, "crash-a", time.Second, expiry), sessionManager(t, lab, "crash-b", time.Second, expiry)
 	for _, m := range []*Manager{a, b} {
 		if err := m.startSession(ctx); err != nil {
 			t.Fatal(err)
@@ -77,21 +77,25 @@ func TestCrashedMemberTakenAtOncePausedWaitedOut(t *testing.T) {
 		}
 	}
 
-	// Killed: b's session closes. a's next tick releases and takes b's units.
+	// Killed: b's session closes. a, looking twice a second apart, drops b and takes its units.
 	killed := time.Now()
-	b.stopSession()
-	tick(t, a)
-	tick(t, a) // the first drops b and takes what its rendezvous now gives a; all of it
-	if n := len(a.Owned()); n != units {
-		t.Fatalf("a owns %d of %d units after b died", n, units)
+	b.DropSession()
+	for len(a.Owned()) != units {
+		if time.Since(killed) > expiry {
+			t.Fatalf("a owns %d of %d units %s after b died", len(a.Owned()), units, expiry)
+		}
+		tick(t, a)
+		time.Sleep(100 * time.Millisecond)
 	}
-	if took := time.Since(killed); took >= expiry {
-		t.Fatalf("a took b's units %s after it died: waited out the expiry", took)
+	took := time.Since(killed)
+	if took >= expiry-time.Second {
+		t.Fatalf("a took b's units %s after it died: it waited out the expiry", took)
 	}
 	var members int
-	if err := lab.DB.QueryRow(ctx, `SELECT count(*) FROM scheduler_members WHERE id = 'b'`).Scan(&members); err != nil || members != 0 {
+	if err := lab.DB.QueryRow(ctx, `SELECT count(*) FROM scheduler_members WHERE id = 'crash-b'`).Scan(&members); err != nil || members != 0 {
 		t.Errorf("b is still a member (%d, %v)", members, err)
 	}
+	t.Logf("a took dead b's units after %s", took.Round(time.Millisecond))
 }
 
 // A scheduler whose session connection Postgres closes while it runs stops owning its units
@@ -104,7 +108,7 @@ func TestLostSessionStopsOwning(t *testing.T) {
 	expiry := 2 * time.Second
 	waitPostmasterUp(t, lab, expiry)
 	ctx := context.Background()
-	a, b := sessionManager(t, lab, "a", 200*time.Millisecond, expiry), sessionManager(t, lab, "b", 200*time.Millisecond, expiry)
+	a, b := sessionManager(t, lab, "lost-a", 200*time.Millisecond, expiry), sessionManager(t, lab, "lost-b", 200*time.Millisecond, expiry)
 	for _, m := range []*Manager{a, b} {
 		if err := m.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -139,7 +143,8 @@ func TestLostSessionStopsOwning(t *testing.T) {
 	}
 
 	// Postgres drops a's session backend (pg_terminate_backend, as a restart would).
-	tag, err := lab.DB.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'oikos-scheduler-session:a'`)
+	tag, err := lab.DB.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE application_name = 'oikos-scheduler-session:lost-a' AND datname = current_database()`)
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("terminate a's session: %v %v", tag, err)
 	}
@@ -184,5 +189,28 @@ func TestTwinIDRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `"twin"`) || !strings.Contains(err.Error(), "OIKOS_SCHEDULER_ID") {
 		t.Errorf("error %q", err)
+	}
+}
+
+// A previous process's session that the server still keeps (its host lost power) does not
+// keep the next process under the same id from starting: its membership has lapsed, so the
+// stale backend is ended.
+func TestStaleSessionEndedAtStart(t *testing.T) {
+	t.Parallel()
+	lab := labtest.New(t, labtest.Options{Inventory: fleet(2), NoSim: true})
+	old := sessionManager(t, lab, "stale", 200*time.Millisecond, time.Second)
+	if err := old.startSession(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(old.stopSession)
+	// old never heartbeats: as if its process vanished with its connection left open.
+	next := sessionManager(t, lab, "stale", 200*time.Millisecond, time.Second)
+	started := time.Now()
+	if err := next.Start(context.Background()); err != nil {
+		t.Fatalf("a start after a stale session: %v", err)
+	}
+	t.Cleanup(next.Stop)
+	if time.Since(started) > 3*time.Second {
+		t.Errorf("the start took %s", time.Since(started))
 	}
 }
