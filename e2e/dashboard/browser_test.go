@@ -43,8 +43,8 @@ func requireBuilt(t *testing.T) {
 	}
 }
 
-// artifactsDir is where screenshots go: $OIKOS_ARTIFACTS, else bin/artifacts/screenshots.
-func artifactsDir(t *testing.T) string {
+// screenshotDir is where screenshots go: $OIKOS_ARTIFACTS, else bin/artifacts/screenshots.
+func screenshotDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("OIKOS_ARTIFACTS")
 	if dir == "" {
@@ -54,6 +54,13 @@ func artifactsDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return abs
+}
+
+// artifactsDir is screenshotDir, made, with earlier runs' screenshots removed.
+func artifactsDir(t *testing.T) string {
+	t.Helper()
+	abs := screenshotDir(t)
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package dashboard_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -44,14 +43,7 @@ func TestBrowserFirstRun(t *testing.T) {
 	}
 	defer c.logTo(t)()
 
-	dir := os.Getenv("OIKOS_ARTIFACTS")
-	if dir == "" {
-		dir = repoPath("bin", "artifacts", "screenshots")
-	}
-	dir, err = filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := screenshotDir(t)
 	env := map[string]string{
 		"DASH_BASE_URL":       s.currentURL(),
 		"DASH_CONTROL_URL":    c.url,

@@ -2,8 +2,6 @@ package dashboard_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,14 +34,7 @@ func TestBrowserIncidents(t *testing.T) {
 	}
 	defer c.logTo(t)()
 
-	dir := os.Getenv("OIKOS_ARTIFACTS")
-	if dir == "" {
-		dir = repoPath("bin", "artifacts", "screenshots")
-	}
-	dir, err = filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := screenshotDir(t)
 	env := map[string]string{
 		"DASH_BASE_URL":       s.currentURL(),
 		"DASH_CONTROL_URL":    c.url,
