@@ -139,7 +139,7 @@ func TestBrowser(t *testing.T) {
 		holdStack(t, env, hold)
 		return
 	}
-	runNode(t, 4*time.Minute, env, "--test", "--test-concurrency=1", "--test-reporter=spec", "tests/")
+	runNode(t, 10*time.Minute, env, "--test", "--test-concurrency=1", "--test-reporter=spec", "tests/")
 }
 
 // holdStack keeps the stack up for a while instead of running the suite (OIKOS_E2E_DASH_HOLD
