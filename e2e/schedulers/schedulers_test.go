@@ -13,6 +13,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,9 +36,12 @@ import (
 
 func TestMain(m *testing.M) { e2estack.Main(m) }
 
+// Lease timings of the tests: short enough for failover in seconds, long enough that a tick
+// delayed by a loaded machine (the race detector, suites in parallel on 2 cores) does not
+// lapse a live scheduler's membership and move its units.
 const (
-	renew  = 200 * time.Millisecond
-	expiry = time.Second
+	renew  = 250 * time.Millisecond
+	expiry = 2 * time.Second
 )
 
 // scheduler is one scheduler's parts.
@@ -79,6 +83,23 @@ type lab struct {
 	// flushEvery is the results writers' FlushEvery (0: the daemon's 1 s, and 30 s for a
 	// healthy repetition); startLab sets 250 ms.
 	flushEvery time.Duration
+
+	// changes logs every lease change, shown when a test fails: which hand-over explains a
+	// double or a gap.
+	changesMu sync.Mutex
+	changes   []string
+	began     time.Time
+}
+
+// recordChange logs one scheduler's lease change.
+func (l *lab) recordChange(id string, c schedapp.LeaseChange) {
+	l.changesMu.Lock()
+	defer l.changesMu.Unlock()
+	if len(c.Acquired)+len(c.Releasing)+len(c.Released) == 0 {
+		return
+	}
+	l.changes = append(l.changes, fmt.Sprintf("%8.3fs %s: holds %d; took %v; handing over %v; released %v",
+		time.Since(l.began).Seconds(), id, len(c.Held), c.Acquired, c.Releasing, c.Released))
 }
 
 func startLab(t *testing.T) *lab { return startLabWith(t, "") }
@@ -87,7 +108,14 @@ func startLab(t *testing.T) *lab { return startLabWith(t, "") }
 func startLabWith(t *testing.T, inventory string) *lab {
 	t.Helper()
 	ctx := context.Background()
-	l := &lab{db: pgtest.New(t), flushEvery: 250 * time.Millisecond}
+	l := &lab{db: pgtest.New(t), flushEvery: 250 * time.Millisecond, began: time.Now()}
+	t.Cleanup(func() {
+		if t.Failed() {
+			l.changesMu.Lock()
+			t.Logf("lease changes:\n%s", strings.Join(l.changes, "\n"))
+			l.changesMu.Unlock()
+		}
+	})
 	cfg := apiapp.Config{DatabaseURL: l.db.URL, SeedOnStart: true, Demo: inventory == "", InventoryFile: inventory}
 	api, apiURL, err := e2estack.StartAPI(ctx, t, cfg, zerolog.Nop())
 	if err != nil {
@@ -145,26 +173,13 @@ func (l *lab) addWith(t *testing.T, id string, renew, expiry time.Duration) *sch
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The daemon's wiring of a lease change (scheduler/app LeaseWork), filled in below.
+	work := &schedapp.LeaseWork{Log: log}
 	if s.leases, err = schedapp.NewLeases(schedapp.LeasesOptions{Pool: s.db, ID: id, Logger: log, Renew: renew, Expiry: expiry,
-		Session: session,
+		Session: session, Busy: work.Busy,
 		OnChange: func(c schedapp.LeaseChange) {
-			if s.exec != nil {
-				s.exec.Poke()
-				if len(c.Acquired) > 0 {
-					s.exec.SweepSoon()
-				}
-			}
-			if s.runner != nil {
-				s.runner.Acquired(c.Acquired)
-			}
-			// As the daemon does (scheduler/app closeHandedOver): one connection per host.
-			for _, u := range c.Released {
-				if slug, ok := strings.CutPrefix(u, "host:"); ok {
-					if tgt, _, err := s.fleet.Resolve(context.Background(), slug); err == nil {
-						s.pool.CloseIdle(tgt.Addr)
-					}
-				}
-			}
+			l.recordChange(id, c)
+			work.OnChange(context.Background(), c)
 		}}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +202,7 @@ func (l *lab) addWith(t *testing.T, id string, renew, expiry time.Duration) *sch
 		Lease: s.leases.Lease, Holder: id}); err != nil {
 		t.Fatal(err)
 	}
+	work.Executor, work.Runner, work.Fleet, work.SSH = s.exec, s.runner, fleet, s.pool
 	if err := s.leases.Tick(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -216,17 +232,40 @@ func (s *scheduler) start(t *testing.T) {
 	}
 }
 
-// settle ticks every live scheduler's leases until the assignment is stable.
+// settle ticks every live scheduler's leases until the assignment is stable: two rounds in a
+// row change nothing, nothing is being handed over, and every live scheduler owns a share.
 func (l *lab) settle(t *testing.T) {
 	t.Helper()
-	for range 3 {
-		for _, s := range l.scheds {
-			if !s.dead {
-				if err := s.leases.Tick(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-			}
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for stable := 0; stable < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the leases did not settle within 30 s: %s", last)
 		}
+		var view []string
+		for _, s := range l.scheds {
+			if s.dead {
+				continue
+			}
+			if err := s.leases.Tick(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var held []string
+			for _, x := range s.leases.Held() {
+				held = append(held, fmt.Sprintf("%s@%d/%v", x.Unit, x.Generation, x.Releasing))
+			}
+			if len(s.leases.Owned()) == 0 || len(s.leases.Owned()) != len(held) {
+				held = append(held, "unsettled")
+			}
+			view = append(view, s.id+": "+strings.Join(held, " "))
+		}
+		now := strings.Join(view, "; ")
+		if now == last && !strings.Contains(now, "unsettled") {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = now
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,7 +34,6 @@ import (
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
-	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/oikos-hq/oikos/shared/schema"
 )
 
@@ -65,27 +63,6 @@ func loadKey(cfg Config, log zerolog.Logger) (gossh.Signer, error) {
 		log.Info().Str("file", cfg.SSHKeyFile).Msg("generated the scheduler's SSH key; `oikos ssh-key` prints the line the fleet must trust")
 	}
 	return s, nil
-}
-
-// closeHandedOver closes the idle SSH connections of the hosts whose leases were handed to
-// another scheduler.
-func closeHandedOver(ctx context.Context, log zerolog.Logger, graph *fleet.Graph, pool *remote.Pool, units []string) {
-	if len(units) == 0 {
-		return
-	}
-	safego.Go(log, "close-handed-over", func() {
-		for _, u := range units {
-			slug, ok := strings.CutPrefix(u, "host:")
-			if !ok {
-				continue
-			}
-			t, _, err := graph.Resolve(ctx, slug)
-			if err != nil {
-				continue // gone from the graph: nothing to keep open either way
-			}
-			pool.CloseIdle(t.Addr)
-		}
-	})
 }
 
 func schedulerID() string {
@@ -138,38 +115,19 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
 	// Several schedulers share the fleet through leases (scheduler/internal/leases): every
 	// part below does only the work of the units this one holds.
-	var ex *executor.Executor
-	var runner *checkrun.Runner
-	var connects *onboard.Service
+	work := &LeaseWork{Log: log, Fleet: graph, SSH: ssh}
 	lm, err := leases.New(leases.Options{Pool: pool, ID: cfg.ID, Logger: log, Renew: cfg.LeaseRenew, Expiry: cfg.LeaseExpiry,
-		Session: connCfg,
-		OnChange: func(c leases.Change) {
-			// Units just taken may have executions waiting and checks due; a host just handed
-			// over keeps one connection fleet-wide: the new holder's.
-			if ex != nil {
-				ex.Poke()
-				if len(c.Acquired) > 0 {
-					ex.SweepSoon() // taken from a scheduler that died? its running executions end now
-				}
-			}
-			if runner != nil {
-				runner.Acquired(c.Acquired)
-			}
-			if connects != nil && len(c.Acquired) > 0 {
-				connects.Wake() // a machine just added waits for its unit's holder
-			}
-			closeHandedOver(ctx, log, graph, ssh, c.Released)
-		}})
+		Session: connCfg, OnChange: func(c leases.Change) { work.OnChange(ctx, c) }, Busy: work.Busy})
 	if err != nil {
 		return err
 	}
-	ex = executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics,
+	ex := executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics,
 		SchedulerID: cfg.ID, Owned: lm.Owned, SweepEvery: cfg.LeaseExpiry})
 	engine, err := incidents.New(incidents.Options{Pool: pool, Logger: log, Metrics: health.Metrics, Thresholds: cfg.Incidents})
 	if err != nil {
 		return err
 	}
-	runner, err = checkrun.NewRunner(checkrun.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log,
+	runner, err := checkrun.NewRunner(checkrun.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log,
 		Metrics: health.Metrics, NameMap: cfg.NameMap, AllowNonLoopback: cfg.AllowNonLoopback, TLSConfig: cfg.CheckTLS,
 		Concurrency: cfg.CheckConcurrency, OnFlush: engine.Flushed, Lease: lm.Lease, Holder: cfg.ID})
 	if err != nil {
@@ -184,11 +142,12 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	if err != nil {
 		return err
 	}
-	connects, err = onboard.New(onboard.Options{Pool: pool, SSH: ssh, Gate: keyGate, Notifier: notifier, Logger: log,
+	connects, err := onboard.New(onboard.Options{Pool: pool, SSH: ssh, Gate: keyGate, Notifier: notifier, Logger: log,
 		SchedulerID: cfg.ID, Owned: lm.Owned, OnRequest: lm.Wake})
 	if err != nil {
 		return err
 	}
+	work.Executor, work.Runner, work.Onboard = ex, runner, connects
 
 	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
 	health.AddCheck("listener", func(context.Context) error {

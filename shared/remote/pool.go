@@ -65,6 +65,8 @@ type Pool struct {
 	closed bool
 	conns  map[connKey]*conn
 	dials  map[string]int
+	// retiring holds the connections Retire took out of conns until they close.
+	retiring map[*conn]struct{}
 
 	onDrop func(addr, reason string) // test hook, called after a connection is dropped
 }
@@ -117,6 +119,8 @@ func NewPool(opts PoolOptions) *Pool {
 		cancel: cancel,
 		conns:  map[connKey]*conn{},
 		dials:  map[string]int{},
+
+		retiring: map[*conn]struct{}{},
 	}
 }
 
@@ -130,7 +134,7 @@ func (p *Pool) Close() {
 	}
 	p.closed = true
 	var live []*conn
-	for _, c := range p.conns {
+	for _, c := range p.all() {
 		if isClosed(c.ready) && c.err == nil {
 			live = append(live, c)
 		}
@@ -145,12 +149,12 @@ func (p *Pool) Close() {
 	p.wg.Wait()
 }
 
-// OpenConnections is the number of established pooled connections.
+// OpenConnections is the number of established connections, retiring ones included.
 func (p *Pool) OpenConnections() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for _, c := range p.conns {
+	for _, c := range p.all() {
 		if isClosed(c.ready) && c.err == nil {
 			n++
 		}
@@ -561,6 +565,7 @@ func (p *Pool) drop(c *conn, reason string) {
 		if p.conns[c.key] == c {
 			delete(p.conns, c.key)
 		}
+		delete(p.retiring, c)
 		hook := p.onDrop
 		p.mu.Unlock()
 		close(c.gone)
@@ -659,36 +664,74 @@ func guestExecFailure(t Target, raw Result) error {
 	return fmt.Errorf("exec on %s: %w: qm exited %d: %s", t.Slug, sentinel, raw.ExitCode, msg)
 }
 
-// CloseIdle closes the connections to addr that have no command or probe running: the host
-// was handed to another scheduler, which holds its one connection from now on. A connection
-// still busy (a long execution) is left to finish; it returns how many were closed.
-func (p *Pool) CloseIdle(addr string) int {
+// Retire hands the connections to addr over: they take no new command (the next one to
+// addr dials afresh) and close as soon as the commands and probes in flight on them end. The
+// scheduler retires a host's connection when the host passes to another scheduler, which
+// holds its one connection from then on; a long execution still running here keeps the old
+// one until it ends.
+func (p *Pool) Retire(addr string) {
 	p.mu.Lock()
-	var idle []*conn
+	var out []*conn
 	for k, c := range p.conns {
-		if k.addr != addr || !isClosed(c.ready) || c.client == nil {
-			continue
-		}
-		if len(c.slots) == 0 && len(c.shellSlots) == 0 { // no session, no probe in use
-			idle = append(idle, c)
+		if k.addr == addr {
+			delete(p.conns, k)
+			p.retiring[c] = struct{}{}
+			out = append(out, c)
 		}
 	}
 	p.mu.Unlock()
-	for _, c := range idle {
-		p.drop(c, "handed over to another scheduler")
+	for _, c := range out {
+		if !p.goTracked("ssh-retire", func() { p.closeWhenIdle(c) }) {
+			p.drop(c, "pool closed")
+		}
 	}
-	return len(idle)
 }
 
-// OpenTo counts the open connections to addr.
+// closeWhenIdle drops c once no session or probe shell of it is in use.
+func (p *Pool) closeWhenIdle(c *conn) {
+	select {
+	case <-c.ready: // a dial in flight ends first
+	case <-p.ctx.Done():
+		return
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if len(c.slots) == 0 && len(c.shellSlots) == 0 {
+			p.drop(c, "handed over to another scheduler")
+			return
+		}
+		select {
+		case <-c.gone:
+			return
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// OpenTo counts the open connections to addr, retiring ones included.
 func (p *Pool) OpenTo(addr string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for k, c := range p.conns {
-		if k.addr == addr && isClosed(c.ready) && c.client != nil {
+	for _, c := range p.all() {
+		if c.key.addr == addr && isClosed(c.ready) && c.client != nil {
 			n++
 		}
 	}
 	return n
+}
+
+// all lists the pooled and the retiring connections (under p.mu).
+func (p *Pool) all() []*conn {
+	out := make([]*conn, 0, len(p.conns)+len(p.retiring))
+	for _, c := range p.conns {
+		out = append(out, c)
+	}
+	for c := range p.retiring {
+		out = append(out, c)
+	}
+	return out
 }

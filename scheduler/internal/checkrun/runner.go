@@ -9,10 +9,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -149,6 +151,9 @@ type Runner struct {
 	mu      sync.Mutex
 	queue   dueHeap
 	entries map[string]*entry
+	// phasing counts, per unit just taken, the reads of its checks' latest runs under way
+	// (Acquired): its checks wait for them.
+	phasing map[string]int
 	loaded  time.Time
 	loadErr error
 
@@ -289,22 +294,78 @@ func (r *Runner) Stop() {
 	r.closeIdleHTTP(0)
 }
 
-// Acquired makes the checks of units this scheduler just took run soon (spread over at most
-// 2 s) instead of at the next cycle of a schedule that skipped them while another held them:
-// a unit taken over from a dead scheduler is checked again within seconds.
+// Acquired continues the schedule of the checks of units this scheduler just took where the
+// previous holder left it: each runs again one interval after its latest stored result, so a
+// hand-over adds no run (no double) and skips none (no gap); a check whose interval has
+// already passed since (the holder died, or never ran it) runs within seconds instead of at
+// the next cycle of a schedule that skipped it while another held it. Until the stored
+// results are read, the units' checks wait.
 func (r *Runner) Acquired(units []string) {
 	if len(units) == 0 {
 		return
 	}
+	r.mu.Lock()
+	if r.phasing == nil {
+		r.phasing = map[string]int{}
+	}
+	for _, u := range units {
+		r.phasing[u]++
+	}
+	r.mu.Unlock()
+	units = slices.Clone(units)
+	if !r.life.Go("check-rephase", func(ctx context.Context) { r.rephase(ctx, units) }) {
+		// Not running (yet): Start schedules every check afresh.
+		r.mu.Lock()
+		r.endPhasing(units)
+		r.mu.Unlock()
+	}
+}
+
+// sqlLastRuns reads the time of the latest stored result of each of the checks ($1).
+const sqlLastRuns = `SELECT check_id::text, at FROM check_results WHERE check_id = ANY($1::text[]::uuid[])`
+
+// rephase reads when the checks of units last ran and schedules their next runs from it.
+func (r *Runner) rephase(ctx context.Context, units []string) {
 	set := make(map[string]bool, len(units))
 	for _, u := range units {
 		set[u] = true
+	}
+	var ids []string
+	r.mu.Lock()
+	for id, e := range r.entries {
+		if set[e.def.Load().Unit] {
+			ids = append(ids, id)
+		}
+	}
+	r.mu.Unlock()
+	last := make(map[string]time.Time, len(ids))
+	var err error
+	if len(ids) > 0 {
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var rows pgx.Rows
+		if rows, err = r.opts.Pool.Query(qctx, sqlLastRuns, ids); err == nil {
+			var id string
+			var at time.Time
+			_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error { last[id] = at; return nil })
+		}
+		cancel()
+	}
+	if err != nil && ctx.Err() == nil {
+		r.log.Warn().Err(err).Strs("units", units).Msg("reading when the checks of units just taken last ran failed; running them now")
 	}
 	now := time.Now()
 	r.mu.Lock()
 	for _, e := range r.queue {
 		d := e.def.Load()
 		if !set[d.Unit] {
+			continue
+		}
+		if at, ok := last[d.ID]; ok && at.Add(d.Interval).After(now) {
+			if at.After(now) {
+				at = now // at most one interval from now, whatever another machine's clock said
+			}
+			e.base = at.Add(d.Interval)
+			e.due = e.base.Add(jitter(d.Interval))
 			continue
 		}
 		spread := min(d.Interval, maxJitter)
@@ -317,11 +378,47 @@ func (r *Runner) Acquired(units []string) {
 		}
 	}
 	heap.Init(&r.queue)
+	r.endPhasing(units)
 	r.mu.Unlock()
 	select {
 	case r.wakeC <- struct{}{}:
 	default:
 	}
+}
+
+// endPhasing lets the checks of units run again (under r.mu).
+func (r *Runner) endPhasing(units []string) {
+	for _, u := range units {
+		if r.phasing[u]--; r.phasing[u] <= 0 {
+			delete(r.phasing, u)
+		}
+	}
+}
+
+// Handover is called when units begin passing to another scheduler (their checks no longer
+// start here): their results waiting to be written go now, so the new holder continues
+// from them (Acquired) and none is fenced out when the lease goes.
+func (r *Runner) Handover(units []string) {
+	if len(units) > 0 {
+		r.writer.Expedite()
+	}
+}
+
+// Busy reports whether unit still has work in hand here: a check running, or a result not
+// yet written. The lease manager hands a unit over only once it is not (leases.Options.Busy).
+func (r *Runner) Busy(unit string) bool {
+	if r.writer.PendingFor(unit) > 0 {
+		r.writer.Expedite() // a run that ended after Handover
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.entries {
+		if e.running.Load() && e.def.Load().Unit == unit {
+			return true
+		}
+	}
+	return false
 }
 
 // Reload requests a reload of the definitions (as NOTIFY oikos_checks does).
@@ -376,7 +473,11 @@ func (r *Runner) dispatchDue(ctx context.Context) {
 		d := e.def.Load()
 		r.advance(e, d.Interval, now)
 		heap.Fix(&r.queue, 0)
+		waits := r.phasing[d.Unit] > 0
 		r.mu.Unlock()
+		if waits {
+			continue // rescheduled when its unit's latest runs are read
+		}
 
 		if e.running.Load() {
 			r.overrun(e, d)

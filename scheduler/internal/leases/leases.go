@@ -72,6 +72,10 @@ type Options struct {
 	Margin time.Duration
 	// OnChange is called after a tick that changed the units held.
 	OnChange func(Change)
+	// Busy, when set, says whether a unit being handed over still has work in hand here (a
+	// check running, a result not yet written): its lease is released only once it has not,
+	// or after Expiry at the most, so the new holder starts from everything this one did.
+	Busy func(unit string) bool
 	// Session, when set, is the connection configuration of the session lock this scheduler
 	// holds while it runs (session.go): when it dies, the others take its units at once
 	// rather than after the expiry. Nil: no lock; its leases are waited out.
@@ -79,10 +83,11 @@ type Options struct {
 }
 
 // Change is what a tick changed: the units held now, the ones just taken (their work can
-// start: checks due, executions waiting) and the ones just handed back (their idle SSH
-// connection can close: the new holder has its own).
+// start: checks due, executions waiting), the ones whose hand-over to another scheduler just
+// began (their work stopped here: what is in hand should finish and be written) and the ones
+// just handed back (their SSH connection can close: the new holder has its own).
 type Change struct {
-	Held, Acquired, Released []string
+	Held, Acquired, Releasing, Released []string
 }
 
 // Lease is one unit held.
@@ -91,8 +96,9 @@ type Lease struct {
 	Generation int64     `json:"generation"`
 	ValidUntil time.Time `json:"valid_until"`
 	// Releasing: another scheduler owns the unit now; its work stopped here and the lease
-	// is handed back at the next tick.
+	// is handed back at a later tick, once the work in hand is done (Options.Busy).
 	Releasing bool `json:"releasing,omitempty"`
+	since     time.Time // when Releasing began
 }
 
 // Manager holds this scheduler's leases. Start once; Stop releases them.
@@ -343,7 +349,7 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expir
 
 	m.mu.Lock()
 	before := len(m.held)
-	var release, renew []string
+	var release, renew, releasing, draining []string
 	for u, l := range m.held {
 		switch {
 		case want[u] && !l.Releasing:
@@ -355,18 +361,32 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expir
 			renew = append(renew, u)
 		case !l.Releasing:
 			// Another scheduler owns it now. Hand-over in two steps: stop its work here
-			// (Owns is false from now on) but keep the lease for one more tick, so runs in
-			// flight end and their results are written under it; release it next tick.
-			l.Releasing = true
+			// (Owns is false from now on) but keep the lease while the runs in flight end and
+			// their results are written under it; release it at a later tick.
+			l.Releasing, l.since = true, sent
 			m.held[u] = l
 			renew = append(renew, u)
+			releasing = append(releasing, u)
 		default:
-			release = append(release, u)
-			delete(m.held, u)
+			draining = append(draining, u)
 		}
 	}
 	m.members = members
 	m.mu.Unlock()
+	// Outside the lock: Busy asks the runner and the writer.
+	for _, u := range draining {
+		m.mu.Lock()
+		since := m.held[u].since
+		m.mu.Unlock()
+		if m.opts.Busy != nil && m.opts.Busy(u) && sent.Sub(since) < m.opts.Expiry {
+			renew = append(renew, u)
+			continue
+		}
+		release = append(release, u)
+		m.mu.Lock()
+		delete(m.held, u)
+		m.mu.Unlock()
+	}
 
 	if len(release) > 0 {
 		// The row stays, expired, so the next holder's generation is higher than any before.
@@ -449,9 +469,9 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&secs); err
 			acquired = append(acquired, u)
 			l = Lease{}
 		}
-		m.held[u] = Lease{Unit: u, Generation: g, ValidUntil: valid, Releasing: l.Releasing}
+		m.held[u] = Lease{Unit: u, Generation: g, ValidUntil: valid, Releasing: l.Releasing, since: l.since}
 	}
-	changed = changed || len(m.held) != before
+	changed = changed || len(m.held) != before || len(releasing) > 0
 	held := make([]string, 0, len(m.held))
 	for u := range m.held {
 		held = append(held, u)
@@ -462,7 +482,8 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&secs); err
 		m.log.Info().Int("held", len(held)).Int("members", len(members)).Strs("released", release).Msg("leases changed")
 		if m.opts.OnChange != nil {
 			sort.Strings(acquired)
-			m.opts.OnChange(Change{Held: held, Acquired: acquired, Released: release})
+			sort.Strings(releasing)
+			m.opts.OnChange(Change{Held: held, Acquired: acquired, Releasing: releasing, Released: release})
 		}
 	}
 	if !m.Owns(NetUnit) {

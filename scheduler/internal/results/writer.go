@@ -101,6 +101,9 @@ type Writer struct {
 	space        chan struct{}
 	kick         chan struct{}
 	pending      atomic.Int64
+	// byUnit counts, per lease unit, the results submitted and not yet written or dropped
+	// (under bufMu): a unit is handed to another scheduler only once its results are in.
+	byUnit map[string]int
 
 	// stored is the state last written for each check, which a new result is compared with
 	// to tell a change from a repetition. It is a hint: a repetition is written only where
@@ -134,7 +137,8 @@ func NewWriter(opts WriterOptions) *Writer {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Writer{opts: opts, log: opts.Logger, m: newWriterMetrics(opts.Metrics), kick: make(chan struct{}, 1), stored: map[string]storedState{}}
+	return &Writer{opts: opts, log: opts.Logger, m: newWriterMetrics(opts.Metrics), kick: make(chan struct{}, 1), stored: map[string]storedState{},
+		byUnit: map[string]int{}}
 }
 
 // repeats reports whether rec's result leaves its check's stored state as it is: same
@@ -187,6 +191,7 @@ func (w *Writer) Submit(ctx context.Context, rec Record) {
 				w.changedSince, wake = now, true
 			}
 			w.buf = append(w.buf, rec)
+			w.byUnit[rec.Unit]++
 			if len(w.buf) >= w.opts.FlushBatch {
 				wake = true
 			}
@@ -215,6 +220,45 @@ func (w *Writer) Submit(ctx context.Context, rec Record) {
 
 // Pending counts results submitted and not yet written.
 func (w *Writer) Pending() int64 { return w.pending.Load() }
+
+// PendingFor counts the results of unit submitted and not yet written or dropped.
+func (w *Writer) PendingFor(unit string) int {
+	w.bufMu.Lock()
+	defer w.bufMu.Unlock()
+	return w.byUnit[unit]
+}
+
+// Expedite makes what waits due now, as if it had changed a FlushEvery ago: the results of
+// a unit being handed to another scheduler are written before its lease goes, rather than
+// after the up to 30 s a healthy repetition may wait (and then fenced out and lost).
+func (w *Writer) Expedite() {
+	w.bufMu.Lock()
+	if len(w.buf) == 0 {
+		w.bufMu.Unlock()
+		return
+	}
+	if at := time.Now().Add(-w.opts.FlushEvery); w.changedSince.IsZero() || w.changedSince.After(at) {
+		w.changedSince = at
+	}
+	w.bufMu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// settled counts recs as no longer pending: written, fenced out or dropped.
+func (w *Writer) settled(recs []Record) {
+	w.pending.Add(-int64(len(recs)))
+	w.bufMu.Lock()
+	defer w.bufMu.Unlock()
+	for i := range recs {
+		u := recs[i].Unit
+		if w.byUnit[u]--; w.byUnit[u] <= 0 {
+			delete(w.byUnit, u)
+		}
+	}
+}
 
 // take moves the submitted results onto buf and lets waiting submitters go on.
 func (w *Writer) take(buf []Record) []Record {
@@ -304,14 +348,14 @@ func (w *Writer) loop(ctx context.Context) {
 			if over := len(buf) - 4*w.opts.FlushBatch; over > 0 {
 				w.m.dropped.WithLabelValues(droppedWriteFailures).Add(float64(over))
 				w.log.Error().Int("dropped", over).Msg("dropping the oldest check results after repeated write failures")
-				w.pending.Add(-int64(over))
+				w.settled(buf[:over])
 				buf = append(buf[:0:0], buf[over:]...)
 			}
 			retryAt = time.Now().Add(w.opts.FlushEvery)
 			return
 		}
 		w.m.flushes.Inc()
-		w.pending.Add(-int64(len(buf)))
+		w.settled(buf)
 		clear(buf)
 		buf = buf[:0]
 	}
