@@ -326,6 +326,16 @@ const sqlLastRuns = `SELECT check_id::text, at FROM check_results WHERE check_id
 
 // rephase reads when the checks of units last ran and schedules their next runs from it.
 func (r *Runner) rephase(ctx context.Context, units []string) {
+	// Whatever happens here (even a panic, which the lifecycle recovers), the units run again.
+	defer func() {
+		r.mu.Lock()
+		r.endPhasing(units)
+		r.mu.Unlock()
+		select {
+		case r.wakeC <- struct{}{}:
+		default:
+		}
+	}()
 	set := make(map[string]bool, len(units))
 	for _, u := range units {
 		set[u] = true
@@ -338,18 +348,7 @@ func (r *Runner) rephase(ctx context.Context, units []string) {
 		}
 	}
 	r.mu.Unlock()
-	last := make(map[string]time.Time, len(ids))
-	var err error
-	if len(ids) > 0 {
-		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		var rows pgx.Rows
-		if rows, err = r.opts.Pool.Query(qctx, sqlLastRuns, ids); err == nil {
-			var id string
-			var at time.Time
-			_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error { last[id] = at; return nil })
-		}
-		cancel()
-	}
+	last, err := r.lastRuns(ctx, ids)
 	if err != nil && ctx.Err() == nil {
 		r.log.Warn().Err(err).Strs("units", units).Msg("reading when the checks of units just taken last ran failed; running them now")
 	}
@@ -378,12 +377,25 @@ func (r *Runner) rephase(ctx context.Context, units []string) {
 		}
 	}
 	heap.Init(&r.queue)
-	r.endPhasing(units)
 	r.mu.Unlock()
-	select {
-	case r.wakeC <- struct{}{}:
-	default:
+}
+
+// lastRuns reads the time of the latest stored result of each of the checks ids.
+func (r *Runner) lastRuns(ctx context.Context, ids []string) (map[string]time.Time, error) {
+	last := make(map[string]time.Time, len(ids))
+	if len(ids) == 0 || r.opts.Pool == nil {
+		return last, nil
 	}
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rows, err := r.opts.Pool.Query(qctx, sqlLastRuns, ids)
+	if err != nil {
+		return last, err
+	}
+	var id string
+	var at time.Time
+	_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error { last[id] = at; return nil })
+	return last, err
 }
 
 // endPhasing lets the checks of units run again (under r.mu).

@@ -97,7 +97,7 @@ type Lease struct {
 	ValidUntil time.Time `json:"valid_until"`
 	// Releasing: another scheduler owns the unit now; its work stopped here and the lease
 	// is handed back at a later tick, once the work in hand is done (Options.Busy).
-	Releasing bool `json:"releasing,omitempty"`
+	Releasing bool      `json:"releasing,omitempty"`
 	since     time.Time // when Releasing began
 }
 
