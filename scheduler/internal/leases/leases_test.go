@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,4 +263,95 @@ func TestOwnerIsStable(t *testing.T) {
 			t.Fatalf("%s moved from %s when c left", u, o)
 		}
 	}
+}
+
+// A unit whose owner changed is handed over in two steps: its holder stops counting it as
+// owned at once (Change.Releasing) but keeps the lease while Busy says work is in hand, so
+// the new owner cannot take it; it is released once Busy turns false, or after Expiry at the
+// most when Busy never does.
+func TestHandoverWaitsForWorkInHand(t *testing.T) {
+	lab := labtest.New(t, labtest.Options{Inventory: fleet(8), NoSim: true})
+	var mu sync.Mutex
+	busy := map[string]bool{}
+	var releasing []string
+	a, err := New(Options{Pool: lab.DB, ID: "a", Logger: zerolog.Nop(), Renew: 100 * time.Millisecond, Expiry: 400 * time.Millisecond,
+		Busy:     func(u string) bool { mu.Lock(); defer mu.Unlock(); return busy[u] },
+		OnChange: func(c Change) { mu.Lock(); defer mu.Unlock(); releasing = append(releasing, c.Releasing...) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick(t, a)
+	assertPartition(t, 10, a) // 8 hosts, the planned one, net
+	all := a.Owned()
+	mu.Lock()
+	for _, u := range all {
+		busy[u] = true // every unit has a check running
+	}
+	mu.Unlock()
+
+	b := newManager(t, lab, "b")
+	tick(t, b) // joins; everything is under a's live leases
+	began := time.Now()
+	tick(t, a) // sees b: the units b owns now begin their hand-over
+	var moving []string
+	for _, u := range all {
+		if Owner(u, []string{"a", "b"}) == "b" {
+			moving = append(moving, u)
+		}
+	}
+	if len(moving) < 2 {
+		t.Fatalf("b owns %v of %v: the test needs two units moving", moving, all)
+	}
+	mu.Lock()
+	got := slices.Clone(releasing)
+	mu.Unlock()
+	slices.Sort(got)
+	if !slices.Equal(got, moving) {
+		t.Fatalf("Change.Releasing = %v, want the units moving to b %v", got, moving)
+	}
+	for _, u := range moving {
+		if a.Owns(u) {
+			t.Fatalf("a still owns %s after its hand-over began", u)
+		}
+	}
+	// While the work is in hand, a keeps the leases and b takes nothing.
+	for range 2 {
+		tick(t, a, b)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if took := b.Owned(); len(took) > 0 && time.Since(began) < 400*time.Millisecond {
+		t.Fatalf("b took %v while a's work on them was in hand", took)
+	}
+
+	// The first unit's work ends: it is released at a's next tick and b takes it.
+	first, rest := moving[0], moving[1:]
+	mu.Lock()
+	busy[first] = false
+	mu.Unlock()
+	tick(t, a, b)
+	if !b.Owns(first) {
+		t.Fatalf("b does not own %s once a's work on it ended (held by a: %v)", first, a.Held())
+	}
+	if took := b.Owned(); len(took) != 1 && time.Since(began) < 400*time.Millisecond {
+		t.Fatalf("b owns %v, want only %s: the others' work is still in hand", took, first)
+	}
+
+	// The rest stay busy for ever: they go at the Expiry bound, not before, not much after.
+	for !slices.Contains(b.Owned(), rest[0]) {
+		if time.Since(began) > 3*time.Second {
+			t.Fatalf("%s still not handed over %s after its hand-over began (a holds %v)", rest[0], time.Since(began), a.Held())
+		}
+		tick(t, a, b)
+		for u, by := range owners(a, b) {
+			if len(by) > 1 {
+				t.Fatalf("%s owned by %v at once", u, by)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if since := time.Since(began); since < 400*time.Millisecond {
+		t.Fatalf("busy units handed over %s after the hand-over began, before the 400 ms bound", since)
+	}
+	tick(t, a, b)
+	assertPartition(t, 10, a, b)
 }
