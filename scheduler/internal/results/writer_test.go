@@ -2,10 +2,12 @@ package results
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/labtest"
@@ -430,5 +432,177 @@ ON CONFLICT (resource) DO UPDATE SET holder = EXCLUDED.holder, generation = EXCL
 		if got := reason(); got != step.stored {
 			t.Fatalf("%s: stored %q, want %q", step.what, got, step.stored)
 		}
+	}
+}
+
+// waitUntil polls cond every 10 ms until it holds, failing the test after within.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// PendingFor counts a unit's results submitted and not yet written, and no other unit's;
+// once it reaches 0 the unit's results are in check_results.
+func TestWriterPendingFor(t *testing.T) {
+	t.Parallel()
+	inv := []byte(`entities:
+  - {type: ingress-route, name: a.lab.example, attributes: {url: "http://a.lab.example/"}}
+  - {type: ingress-route, name: b.lab.example, attributes: {url: "http://b.lab.example/"}}
+`)
+	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
+	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })
+	if len(defs) != 2 {
+		t.Fatalf("%d http checks derived", len(defs))
+	}
+	a, b := defs[0], defs[1]
+	ctx := context.Background()
+	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), FlushEvery: 100 * time.Millisecond, UnchangedFlushEvery: 100 * time.Millisecond})
+	t0 := time.Now().Truncate(time.Microsecond)
+	rec := func(d labtest.Def, unit string, at time.Time) Record {
+		return Record{CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug,
+			At: at, Result: Observed(HealthUp, "HTTP 200"), Unit: unit}
+	}
+	// Submitted before Start: nothing can be written yet.
+	w.Submit(ctx, rec(a, "unit-a", t0))
+	w.Submit(ctx, rec(a, "unit-a", t0.Add(time.Second)))
+	w.Submit(ctx, rec(b, "unit-b", t0))
+	if pa, pb, pc, all := w.PendingFor("unit-a"), w.PendingFor("unit-b"), w.PendingFor("unit-c"), w.Pending(); pa != 2 || pb != 1 || pc != 0 || all != 3 {
+		t.Fatalf("pending before Start: unit-a %d (want 2), unit-b %d (want 1), unit-c %d (want 0), all %d (want 3)", pa, pb, pc, all)
+	}
+	rowAt := func(d labtest.Def) (time.Time, bool) {
+		t.Helper()
+		var at time.Time
+		err := lab.DB.QueryRow(ctx, `SELECT at FROM check_results WHERE check_id = $1`, d.ID).Scan(&at)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return time.Time{}, false
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", d.Slug, err)
+		}
+		return at, true
+	}
+	if _, ok := rowAt(a); ok {
+		t.Fatal("a result was written before Start")
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	waitUntil(t, 5*time.Second, "unit-a's and unit-b's results settled", func() bool {
+		return w.PendingFor("unit-a") == 0 && w.PendingFor("unit-b") == 0
+	})
+	// Settled means written: the rows are there as soon as PendingFor says 0.
+	if at, ok := rowAt(a); !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Errorf("a: row %v at %v once unit-a pends 0, want its latest result (t0+1s)", ok, at)
+	}
+	if at, ok := rowAt(b); !ok || !at.Equal(t0) {
+		t.Errorf("b: row %v at %v once unit-b pends 0, want t0", ok, at)
+	}
+	if n := w.Pending(); n != 0 {
+		t.Errorf("%d pending after the flush", n)
+	}
+
+	// A unit's count moves on its own: one more result of unit-b leaves unit-a at 0.
+	w.Submit(ctx, rec(b, "unit-b", t0.Add(2*time.Second)))
+	if pa := w.PendingFor("unit-a"); pa != 0 {
+		t.Errorf("unit-a pends %d after a unit-b result, want 0", pa)
+	}
+	waitUntil(t, 5*time.Second, "the second unit-b result settled", func() bool { return w.PendingFor("unit-b") == 0 })
+	if at, ok := rowAt(b); !ok || !at.Equal(t0.Add(2*time.Second)) {
+		t.Errorf("b: row %v at %v once the second unit-b result settled, want t0+2s", ok, at)
+	}
+}
+
+// A result fenced out (its lease not held) is settled too: PendingFor does not keep
+// counting what will never be written.
+func TestWriterPendingForFenced(t *testing.T) {
+	t.Parallel()
+	inv := []byte(`entities:
+  - {type: ingress-route, name: a.lab.example, attributes: {url: "http://a.lab.example/"}}
+`)
+	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
+	d := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })[0]
+	ctx := context.Background()
+	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), Holder: "s1", FlushEvery: 100 * time.Millisecond})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	// No lease on "net" at all: the result is dropped.
+	w.Submit(ctx, Record{CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug,
+		At: time.Now(), Result: Observed(HealthDown, "HTTP 502"), Unit: "net", Generation: 1})
+	if p := w.PendingFor("net"); p != 1 {
+		t.Fatalf("net pends %d right after Submit, want 1", p)
+	}
+	waitUntil(t, 5*time.Second, "the fenced-out result settled", func() bool { return w.PendingFor("net") == 0 })
+	var n int
+	if err := lab.DB.QueryRow(ctx, `SELECT count(*) FROM check_results WHERE check_id = $1`, d.ID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d check_results rows for a fenced-out result, want 0", n)
+	}
+}
+
+// Expedite makes what waits due now: with hour-long deadlines a repeat and a change stay
+// pending, and Expedite has both written within seconds. An Expedite with nothing waiting
+// changes nothing for what is submitted later.
+func TestWriterExpedite(t *testing.T) {
+	t.Parallel()
+	inv := []byte(`entities:
+  - {type: host, name: a, attributes: {lan_ipv4: 127.0.0.1, ssh_port: 22, user: root, os: linux}}
+`)
+	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
+	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "ssh-script" })
+	if len(defs) < 2 {
+		t.Fatalf("%d ssh-script checks derived", len(defs))
+	}
+	cpu, other := defs[0], defs[1]
+	ctx := context.Background()
+	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), FlushEvery: time.Hour, UnchangedFlushEvery: 2 * time.Hour})
+	t0 := time.Now().Truncate(time.Microsecond)
+	// cpu's stored state, so its next up result is a repeat (due in 2 h).
+	if err := w.flush(ctx, []Record{cpuRecord(cpu, t0, HealthUp, 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	w.Expedite() // nothing waits: a no-op
+	repeat, change := cpuRecord(cpu, t0.Add(time.Minute), HealthUp, 4), cpuRecord(other, t0.Add(time.Minute), HealthUp, 10)
+	repeat.Unit, change.Unit = "u", "u"
+	w.Submit(ctx, repeat)
+	w.Submit(ctx, change) // other's first result: a change (due in 1 h)
+	otherRows := func() int {
+		t.Helper()
+		var n int
+		if err := lab.DB.QueryRow(ctx, `SELECT count(*) FROM check_results WHERE check_id = $1`, other.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	time.Sleep(300 * time.Millisecond)
+	if p := w.PendingFor("u"); p != 2 {
+		t.Fatalf("u pends %d after 300 ms with hour-long deadlines, want 2", p)
+	}
+	if r := readStored(t, lab, cpu); r.runs != 1 || !r.at.Equal(t0) || otherRows() != 0 {
+		t.Fatalf("written before Expedite: cpu runs %d at %v, other rows %d", r.runs, r.at, otherRows())
+	}
+
+	w.Expedite()
+	waitUntil(t, 5*time.Second, "both results in check_results after Expedite", func() bool {
+		r := readStored(t, lab, cpu)
+		return r.runs == 2 && r.at.Equal(t0.Add(time.Minute)) && otherRows() == 1
+	})
+	waitUntil(t, 5*time.Second, "u settled after Expedite", func() bool { return w.PendingFor("u") == 0 })
+	if n := w.Pending(); n != 0 {
+		t.Errorf("%d pending after Expedite's flush", n)
 	}
 }
