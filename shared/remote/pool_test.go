@@ -556,3 +556,65 @@ func TestPoolCloseAndInvalidInput(t *testing.T) {
 		t.Errorf("Close left connections open")
 	}
 }
+
+// Retire takes a host's connection out of the pool at once but closes it only when the
+// command running on it ends (its output intact); the next command dials afresh. An idle
+// connection closes promptly; an address never dialled is a no-op.
+func TestPoolRetireWaitsForWorkInFlight(t *testing.T) {
+	t.Parallel()
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	f := newFixture(t, map[string]canned{
+		"long":    {stdout: "begun\n", gate: gate, stdoutAfter: "ended\n", entered: entered},
+		"echo hi": {stdout: "hi\n"},
+	}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	addr := f.srv.addr
+	f.pool.Retire("127.0.0.1:1") // nothing open there
+	if _, err := f.pool.Run(ctx, f.target(), "echo hi", nil); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan struct{})
+	var res Result
+	var err error
+	go func() {
+		defer close(done)
+		res, err = f.pool.Run(ctx, f.target(), "long", nil)
+	}()
+	within(t, entered, 5*time.Second, "the long command to start")
+	f.pool.Retire(addr)
+	time.Sleep(300 * time.Millisecond) // several of the retirer's looks
+	if n := f.pool.OpenTo(addr); n != 1 {
+		t.Fatalf("%d connections open to %s while a command runs on the retired one, want it kept (1)", n, addr)
+	}
+	close(gate)
+	within(t, done, 5*time.Second, "the long command to finish")
+	if err != nil || string(res.Stdout) != "begun\nended\n" {
+		t.Fatalf("the command on the retired connection: %q, %v", res.Stdout, err)
+	}
+	waitClosed := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for f.pool.OpenTo(addr) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections still open to %s 5 s after %s", f.pool.OpenTo(addr), addr, what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitClosed("its command ended")
+	if got := f.pool.DialCount(addr); got != 1 {
+		t.Fatalf("DialCount = %d before the next command, want 1", got)
+	}
+
+	// The next command dials afresh; retired while idle, that connection closes at once.
+	if _, err := f.pool.Run(ctx, f.target(), "echo hi", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, n := f.pool.DialCount(addr), f.pool.OpenTo(addr); got != 2 || n != 1 {
+		t.Fatalf("after the retirement: %d dials, %d open, want 2 and 1", got, n)
+	}
+	f.pool.Retire(addr)
+	waitClosed("an idle connection was retired")
+}
