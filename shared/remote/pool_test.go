@@ -618,3 +618,115 @@ func TestPoolRetireWaitsForWorkInFlight(t *testing.T) {
 	f.pool.Retire(addr)
 	waitClosed("an idle connection was retired")
 }
+
+// Retire(addr) retires every connection to addr (each user's) and no other address's. An idle
+// one closes promptly, on the client and on the server; one with a command running stays open
+// until the command ends (its output intact), while the next command to addr already dials
+// a new connection beside it, which the retirement leaves in the pool.
+func TestPoolRetireDrainsOldConnectionWhileTheNextDialsAfresh(t *testing.T) {
+	t.Parallel()
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	f := newFixture(t, map[string]canned{
+		"long":    {stdout: "begun\n", gate: gate, stdoutAfter: "ended\n", entered: entered},
+		"echo hi": {stdout: "hi\n"},
+	}, nil)
+	other := startServer(t, f.client.PublicKey(), map[string]canned{"echo hi": {stdout: "hi\n"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	addr := f.srv.addr
+	root, deploy := f.target(), f.target()
+	deploy.User = "deploy"
+	elsewhere := Target{Slug: "host:other", Addr: other.addr, User: "root", Kind: KindMachine, Wrap: directWrap}
+	run := func(tgt Target, cmd string) {
+		t.Helper()
+		res, err := f.pool.Run(ctx, tgt, cmd, nil)
+		if err != nil || res.ExitCode != 0 || string(res.Stdout) != "hi\n" {
+			t.Fatalf("%s as %s on %s: stdout %q exit %d err %v", cmd, tgt.User, tgt.Addr, res.Stdout, res.ExitCode, err)
+		}
+	}
+	serverConns := func(s *testServer) int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.conns)
+	}
+	eventually := func(d time.Duration, what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(d)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within %s: %s (pool: %d open to %s, %d in all; server: %d connections)",
+					d, what, f.pool.OpenTo(addr), addr, f.pool.OpenConnections(), serverConns(f.srv))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	f.pool.Retire(addr) // nothing dialled yet
+	run(root, "echo hi")
+	run(deploy, "echo hi")
+	run(elsewhere, "echo hi")
+	if n, all := f.pool.OpenTo(addr), f.pool.OpenConnections(); n != 2 || all != 3 {
+		t.Fatalf("%d open to %s, %d in all; want 2 (root, deploy) and 3", n, addr, all)
+	}
+
+	done := make(chan struct{})
+	var res Result
+	var err error
+	go func() {
+		defer close(done)
+		res, err = f.pool.Run(ctx, root, "long", nil)
+	}()
+	within(t, entered, 5*time.Second, "the long command to start")
+
+	// An address with no connection: nothing changes, root's connection still takes commands.
+	f.pool.Retire("127.0.0.1:1")
+	run(root, "echo hi")
+	if d, n, all := f.pool.DialCount(addr), f.pool.OpenTo(addr), f.pool.OpenConnections(); d != 2 || n != 2 || all != 3 {
+		t.Fatalf("after retiring an unknown address: %d dials, %d open to %s, %d in all; want 2, 2, 3", d, n, addr, all)
+	}
+
+	f.pool.Retire(addr)
+	// deploy's connection is idle: it closes, on both ends; root's runs "long" and stays.
+	eventually(2*time.Second, "the idle retired connection to close", func() bool {
+		return f.pool.OpenTo(addr) == 1 && serverConns(f.srv) == 1
+	})
+	time.Sleep(300 * time.Millisecond) // several of the retirer's looks
+	if n, all, s := f.pool.OpenTo(addr), f.pool.OpenConnections(), serverConns(f.srv); n != 1 || all != 2 || s != 1 {
+		t.Fatalf("while a command runs on the retired connection: %d open to %s, %d in all, server holds %d; want 1, 2, 1", n, addr, all, s)
+	}
+	select {
+	case <-done:
+		t.Fatalf("the long command ended before it was released: %q, %v", res.Stdout, err)
+	default:
+	}
+
+	// The next command does not use the retired connection: it dials one beside it.
+	run(root, "echo hi")
+	accepted, _, _ := f.srv.stats()
+	if d, n := f.pool.DialCount(addr), f.pool.OpenTo(addr); d != 3 || n != 2 || accepted != 3 || serverConns(f.srv) != 2 {
+		t.Fatalf("next command during the retirement: %d dials, %d open, server accepted %d and holds %d; want 3, 2, 3, 2",
+			d, n, accepted, serverConns(f.srv))
+	}
+
+	close(gate)
+	within(t, done, 5*time.Second, "the long command to finish")
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != "begun\nended\n" {
+		t.Fatalf("the command on the retired connection: stdout %q exit %d err %v", res.Stdout, res.ExitCode, err)
+	}
+	eventually(3*time.Second, "the retired connection to close once its command ended", func() bool {
+		return f.pool.OpenTo(addr) == 1 && serverConns(f.srv) == 1
+	})
+	// What is left is the new connection, kept in the pool and reused.
+	time.Sleep(150 * time.Millisecond)
+	run(root, "echo hi")
+	accepted, _, _ = f.srv.stats()
+	if d, n := f.pool.DialCount(addr), f.pool.OpenTo(addr); d != 3 || n != 1 || accepted != 3 {
+		t.Fatalf("after the retired connection closed: %d dials, %d open, server accepted %d; want 3, 1, 3", d, n, accepted)
+	}
+	// The other address was never touched.
+	run(elsewhere, "echo hi")
+	otherAccepted, _, _ := other.stats()
+	if d, n, all := f.pool.DialCount(other.addr), f.pool.OpenTo(other.addr), f.pool.OpenConnections(); d != 1 || n != 1 || otherAccepted != 1 || all != 2 {
+		t.Fatalf("the other address: %d dials, %d open, server accepted %d, %d in all; want 1, 1, 1, 2", d, n, otherAccepted, all)
+	}
+}
