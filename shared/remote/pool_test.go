@@ -688,6 +688,9 @@ func TestPoolRetireDrainsOldConnectionWhileTheNextDialsAfresh(t *testing.T) {
 	f.pool.Retire(addr)
 	// deploy's connection is idle: it closes, on both ends; root's runs "long" and stays.
 	eventually(2*time.Second, "the idle retired connection to close", func() bool {
+		if f.pool.OpenTo(addr) == 0 {
+			t.Fatalf("the retired connection running a command was closed before the command ended")
+		}
 		return f.pool.OpenTo(addr) == 1 && serverConns(f.srv) == 1
 	})
 	time.Sleep(300 * time.Millisecond) // several of the retirer's looks

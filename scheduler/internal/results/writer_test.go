@@ -3,6 +3,9 @@ package results
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,21 +18,31 @@ import (
 	"github.com/oikos-hq/oikos/shared/metrics"
 )
 
+// routeChecks is a lab of ingress routes <name>.lab.example with their http checks, in the
+// order of names.
+func routeChecks(t *testing.T, names ...string) (*labtest.Lab, []labtest.Def) {
+	t.Helper()
+	var inv strings.Builder
+	inv.WriteString("entities:\n")
+	for _, n := range names {
+		fmt.Fprintf(&inv, "  - {type: ingress-route, name: %s.lab.example, attributes: {url: \"http://%s.lab.example/\"}}\n", n, n)
+	}
+	lab := labtest.New(t, labtest.Options{Inventory: []byte(inv.String()), NoSim: true})
+	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })
+	if len(defs) != len(names) {
+		t.Fatalf("%d http checks derived for %d routes", len(defs), len(names))
+	}
+	slices.SortFunc(defs, func(x, y labtest.Def) int { return strings.Compare(x.TargetSlug, y.TargetSlug) })
+	return lab, defs
+}
+
 // One flush: the latest result of each check wins (an older one arriving later does not
 // overwrite it), every result's samples land on the check's target, a result of a check
 // deleted since it ran is dropped and counted, and the target's status and health.changed
 // follow the combined health.
 func TestWriterFlush(t *testing.T) {
 	t.Parallel()
-	inv := []byte(`entities:
-  - {type: ingress-route, name: a.lab.example, attributes: {url: "http://a.lab.example/"}}
-  - {type: ingress-route, name: b.lab.example, attributes: {url: "http://b.lab.example/"}}
-`)
-	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
-	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })
-	if len(defs) != 2 {
-		t.Fatalf("%d http checks derived", len(defs))
-	}
+	lab, defs := routeChecks(t, "a", "b")
 	a, b := defs[0], defs[1]
 	reg := metrics.NewRegistry()
 	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), Metrics: reg, FlushBatch: 100})
@@ -302,11 +315,7 @@ func TestWriterDeadlines(t *testing.T) {
 // window are three runs): the incident thresholds count it.
 func TestWriterStreak(t *testing.T) {
 	t.Parallel()
-	inv := []byte(`entities:
-  - {type: ingress-route, name: a.lab.example, attributes: {url: "http://a.lab.example/"}}
-`)
-	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
-	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })
+	lab, defs := routeChecks(t, "a")
 	d := defs[0]
 	var flushes []Flush
 	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), Flushed: func(f Flush) { flushes = append(flushes, f) }})
@@ -386,11 +395,8 @@ func TestWriterStreak(t *testing.T) {
 // lease taken by another scheduler, or re-acquired since the run, drops it.
 func TestWriterFence(t *testing.T) {
 	t.Parallel()
-	inv := []byte(`entities:
-  - {type: ingress-route, name: a.lab.example, attributes: {url: "http://a.lab.example/"}}
-`)
-	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
-	d := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })[0]
+	lab, defs := routeChecks(t, "a")
+	d := defs[0]
 	ctx := context.Background()
 	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), Holder: "s1"})
 	t0 := time.Now().Truncate(time.Microsecond)
@@ -451,15 +457,7 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 // once it reaches 0 the unit's results are in check_results.
 func TestWriterPendingFor(t *testing.T) {
 	t.Parallel()
-	inv := []byte(`entities:
-  - {type: ingress-route, name: a.lab.example, attributes: {url: "http://a.lab.example/"}}
-  - {type: ingress-route, name: b.lab.example, attributes: {url: "http://b.lab.example/"}}
-`)
-	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
-	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })
-	if len(defs) != 2 {
-		t.Fatalf("%d http checks derived", len(defs))
-	}
+	lab, defs := routeChecks(t, "a", "b")
 	a, b := defs[0], defs[1]
 	ctx := context.Background()
 	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), FlushEvery: 100 * time.Millisecond, UnchangedFlushEvery: 100 * time.Millisecond})
@@ -523,11 +521,8 @@ func TestWriterPendingFor(t *testing.T) {
 // counting what will never be written.
 func TestWriterPendingForFenced(t *testing.T) {
 	t.Parallel()
-	inv := []byte(`entities:
-  - {type: ingress-route, name: a.lab.example, attributes: {url: "http://a.lab.example/"}}
-`)
-	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
-	d := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "http" })[0]
+	lab, defs := routeChecks(t, "a")
+	d := defs[0]
 	ctx := context.Background()
 	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), Holder: "s1", FlushEvery: 100 * time.Millisecond})
 	if err := w.Start(ctx); err != nil {
