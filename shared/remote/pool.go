@@ -697,9 +697,14 @@ func (p *Pool) closeWhenIdle(c *conn) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if len(c.slots) == 0 && len(c.shellSlots) == 0 {
-			p.drop(c, "handed over to another scheduler")
-			return
+		if claimAll(c.slots) {
+			if claimAll(c.shellSlots) {
+				// Every slot is ours: a command that picked c up before it was retired
+				// waits on one until c is gone, then dials afresh.
+				p.drop(c, "handed over to another scheduler")
+				return
+			}
+			releaseAll(c.slots)
 		}
 		select {
 		case <-c.gone:
@@ -708,6 +713,28 @@ func (p *Pool) closeWhenIdle(c *conn) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// claimAll takes every free slot of sem, and keeps them only if none was in use.
+func claimAll(sem chan struct{}) bool {
+	for n := 0; n < cap(sem); n++ {
+		select {
+		case sem <- struct{}{}:
+		default:
+			for ; n > 0; n-- {
+				<-sem
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// releaseAll gives back the slots claimAll took.
+func releaseAll(sem chan struct{}) {
+	for range cap(sem) {
+		<-sem
 	}
 }
 
