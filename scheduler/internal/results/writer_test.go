@@ -36,6 +36,20 @@ func routeChecks(t *testing.T, names ...string) (*labtest.Lab, []labtest.Def) {
 	return lab, defs
 }
 
+// hostChecks is a lab of one host with two of its ssh-script checks.
+func hostChecks(t *testing.T) (lab *labtest.Lab, first, second labtest.Def) {
+	t.Helper()
+	inv := []byte(`entities:
+  - {type: host, name: a, attributes: {lan_ipv4: 127.0.0.1, ssh_port: 22, user: root, os: linux}}
+`)
+	lab = labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
+	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "ssh-script" })
+	if len(defs) < 2 {
+		t.Fatalf("%d ssh-script checks derived", len(defs))
+	}
+	return lab, defs[0], defs[1]
+}
+
 // One flush: the latest result of each check wins (an older one arriving later does not
 // overwrite it), every result's samples land on the check's target, a result of a check
 // deleted since it ran is dropped and counted, and the target's status and health.changed
@@ -175,15 +189,7 @@ FROM check_results cr JOIN entity_status es ON es.entity_id = cr.target_id WHERE
 // writer's back and a target whose checks changed (ForgetTargets) are written in full.
 func TestWriterConfirmsRepeats(t *testing.T) {
 	t.Parallel()
-	inv := []byte(`entities:
-  - {type: host, name: a, attributes: {lan_ipv4: 127.0.0.1, ssh_port: 22, user: root, os: linux}}
-`)
-	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
-	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "ssh-script" })
-	if len(defs) < 2 {
-		t.Fatalf("%d ssh-script checks derived", len(defs))
-	}
-	cpu, other := defs[0], defs[1]
+	lab, cpu, other := hostChecks(t)
 	reg := metrics.NewRegistry()
 	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), Metrics: reg})
 	ctx := context.Background()
@@ -550,15 +556,7 @@ func TestWriterPendingForFenced(t *testing.T) {
 // changes nothing for what is submitted later.
 func TestWriterExpedite(t *testing.T) {
 	t.Parallel()
-	inv := []byte(`entities:
-  - {type: host, name: a, attributes: {lan_ipv4: 127.0.0.1, ssh_port: 22, user: root, os: linux}}
-`)
-	lab := labtest.New(t, labtest.Options{Inventory: inv, NoSim: true})
-	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool { return d.Kind == "ssh-script" })
-	if len(defs) < 2 {
-		t.Fatalf("%d ssh-script checks derived", len(defs))
-	}
-	cpu, other := defs[0], defs[1]
+	lab, cpu, other := hostChecks(t)
 	ctx := context.Background()
 	w := NewWriter(WriterOptions{Pool: lab.DB, Logger: zerolog.Nop(), FlushEvery: time.Hour, UnchangedFlushEvery: 2 * time.Hour})
 	t0 := time.Now().Truncate(time.Microsecond)
