@@ -542,11 +542,20 @@ func TestPausedSchedulerWritesNothing(t *testing.T) {
 	moved := b.leases.Owned()
 	paused := time.Now()
 	b.leases.Halt() // the renewals stop; b's runner and writer go on
+	// b's last renewal was sent at its leases' ValidUntil − (expiry − margin); on a loaded
+	// machine that can be well before the pause.
+	var renewed time.Time
+	for _, h := range b.leases.Held() {
+		if at := h.ValidUntil.Add(-expiry + min(renew/2, expiry/4)); at.After(renewed) {
+			renewed = at
+		}
+	}
 	l.waitOwns(t, a, moved, 10*time.Second)
 	took := time.Since(paused)
 	// A paused process keeps its Postgres session: it is waited out, never taken early.
-	if took < expiry-renew {
-		t.Errorf("a took paused b's units %s after the pause, before b's leases (%s) could expire", took, expiry)
+	if since := time.Since(renewed); since < expiry {
+		t.Errorf("a took paused b's units %s after b's last renewal (%s after the pause), before b's leases (%s) could expire",
+			since, took, expiry)
 	}
 	if len(b.leases.Owned()) != 0 {
 		t.Fatalf("b still counts %v as its own after a took them", b.leases.Owned())
