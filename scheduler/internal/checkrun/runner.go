@@ -621,6 +621,10 @@ func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time, 
 	r.recordLag(time.Since(due))
 	r.runs.Add(1)
 
+	// The result is stamped with the run's start, as Prometheus stamps a scrape: a run
+	// that finished late (a slow probe, a loaded machine) still counts for the interval it
+	// was started in, and the next holder re-phases from when the check last began.
+	at := r.clock.Now()
 	began := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	var res results.Result
@@ -657,7 +661,7 @@ func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time, 
 	}
 	r.writer.Submit(ctx, results.Record{
 		CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug,
-		At: r.clock.Now(), Result: res, Unit: d.Unit, Generation: gen,
+		At: at, Result: res, Unit: d.Unit, Generation: gen,
 	})
 }
 
