@@ -126,6 +126,10 @@ type Manager struct {
 	lossSeq    uint64
 	sessCancel context.CancelFunc
 	sessDone   chan struct{}
+	// lostHook, when set (tests, before Start), runs as the session watcher has fenced this
+	// scheduler after losing its connection and before it wakes the tick that unfences it:
+	// the one moment the fence can be seen without racing that tick.
+	lostHook func()
 }
 
 // New builds a manager.

@@ -253,6 +253,9 @@ func (m *Manager) watchSession(ctx context.Context, conn *pgx.Conn) {
 			m.lossSeq++
 			m.mu.Unlock()
 			m.log.Warn().Err(err).Msg("lost the session connection: this scheduler's units stop here until a renewal after it is back")
+			if m.lostHook != nil {
+				m.lostHook()
+			}
 			m.Wake()
 			backoff = 250 * time.Millisecond
 		}
