@@ -41,6 +41,8 @@ import (
 //	POST   /signals               {"entity": "lxc:redis", "kind": "...", "summary": "..."}
 //	                              → {"id", "created"}: raised as the scheduler raises one
 //	POST   /agent/down, /agent/up  the agent unreachable from the api, or back → 204
+//	POST   /scheduler/kill, /scheduler/start  the stack's lease manager killed (as by
+//	                              kill -9: its leases left to expire) or started again → 204
 //	POST   /health-events         {"rate": 200, "seconds": 30, "slugs": [...], "to": ""}
 //	                              → {"emitted", "seconds", "max_tick_ms"}
 type control struct {
@@ -88,6 +90,7 @@ func startControl(t testing.TB, s *stack) (*control, error) {
 	mux.HandleFunc("POST /health-events", c.healthEvents)
 	mux.HandleFunc("POST /signals", c.raiseSignal)
 	mux.HandleFunc("POST /agent/{state}", c.agentState)
+	mux.HandleFunc("POST /scheduler/{how}", c.schedulerState)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
@@ -442,4 +445,24 @@ func (s *stack) call(ctx context.Context, method, path, token string, body any) 
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, raw, err
+}
+
+// schedulerState kills the stack's lease manager or starts it again.
+func (c *control) schedulerState(w http.ResponseWriter, r *http.Request) {
+	var err error
+	switch how := r.PathValue("how"); how {
+	case "kill":
+		err = c.s.killLeases()
+	case "start":
+		err = c.s.startLeases(r.Context())
+	default:
+		fail(w, http.StatusNotFound, fmt.Errorf("unknown scheduler action %q: kill or start", how))
+		return
+	}
+	if err != nil {
+		fail(w, http.StatusConflict, err)
+		return
+	}
+	c.logf("scheduler %s", r.PathValue("how"))
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -53,6 +53,9 @@ const (
 // checks stay a light load on the lab simulator under -race.
 const checkInterval = 5 * time.Second
 
+// schedulerID is the stack's scheduler: its executor's claims and its leases.
+const schedulerID = "e2e-dash-scheduler"
+
 // stackOptions say what a stack runs besides the database and the api.
 type stackOptions struct {
 	name string
@@ -86,6 +89,13 @@ type stack struct {
 	// agentDown makes the proxy in front of the agent answer 503, as an agent that is down
 	// would (the control server's POST /agent/{down,up}).
 	agentDown atomic.Bool
+
+	// With the lab: the scheduler's lease manager, as the daemon runs it, under the
+	// executor's id; the Ops page's schedulers panel shows what it holds. The executor and
+	// the runner here do not consult it, so the control server can kill it (POST
+	// /scheduler/kill) without stalling the other tests' executions and checks.
+	leasesMu sync.Mutex
+	leases   *schedapp.Leases
 
 	operator, readonly, agentToken, expiring string
 }
@@ -297,7 +307,7 @@ func (s *stack) startLab(ctx context.Context, t testing.TB, o stackOptions) erro
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: s.log})
 	graph := schedapp.NewFleet(s.db.Pool, schedapp.FleetOptions{Logger: s.log})
 	ex := schedapp.NewExecutor(schedapp.ExecutorOptions{Pool: s.db.Pool, SSH: pool, Fleet: graph, Notifier: notifier,
-		Logger: s.log, SchedulerID: "e2e-dash-scheduler", Concurrency: 8})
+		Logger: s.log, SchedulerID: schedulerID, Concurrency: 8})
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(sim.CACertPEM()) {
 		return errors.New("labsim: its ingress certificate does not parse")
@@ -339,6 +349,61 @@ func (s *stack) startLab(ctx context.Context, t testing.TB, o stackOptions) erro
 		return err
 	}
 	t.Cleanup(runner.Stop)
+	if err := s.startLeases(ctx); err != nil {
+		return err
+	}
+	t.Cleanup(func() {
+		s.leasesMu.Lock()
+		defer s.leasesMu.Unlock()
+		if s.leases != nil {
+			s.leases.Stop()
+		}
+	})
+	return nil
+}
+
+// The stack's lease timings: short, so a killed scheduler's units show as orphaned within
+// seconds.
+const (
+	leaseRenew  = 500 * time.Millisecond
+	leaseExpiry = 3 * time.Second
+)
+
+// startLeases starts the stack's lease manager (again, after killLeases), crash detection
+// included.
+func (s *stack) startLeases(ctx context.Context) error {
+	s.leasesMu.Lock()
+	defer s.leasesMu.Unlock()
+	if s.leases != nil {
+		return errors.New("the scheduler's lease manager is running")
+	}
+	session, err := pgx.ParseConfig(s.db.URL)
+	if err != nil {
+		return err
+	}
+	m, err := schedapp.NewLeases(schedapp.LeasesOptions{Pool: s.db.Pool, ID: schedulerID, Logger: s.log,
+		Renew: leaseRenew, Expiry: leaseExpiry, Session: session})
+	if err != nil {
+		return err
+	}
+	// It lives until killed or the stack stops, not as long as the request that started it.
+	if err := m.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	s.leases = m
+	return nil
+}
+
+// killLeases stops the lease manager as a kill -9 would: no release, its session closed.
+func (s *stack) killLeases() error {
+	s.leasesMu.Lock()
+	defer s.leasesMu.Unlock()
+	if s.leases == nil {
+		return errors.New("the scheduler's lease manager is not running")
+	}
+	s.leases.Halt()
+	s.leases.DropSession()
+	s.leases = nil
 	return nil
 }
 

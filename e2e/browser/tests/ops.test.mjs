@@ -1,9 +1,10 @@
 // Operations (D2): approving a config_mutation from Ops runs it and its output streams into
 // the live output; a destructive approval stays refused until its typed phrase is typed
 // exactly (the button is disabled and nothing runs).
+// The schedulers panel lists each scheduler and its units, and the units a killed one left.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launch, env, signIn, ctl, okApi, until, log, markNoReload, stillSamePage } from './lib.mjs';
+import { launch, env, signIn, ctl, okApi, until, log, markNoReload, stillSamePage, screenshot } from './lib.mjs';
 
 let b, ctx, page;
 before(async () => {
@@ -118,4 +119,44 @@ test('denying from Ops flips the card and nothing runs', async () => {
   const x = await okApi('GET', `/api/v1/executions/${e.id}`);
   assert.notEqual(x.status, 'completed');
   assert.equal((await okApi('GET', `/api/v1/approvals/${e.approval_id}`)).status, 'denied');
+});
+
+test('the schedulers panel shows each scheduler with its units, and the units a killed one left', async () => {
+  await page.goto('/ops');
+  await markNoReload(page);
+  const id = 'e2e-dash-scheduler';
+  const row = page.locator(`[data-testid=scheduler-row][data-scheduler-id="${id}"]`);
+  await row.waitFor({ timeout: 10_000 });
+  const listed = await okApi('GET', '/api/v1/schedulers');
+  const me = listed.schedulers.find((s) => s.id === id);
+  assert.ok(me?.live, `the api lists ${id} live: ${JSON.stringify(listed)}`);
+  assert.equal(await row.getAttribute('data-live'), 'true');
+  assert.equal(Number(await row.getAttribute('data-units')), me.leases.length, 'as many units as the api lists');
+  // The only scheduler holds every unit: each SSH host, and net.
+  for (const u of ['host:proxmox-host:atlas', 'net']) assert.ok(me.leases.some((l) => l.unit === u), `${id} holds ${u}`);
+  const atlas = row.locator('[data-unit="host:proxmox-host:atlas"] a');
+  assert.match(decodeURIComponent((await atlas.getAttribute('href')) ?? ''), /\/entities\/proxmox-host:atlas$/, 'a host unit links to its entity');
+  assert.equal(await page.getByTestId('orphaned-units').count(), 0, 'nothing orphaned while it runs');
+
+  // Killed as by kill -9: its leases lapse unreleased; the panel (polling) shows it gone and
+  // its units without a live holder.
+  await ctl('POST', '/scheduler/kill');
+  try {
+    const orphaned = page.getByTestId('orphaned-units');
+    await until('the scheduler gone and its units orphaned', 20_000, async () =>
+      (await row.getAttribute('data-live')) === 'false' && (await orphaned.count()) > 0);
+    const text = (await orphaned.textContent()) ?? '';
+    assert.match(text, new RegExp(`${me.leases.length} units have no live scheduler`));
+    assert.ok(text.includes(`Last held by ${id}`), text);
+    assert.equal(await orphaned.locator('[data-unit]').count(), me.leases.length, 'every unit it held is listed');
+    assert.equal(await orphaned.locator('[data-unit="host:proxmox-host:atlas"]').count(), 1);
+    await screenshot(page, 'ops-schedulers-orphaned');
+  } finally {
+    await ctl('POST', '/scheduler/start');
+  }
+  // Started again under its id, it takes its units back.
+  await until('the scheduler live again with nothing orphaned', 20_000, async () =>
+    (await row.getAttribute('data-live')) === 'true' && (await page.getByTestId('orphaned-units').count()) === 0 &&
+    Number(await row.getAttribute('data-units')) === me.leases.length);
+  assert.ok(await stillSamePage(page), 'kept current without a reload');
 });
