@@ -54,6 +54,10 @@ type Policy struct {
 	// codeDeletion finds, in an interpreter's literal code argument, a
 	// call that deletes or truncates files (shutil.rmtree, unlink …).
 	codeDeletion *regexp.Regexp
+	// credentials are the credential stores (shadow, private keys,
+	// /etc/pve/priv, token files …): sending one off the machine is
+	// destructive, because a leaked secret cannot be taken back.
+	credentials []*regexp.Regexp
 	// hintPrograms are the programs a destructive rule names, the wrappers
 	// and the shells, sorted: a glob used as a program name (/???/rm) is
 	// tried against each. hintRE finds one of them starting a command inside
@@ -128,6 +132,7 @@ type fileSpec struct {
 	ProtectedPaths          []string                `yaml:"protected_paths"`
 	RunsArguments           []string                `yaml:"runs_arguments"`
 	CodeDeletions           []string                `yaml:"code_deletions"`
+	CredentialPaths         []string                `yaml:"credential_paths"`
 	Programs                map[string]*programSpec `yaml:"programs"`
 	Rules                   []*ruleSpec             `yaml:"rules"`
 	Disable                 []string                `yaml:"disable"`
@@ -142,6 +147,7 @@ type programSpec struct {
 type ruleSpec struct {
 	Name              string              `yaml:"name"`
 	Class             string              `yaml:"class"`
+	Principle         string              `yaml:"principle"`
 	Reason            string              `yaml:"reason"`
 	Program           string              `yaml:"program"`
 	Programs          []string            `yaml:"programs"`
@@ -199,6 +205,7 @@ func mergeSpecs(base, over *fileSpec) (*fileSpec, error) {
 	out.ProtectedPaths = appendNew(slices.Clone(base.ProtectedPaths), over.ProtectedPaths)
 	out.RunsArguments = appendNew(slices.Clone(base.RunsArguments), over.RunsArguments)
 	out.CodeDeletions = appendNew(slices.Clone(base.CodeDeletions), over.CodeDeletions)
+	out.CredentialPaths = appendNew(slices.Clone(base.CredentialPaths), over.CredentialPaths)
 
 	out.Programs = map[string]*programSpec{}
 	for k, v := range base.Programs {
@@ -380,6 +387,9 @@ func compile(s *fileSpec) (*Policy, error) {
 			return nil, fmt.Errorf("%w: code_deletions: %w", ErrPolicy, err)
 		}
 	}
+	if p.credentials, err = compileREs(s.CredentialPaths, patterns); err != nil {
+		return nil, fmt.Errorf("%w: credential_paths: %w", ErrPolicy, err)
+	}
 	if p.safeRedirects, err = compileREs(s.SafeRedirectTargets, patterns); err != nil {
 		return nil, fmt.Errorf("%w: safe_redirect_targets: %w", ErrPolicy, err)
 	}
@@ -482,7 +492,12 @@ func compileRule(rs *ruleSpec, patterns map[string]string) (*rule, error) {
 		return nil, errors.New("a rule needs a name")
 	}
 	r := &rule{name: rs.Name, reason: rs.Reason, minArgs: -1, maxArgs: -1,
-		match: rs.Match, notMatch: rs.NotMatch}
+		match: rs.Match, notMatch: rs.NotMatch, principle: rs.Principle}
+	switch rs.Principle {
+	case "", "storage", "retention", "exfiltration":
+	default:
+		return nil, fmt.Errorf("principle must be storage, retention or exfiltration, got %q", rs.Principle)
+	}
 	switch c := Class(rs.Class); c {
 	case ReadOnly, ConfigMutation, Destructive:
 		r.class = c

@@ -14,6 +14,10 @@ import (
 type rule struct {
 	name, reason string
 	class        Class
+	// principle names the principle the rule belongs to ("storage",
+	// "retention", "exfiltration"; "" for the rest): explanations lead
+	// with it, so an operator reading an approval sees why.
+	principle string
 
 	programs  []string
 	progGlobs []string
