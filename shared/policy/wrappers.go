@@ -167,159 +167,6 @@ func isShell(name string) bool {
 	return false
 }
 
-// wrapperNames lists every name isWrapper accepts (tests keep the two in
-// step); the classifier looks for them inside arguments of unknown programs.
-var wrapperNames = []string{"sudo", "doas", "env", "nice", "nohup", "timeout", "ionice", "stdbuf", "setsid", "xargs",
-	"command", "builtin", "exec", "time", "chroot", "nsenter", "flock", "watch", "su", "runuser",
-	"eval", "trap", "alias", "source", ".", "ssh", "pct", "qm", "docker", "docker-compose",
-	"lxc-attach", "busybox", "at", "batch", "sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "rbash", "fish"}
-
-// isWrapper reports whether wrapper() unwraps name (in at least one form).
-func isWrapper(name string) bool {
-	switch name {
-	case "sudo", "doas", "env", "nice", "nohup", "timeout", "ionice", "stdbuf", "setsid", "xargs",
-		"command", "builtin", "exec", "time", "chroot", "nsenter", "flock", "watch", "su", "runuser",
-		"eval", "trap", "alias", "source", ".", "ssh", "pct", "qm", "docker", "docker-compose",
-		"lxc-attach", "busybox", "at", "batch":
-		return true
-	}
-	return isShell(name)
-}
-
-// wrapper unwraps programs that run another command, and classifies what they
-// run. It reports false when name is not a wrapper in this form (pct list is
-// a plain command; pct exec a wrapper).
-func (c *classifier) wrapper(name string, args []word, text string, f *frame, in stdin) bool {
-	if isShell(name) {
-		c.shell(name, args, text, f, in)
-		return true
-	}
-	switch name {
-	case "sudo", "doas":
-		c.sudo(name, args, text, f, in)
-	case "env":
-		c.env(args, text, f, in)
-	case "nice":
-		c.simpleWrapper(name, args, "n", []string{"--adjustment"}, 0, text, f, in)
-	case "nohup", "builtin":
-		c.simpleWrapper(name, args, "", nil, 0, text, f, in)
-	case "setsid":
-		c.simpleWrapper(name, args, "", nil, 0, text, f, in)
-	case "stdbuf":
-		c.simpleWrapper(name, args, "ioe", []string{"--input", "--output", "--error"}, 0, text, f, in)
-	case "timeout":
-		c.simpleWrapper(name, args, "sk", []string{"--signal", "--kill-after"}, 1, text, f, in)
-	case "chroot":
-		c.simpleWrapper(name, args, "", []string{"--userspec", "--groups"}, 1, text, f, in)
-	case "nsenter":
-		c.simpleWrapper(name, args, "tSGW", []string{"--target", "--setuid", "--setgid", "--wdns"}, 0, text, f, in)
-	case "ionice":
-		opts, rest := scanOpts(args, "cnpPu", []string{"--class", "--classdata", "--pid", "--pgid", "--uid"})
-		if hasOption(opts, "-p", "-P", "-u", "--pid", "--pgid", "--uid") {
-			c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
-				Reason: "ionice changes the I/O priority of running processes"})
-			return true
-		}
-		c.inner(name, args[rest:], text, f, in, "ionice prints its own I/O priority")
-	case "command":
-		opts, rest := scanOpts(args, "", nil)
-		if hasOption(opts, "-v", "-V") {
-			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "command -v only looks a name up"})
-			return true
-		}
-		c.inner(name, args[rest:], text, f, in, "")
-	case "exec":
-		_, rest := scanOpts(args, "a", nil)
-		c.inner(name, args[rest:], text, f, in, "exec without a command only applies its redirections")
-	case "time":
-		opts, rest := scanOpts(args, "fo", []string{"--format", "--output"})
-		n := f
-		if hasOption(opts, "-o", "--output") {
-			n = f.child("")
-			n.atLeast(ConfigMutation, "time -o writes its report to a file")
-		}
-		c.inner(name, args[rest:], text, n, in, "")
-	case "xargs":
-		c.xargs(args, text, f, in)
-	case "flock":
-		c.flock(args, text, f, in)
-	case "watch":
-		opts, rest := scanOpts(args, "nq", []string{"--interval", "--equexit"})
-		if hasOption(opts, "-x", "--exec") {
-			c.inner(name, args[rest:], text, f, stdin{}, "")
-		} else if rest < len(args) {
-			c.nestedCode(joinWords(args[rest:]), f, stdin{}, "watch")
-		} else {
-			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "watch without a command runs nothing"})
-		}
-	case "su", "runuser":
-		c.su(name, args, text, f, in)
-	case "eval":
-		if len(args) == 0 {
-			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "eval without arguments runs nothing"})
-			return true
-		}
-		c.evalCode(joinWords(args), f, in, "eval")
-	case "trap":
-		c.trap(args, text, f)
-	case "alias":
-		c.alias(args, text, f)
-	case "source", ".":
-		if len(args) == 0 {
-			c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
-				Reason: name + " without a file fails or runs unknown code"})
-			return true
-		}
-		c.script(name, args[0], text, f, in)
-	case "ssh":
-		c.ssh(args, text, f, in)
-	case "pct":
-		return c.pct(args, text, f, in)
-	case "qm":
-		return c.qm(args, text, f, in)
-	case "docker", "docker-compose":
-		return c.dockerExec(name, args, text, f, in)
-	case "lxc-attach":
-		for i, a := range args {
-			if a.val == "--" && !a.dyn {
-				c.transport("lxc-attach", "lxc-attach", args[i+1:], text, f, in)
-				return true
-			}
-		}
-		// Without "--", the first word after the options is the command.
-		_, rest := scanOpts(args, "nfPasvugLlo", []string{"--name", "--rcfile", "--lxcpath", "--arch",
-			"--namespaces", "--set-var", "--keep-var", "--uid", "--gid", "--pty-log",
-			"--logfile", "--logpriority", "--context"})
-		if rest < len(args) {
-			c.transport("lxc-attach", "lxc-attach", args[rest:], text, f, in)
-			return true
-		}
-		c.shellStdin("lxc-attach", text, f.withVia("lxc-attach"), in)
-	case "busybox":
-		if len(args) == 0 {
-			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "busybox without an applet lists its applets"})
-			return true
-		}
-		c.command(args, text, f.child("busybox"), in)
-	case "at", "batch":
-		opts, _ := scanOpts(args, "qfMmt", nil)
-		switch {
-		case hasOption(opts, "-l", "-c"):
-			c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: name + " -l/-c only lists jobs"})
-		case hasOption(opts, "-f"):
-			c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
-				Reason: name + " schedules a script file whose contents are not known"})
-		default:
-			n := f.child("")
-			n.atLeast(ConfigMutation, name+" schedules a job")
-			c.shellStdin(name, text, n, in)
-		}
-	default:
-		return false
-	}
-	return true
-}
-
 // scanOpts consumes leading options. shortValue lists the single-letter
 // options that take a value; longValue the long ones. It returns the options
 // and the index of the first word after them (after a "--").
@@ -414,31 +261,17 @@ func (c *classifier) inner(wrapper string, argv []word, text string, f *frame, i
 	c.command(argv, text, f.child(wrapper), in)
 }
 
-// simpleWrapper handles `wrapper [options] [skip words] command…`.
-func (c *classifier) simpleWrapper(name string, args []word, shortValue string, longValue []string, skip int, text string, f *frame, in stdin) {
-	_, rest := scanOpts(args, shortValue, longValue)
-	rest += skip
-	if rest > len(args) {
-		rest = len(args)
-	}
-	if name == "chroot" && rest >= len(args) {
-		c.shellStdin(name, text, f.child(name), in)
-		return
-	}
-	if name == "nsenter" && rest >= len(args) {
-		c.shellStdin(name, text, f.child(name), in)
-		return
-	}
-	c.inner(name, args[rest:], text, f, in, "")
-}
-
 func (c *classifier) sudo(name string, args []word, text string, f *frame, in stdin) {
-	opts, rest := scanOpts(args, "ugpCDhrtTUR", []string{"--user", "--group", "--prompt", "--close-from",
-		"--chdir", "--role", "--type", "--command-timeout", "--other-user", "--host", "--chroot"})
+	spec := &sudoOpts
+	if name == "doas" {
+		spec = &doasOpts
+	}
+	opts, rest, unknown := spec.scan(args)
 	if hasOption(opts, "-e", "--edit") {
 		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation, Reason: name + " -e edits files"})
 		return
 	}
+	f = unknownOption(f, name, unknown)
 	// sudo accepts VAR=value before the command.
 	for rest < len(args) && isAssignment(args[rest]) {
 		c.assignedWord(args[rest], text, f)
@@ -450,6 +283,9 @@ func (c *classifier) sudo(name string, args []word, text string, f *frame, in st
 	}
 	c.inner(name, args[rest:], text, f, in, name+" without a command only lists or validates credentials")
 }
+
+// doasOpts are doas's options (doas(1)): -s runs a shell.
+var doasOpts = optSpec{flags: "Lns", values: "Cu"}
 
 func isAssignment(w word) bool {
 	if w.dyn {
@@ -475,8 +311,14 @@ func (c *classifier) assignedWord(w word, text string, f *frame) {
 	c.assignment(name, word{val: val, dyn: w.dyn}, text, f)
 }
 
-func (c *classifier) env(args []word, text string, f *frame, in stdin) {
-	opts, rest := scanOpts(args, "uCSP", []string{"--unset", "--chdir", "--split-string"})
+// envOpts are env's options (env(1), GNU coreutils; -P is BSD's).
+var envOpts = optSpec{flags: "0iv", values: "uCSP",
+	long:       []string{"--ignore-environment", "--null", "--debug", "--list-signal-handling", "--block-signal", "--default-signal", "--ignore-signal"},
+	longValues: []string{"--unset", "--chdir", "--split-string"}}
+
+func (c *classifier) env(name string, args []word, text string, f *frame, in stdin) {
+	opts, rest, unknown := envOpts.scan(args)
+	f = unknownOption(f, name, unknown)
 	for rest < len(args) && isAssignment(args[rest]) {
 		c.assignedWord(args[rest], text, f)
 		rest++
