@@ -61,6 +61,16 @@ func (g *grammar) parse(args []word, c *cmdline) {
 	for i := 0; i < len(args); i++ {
 		w := args[i]
 		if w.dyn {
+			// `--post-data="$(env)"`: one word (its expansion is quoted)
+			// whose known part names a long option: that option, with a
+			// value only known at run time. Anything else may be any
+			// number of words, options included.
+			if !endOpts && !w.split && strings.HasPrefix(w.val, "--") {
+				if name, _, ok := strings.Cut(w.val[:w.fixed], "="); ok {
+					c.opts = append(c.opts, option{name: name, value: w.val[len(name)+1:], hasValue: true, valueDyn: true})
+					continue
+				}
+			}
 			c.dyn, c.flagLike = true, true
 			c.pos = append(c.pos, w)
 			continue
@@ -129,9 +139,10 @@ func (g *grammar) parse(args []word, c *cmdline) {
 }
 
 // noteValue records that an option's value was only known at run time: an
-// expansion may split into several words, so the whole line is uncertain.
+// unquoted expansion may split into several words, so the whole line is
+// uncertain; a quoted one stays the option's value.
 func (c *cmdline) noteValue(w word) {
-	if w.dyn {
+	if w.dyn && w.split {
 		c.dyn, c.flagLike = true, true
 	}
 }

@@ -48,6 +48,14 @@ type Segment struct {
 	// "docker exec web". The gate's host-only check looks only at segments
 	// with an empty Via.
 	Via string `json:"via,omitempty"`
+	// Why says which principle or rule raised the class, for the operator
+	// reading an approval: "wrapper: pct exec 101 → rm -rf /srv",
+	// "exfiltration: dig looks up a name built from $(whoami)", "storage:
+	// zpool create". Set on every segment above read_only.
+	Why string `json:"why,omitempty"`
+	// why is the explanation a rule or principle gave, before the wrapper
+	// chain is put in front of it; inner is the command a wrapper runs.
+	why, inner string
 	// unverified marks a destructive segment that is destructive because
 	// the classifier could not look inside (a parse failure, too deep, too
 	// long), not because a rule matched: a guess (keepDestructive) never
@@ -64,6 +72,11 @@ type Result struct {
 	// the declared class when that is what decided.
 	Reasons  []string  `json:"reasons"`
 	Segments []Segment `json:"segments"`
+	// Explanation names what raised the class, in one line that leads with
+	// its principle or rule: "wrapper: pct exec 101 → rm -rf /srv (…)",
+	// "exfiltration: dig looks up a name built from $(whoami)", "storage:
+	// zpool create (…)". Empty for read_only.
+	Explanation string `json:"explanation,omitempty"`
 }
 
 // Classify classifies a shell command. The result is never below declared:
@@ -90,6 +103,8 @@ type classifier struct {
 
 	substFrame *frame
 	walkFn     func(syntax.Node) bool
+	// pipes remembers the output of nested pipelines (see pipeSource).
+	pipes map[*syntax.Stmt]stdin
 	cmdlines   []*cmdline // free list, so rule matching does not allocate
 }
 
@@ -167,6 +182,7 @@ func (f *frame) atLeast(c Class, why string) {
 func (c *classifier) run(command string, declared Class) (res Result) {
 	c.segs, c.work, c.full = c.segs[:0], 0, false
 	c.top.reset()
+	clear(c.pipes)
 	top := &frame{src: command, sh: &c.top}
 	func() {
 		defer func() {
@@ -199,6 +215,15 @@ func (c *classifier) run(command string, declared Class) (res Result) {
 		found = Max(found, s.Class)
 	}
 	res.Class = Max(found, declared)
+	for _, s := range res.Segments {
+		if s.Class == res.Class && s.Why != "" {
+			res.Explanation = s.Why
+			break
+		}
+	}
+	if res.Explanation == "" && res.Class != ReadOnly {
+		res.Explanation = "declared: the caller declared " + string(res.Class) + ", and the classifier never lowers a declared risk"
+	}
 	for _, s := range res.Segments {
 		if s.Class == res.Class && !slices.Contains(res.Reasons, s.Reason) {
 			res.Reasons = append(res.Reasons, s.Reason)
@@ -253,6 +278,20 @@ func (c *classifier) add(f *frame, s Segment) {
 		s.Class = f.floor
 		s.Reason = f.floorWhy + "; " + s.Reason
 		s.Rule = ""
+	}
+	if s.Class != ReadOnly {
+		why := s.why
+		if why == "" {
+			why = s.Reason
+		}
+		if f.chain != "" {
+			inner := s.inner
+			if inner == "" {
+				inner = s.Program
+			}
+			why = "wrapper: " + f.chain + " → " + clip(inner) + " (" + why + ")"
+		}
+		s.Why = why
 	}
 	if f.chain != "" {
 		s.Reason += " (inside " + f.chain + ")"
@@ -313,7 +352,11 @@ func (c *classifier) nested(code word, f *frame, in stdin, wrapper string, sameS
 		n.sh = &shellState{}
 	}
 	if code.dyn {
-		n.atLeast(ConfigMutation, "the code run by "+wrapper+" is only partly known before it runs")
+		by := wrapper
+		if by == "" {
+			by = "the remote shell"
+		}
+		n.atLeast(ConfigMutation, "the code run by "+by+" is only partly known before it runs")
 	}
 	c.code(n, in)
 }
@@ -332,7 +375,7 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 	for _, r := range st.Redirs {
 		switch r.Op {
 		case syntax.RdrIn:
-			sin = stdin{kind: stdinOther, producer: "the file " + nodeText(f.src, r.Word)}
+			sin = c.fileInput(f, r)
 		case syntax.Hdoc, syntax.DashHdoc:
 			w := heredocText(f.src, r)
 			sin = stdin{kind: stdinText, text: w.val, dyn: w.dyn, producer: "a here-document"}
@@ -350,7 +393,7 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 	case *syntax.BinaryCmd:
 		if cmd.Op == syntax.Pipe || cmd.Op == syntax.PipeAll {
 			c.stmt(cmd.X, f, sin)
-			c.stmt(cmd.Y, f, c.pipeSource(cmd.X, f))
+			c.stmt(cmd.Y, f, c.pipeSource(cmd.X, f, sin))
 		} else {
 			c.stmt(cmd.X, f, sin)
 			c.stmt(cmd.Y, f, sin)
@@ -369,6 +412,18 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		c.stmts(cmd.Do, f, sin)
 	case *syntax.ForClause:
 		c.subst(cmd.Loop, f)
+		if wi, ok := cmd.Loop.(*syntax.WordIter); ok && wi.Name != nil && wi.InPos.IsValid() {
+			known := true
+			for _, w := range wi.Items {
+				known = known && plainWord(w)
+			}
+			if known {
+				if f.sh.loopVars == nil {
+					f.sh.loopVars = map[string]bool{}
+				}
+				f.sh.loopVars[wi.Name.Value] = true
+			}
+		}
 		if cl, ok := cmd.Loop.(*syntax.CStyleLoop); ok {
 			c.checkArith(f, cl.Init)
 			c.checkArith(f, cl.Cond)
@@ -579,6 +634,12 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 		case w.dyn:
 			c.add(f, Segment{Command: text, Class: ConfigMutation,
 				Reason: "output redirected to a file only known at run time (" + w.val + ")"})
+		case !w.dyn && (strings.HasPrefix(w.val, "/dev/tcp/") || strings.HasPrefix(w.val, "/dev/udp/")):
+			// bash opens a socket for /dev/tcp/HOST/PORT: what the
+			// statement writes leaves the machine.
+			seg := Segment{Command: text}
+			c.exfilSegment(&seg, "the shell", "sends", w.val, []payload{c.statementPayload(st, f)})
+			c.add(f, seg)
 		case !w.glob && anyRE(c.p.safeRedirects, w.val):
 			// /dev/null, /dev/stderr …: checked first, because the
 			// destructive targets include every node below /dev.
@@ -734,6 +795,14 @@ func (c *classifier) checkAssignArith(a *syntax.Assign, f *frame, integer bool) 
 //   - literal text holding a command substitution is classified as code: it
 //     runs when the variable is evaluated later (eval, arithmetic, a prompt).
 func (c *classifier) assignment(name string, value word, text string, f *frame) {
+	if value.dyn {
+		if s := c.secretInText(value.val, f); s != "" {
+			if f.sh.secrets == nil {
+				f.sh.secrets = map[string]string{}
+			}
+			f.sh.secrets[name] = s
+		}
+	}
 	switch {
 	case name == "PATH" && !c.p.safePath(value):
 		c.add(f, Segment{Command: text, Class: ConfigMutation,
@@ -903,6 +972,10 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 		}
 	}
 	asksHelp := system && c.p.asksHelp(base, cl)
+	ruleWhy := ""
+	if best != nil && best.class != ReadOnly && !asksHelp {
+		ruleWhy = best.explain(name, cl)
+	}
 	c.putCmdline(cl)
 	seg := Segment{Command: text, Program: name}
 	switch {
@@ -941,6 +1014,15 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 				}
 			}
 		}
+	}
+	if seg.Class != Destructive {
+		c.exfil(base, args, f, in, &seg)
+	}
+	if seg.why == "" && seg.Rule != "" {
+		seg.why = ruleWhy
+	}
+	if f.chain != "" && seg.Class != ReadOnly {
+		seg.inner = name + " " + joinVals(args)
 	}
 	c.add(f, seg)
 	if seg.Class == ConfigMutation {

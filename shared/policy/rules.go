@@ -397,3 +397,21 @@ func (r *rule) hasOptValue(opts []option, want []optValues) bool {
 	}
 	return false
 }
+
+// explain is the rule's part of an explanation: its principle and the
+// program with the subcommand it matched ("storage: zpool create"), or the
+// rule's name for a rule of no principle.
+func (r *rule) explain(program string, c *cmdline) string {
+	if r.principle == "" {
+		return "rule " + r.name + ": " + program + " " + r.reason
+	}
+	out := r.principle + ": " + program
+	if len(r.subcommands) > 0 {
+		if rest, ok := r.matchSubcommand(c.pos, r.class != ReadOnly); ok {
+			for _, w := range c.pos[:len(c.pos)-len(rest)] {
+				out += " " + w.val
+			}
+		}
+	}
+	return out + " (" + r.reason + ")"
+}

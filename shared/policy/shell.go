@@ -37,6 +37,11 @@ type shellState struct {
 	integers map[string]bool
 	// arithFlagged: the arithmetic double-expansion finding was recorded.
 	arithFlagged bool
+	// loopVars are variables a for loop sets from literal words only.
+	loopVars map[string]bool
+	// secrets are variables assigned from a credential store ($(cat
+	// /etc/shadow)), with the store: sending one is sending the secret.
+	secrets map[string]string
 }
 
 func (s *shellState) reset() {
@@ -44,6 +49,8 @@ func (s *shellState) reset() {
 	clear(s.lits)
 	clear(s.tainted)
 	clear(s.integers)
+	clear(s.loopVars)
+	clear(s.secrets)
 	clear(s.files)
 	s.files, s.scanned = s.files[:0], 0
 	s.codeLits = s.codeLits[:0]
@@ -512,7 +519,7 @@ func (c *classifier) staticSubst(s string, f *frame) string {
 		}
 		sub := *f
 		sub.src = m[2 : len(m)-1]
-		out := c.pipeSource(file.Stmts[0], &sub)
+		out := c.pipeSource(file.Stmts[0], &sub, stdin{})
 		if out.kind != stdinText || out.dyn {
 			return m
 		}

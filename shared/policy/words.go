@@ -27,6 +27,12 @@ type word struct {
 	// flagLike: a glob with no literal prefix, which can expand to a file name
 	// that starts with "-" and so to an option.
 	flagLike bool
+	// split: an expansion outside quotes, which the shell splits into any
+	// number of words; a word whose expansions are all quoted stays one word.
+	split bool
+	// fixed is how many bytes of val come before the first expansion: the
+	// part of a dynamic word that is known.
+	fixed int
 	// proc is set when the whole word is one process substitution <(…):
 	// a shell given it as its script runs that command's output.
 	proc *syntax.ProcSubst
@@ -91,7 +97,7 @@ func resolveParts(src string, parts []syntax.WordPart) word {
 				return word{val: p.Value}
 			}
 		case *syntax.ProcSubst:
-			return word{val: nodeText(src, p), dyn: true, proc: p}
+			return word{val: nodeText(src, p), dyn: true, split: true, proc: p}
 		case *syntax.DblQuoted:
 			if len(p.Parts) == 1 {
 				if l, ok := p.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 {
@@ -124,7 +130,7 @@ func resolveInto(src string, parts []syntax.WordPart, quoted bool, b *strings.Bu
 			if s, ok := decodeANSIC(p.Value); ok {
 				b.WriteString(s)
 			} else {
-				w.dyn = true
+				w.markDyn(b, quoted)
 				b.WriteString(nodeText(src, p))
 			}
 		case *syntax.DblQuoted:
@@ -140,10 +146,19 @@ func resolveInto(src string, parts []syntax.WordPart, quoted bool, b *strings.Bu
 		default:
 			// Parameter, command, arithmetic and process expansions, and any
 			// part kind this code does not know: only known at run time.
-			w.dyn = true
+			w.markDyn(b, quoted)
 			b.WriteString(nodeText(src, p))
 		}
 	}
+}
+
+// markDyn records an expansion at the current end of b.
+func (w *word) markDyn(b *strings.Builder, quoted bool) {
+	if !w.dyn {
+		w.fixed = b.Len()
+	}
+	w.dyn = true
+	w.split = w.split || !quoted
 }
 
 // unescapeBare removes the backslashes of an unquoted literal and notes

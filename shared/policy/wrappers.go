@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"path"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -26,30 +25,62 @@ type stdin struct {
 	// hint, for stdinOther, is the producer's literal arguments one per line:
 	// printf '%s\n' 'rm -rf /x' | sh prints them, so they are checked as code.
 	hint string
+	// secret is the credential store a redirected file is; envDump: the
+	// producer prints the environment; up is what the producer itself read.
+	// They say whether a command that sends its input off the machine sends
+	// a secret (see exfil.go), and are looked at only then.
+	secret  string
+	envDump bool
+	up      *stdin
+}
+
+// fileInput is the standard input a `< FILE` redirection gives.
+func (c *classifier) fileInput(f *frame, r *syntax.Redirect) stdin {
+	in := stdin{kind: stdinOther, producer: "the file " + nodeText(f.src, r.Word)}
+	w := resolveParts(f.src, r.Word.Parts)
+	in.secret = c.secretInWord(w, f)
+	return in
 }
 
 // pipeSource describes what the last command of a pipeline element writes to
-// the next element's stdin.
-func (c *classifier) pipeSource(x *syntax.Stmt, f *frame) stdin {
-	for {
-		switch cmd := x.Cmd.(type) {
-		case *syntax.BinaryCmd:
-			if cmd.Op == syntax.Pipe || cmd.Op == syntax.PipeAll {
-				// A decoder (base64 -d, xxd -r) passes on what it is fed,
-				// decoded: only then is the element before it looked at.
-				if y, ok := cmd.Y.Cmd.(*syntax.CallExpr); ok && len(y.Args) > 0 {
-					if prog, ok := bareLiteral(y.Args[0]); ok && isDecoder(path.Base(prog)) {
-						return c.producerOutput(cmd.Y, y, f, c.pipeSource(cmd.X, f))
-					}
-				}
-				x = cmd.Y
-				continue
+// the next element's stdin; in is what the element itself reads. A pipeline
+// nests to the left (a | b | c is (a | b) | c), so the sources of nested
+// pipelines are remembered: each element is looked at once.
+func (c *classifier) pipeSource(x *syntax.Stmt, f *frame, in stdin) stdin {
+	switch cmd := x.Cmd.(type) {
+	case *syntax.BinaryCmd:
+		if cmd.Op == syntax.Pipe || cmd.Op == syntax.PipeAll {
+			if out, ok := c.pipes[x]; ok {
+				return out
 			}
-		case *syntax.CallExpr:
-			return c.producerOutput(x, cmd, f, stdin{})
+			// A decoder (base64 -d, xxd -r) passes on what it is fed,
+			// decoded; any other program passes on only the taint of what
+			// it read (see stdin.up).
+			out := c.pipeSource(cmd.Y, f, c.pipeSource(cmd.X, f, in))
+			if c.pipes == nil {
+				c.pipes = map[*syntax.Stmt]stdin{}
+			}
+			c.pipes[x] = out
+			return out
 		}
-		return stdin{kind: stdinOther, producer: "`" + nodeText(f.src, x) + "`"}
+	case *syntax.CallExpr:
+		return c.producerOutput(x, cmd, f, in)
+	case *syntax.DeclClause:
+		// export, declare -p/-x with nothing to set print the environment.
+		out := stdin{kind: stdinOther, producer: "`" + nodeText(f.src, x) + "`"}
+		out.envDump = true
+		for _, a := range cmd.Args {
+			if !a.Naked || a.Value == nil {
+				out.envDump = false
+			}
+		}
+		return out
 	}
+	out := stdin{kind: stdinOther, producer: "`" + nodeText(f.src, x) + "`"}
+	if in.kind != stdinNone {
+		out.up = &in
+	}
+	return out
 }
 
 // ownInput is what a statement's own here-document or here-string feeds it,
@@ -69,6 +100,25 @@ func ownInput(st *syntax.Stmt, f *frame, in stdin) stdin {
 		}
 	}
 	return in
+}
+
+// envPrinters print the environment when given no command or variable to
+// set: their output is a credential store.
+func envPrinter(name string, args []word) bool {
+	switch name {
+	case "printenv":
+		return true
+	case "env":
+		for _, a := range args {
+			if !strings.HasPrefix(a.val, "-") && !isAssignment(a) {
+				return false
+			}
+		}
+		return true
+	case "set", "export":
+		return len(args) == 0 || len(args) == 1 && args[0].val == "-p"
+	}
+	return false
 }
 
 // producerOutput describes what a command writes to its standard output, as
@@ -91,13 +141,18 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *f
 		}
 	}
 	other.hint = hint.String()
+	own := ownInput(st, f, in)
+	if own.kind != stdinNone {
+		other.up = &own
+	}
 	name, _, system := c.p.resolveProgram(argv[0].val)
 	if !system {
 		return other
 	}
 	args := argv[1:]
+	other.envDump = envPrinter(name, args)
 	if isDecoder(name) {
-		if out, ok := decodeOutput(name, args, ownInput(st, f, in)); ok {
+		if out, ok := decodeOutput(name, args, own); ok {
 			return out
 		}
 		return other
@@ -620,7 +675,7 @@ func (c *classifier) script(name string, file word, text string, f *frame, in st
 // procOutput describes what a process substitution <(…) produces.
 func (c *classifier) procOutput(ps *syntax.ProcSubst, f *frame) stdin {
 	if len(ps.Stmts) == 1 {
-		return c.pipeSource(ps.Stmts[0], f)
+		return c.pipeSource(ps.Stmts[0], f, stdin{})
 	}
 	return stdin{kind: stdinOther, producer: "`" + nodeText(f.src, ps) + "`"}
 }
@@ -749,6 +804,7 @@ func (c *classifier) ssh(args []word, text string, f *frame, in stdin) {
 	if hasOption(opts, "-N", "-W", "-O") {
 		return
 	}
+	c.sshExfil(dest, opts, remote, text, local, in)
 	if len(remote) == 0 {
 		if remoteCommand != nil {
 			c.nestedCode(*remoteCommand, f.withVia(via), in, "ssh -o RemoteCommand")

@@ -24,10 +24,12 @@ func runClassify(_ context.Context, env *cliEnv, args []string) int {
 
 // classifyOutput is one classification as the CLI prints it in JSON.
 type classifyOutput struct {
-	Command  string           `json:"command"`
-	Class    policy.Class     `json:"class"`
-	Reasons  []string         `json:"reasons"`
-	Segments []policy.Segment `json:"segments"`
+	Command string       `json:"command"`
+	Class   policy.Class `json:"class"`
+	// Explanation names the principle or rule that raised the class.
+	Explanation string           `json:"explanation,omitempty"`
+	Reasons     []string         `json:"reasons"`
+	Segments    []policy.Segment `json:"segments"`
 	// Syntax is the syntax gate's refusal, when the gate would refuse the
 	// command whatever its class.
 	Syntax string `json:"syntax,omitempty"`
@@ -35,7 +37,7 @@ type classifyOutput struct {
 
 func newClassifyOutput(p *policy.Policy, command string, declared policy.Class) classifyOutput {
 	r := p.Classify(command, declared)
-	out := classifyOutput{Command: command, Class: r.Class, Reasons: r.Reasons, Segments: r.Segments}
+	out := classifyOutput{Command: command, Class: r.Class, Explanation: r.Explanation, Reasons: r.Reasons, Segments: r.Segments}
 	if err := policy.CheckSyntax(command); err != nil {
 		out.Syntax = err.Error()
 	}
@@ -166,6 +168,9 @@ func writeJSONLine(w io.Writer, v any) error {
 
 func printClassification(w io.Writer, out classifyOutput) {
 	fmt.Fprintln(w, out.Class)
+	if out.Explanation != "" {
+		fmt.Fprintf(w, "  raised by %s\n", out.Explanation)
+	}
 	for _, r := range out.Reasons {
 		fmt.Fprintf(w, "  because %s\n", r)
 	}

@@ -1,0 +1,542 @@
+package policy
+
+import (
+	"path"
+	"regexp"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Data that leaves the machine needs an operator. A command whose effect is
+// to send local data off the host — an HTTP client uploading a file or a
+// substitution's output, a DNS lookup whose name is built from a
+// substitution or a variable, netcat, socat, ssh, scp, rsync or rclone to a
+// remote, a mail command — is at least config_mutation; when what it sends is
+// a credential store (the policy's credential_paths, or the environment), it
+// is destructive: a leaked secret cannot be taken back. Reading the same data
+// locally stays read_only, and so does sending only what the command itself
+// spells out (a literal request body, a literal name to look up).
+//
+// The senders table says, per program, how it sends: which of its arguments
+// name files it uploads, whether it sends its standard input, whether its
+// arguments are names it looks up.
+
+type sendKind uint8
+
+const (
+	sendHTTP   sendKind = iota + 1 // curl, wget, httpie: upload options, substitutions, stdin with @-
+	sendStream                     // nc, socat, telnet, openssl s_client: standard input to a socket
+	sendCopy                       // scp, rsync, rclone: local files to a remote
+	sendMail                       // mail, sendmail, mutt, swaks: a message with a body and attachments
+	sendDNS                        // dig, host, ping …: the name looked up reaches a name server
+)
+
+// senders maps a program to how it sends data. Sources: curl(1) (-d, -F,
+// -T), wget(1) (--post-file, --body-file), http(1) of HTTPie (field@file,
+// request items), nc(1), socat(1) (address types), openssl-s_client(1),
+// scp(1), rsync(1), rclone(1), mail(1)/mailx(1) (-a, -A), mutt(1) (-a),
+// swaks(1) (--attach, --body, --data), dig(1), host(1), nslookup(1),
+// getent(1), resolvectl(1), ping(8), traceroute(8), whois(1).
+var senders = map[string]sendKind{
+	"curl": sendHTTP, "wget": sendHTTP, "wget2": sendHTTP, "http": sendHTTP, "https": sendHTTP, "xh": sendHTTP, "xhs": sendHTTP,
+	"nc": sendStream, "ncat": sendStream, "netcat": sendStream, "socat": sendStream, "telnet": sendStream, "openssl": sendStream,
+	"scp": sendCopy, "rsync": sendCopy, "rclone": sendCopy,
+	"mail": sendMail, "mailx": sendMail, "s-nail": sendMail, "bsd-mailx": sendMail, "mutt": sendMail, "neomutt": sendMail,
+	"sendmail": sendMail, "msmtp": sendMail, "ssmtp": sendMail, "swaks": sendMail, "mpack": sendMail,
+	"dig": sendDNS, "host": sendDNS, "nslookup": sendDNS, "drill": sendDNS, "kdig": sendDNS, "delv": sendDNS,
+	"getent": sendDNS, "resolvectl": sendDNS, "ping": sendDNS, "ping6": sendDNS, "traceroute": sendDNS,
+	"traceroute6": sendDNS, "tracepath": sendDNS, "mtr": sendDNS, "whois": sendDNS, "arping": sendDNS, "fping": sendDNS,
+}
+
+// payload is one piece of local data a command sends.
+type payload struct {
+	what   string // "the file /etc/shadow", "the output of $(hostname)"
+	secret string // the credential store it holds, "" if none is known
+}
+
+// exfil raises seg when the program sends local data off the machine.
+func (c *classifier) exfil(base string, args []word, f *frame, in stdin, seg *Segment) {
+	kind := senders[base]
+	if kind == 0 {
+		return
+	}
+	var sent []payload
+	var verb string
+	switch kind {
+	case sendHTTP:
+		verb = "uploads"
+		sent = c.httpPayloads(base, args, f, in)
+	case sendStream:
+		verb = "sends"
+		if base == "openssl" && (len(args) == 0 || args[0].val != "s_client") {
+			return
+		}
+		sent = c.streamPayloads(base, args, f, in)
+	case sendCopy:
+		verb = "copies"
+		sent = c.copyPayloads(base, args, f)
+	case sendMail:
+		verb = "mails"
+		sent = c.mailPayloads(args, f, in)
+		if len(sent) == 0 {
+			sent = []payload{{what: "a message"}}
+		}
+	case sendDNS:
+		verb = "looks up"
+		sent = c.dnsPayloads(base, args, f)
+	}
+	if len(sent) == 0 {
+		return
+	}
+	class, p := ConfigMutation, sent[0]
+	for _, s := range sent {
+		if s.secret != "" {
+			class, p = Destructive, s
+			break
+		}
+	}
+	if class.Rank() < seg.Class.Rank() || class == seg.Class && seg.Rule != "" && class == Destructive {
+		return
+	}
+	seg.Class, seg.Rule = class, ""
+	why := base + " " + verb + " " + p.what + " off the machine"
+	if p.secret != "" {
+		why += ", a credential store (" + p.secret + "): a leaked secret cannot be taken back"
+	} else {
+		why += " (data leaving the machine needs an operator)"
+	}
+	seg.Reason = why
+	seg.why = "exfiltration: " + base + " " + verb + " " + p.what
+}
+
+// isCommandSubst reports whether a word's dynamic text holds a command or
+// process substitution (as opposed to only variables).
+func isCommandSubst(w word) bool {
+	return w.dyn && (strings.Contains(w.val, "$(") || strings.Contains(w.val, "`") || strings.Contains(w.val, "<("))
+}
+
+func (c *classifier) substPayload(w word, f *frame) payload {
+	return payload{what: "the output of " + clip(w.val), secret: c.secretInText(w.val, f)}
+}
+
+func (c *classifier) filePayload(file string, f *frame, in stdin) payload {
+	if file == "-" || file == "/dev/stdin" || file == "/dev/fd/0" {
+		return payload{what: "its standard input (" + in.producer + ")", secret: c.secretOfStdin(in, f, 0)}
+	}
+	return payload{what: "the file " + file, secret: c.p.credentialIn(file)}
+}
+
+// stdinPayload is what a command reads on its standard input, when that is
+// local data: a file, another program's output, text with an expansion.
+func (c *classifier) stdinPayload(in stdin, f *frame) (payload, bool) {
+	switch {
+	case in.kind == stdinOther, in.kind == stdinText && in.dyn:
+		return payload{what: "its standard input (" + in.producer + ")", secret: c.secretOfStdin(in, f, 0)}, true
+	}
+	return payload{}, false
+}
+
+func (c *classifier) httpPayloads(base string, args []word, f *frame, in stdin) []payload {
+	var out []payload
+	httpie := base == "http" || base == "https" || base == "xh" || base == "xhs"
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if isCommandSubst(w) {
+			out = append(out, c.substPayload(w, f))
+			continue
+		}
+		name, val, attached := strings.Cut(w.val, "=")
+		if !strings.HasPrefix(w.val, "--") {
+			name, val, attached = w.val, "", false
+			if base == "curl" && len(w.val) > 2 && w.val[0] == '-' {
+				// A cluster: -sd @file, -sT file, -d@file.
+				for j := 1; j < len(w.val); j++ {
+					ch := w.val[j]
+					if strings.IndexByte("dFT", ch) >= 0 {
+						name = "-" + string(ch)
+						if j+1 < len(w.val) {
+							val, attached = w.val[j+1:], true
+						}
+						break
+					}
+					if strings.IndexByte("oHXAeuxwbcDKErmyYzQPtU", ch) >= 0 {
+						break
+					}
+				}
+			}
+		}
+		value := func() string {
+			if attached {
+				return val
+			}
+			if i+1 < len(args) {
+				i++
+				if isCommandSubst(args[i]) {
+					out = append(out, c.substPayload(args[i], f))
+					return ""
+				}
+				return args[i].val
+			}
+			return ""
+		}
+		switch {
+		case httpie:
+			// Request items: field@file, field=@file, field:=@file, @file as
+			// the raw body; HTTPie sends a piped standard input as the body.
+			if j := strings.Index(w.val, "@"); j >= 0 && !strings.HasPrefix(w.val, "-") && !strings.Contains(w.val[:j], "/") {
+				out = append(out, c.filePayload(w.val[j+1:], f, in))
+			}
+		case name == "-d" || name == "--data" || name == "--data-ascii" || name == "--data-binary" || name == "--json" ||
+			name == "--data-urlencode" || base != "curl" && (name == "--post-data" || name == "--body-data"):
+			v := value()
+			if _, after, ok := strings.Cut(v, "@"); ok && (name != "--data-urlencode" || !strings.Contains(v[:strings.Index(v, "@")], "=")) {
+				out = append(out, c.filePayload(after, f, in))
+			}
+		case name == "-F" || name == "--form":
+			v := value()
+			if _, after, ok := strings.Cut(v, "="); ok && (strings.HasPrefix(after, "@") || strings.HasPrefix(after, "<")) {
+				file, _, _ := strings.Cut(after[1:], ";")
+				out = append(out, c.filePayload(file, f, in))
+			}
+		case name == "-T" || name == "--upload-file" || name == "--post-file" || name == "--body-file":
+			v := value()
+			if v == "." {
+				v = "-"
+			}
+			out = append(out, c.filePayload(v, f, in))
+		}
+	}
+	if httpie {
+		if p, ok := c.stdinPayload(in, f); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (c *classifier) streamPayloads(base string, args []word, f *frame, in stdin) []payload {
+	var out []payload
+	zero := false
+	for _, w := range args {
+		if isCommandSubst(w) {
+			out = append(out, c.substPayload(w, f))
+		}
+		if base == "socat" {
+			// Address types that read a local file: FILE:, OPEN:, GOPEN:,
+			// and a bare path.
+			for _, part := range strings.FieldsFunc(w.val, func(r rune) bool { return r == ',' || r == '!' }) {
+				kind, rest, ok := strings.Cut(part, ":")
+				switch {
+				case ok && (strings.EqualFold(kind, "file") || strings.EqualFold(kind, "open") || strings.EqualFold(kind, "gopen")):
+					out = append(out, payload{what: "the file " + rest, secret: c.p.credentialIn(rest)})
+				case !ok && strings.HasPrefix(part, "/"):
+					out = append(out, payload{what: "the file " + part, secret: c.p.credentialIn(part)})
+				}
+			}
+		}
+		if (base == "nc" || base == "ncat" || base == "netcat") && strings.HasPrefix(w.val, "-") && !strings.HasPrefix(w.val, "--") && strings.Contains(w.val, "z") {
+			zero = true // -z: scan only, nothing is sent
+		}
+	}
+	if !zero {
+		if p, ok := c.stdinPayload(in, f); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// remotePath reports whether a scp/rsync/rclone argument names a remote
+// location: [user@]host:path, host::module, rsync://, scp://, or an rclone
+// remote name:path.
+func remotePath(s string) bool {
+	if strings.Contains(s, "://") {
+		return !strings.HasPrefix(s, "file://")
+	}
+	if strings.HasPrefix(s, "/") || strings.HasPrefix(s, ".") || strings.HasPrefix(s, "~") || strings.HasPrefix(s, "-") {
+		return false
+	}
+	i := strings.IndexByte(s, ':')
+	return i > 0 && !strings.Contains(s[:i], "/")
+}
+
+func (c *classifier) copyPayloads(base string, args []word, f *frame) []payload {
+	var pos []word
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if w.val == "--dry-run" || base != "scp" && !w.dyn && len(w.val) > 1 && w.val[0] == '-' && w.val[1] != '-' && strings.IndexByte(w.val, 'n') > 0 {
+			return nil // a dry run sends nothing
+		}
+		if strings.HasPrefix(w.val, "-") && !w.dyn {
+			// The value options that take the next word: scp -P -i -o -F -l
+			// -c -J -S; rsync -e and the few short ones with a value.
+			if base == "scp" && len(w.val) == 2 && strings.IndexByte("PioFlcJSD", w.val[1]) >= 0 ||
+				base == "rsync" && (w.val == "-e" || w.val == "-f" || w.val == "-T" || w.val == "-B" || w.val == "-M") {
+				i++
+			}
+			continue
+		}
+		pos = append(pos, w)
+	}
+	if base == "rclone" {
+		if len(pos) < 3 {
+			return nil
+		}
+		switch pos[0].val {
+		case "copy", "sync", "move", "copyto", "moveto", "bisync", "copyurl":
+		default:
+			return nil
+		}
+		pos = pos[1:]
+	}
+	if len(pos) < 2 || !pos[len(pos)-1].dyn && !remotePath(pos[len(pos)-1].val) {
+		return nil
+	}
+	var out []payload
+	for _, src := range pos[:len(pos)-1] {
+		if !src.dyn && remotePath(src.val) {
+			continue
+		}
+		out = append(out, payload{what: "the local path " + clip(src.val), secret: c.secretInWord(src, f)})
+	}
+	return out
+}
+
+func (c *classifier) mailPayloads(args []word, f *frame, in stdin) []payload {
+	var out []payload
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if isCommandSubst(w) {
+			out = append(out, c.substPayload(w, f))
+			continue
+		}
+		switch v := w.val; {
+		case v == "-a" || v == "-A" || v == "--attach" || v == "--attach-type" || v == "--body" || v == "--data" || v == "--attachment":
+			if i+1 < len(args) {
+				i++
+				file := strings.TrimPrefix(args[i].val, "@")
+				if (v == "--body" || v == "--data") && !strings.HasPrefix(args[i].val, "@") && !strings.HasPrefix(args[i].val, "/") {
+					continue // swaks: literal text, not a file
+				}
+				out = append(out, payload{what: "the file " + file, secret: c.secretInWord(word{val: file, dyn: args[i].dyn}, f)})
+			}
+		case strings.HasPrefix(v, "--attach=") || strings.HasPrefix(v, "--attachment="):
+			_, file, _ := strings.Cut(v, "=")
+			out = append(out, payload{what: "the file " + file, secret: c.p.credentialIn(strings.TrimPrefix(file, "@"))})
+		}
+	}
+	if p, ok := c.stdinPayload(in, f); ok {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (c *classifier) dnsPayloads(base string, args []word, f *frame) []payload {
+	var out []payload
+	for i, w := range args {
+		if !w.dyn {
+			continue
+		}
+		if strings.HasPrefix(w.val, "-") || strings.HasPrefix(w.val, "+") || strings.HasPrefix(w.val, "@") {
+			continue // an option or the server to ask, not the name
+		}
+		if i > 0 && (base == "dig" || base == "kdig" || base == "drill") && (args[i-1].val == "-p" || args[i-1].val == "-b") {
+			continue
+		}
+		if !isCommandSubst(w) && c.onlyKnownVars(w.val, f) {
+			continue // a name built from values the command itself spells out
+		}
+		p := payload{what: "a name built from " + clip(w.val), secret: c.secretInText(w.val, f)}
+		out = append(out, p)
+	}
+	return out
+}
+
+// varRefRE finds $NAME and ${NAME} references in a word's text.
+var varRefRE = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?`)
+
+// onlyKnownVars reports whether every expansion in text is a variable whose
+// value the command itself wrote (a literal assignment, a for loop over
+// literal words).
+func (c *classifier) onlyKnownVars(text string, f *frame) bool {
+	refs := varRefRE.FindAllStringSubmatch(text, -1)
+	if len(refs) == 0 || strings.Count(text, "$") != len(refs) {
+		return false
+	}
+	for _, m := range refs {
+		if _, ok := f.sh.lits[m[1]]; !ok && !f.sh.loopVars[m[1]] {
+			return false
+		}
+	}
+	return true
+}
+
+// ssh sends its standard input to the remote command (unless -n), and a
+// remote command expanded here with a substitution carries that output.
+func (c *classifier) sshExfil(dest string, opts []option, remote []word, text string, f *frame, in stdin) {
+	var sent []payload
+	for _, w := range remote {
+		if isCommandSubst(w) {
+			sent = append(sent, c.substPayload(w, f))
+		}
+	}
+	if !hasOption(opts, "-n", "-f") {
+		if p, ok := c.stdinPayload(in, f); ok {
+			sent = append(sent, p)
+		}
+	}
+	if len(sent) == 0 {
+		return
+	}
+	seg := Segment{Command: text, Program: "ssh", Class: ReadOnly}
+	c.exfilSegment(&seg, "ssh", "sends", dest, sent)
+	c.add(f, seg)
+}
+
+// exfilSegment sets seg from what a command sends to dest.
+func (c *classifier) exfilSegment(seg *Segment, prog, verb, dest string, sent []payload) {
+	class, p := ConfigMutation, sent[0]
+	for _, s := range sent {
+		if s.secret != "" {
+			class, p = Destructive, s
+			break
+		}
+	}
+	seg.Class, seg.Rule = class, ""
+	seg.Reason = prog + " " + verb + " " + p.what + " to " + dest
+	if p.secret != "" {
+		seg.Reason += ", a credential store (" + p.secret + "): a leaked secret cannot be taken back"
+	} else {
+		seg.Reason += " (data leaving the machine needs an operator)"
+	}
+	seg.why = "exfiltration: " + prog + " " + verb + " " + p.what + " to " + dest
+}
+
+// clip shortens text for an explanation.
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:57] + "…"
+	}
+	return s
+}
+
+// credentialIn reports the credential store a path is, or is a directory
+// holding: "" when it is neither. A relative path is also matched by its
+// last element (id_rsa, .env, server.key).
+func (p *Policy) credentialIn(file string) string {
+	if file == "" || len(p.credentials) == 0 {
+		return ""
+	}
+	clean := file
+	if strings.HasPrefix(file, "/") {
+		clean = path.Clean(file)
+	}
+	if anyRE(p.credentials, clean) || anyRE(p.credentials, path.Base(clean)) {
+		return clean
+	}
+	// A directory that holds credential stores sends them with it.
+	dir := strings.TrimSuffix(clean, "/")
+	if dir == "" || dir == "/" || dir == "/." || dir == "~" {
+		return clean + " (with every credential store under it)"
+	}
+	for _, d := range credentialDirs {
+		if strings.HasPrefix(d, dir+"/") || strings.HasPrefix(d, strings.TrimPrefix(dir, "~")+"/") && strings.HasPrefix(dir, "~") {
+			return clean + " (holding " + d + ")"
+		}
+	}
+	return ""
+}
+
+// credentialDirs are the usual homes of credential stores, for recognising a
+// directory sent whole (rsync -a /etc/ remote:, tar c /root | nc).
+var credentialDirs = []string{"/etc/shadow", "/etc/pve/priv", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssl/private",
+	"/root/.ssh/id_ed25519", "/home/user/.ssh/id_ed25519", "/etc/wireguard", "/etc/letsencrypt/live", "/etc/corosync/authkey",
+	"/etc/proxmox-backup/authkey.key", "/var/lib/tailscale"}
+
+// pathTokenRE finds path-like tokens in the text of an expansion.
+var pathTokenRE = regexp.MustCompile(`[~./A-Za-z0-9_-][~./A-Za-z0-9_:*+-]*`)
+
+// envDumpRE finds a program that prints the environment, started by a
+// substitution or a pipe: env, printenv, set, export -p, declare -p/-x.
+var envDumpRE = regexp.MustCompile("(?:^|\\$\\(|`|\\||;|&&)\\s*(?:/usr/bin/|/bin/)?(?:env|printenv(?:\\s+[A-Za-z_][A-Za-z0-9_]*)*|set|export(?:\\s+-p)?|(?:declare|typeset)\\s+-[pxX]+|compgen\\s+-e)\\s*(?:$|\\)|`|\\||;|&)")
+
+// secretInText looks into the text of an expansion — $(cat /etc/shadow),
+// $(env), $KEY set from a credential earlier in the command — for a
+// credential store.
+func (c *classifier) secretInText(text string, f *frame) string {
+	if envDumpRE.MatchString(text) {
+		return "the environment"
+	}
+	for _, tok := range pathTokenRE.FindAllString(text, 32) {
+		if !strings.ContainsAny(tok, "/.") {
+			continue
+		}
+		if s := c.p.credentialIn(tok); s != "" && !strings.Contains(s, "(with every") {
+			return s
+		}
+	}
+	for _, m := range varRefRE.FindAllStringSubmatch(text, 16) {
+		if s := f.sh.secrets[m[1]]; s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// secretInWord is the credential store a word names, literally or in its
+// expansions.
+func (c *classifier) secretInWord(w word, f *frame) string {
+	if w.dyn {
+		return c.secretInText(w.val, f)
+	}
+	return c.p.credentialIn(w.val)
+}
+
+// secretOfStdin is the credential store a command's standard input carries:
+// a file redirected in, the output of a program that read one (cat
+// /etc/shadow, tar c /etc/pve/priv, env), through any number of pipeline
+// stages.
+func (c *classifier) secretOfStdin(in stdin, f *frame, depth int) string {
+	switch {
+	case in.secret != "":
+		return in.secret
+	case in.envDump:
+		return "the environment"
+	case depth > 64:
+		return ""
+	}
+	if in.kind == stdinText && in.dyn {
+		if s := c.secretInText(in.text, f); s != "" {
+			return s
+		}
+	}
+	for line := range strings.SplitSeq(in.hint, "\n") {
+		if line == "" {
+			continue
+		}
+		if s := c.p.credentialIn(line); s != "" {
+			return s
+		}
+		if strings.Contains(line, "$") {
+			if s := c.secretInText(line, f); s != "" {
+				return s
+			}
+		}
+	}
+	if in.up != nil {
+		return c.secretOfStdin(*in.up, f, depth+1)
+	}
+	return ""
+}
+
+// statementPayload is what a statement writes to its output, for a
+// redirection that sends it off the machine: its program's output, which
+// holds a credential store when the program read one.
+func (c *classifier) statementPayload(st *syntax.Stmt, f *frame) payload {
+	p := payload{what: "the output of `" + clip(stmtText(f.src, st)) + "`"}
+	if call, ok := st.Cmd.(*syntax.CallExpr); ok {
+		p.secret = c.secretOfStdin(c.producerOutput(st, call, f, ownInput(st, f, stdin{})), f, 0)
+	}
+	return p
+}
