@@ -104,8 +104,8 @@ type classifier struct {
 	substFrame *frame
 	walkFn     func(syntax.Node) bool
 	// pipes remembers the output of nested pipelines (see pipeSource).
-	pipes map[*syntax.Stmt]stdin
-	cmdlines   []*cmdline // free list, so rule matching does not allocate
+	pipes    map[*syntax.Stmt]stdin
+	cmdlines []*cmdline // free list, so rule matching does not allocate
 }
 
 func newClassifier(p *Policy) *classifier {

@@ -104,12 +104,16 @@ func init() {
 			return true
 		}},
 		"systemd-run": {source: "systemd-run(1)", unwrap: always((*classifier).systemdRun)},
-		"xargs":       {source: "xargs(1)", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, in stdin) { c.xargs(args, text, f, in) })},
-		"flock":       {source: "flock(1)", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, in stdin) { c.flock(args, text, f, in) })},
-		"watch":       {source: "watch(1)", unwrap: always((*classifier).watch)},
-		"su":          {source: "su(1)", unwrap: always((*classifier).su)},
-		"runuser":     {source: "runuser(1)", unwrap: always((*classifier).su)},
-		"sg":          {source: "sg(1)", unwrap: always((*classifier).sg)},
+		"xargs": {source: "xargs(1)", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, in stdin) {
+			c.xargs(args, text, f, in)
+		})},
+		"flock": {source: "flock(1)", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, in stdin) {
+			c.flock(args, text, f, in)
+		})},
+		"watch":   {source: "watch(1)", unwrap: always((*classifier).watch)},
+		"su":      {source: "su(1)", unwrap: always((*classifier).su)},
+		"runuser": {source: "runuser(1)", unwrap: always((*classifier).su)},
+		"sg":      {source: "sg(1)", unwrap: always((*classifier).sg)},
 		"eval": {source: "bash(1) eval", unwrap: func(c *classifier, name string, args []word, text string, f *frame, in stdin) bool {
 			if len(args) == 0 {
 				c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "eval without arguments runs nothing"})
@@ -118,11 +122,11 @@ func init() {
 			c.evalCode(joinWords(args), f, in, "eval")
 			return true
 		}},
-		"trap":  {source: "bash(1) trap", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, _ stdin) { c.trap(args, text, f) })},
-		"alias": {source: "bash(1) alias", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, _ stdin) { c.alias(args, text, f) })},
+		"trap":   {source: "bash(1) trap", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, _ stdin) { c.trap(args, text, f) })},
+		"alias":  {source: "bash(1) alias", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, _ stdin) { c.alias(args, text, f) })},
 		"source": {source: "bash(1) source", unwrap: always((*classifier).source)},
 		".":      {source: "bash(1) .", unwrap: always((*classifier).source)},
-		"ssh": {source: "ssh(1)", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, in stdin) { c.ssh(args, text, f, in) })},
+		"ssh":    {source: "ssh(1)", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, in stdin) { c.ssh(args, text, f, in) })},
 		"pct": {source: "pct(1) exec, enter", unwrap: func(c *classifier, _ string, args []word, text string, f *frame, in stdin) bool {
 			return c.pct(args, text, f, in)
 		}},
