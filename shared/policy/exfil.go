@@ -30,6 +30,7 @@ const (
 	sendCopy                       // scp, rsync, rclone: local files to a remote
 	sendMail                       // mail, sendmail, mutt, swaks: a message with a body and attachments
 	sendDNS                        // dig, host, ping …: the name looked up reaches a name server
+	sendScript                     // smbclient, lftp, ftp, tftp, sftp: put commands in a script
 )
 
 // senders maps a program to how it sends data. Sources: curl(1) (-d, -F,
@@ -47,6 +48,7 @@ var senders = map[string]sendKind{
 	"dig": sendDNS, "host": sendDNS, "nslookup": sendDNS, "drill": sendDNS, "kdig": sendDNS, "delv": sendDNS,
 	"getent": sendDNS, "resolvectl": sendDNS, "ping": sendDNS, "ping6": sendDNS, "traceroute": sendDNS,
 	"traceroute6": sendDNS, "tracepath": sendDNS, "mtr": sendDNS, "whois": sendDNS, "arping": sendDNS, "fping": sendDNS,
+	"smbclient": sendScript, "lftp": sendScript, "ftp": sendScript, "tftp": sendScript, "sftp": sendScript,
 }
 
 // payload is one piece of local data a command sends.
@@ -85,6 +87,9 @@ func (c *classifier) exfil(base string, args []word, f *frame, in stdin, seg *Se
 	case sendDNS:
 		verb = "looks up"
 		sent = c.dnsPayloads(base, args, f)
+	case sendScript:
+		verb = "uploads"
+		sent = c.scriptPayloads(args, f, in)
 	}
 	if len(sent) == 0 {
 		return
@@ -539,4 +544,33 @@ func (c *classifier) statementPayload(st *syntax.Stmt, f *frame) payload {
 		p.secret = c.secretOfStdin(c.producerOutput(st, call, f, ownInput(st, f, stdin{})), f, 0)
 	}
 	return p
+}
+
+// putRE finds an upload in a file-transfer client's commands (smbclient(1)
+// -c, lftp(1) -e/-c, ftp(1), tftp(1), sftp(1) batch): put, mput, reput.
+var putRE = regexp.MustCompile(`(?i)(?:^|[;\n]|\s)(?:m|re)?put\s+([^\s;]+)`)
+
+// scriptPayloads: the files a file-transfer client's commands upload, given
+// as an option's value or on its standard input.
+func (c *classifier) scriptPayloads(args []word, f *frame, in stdin) []payload {
+	var out []payload
+	scan := func(text string) {
+		for _, m := range putRE.FindAllStringSubmatch(text, maxArgScans) {
+			file := strings.Trim(m[1], `'"`)
+			out = append(out, payload{what: "the file " + file, secret: c.p.credentialIn(file)})
+		}
+	}
+	for _, w := range args {
+		if isCommandSubst(w) {
+			out = append(out, c.substPayload(w, f))
+			continue
+		}
+		scan(w.val)
+	}
+	if in.kind == stdinText {
+		scan(in.text)
+	} else if p, ok := c.stdinPayload(in, f); ok {
+		out = append(out, p)
+	}
+	return out
 }

@@ -260,7 +260,9 @@ func waitExecution(ctx context.Context, c *Call, id string, d time.Duration) (Ex
 
 // Classification is the api's verdict on a command (POST /api/v1/classify).
 type Classification struct {
-	RiskClass        string          `json:"risk_class"`
+	RiskClass string `json:"risk_class"`
+	// Explanation names the principle or rule that raised the class.
+	Explanation      string          `json:"explanation,omitempty"`
 	Reasons          []string        `json:"reasons"`
 	ReadOnly         bool            `json:"read_only"`
 	Target           string          `json:"target"`

@@ -27,6 +27,10 @@ type ClassifyRequest struct {
 type Classification struct {
 	// RiskClass is the class the gate assigns (never below the declared risk).
 	RiskClass string `json:"risk_class"`
+	// Explanation names the principle or rule that raised the class ("wrapper: pct exec 101 →
+	// rm -rf /srv (…)", "exfiltration: dig looks up a name built from $(whoami)", "storage:
+	// zpool create (…)"); "" for read_only.
+	Explanation string `json:"explanation"`
 	// Reasons explain the class and, with a target, the outcome: the execution's reasons.
 	Reasons []string `json:"reasons"`
 	// ReadOnly is RiskClass == read_only.
@@ -85,7 +89,7 @@ func (s *Service) Classify(ctx context.Context, r ClassifyRequest) (Classificati
 		}
 	}
 	v := s.decide(p, f)
-	out := Classification{RiskClass: string(v.class), Reasons: nonNil(v.reasons), ReadOnly: v.class == policy.ReadOnly,
+	out := Classification{RiskClass: string(v.class), Explanation: v.explanation, Reasons: nonNil(v.reasons), ReadOnly: v.class == policy.ReadOnly,
 		Target: f.target.Slug, ApprovalRequired: v.outcome == outcomeQueue}
 	if ref == "" {
 		// The outcome's reason would speak of the stand-in target; only the class's are kept.

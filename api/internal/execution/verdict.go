@@ -22,7 +22,9 @@ type verdict struct {
 	class   policy.Class
 	reasons []string
 	// classified is how many of reasons are the classifier's (the rest say why the outcome).
-	classified   int
+	classified int
+	// explanation names what raised the class (policy.Result.Explanation).
+	explanation  string
 	authorisedBy string
 	existingID   string
 	refusal      *RefusedError
@@ -84,8 +86,15 @@ func (s *Service) decide(p prepared, f facts) verdict {
 	}
 	d := s.policy.Decide(in)
 	v := verdict{outcome: string(d.Outcome), class: d.Class, existingID: d.ExistingID}
-	v.reasons = append(append([]string(nil), d.Classification.Reasons...), d.Reason)
-	v.classified = len(d.Classification.Reasons)
+	// What raised the class comes first, so that an operator reading the
+	// approval sees why ("wrapper: pct exec 101 → rm -rf /srv", "storage:
+	// zpool create").
+	if e := d.Classification.Explanation; e != "" {
+		v.reasons = append(v.reasons, "raised by "+e)
+	}
+	v.reasons = append(append(v.reasons, d.Classification.Reasons...), d.Reason)
+	v.classified = len(v.reasons) - 1
+	v.explanation = d.Classification.Explanation
 	if p.norm.Floor != "" && p.norm.Floor.Rank() > p.declared.Rank() {
 		v.reasons = append(v.reasons, fmt.Sprintf("%s is never below %s", p.norm.Action, p.norm.Floor))
 	}
