@@ -2,6 +2,7 @@ package policy
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -308,7 +309,11 @@ func (c *classifier) interpreter(name string, args []word, text string, f *frame
 	if code == nil {
 		return false
 	}
+	mark := len(c.segs)
 	c.rules(name, name, args, text, f, true, in)
+	if mark < len(c.segs) && c.segs[mark].Class == ConfigMutation && c.segs[mark].Rule == "" {
+		c.segs[mark].Why = "wrapper: " + name + " runs code the classifier cannot read, so it needs an operator"
+	}
 	n := f.child(name + " " + "code")
 	n.atLeast(ConfigMutation, name+" runs code the classifier cannot read")
 	for _, cmd := range shellCalls(code.val) {
@@ -336,7 +341,7 @@ type shellCall struct {
 // Node and Lua, up to their opening parenthesis; backtickRE finds Perl's,
 // Ruby's and PHP's backticks and qx/%x quoting.
 var (
-	callRE     = regexp.MustCompile(`\b(?:os\.system|os\.popen|os\.exec[lv]p?e?|os\.spawn[lv]p?e?|subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|commands\.getoutput|pty\.spawn|system|exec|execSync|execFileSync|execFile|spawn|spawnSync|shell_exec|passthru|popen|proc_open|io\.popen|os\.execute|IO\.popen|Open3\.\w+|Process\.spawn|Kernel\.(?:system|exec|spawn))\s*\(?\s*`)
+	callRE     = regexp.MustCompile(`\b(?:os\.system|os\.popen|os\.exec[lv]p?e?|os\.spawn[lv]p?e?|subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|commands\.getoutput|pty\.spawn|system|exec|execSync|execFileSync|execFile|spawn|spawnSync|shell_exec|passthru|popen|proc_open|io\.popen|os\.execute|IO\.popen|Open3\.\w+|Process\.spawn|Kernel\.(?:system|exec|spawn))\b\s*\(?\s*`)
 	backtickRE = regexp.MustCompile("`([^`]*)`|\\bqx\\s*[({\\[/]([^)}\\]/]*)|%x\\s*[({\\[]([^)}\\]]*)")
 )
 
@@ -379,6 +384,18 @@ func leadingStrings(s string) []string {
 			for j < len(s) && s[j] != ch {
 				if s[j] == '\\' && j+1 < len(s) {
 					j++
+					if s[j] == 'u' && ch == '"' && j+4 < len(s) {
+						if n, err := strconv.ParseUint(s[j+1:j+5], 16, 32); err == nil {
+							b.WriteRune(rune(n))
+							j += 5
+							continue
+						}
+					}
+					if e, ok := stringEscapes[s[j]]; ok && ch == '"' {
+						b.WriteByte(e)
+						j++
+						continue
+					}
 				}
 				b.WriteByte(s[j])
 				j++
@@ -394,3 +411,7 @@ func leadingStrings(s string) []string {
 	}
 	return out
 }
+
+// stringEscapes are the escapes a double-quoted string literal shares in the
+// interpreters' languages.
+var stringEscapes = map[byte]byte{'n': '\n', 't': '\t', 'r': '\r', '0': 0}

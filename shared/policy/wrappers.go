@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -815,6 +816,11 @@ func (c *classifier) ssh(args []word, text string, f *frame, in stdin) {
 	}
 	// ssh joins its arguments with spaces and the remote shell parses them.
 	c.nestedCode(joinWords(remote), f.withVia(via), in, "")
+	if remoteCommand != nil && !slices.ContainsFunc(remote, func(w word) bool { return !w.dyn }) {
+		// Arguments only known at run time may be none (xargs with no
+		// input), and then RemoteCommand runs.
+		c.nestedCode(*remoteCommand, f.withVia(via), in, "ssh -o RemoteCommand")
+	}
 }
 
 func (c *classifier) pct(args []word, text string, f *frame, in stdin) bool {

@@ -314,7 +314,8 @@ func (c *classifier) prefixWrapper(name string, spec optSpec, args []word, text 
 		return
 	}
 	if len(spec.mutating) > 0 && hasOption(opts, spec.mutating...) {
-		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation, Reason: name + " " + spec.mutatingWhy})
+		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation, Reason: name + " " + spec.mutatingWhy,
+			why: "wrapper: " + name + " " + spec.mutatingWhy})
 		return
 	}
 	f = unknownOption(f, name, unknown)
