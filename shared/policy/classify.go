@@ -203,6 +203,7 @@ func (c *classifier) run(command string, declared Class) (res Result) {
 				Reason: fmt.Sprintf("brackets or pipelines nested more than %d deep; not verified", maxNesting)})
 		default:
 			c.code(top, stdin{})
+			c.lookalikes(command)
 		}
 	}()
 
@@ -239,6 +240,46 @@ func (c *classifier) run(command string, declared Class) (res Result) {
 		res.Reasons = append(res.Reasons, "no command runs")
 	}
 	return res
+}
+
+// lookalikes classifies the command a second time as it reads once
+// normalised (see normaliseLookalikes) and keeps that reading's segments when
+// they raise the class: `рm -rf /` is classified as `rm -rf /` would be, not
+// as an unknown program. The first reading stays, so a class is never lowered.
+func (c *classifier) lookalikes(command string) {
+	norm := normaliseLookalikes(command)
+	if norm == command || c.full {
+		return
+	}
+	before := len(c.segs)
+	found := ReadOnly
+	for _, s := range c.segs {
+		found = Max(found, s.Class)
+	}
+	c.top.reset()
+	clear(c.pipes)
+	c.code(&frame{src: norm, sh: &c.top}, stdin{})
+	raised := false
+	for _, s := range c.segs[before:] {
+		raised = raised || s.Class.Rank() > found.Rank()
+	}
+	if !raised {
+		c.segs = c.segs[:before]
+		return
+	}
+	label := "lookalike: " + lookalikeLabel(command)
+	for i := before; i < len(c.segs); i++ {
+		s := &c.segs[i]
+		s.Reason = "read as `" + norm + "`: " + s.Reason
+		if s.Class == ReadOnly {
+			continue
+		}
+		if s.Why == "" {
+			s.Why = label
+		} else {
+			s.Why = label + " → " + s.Why
+		}
+	}
 }
 
 // nesting estimates how deeply the parser would nest: the depth of ( and {
@@ -915,6 +956,16 @@ func (c *classifier) command(argv []word, text string, f *frame, in stdin) {
 		}
 		return
 	}
+	if !isASCII(pw.val) {
+		c.lookalikeCommand(argv, text, f, in)
+		return
+	}
+	c.commandResolved(argv, text, f, in)
+}
+
+// commandResolved classifies an argv whose program word is a literal.
+func (c *classifier) commandResolved(argv []word, text string, f *frame, in stdin) {
+	pw, args := argv[0], argv[1:]
 	name, base, system := c.p.resolveProgram(pw.val)
 	// A function this shell has certainly defined shadows a program of the
 	// same name, but only where the shell itself looks the name up: sudo,

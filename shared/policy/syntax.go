@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -33,7 +34,35 @@ func checkSyntaxWith(parser *syntax.Parser, command string) error {
 	if nesting(command) > maxNesting {
 		return fmt.Errorf("%w: brackets or pipelines nest more than %d deep; simplify the command", ErrSyntax, maxNesting)
 	}
+	if err := checkInvisible(command); err != nil {
+		return err
+	}
 	return checkSyntax(parser, command, 0)
+}
+
+// checkInvisible refuses characters that let a command run differently from
+// how it reads, wherever they are, quoted text and comments included:
+// bidirectional controls reorder what is displayed, and invisible characters
+// (zero-width spaces, joiners, soft hyphens, control characters) change the
+// words without showing. Neither belongs in a command an operator approves;
+// a file name that really holds one can be written with bash's $'\u…'.
+func checkInvisible(command string) error {
+	if isASCII(command) && !strings.ContainsFunc(command, isInvisible) {
+		return nil
+	}
+	n := 0
+	for _, r := range command {
+		n++
+		switch {
+		case isBidi(r):
+			return fmt.Errorf("%w: %s at character %d is a bidirectional control: it makes the command display in a different order from how it runs; delete it",
+				ErrSyntax, describeRune(r), n)
+		case isInvisible(r):
+			return fmt.Errorf("%w: %s at character %d is invisible: the command would run differently from how it reads; delete it",
+				ErrSyntax, describeRune(r), n)
+		}
+	}
+	return nil
 }
 
 func checkSyntax(parser *syntax.Parser, src string, depth int) error {
@@ -59,6 +88,9 @@ func checkSyntax(parser *syntax.Parser, src string, depth int) error {
 func checkCall(parser *syntax.Parser, src string, call *syntax.CallExpr, depth int) error {
 	args := call.Args
 	for i, w := range args {
+		if err := checkLookalikes(src, w, i == 0, depth); err != nil {
+			return err
+		}
 		lit, bare := bareLiteral(w)
 		if !bare {
 			continue
@@ -153,4 +185,81 @@ func dashName(r rune) string {
 		return "a minus sign (U+2212)"
 	}
 	return fmt.Sprintf("a dash look-alike (U+%04X)", r)
+}
+
+// checkLookalikes refuses a word that only looks like what it is. The program
+// word must be ASCII: program names on the hosts Oikos manages are, so `рm`
+// (Cyrillic er) or `ｌｓ` (fullwidth) is a lookalike, never a program the
+// rules know. In other words, unquoted text is refused when it holds a
+// Unicode space (which joins what look like two words into one) or when it
+// reads as a different ASCII word (`-гf`); quoted arguments, and non-ASCII
+// file names that do not imitate ASCII (`données`, `фото`), keep their
+// Unicode.
+func checkLookalikes(src string, w *syntax.Word, program bool, depth int) error {
+	if isASCII(src[w.Pos().Offset():w.End().Offset()]) {
+		return nil
+	}
+	start, end := int(w.Pos().Offset()), int(w.End().Offset())
+	at := func(r rune) string {
+		off := start
+		if i := strings.IndexRune(src[start:end], r); i >= 0 {
+			off += i
+		}
+		n := utf8.RuneCountInString(src[:off]) + 1
+		if depth > 0 {
+			return fmt.Sprintf("character %d of the code given to the shell", n)
+		}
+		return fmt.Sprintf("character %d", n)
+	}
+	for _, part := range w.Parts {
+		if lit, ok := part.(*syntax.Lit); ok {
+			for _, r := range lit.Value {
+				if isUnicodeSpace(r) {
+					return fmt.Errorf("%w: `%s` contains %s at %s, which looks like a space but joins the text around it into one word; type a plain space, or quote the word if the character is meant",
+						ErrSyntax, lit.Value, describeRune(r), at(r))
+				}
+			}
+		}
+	}
+	if program {
+		val := resolveParts(src, w.Parts)
+		name := val.val
+		if strings.ContainsRune(name, '/') && normaliseLookalikes(name) == name {
+			// A path: its directories may be non-ASCII; its name is
+			// checked by the classifier like any other program outside
+			// the system directories.
+			return nil
+		}
+		for _, r := range name {
+			if r < utf8.RuneSelf {
+				continue
+			}
+			fix := "program names are ASCII; retype it in ASCII"
+			if n := norm.NFKC.String(name); n != name && isASCII(n) {
+				fix = "program names are ASCII; write `" + n + "`"
+			}
+			like := "which is not ASCII"
+			if l := looksLike(r); l != "" {
+				like = "which looks like " + l + " but is not ASCII"
+			}
+			return fmt.Errorf("%w: the command word `%s` contains %s at %s, %s; %s",
+				ErrSyntax, name, describeRune(r), at(r), like, fix)
+		}
+		return nil
+	}
+	for _, part := range w.Parts {
+		lit, ok := part.(*syntax.Lit)
+		if !ok {
+			continue
+		}
+		if n := normaliseLookalikes(lit.Value); n != lit.Value && isASCII(n) {
+			for _, r := range lit.Value {
+				if l := looksLike(r); r >= utf8.RuneSelf && l != "" {
+					return fmt.Errorf("%w: `%s` contains %s at %s, which looks like %s but is not ASCII; type `%s`, or quote the word if the character is meant",
+						ErrSyntax, lit.Value, describeRune(r), at(r), l, n)
+				}
+			}
+		}
+	}
+	return nil
 }
