@@ -48,14 +48,3 @@ func BenchmarkClassifySimple(b *testing.B) {
 		p.Classify("systemctl status caddy", "")
 	}
 }
-
-// BenchmarkDecide is the whole gate for a wrapped command.
-func BenchmarkDecide(b *testing.B) {
-	p := Default()
-	in := GateInput{Command: "pct exec 101 -- bash -c 'journalctl -u jellyfin -n 50'", Action: "run",
-		TargetSlug: "proxmox-host:atlas", TargetKind: KindProxmoxHost, TargetExists: true, SessionID: "s1"}
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		p.Decide(in)
-	}
-}

@@ -1233,3 +1233,11 @@ func stmtText(src string, st *syntax.Stmt) string {
 	}
 	return strings.TrimRight(t, " \t")
 }
+
+// Check classifies a command and runs the syntax gate over it with one
+// pooled parser: the gate needs both, for every execution.
+func (p *Policy) Check(command string, declared Class) (Result, error) {
+	c := p.getClassifier()
+	defer p.putClassifier(c)
+	return c.run(command, declared), checkSyntaxWith(c.parser, command)
+}

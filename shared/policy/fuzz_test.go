@@ -3,7 +3,6 @@ package policy
 import (
 	"strings"
 	"testing"
-	"unicode"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -188,119 +187,6 @@ func FuzzCheckSyntax(f *testing.F) {
 		}
 		if unparsed && err == nil {
 			t.Fatalf("the classifier could not parse %q but the syntax gate passed it", cmd)
-		}
-	})
-}
-
-var negations = []string{"no", "not", "don", "dont", "wait", "but", "yet", "stop", "never", "cancel", "deny", "nope"}
-
-// FuzzDetectAssent: loose assent never grants a destructive approval, never
-// grants on a message with a negation, and grants only what is pending.
-func FuzzDetectAssent(f *testing.F) {
-	for _, s := range []string{"yes", "ok but not yet", "no, don't go ahead", "go ahead", "confirm destroy lxc:test-01",
-		"Yes!", "approved", "confirm rm host:atlas\nconfirm destroy lxc:test-01", "yes no", "ok 👍"} {
-		f.Add(s)
-	}
-	pending := []PendingApproval{
-		{ID: "a1", TargetSlug: "lxc:web", Class: ConfigMutation, Command: "systemctl restart caddy"},
-		{ID: "a2", TargetSlug: "lxc:test-01", Class: Destructive, Command: "pct destroy 101"},
-		{ID: "a3", TargetSlug: "host:atlas", Class: Destructive, Command: "rm -rf /srv/old"},
-		{ID: "a4", TargetSlug: "host:atlas", Class: ReversibleLow, Command: "apt-get update"},
-	}
-	classOf := map[string]Class{}
-	for _, a := range pending {
-		classOf[a.ID] = a.Class
-	}
-	f.Fuzz(func(t *testing.T, msg string) {
-		grants := DetectAssent(msg, pending)
-		words := strings.FieldsFunc(strings.ToLower(msg), func(r rune) bool { return !unicode.IsLetter(r) })
-		negated := false
-		for _, w := range words {
-			for _, n := range negations {
-				if w == n {
-					negated = true
-				}
-			}
-		}
-		seen := map[string]bool{}
-		for _, g := range grants {
-			c, ok := classOf[g.ApprovalID]
-			if !ok || seen[g.ApprovalID] {
-				t.Fatalf("DetectAssent(%q) granted %q (unknown or twice)", msg, g.ApprovalID)
-			}
-			seen[g.ApprovalID] = true
-			switch g.Via {
-			case ViaChatAssent:
-				if c == Destructive {
-					t.Fatalf("DetectAssent(%q): loose assent granted destructive %s", msg, g.ApprovalID)
-				}
-				if negated {
-					t.Fatalf("DetectAssent(%q): a negated message granted %s", msg, g.ApprovalID)
-				}
-			case ViaTypedConfirmation:
-				if !strings.Contains(strings.ToLower(msg), "confirm") {
-					t.Fatalf("DetectAssent(%q): typed confirmation without 'confirm'", msg)
-				}
-			default:
-				t.Fatalf("DetectAssent(%q): unknown via %q", msg, g.Via)
-			}
-		}
-	})
-}
-
-// FuzzDecide: the gate never runs anything a window or the class does not
-// allow, and every decision explains itself.
-func FuzzDecide(f *testing.F) {
-	addCorpusSeeds(f, func(cmd string) { f.Add(cmd, uint16(0)) })
-	f.Add("rm -rf /x", uint16(0xffff))
-	f.Add("systemctl restart caddy", uint16(0x0102))
-	p := Default()
-	kinds := []TargetKind{KindHost, KindProxmoxHost, KindWorkstation, KindVPS, KindLXC, KindVM, "service"}
-	f.Fuzz(func(t *testing.T, cmd string, bits uint16) {
-		agent := bits&(1<<9) != 0
-		in := GateInput{
-			Command: cmd, Declared: declaredChoices[int(bits&7)%len(declaredChoices)], Action: "run",
-			TargetSlug: "x:y", TargetKind: kinds[int(bits>>3&7)%len(kinds)], TargetExists: bits&(1<<6) == 0,
-			AssentWindowOpen: bits&(1<<7) != 0, DestructiveWindowOpen: bits&(1<<8) != 0,
-		}
-		if bits&(1<<10) == 0 {
-			in.GuestAgent = &agent
-		}
-		if bits&(1<<11) != 0 {
-			in.SessionID = "s"
-		}
-		if bits&(1<<12) != 0 {
-			in.SessionPendingApprovalID = "a"
-		}
-		if bits&(1<<13) != 0 {
-			in.DuplicatePendingID = "e"
-		}
-		d := p.Decide(in)
-		if d.Reason == "" {
-			t.Fatalf("Decide(%+v): no reason", in)
-		}
-		if d.Class.Rank() < in.Declared.Rank() {
-			t.Fatalf("Decide(%+v): class %s below the declared class", in, d.Class)
-		}
-		switch d.Outcome {
-		case RunNow:
-			ok := d.Class == ReadOnly || d.Class == ReversibleLow ||
-				(d.Class == ConfigMutation && in.SessionID != "" && in.AssentWindowOpen && d.Window == "assent") ||
-				(d.Class == Destructive && in.SessionID != "" && in.DestructiveWindowOpen && d.Window == "destructive")
-			if !ok || !in.TargetExists || CheckSyntax(cmd) != nil {
-				t.Fatalf("Decide(%+v) ran %s now without a reason to", in, d.Class)
-			}
-		case Queue:
-			if d.Class.Rank() < ConfigMutation.Rank() {
-				t.Fatalf("Decide(%+v) queued %s", in, d.Class)
-			}
-		case AlreadyQueued:
-			if d.ExistingID != "e" {
-				t.Fatalf("Decide(%+v): already_queued without the id", in)
-			}
-		case Refuse:
-		default:
-			t.Fatalf("Decide(%+v): unknown outcome %q", in, d.Outcome)
 		}
 	})
 }

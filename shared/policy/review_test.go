@@ -249,15 +249,3 @@ func TestWrapperNamesAreWrappers(t *testing.T) {
 		t.Fatal("the default policy builds no hints")
 	}
 }
-
-func TestDecideNeverRunsMutationsWithoutSession(t *testing.T) {
-	t.Parallel()
-	p := Default()
-	for _, cmd := range []string{"systemctl restart caddy", "rm -rf /srv/old", "echo x > /etc/motd"} {
-		in := GateInput{Command: cmd, Action: "run", TargetSlug: "host:atlas", TargetKind: KindHost, TargetExists: true,
-			AssentWindowOpen: true, DestructiveWindowOpen: true}
-		if d := p.Decide(in); d.Outcome != Queue || d.Window != "" {
-			t.Errorf("Decide(%q) without a session = %s (window %q), want queue", cmd, d.Outcome, d.Window)
-		}
-	}
-}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
 	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/shared/policy/assent"
 )
 
 // relayAssent finds what the operator's message assents to — the pending approvals and the
@@ -38,24 +39,24 @@ func (l *Loop) relayAssent(ctx context.Context, req TurnRequest, prevUser time.T
 	}
 	// A loose assent answers the approvals the immediately preceding assistant turn asked
 	// for; a typed confirmation (it names verb and target) any approval still pending.
-	var recent, all []policy.PendingApproval
+	var recent, all []assent.PendingApproval
 	byID := map[string]string{}
 	for _, a := range list.Items {
-		p := policy.PendingApproval{ID: a.ID, TargetSlug: a.Target, Class: policy.Class(a.RiskClass), Command: a.Command}
+		p := assent.PendingApproval{ID: a.ID, TargetSlug: a.Target, Class: policy.Class(a.RiskClass), Command: a.Command}
 		all = append(all, p)
 		if !a.RequestedAt.Before(prevUser) {
 			recent = append(recent, p)
 		}
 		byID[a.ID] = fmt.Sprintf("`%s` on %s (%s)", a.Command, a.Target, a.RiskClass)
 	}
-	var grants []policy.Grant
-	for _, g := range policy.DetectAssent(req.Message, all) {
-		if g.Via == policy.ViaTypedConfirmation {
+	var grants []assent.Grant
+	for _, g := range assent.Detect(req.Message, all) {
+		if g.Via == assent.ViaTypedConfirmation {
 			grants = append(grants, g)
 		}
 	}
-	for _, g := range policy.DetectAssent(req.Message, recent) {
-		if g.Via == policy.ViaChatAssent {
+	for _, g := range assent.Detect(req.Message, recent) {
+		if g.Via == assent.ViaChatAssent {
 			grants = append(grants, g)
 		}
 	}
@@ -68,7 +69,7 @@ func (l *Loop) relayAssent(ctx context.Context, req TurnRequest, prevUser time.T
 		}
 		notes = append(notes, fmt.Sprintf("the operator's message approved %s; it runs now and its result comes back to this session.", byID[g.ApprovalID]))
 	}
-	if s, err := l.tasks.Session(ctx, req.SessionID); err == nil && s.PlanProposedAt != nil && s.PlanProposedAt.After(prevUser) && policy.AssentsToPlan(req.Message) {
+	if s, err := l.tasks.Session(ctx, req.SessionID); err == nil && s.PlanProposedAt != nil && s.PlanProposedAt.After(prevUser) && assent.ToPlan(req.Message) {
 		if _, err := l.api.Send(ctx, http.MethodPost, l.cfg.AgentToken, req.SessionID, "/api/v1/sessions/"+apiclient.PathEscape(req.SessionID)+"/assent",
 			map[string]any{"message_id": req.MessageID}, nil); err != nil {
 			l.log.Warn().Err(err).Str("session", req.SessionID).Msg("plan assent relay refused")

@@ -12,7 +12,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/chat"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/shared/policy/assent"
 )
 
 // PlanAssent is what a proved assent to a session's plan answers: the session, the plan
@@ -45,7 +45,7 @@ type planRefusal struct {
 // does (docs/behaviours.md A5, X6: 30 minutes, covering that session's config_mutation
 // requests and never a destructive one). The message must be one the api recorded, in this
 // session, from an operator's token, newer than the plan's proposal (agent_sessions.
-// plan_proposed_at, the agent's table, read only), a loose assent (policy.AssentsToPlan), and
+// plan_proposed_at, the agent's table, read only), a loose assent (assent.ToPlan), and
 // must not have assented to this plan generation before. The caller is the agent relaying it
 // or the operator; either way the window is opened by the operator who wrote the message, and
 // the audit row and the plan.assented event commit with it. A refusal (403 for a message that
@@ -117,7 +117,7 @@ func (s *Service) assentToPlan(ctx context.Context, m Meta, sessionID, messageID
 		if used {
 			return refusePlan("message %s already assented to plan generation %d of session %s; a message assents once", msg.ID, gen, sessionID)
 		}
-		if !policy.AssentsToPlan(msg.Text) {
+		if !assent.ToPlan(msg.Text) {
 			return refusePlan("message %s is not an assent to the plan: only a message of the assent words alone "+
 				"(yes, ok, go ahead, approve, proceed, continue) assents", msg.ID)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/chat"
 	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/shared/policy/assent"
 )
 
 const (
@@ -152,7 +153,7 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 	if err != nil {
 		return msg, err
 	}
-	var target *policy.PendingApproval
+	var target *assent.PendingApproval
 	for i := range pending {
 		if pending[i].ID == a.ID {
 			target = &pending[i]
@@ -161,7 +162,7 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 	if target == nil {
 		return msg, conflict(a, d.Decision)
 	}
-	for _, g := range policy.DetectAssent(msg.Text, pending) {
+	for _, g := range assent.Detect(msg.Text, pending) {
 		if g.ApprovalID != a.ID {
 			continue
 		}
@@ -173,7 +174,7 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 		// and an old "yes" never approves something new. A typed confirmation names the verb
 		// and the target, so it may answer an approval still pending from an earlier turn
 		// (after a loose "yes" was refused for it, say).
-		if g.Via == policy.ViaTypedConfirmation {
+		if g.Via == assent.ViaTypedConfirmation {
 			return msg, nil
 		}
 		prev, err := chat.PreviousAt(ctx, tx, msg)
@@ -186,7 +187,7 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 		}
 		return msg, nil
 	}
-	phrase := policy.ConfirmationPhrase(*target)
+	phrase := assent.ConfirmationPhrase(*target)
 	how := fmt.Sprintf("only a loose assent (yes, ok, go ahead, approve, proceed) or the typed confirmation %q grants it", phrase)
 	if target.Class == policy.Destructive {
 		how = fmt.Sprintf("it is destructive, so only the typed confirmation %q grants it", phrase)
@@ -196,7 +197,7 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 
 // pendingBefore lists the session's pending approvals requested before at, oldest first, as
 // shared/policy's detection takes them: the approvals the message could answer.
-func pendingBefore(ctx context.Context, tx pgx.Tx, session string, at time.Time) ([]policy.PendingApproval, error) {
+func pendingBefore(ctx context.Context, tx pgx.Tx, session string, at time.Time) ([]assent.PendingApproval, error) {
 	rows, err := tx.Query(ctx, `SELECT a.id::text, x.target_slug, x.risk_class, x.command
 		FROM approvals a JOIN executions x ON x.id = a.execution_id
 		WHERE a.session_id = $1 AND a.status = 'pending' AND a.requested_at < $2
@@ -204,8 +205,8 @@ func pendingBefore(ctx context.Context, tx pgx.Tx, session string, at time.Time)
 	if err != nil {
 		return nil, fmt.Errorf("pending approvals of %s: %w", session, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (policy.PendingApproval, error) {
-		var p policy.PendingApproval
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (assent.PendingApproval, error) {
+		var p assent.PendingApproval
 		var class string
 		err := r.Scan(&p.ID, &p.TargetSlug, &class, &p.Command)
 		p.Class = policy.Class(class)

@@ -194,7 +194,7 @@ type Approval struct {
 	// ExecutionStatus is the status of the execution it gates.
 	ExecutionStatus string `json:"execution_status"`
 	// ConfirmationPhrase is what an operator types to approve a destructive execution
-	// (policy.ConfirmationPhrase); empty for other classes. The dashboard shows it and sends
+	// (assent.ConfirmationPhrase); empty for other classes. The dashboard shows it and sends
 	// it back as Decision.Confirmation, so the rule has one home.
 	ConfirmationPhrase string `json:"confirmation_phrase,omitempty"`
 }

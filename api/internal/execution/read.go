@@ -14,6 +14,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/shared/policy/assent"
 )
 
 // execColumns matches scanExecution; the output column is selected only when asked for.
@@ -266,7 +267,7 @@ func scanApproval(row pgx.Row) (Approval, error) {
 		a.Reasons = []string{}
 	}
 	if a.RiskClass == string(policy.Destructive) {
-		a.ConfirmationPhrase = policy.ConfirmationPhrase(policy.PendingApproval{TargetSlug: a.Target, Command: a.Command, Class: policy.Destructive})
+		a.ConfirmationPhrase = assent.ConfirmationPhrase(assent.PendingApproval{TargetSlug: a.Target, Command: a.Command, Class: policy.Destructive})
 	}
 	return a, nil
 }

@@ -6,14 +6,15 @@ import (
 	"github.com/oikos-hq/oikos/shared/attr"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/shared/policy/gate"
 )
 
 // Gate outcomes, as the verdict carries them.
 const (
-	outcomeRunNow        = string(policy.RunNow)
-	outcomeQueue         = string(policy.Queue)
-	outcomeRefuse        = string(policy.Refuse)
-	outcomeAlreadyQueued = string(policy.AlreadyQueued)
+	outcomeRunNow        = string(gate.RunNow)
+	outcomeQueue         = string(gate.Queue)
+	outcomeRefuse        = string(gate.Refuse)
+	outcomeAlreadyQueued = string(gate.AlreadyQueued)
 )
 
 // verdict is the gate's decision in the terms record needs.
@@ -33,7 +34,7 @@ type verdict struct {
 // targetKind maps an entity type to the gate's target kind through the ontology's is-a, so a
 // subtype of lxc is an lxc. Types that are not machines or guests keep their own name, and
 // the gate refuses them naming it.
-func targetKind(o *ontology.Ontology, typ string) policy.TargetKind {
+func targetKind(o *ontology.Ontology, typ string) gate.TargetKind {
 	isA := func(anc string) bool {
 		if o == nil {
 			return typ == anc
@@ -42,19 +43,19 @@ func targetKind(o *ontology.Ontology, typ string) policy.TargetKind {
 	}
 	switch {
 	case isA("lxc"):
-		return policy.KindLXC
+		return gate.KindLXC
 	case isA("vm"):
-		return policy.KindVM
+		return gate.KindVM
 	case isA("proxmox-host"):
-		return policy.KindProxmoxHost
+		return gate.KindProxmoxHost
 	case isA("workstation"):
-		return policy.KindWorkstation
+		return gate.KindWorkstation
 	case isA("vps"):
-		return policy.KindVPS
+		return gate.KindVPS
 	case isA("machine"):
-		return policy.KindHost
+		return gate.KindHost
 	}
-	return policy.TargetKind(typ)
+	return gate.TargetKind(typ)
 }
 
 // decide runs the policy's gate over the request and the facts gathered in the transaction,
@@ -62,7 +63,7 @@ func targetKind(o *ontology.Ontology, typ string) policy.TargetKind {
 // disagrees with its target).
 func (s *Service) decide(p prepared, f facts) verdict {
 	kind := targetKind(s.graph.Ontology(), f.target.Type)
-	in := policy.GateInput{
+	in := gate.Input{
 		Command:                  p.norm.Command,
 		Declared:                 p.declared,
 		Action:                   p.norm.Action,
@@ -84,7 +85,7 @@ func (s *Service) decide(p prepared, f facts) verdict {
 		b := attr.True(ga)
 		in.GuestAgent = &b
 	}
-	d := s.policy.Decide(in)
+	d := gate.Decide(s.policy, in)
 	v := verdict{outcome: string(d.Outcome), class: d.Class, existingID: d.ExistingID}
 	// What raised the class comes first, so that an operator reading the
 	// approval sees why ("wrapper: pct exec 101 → rm -rf /srv", "storage:
@@ -141,17 +142,17 @@ func (s *Service) decide(p prepared, f facts) verdict {
 // refusal labels a policy refusal with a stable code; the policy's reason is the message.
 // The cause is found counterfactually: the gate is asked again with one fact changed, so
 // the label follows the policy's own order without re-implementing it.
-func (s *Service) refusal(in policy.GateInput, d policy.Decision) *RefusedError {
+func (s *Service) refusal(in gate.Input, d gate.Decision) *RefusedError {
 	r := &RefusedError{Code: "target_kind", Reason: d.Reason, RiskClass: string(d.Class)}
 	if policy.CheckSyntax(in.Command) != nil {
 		r.Code = "syntax"
 		return r
 	}
-	if in.TargetKind == policy.KindVM && (in.GuestAgent == nil || !*in.GuestAgent) {
+	if in.TargetKind == gate.KindVM && (in.GuestAgent == nil || !*in.GuestAgent) {
 		with := in
 		yes := true
 		with.GuestAgent = &yes
-		if s.policy.Decide(with).Outcome != policy.Refuse {
+		if gate.Decide(s.policy, with).Outcome != gate.Refuse {
 			r.Code = "no_guest_agent"
 			return r
 		}
@@ -159,7 +160,7 @@ func (s *Service) refusal(in policy.GateInput, d policy.Decision) *RefusedError 
 	if in.SessionPendingApprovalID != "" {
 		without := in
 		without.SessionPendingApprovalID = ""
-		if s.policy.Decide(without).Outcome != policy.Refuse {
+		if gate.Decide(s.policy, without).Outcome != gate.Refuse {
 			r.Code, r.ApprovalID = "approval_pending", in.SessionPendingApprovalID
 			return r
 		}

@@ -1,7 +1,8 @@
-package policy
+package gate
 
 import (
 	"fmt"
+	"github.com/oikos-hq/oikos/shared/policy"
 	"strings"
 	"testing"
 )
@@ -68,10 +69,10 @@ var matrixCommands = map[string]string{
 	"d":  "rm -rf /srv/old",
 }
 
-var matrixDeclared = map[string]Class{"-": "", "ro": ReadOnly, "rl": ReversibleLow, "cm": ConfigMutation, "d": Destructive}
+var matrixDeclared = map[string]policy.Class{"-": "", "ro": policy.ReadOnly, "rl": policy.ReversibleLow, "cm": policy.ConfigMutation, "d": policy.Destructive}
 
-func matrixInput(risk, window, declared string, flood, dedup, session bool) GateInput {
-	in := GateInput{
+func matrixInput(risk, window, declared string, flood, dedup, session bool) Input {
+	in := Input{
 		Command: matrixCommands[risk], Declared: matrixDeclared[declared], Action: "run",
 		TargetSlug: "host:atlas", TargetKind: KindHost, TargetExists: true,
 		AssentWindowOpen:      window == "assent" || window == "both",
@@ -91,15 +92,15 @@ func matrixInput(risk, window, declared string, flood, dedup, session bool) Gate
 
 func TestGateMatrix(t *testing.T) {
 	t.Parallel()
-	p := Default()
+	p := policy.Default()
 	for _, row := range gateMatrix {
 		in := matrixInput(row.risk, row.window, row.declared, row.flood, row.dedup, row.session)
-		d := p.Decide(in)
+		d := Decide(p, in)
 		name := fmt.Sprintf("%+v", row)
 		if d.Outcome != row.outcome || d.Window != row.usedWindow {
 			t.Errorf("%s: got %s window %q (%s), want %s window %q", name, d.Outcome, d.Window, d.Reason, row.outcome, row.usedWindow)
 		}
-		wantClass := Max(p.Classify(in.Command, "").Class, in.Declared)
+		wantClass := policy.Max(p.Classify(in.Command, "").Class, in.Declared)
 		if d.Class != wantClass || d.Classification.Class != wantClass {
 			t.Errorf("%s: class %s, want %s", name, d.Class, wantClass)
 		}
@@ -149,19 +150,19 @@ func TestGateMatrix(t *testing.T) {
 
 // expectedOutcome restates the gate order as a decision table, for the
 // exhaustive check below.
-func expectedOutcome(eff Class, window string, flood, dedup, session bool) (Outcome, string) {
+func expectedOutcome(eff policy.Class, window string, flood, dedup, session bool) (Outcome, string) {
 	assent := session && (window == "assent" || window == "both")
 	destructive := session && (window == "destructive" || window == "both")
 	switch {
 	case dedup:
 		return AlreadyQueued, ""
-	case eff == ReadOnly || eff == ReversibleLow:
+	case eff == policy.ReadOnly || eff == policy.ReversibleLow:
 		return RunNow, ""
 	case session && flood:
 		return Refuse, ""
-	case eff == ConfigMutation && assent:
+	case eff == policy.ConfigMutation && assent:
 		return RunNow, "assent"
-	case eff == Destructive && destructive:
+	case eff == policy.Destructive && destructive:
 		return RunNow, "destructive"
 	}
 	return Queue, ""
@@ -169,7 +170,7 @@ func expectedOutcome(eff Class, window string, flood, dedup, session bool) (Outc
 
 func TestGateExhaustive(t *testing.T) {
 	t.Parallel()
-	p := Default()
+	p := policy.Default()
 	n := 0
 	for risk := range matrixCommands {
 		for _, window := range []string{"none", "assent", "destructive", "both"} {
@@ -178,8 +179,8 @@ func TestGateExhaustive(t *testing.T) {
 					for _, dedup := range []bool{false, true} {
 						for _, session := range []bool{false, true} {
 							in := matrixInput(risk, window, decl, flood, dedup, session)
-							d := p.Decide(in)
-							eff := Max(p.Classify(in.Command, "").Class, in.Declared)
+							d := Decide(p, in)
+							eff := policy.Max(p.Classify(in.Command, "").Class, in.Declared)
 							wo, ww := expectedOutcome(eff, window, flood, dedup, session)
 							if d.Outcome != wo || d.Window != ww || d.Class != eff {
 								t.Errorf("%s window=%s declared=%s flood=%v dedup=%v session=%v: got %s/%q/%s, want %s/%q/%s",
@@ -199,58 +200,58 @@ func TestGateExhaustive(t *testing.T) {
 
 func TestGateRefusalsAndOrder(t *testing.T) {
 	t.Parallel()
-	p := Default()
+	p := policy.Default()
 	yes, no := true, false
-	base := func(cmd string, kind TargetKind) GateInput {
-		return GateInput{Command: cmd, Action: "run", TargetSlug: string(kind) + ":x", TargetKind: kind, TargetExists: true, SessionID: "s"}
+	base := func(cmd string, kind TargetKind) Input {
+		return Input{Command: cmd, Action: "run", TargetSlug: string(kind) + ":x", TargetKind: kind, TargetExists: true, SessionID: "s"}
 	}
 	tests := []struct {
 		name    string
-		in      GateInput
+		in      Input
 		outcome Outcome
 		reason  string
 	}{
-		{"invalid declared", func() GateInput { in := base("ls", KindHost); in.Declared = "root"; return in }(), Refuse, "not a class"},
+		{"invalid declared", func() Input { in := base("ls", KindHost); in.Declared = "root"; return in }(), Refuse, "not a class"},
 		{"empty command", base("  ", KindHost), Refuse, "empty"},
 		{"flag typo", base("head - n 3 f", KindHost), Refuse, "write `-n`"},
-		{"syntax before target", func() GateInput { in := base("head - n 3 f", KindHost); in.TargetExists = false; return in }(), Refuse, "flag typo"},
-		{"missing target", func() GateInput { in := base("ls", KindHost); in.TargetExists = false; return in }(), Refuse, "does not exist"},
+		{"syntax before target", func() Input { in := base("head - n 3 f", KindHost); in.TargetExists = false; return in }(), Refuse, "flag typo"},
+		{"missing target", func() Input { in := base("ls", KindHost); in.TargetExists = false; return in }(), Refuse, "does not exist"},
 		{"unknown kind", base("ls", "service"), Refuse, "cannot run commands"},
 		{"pct on an lxc", base("pct list", KindLXC), Refuse, "only on a Proxmox host"},
-		{"qm on a vm", func() GateInput { in := base("qm list", KindVM); in.GuestAgent = &yes; return in }(), Refuse, "only on a Proxmox host"},
+		{"qm on a vm", func() Input { in := base("qm list", KindVM); in.GuestAgent = &yes; return in }(), Refuse, "only on a Proxmox host"},
 		{"pvesh on a plain host", base("pvesh get /nodes", KindHost), Refuse, "proxmox-host target"},
 		{"sudo pct on a workstation", base("sudo pct destroy 101", KindWorkstation), Refuse, "only on a Proxmox host"},
 		{"pct inside a substitution on a vps", base("echo $(pct list)", KindVPS), Refuse, "only on a Proxmox host"},
 		{"pct on the proxmox host", base("pct list", KindProxmoxHost), RunNow, ""},
 		{"pct exec on the proxmox host", base("pct exec 101 -- df -h", KindProxmoxHost), RunNow, ""},
 		{"pct carried by ssh", base("ssh atlas pct list", KindHost), RunNow, ""},
-		{"host-only check before dedup", func() GateInput { in := base("pct list", KindLXC); in.DuplicatePendingID = "e1"; return in }(), Refuse, "Proxmox host"},
-		{"pct_create on an lxc", func() GateInput {
+		{"host-only check before dedup", func() Input { in := base("pct list", KindLXC); in.DuplicatePendingID = "e1"; return in }(), Refuse, "Proxmox host"},
+		{"pct_create on an lxc", func() Input {
 			in := base("pct create 150 local:vztmpl/d.tar.zst", KindLXC)
 			in.Action = "pct_create"
 			return in
 		}(), Refuse, "pct_create"},
-		{"pct_create on a proxmox host", func() GateInput {
+		{"pct_create on a proxmox host", func() Input {
 			in := base("pct create 150 local:vztmpl/d.tar.zst", KindProxmoxHost)
 			in.Action = "pct_create"
 			return in
 		}(), Queue, "config_mutation"},
-		{"pct_exec on a host", func() GateInput { in := base("ls", KindHost); in.Action = "pct_exec"; return in }(), Refuse, "not an lxc"},
-		{"pct_exec on an lxc", func() GateInput { in := base("ls", KindLXC); in.Action = "pct_exec"; return in }(), RunNow, ""},
+		{"pct_exec on a host", func() Input { in := base("ls", KindHost); in.Action = "pct_exec"; return in }(), Refuse, "not an lxc"},
+		{"pct_exec on an lxc", func() Input { in := base("ls", KindLXC); in.Action = "pct_exec"; return in }(), RunNow, ""},
 		{"vm without the attribute", base("uptime", KindVM), Refuse, "qemu_guest_agent"},
-		{"vm with the agent stopped", func() GateInput { in := base("uptime", KindVM); in.GuestAgent = &no; return in }(), Refuse, "not running"},
-		{"vm with the agent", func() GateInput { in := base("uptime", KindVM); in.GuestAgent = &yes; return in }(), RunNow, ""},
-		{"vm agent before dedup", func() GateInput { in := base("uptime", KindVM); in.DuplicatePendingID = "e1"; return in }(), Refuse, "qemu_guest_agent"},
+		{"vm with the agent stopped", func() Input { in := base("uptime", KindVM); in.GuestAgent = &no; return in }(), Refuse, "not running"},
+		{"vm with the agent", func() Input { in := base("uptime", KindVM); in.GuestAgent = &yes; return in }(), RunNow, ""},
+		{"vm agent before dedup", func() Input { in := base("uptime", KindVM); in.DuplicatePendingID = "e1"; return in }(), Refuse, "qemu_guest_agent"},
 		{"lxc command", base("systemctl status jellyfin", KindLXC), RunNow, ""},
 		{"destructive queue names the phrase", base("pct destroy 101", KindProxmoxHost), Queue, "confirm destroy proxmox-host:x"},
-		{"no session: flood does not apply", func() GateInput {
+		{"no session: flood does not apply", func() Input {
 			in := base("systemctl restart caddy", KindHost)
 			in.SessionID, in.SessionPendingApprovalID = "", "a1"
 			return in
 		}(), Queue, "no session id"},
 	}
 	for _, tt := range tests {
-		d := p.Decide(tt.in)
+		d := Decide(p, tt.in)
 		if d.Outcome != tt.outcome || !strings.Contains(d.Reason, tt.reason) {
 			t.Errorf("%s: got %s %q, want %s containing %q", tt.name, d.Outcome, d.Reason, tt.outcome, tt.reason)
 		}

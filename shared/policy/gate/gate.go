@@ -1,8 +1,11 @@
-package policy
+package gate
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/shared/policy/assent"
 )
 
 // TargetKind is the kind of entity an execution targets. Machine kinds (host,
@@ -32,13 +35,13 @@ func (k TargetKind) IsMachine() bool {
 // IsGuest reports whether k is a guest kind.
 func (k TargetKind) IsGuest() bool { return k == KindLXC || k == KindVM }
 
-// GateInput is everything the gate needs, gathered by the api inside the
+// Input is everything the gate needs, gathered by the api inside the
 // transaction that will record the decision. Command is exactly what will run
 // on the target (for a guest, the command inside the guest: the executor adds
 // the host hop).
-type GateInput struct {
+type Input struct {
 	Command  string
-	Declared Class
+	Declared policy.Class
 	// Action is "run" (or "") for a shell command, or a typed action name
 	// (pct_create, pct_exec, docker_exec, apt_upgrade, restart, systemctl).
 	Action       string
@@ -75,13 +78,13 @@ const (
 
 // Decision is the gate's answer.
 type Decision struct {
-	Outcome Outcome `json:"outcome"`
-	Class   Class   `json:"class"`
-	Reason  string  `json:"reason"`
+	Outcome Outcome      `json:"outcome"`
+	Class   policy.Class `json:"class"`
+	Reason  string       `json:"reason"`
 	// ExistingID is the pending execution an already_queued decision refers
 	// to.
-	ExistingID     string `json:"existing_id,omitempty"`
-	Classification Result `json:"classification"`
+	ExistingID     string        `json:"existing_id,omitempty"`
+	Classification policy.Result `json:"classification"`
 	// Window names the window that let a command run now: "assent",
 	// "destructive", or "" (none needed, or none used).
 	Window string `json:"window,omitempty"`
@@ -102,10 +105,8 @@ type Decision struct {
 //  10. everything else queues for approval.
 //
 // Without a session id no window applies and the flood check does not apply.
-func (p *Policy) Decide(in GateInput) Decision {
-	c := p.getClassifier()
-	defer p.putClassifier(c)
-	res := c.run(in.Command, in.Declared)
+func Decide(p *policy.Policy, in Input) Decision {
+	res, syntaxErr := p.Check(in.Command, in.Declared)
 	d := Decision{Class: res.Class, Classification: res}
 	refuse := func(format string, args ...any) Decision {
 		d.Outcome, d.Reason = Refuse, fmt.Sprintf(format, args...)
@@ -114,8 +115,8 @@ func (p *Policy) Decide(in GateInput) Decision {
 	if in.Declared != "" && !in.Declared.Valid() {
 		return refuse("declared risk %q is not a class; use read_only, reversible_low, config_mutation or destructive", string(in.Declared))
 	}
-	if err := checkSyntaxWith(c.parser, in.Command); err != nil {
-		return refuse("%v", err)
+	if syntaxErr != nil {
+		return refuse("%v", syntaxErr)
 	}
 	if !in.TargetExists {
 		return refuse("target %s does not exist; create it in the graph or pick an existing target", in.TargetSlug)
@@ -123,7 +124,7 @@ func (p *Policy) Decide(in GateInput) Decision {
 	if !in.TargetKind.IsMachine() && !in.TargetKind.IsGuest() {
 		return refuse("target %s has kind %q, which cannot run commands (want host, proxmox-host, workstation, vps, lxc or vm)", in.TargetSlug, string(in.TargetKind))
 	}
-	if msg := p.kindMismatch(in, res); msg != "" {
+	if msg := kindMismatch(p, in, res); msg != "" {
 		return refuse("%s", msg)
 	}
 	if in.TargetKind == KindVM {
@@ -140,7 +141,7 @@ func (p *Policy) Decide(in GateInput) Decision {
 		return d
 	}
 	switch res.Class {
-	case ReadOnly, ReversibleLow:
+	case policy.ReadOnly, policy.ReversibleLow:
 		d.Outcome, d.Reason = RunNow, string(res.Class)+" runs without approval"
 		return d
 	}
@@ -148,7 +149,7 @@ func (p *Policy) Decide(in GateInput) Decision {
 		return refuse("session %s already has approval %s pending; wait for the operator to decide it before asking for another (one pending approval per session)", in.SessionID, in.SessionPendingApprovalID)
 	}
 	switch res.Class {
-	case ConfigMutation:
+	case policy.ConfigMutation:
 		if in.SessionID != "" && in.AssentWindowOpen {
 			d.Outcome, d.Window = RunNow, "assent"
 			d.Reason = "config_mutation runs inside this session's assent window"
@@ -157,13 +158,13 @@ func (p *Policy) Decide(in GateInput) Decision {
 		d.Outcome = Queue
 		d.Reason = "config_mutation needs the operator's approval: " + noWindow(in.SessionID, "no assent window is open for this session")
 	default: // destructive, or anything unexpected
-		if res.Class == Destructive && in.SessionID != "" && in.DestructiveWindowOpen {
+		if res.Class == policy.Destructive && in.SessionID != "" && in.DestructiveWindowOpen {
 			d.Outcome, d.Window = RunNow, "destructive"
 			d.Reason = "destructive runs inside the destructive window for " + in.TargetSlug + " and this session"
 			return d
 		}
 		d.Outcome = Queue
-		d.Reason = "destructive needs a typed confirmation (" + ConfirmationPhrase(PendingApproval{TargetSlug: in.TargetSlug, Command: in.Command, Class: Destructive}) +
+		d.Reason = "destructive needs a typed confirmation (" + assent.ConfirmationPhrase(assent.PendingApproval{TargetSlug: in.TargetSlug, Command: in.Command, Class: policy.Destructive}) +
 			") or a button approval: " + noWindow(in.SessionID, "no destructive window is open for "+in.TargetSlug+" and this session")
 	}
 	return d
@@ -182,7 +183,7 @@ func noWindow(session, why string) string {
 // and pct_exec runs inside a container, so it needs an lxc target. A command
 // carried elsewhere by ssh, pct exec or qm guest exec is judged where it
 // runs, not on the target.
-func (p *Policy) kindMismatch(in GateInput, res Result) string {
+func kindMismatch(p *policy.Policy, in Input, res policy.Result) string {
 	switch strings.ToLower(in.Action) {
 	case "pct_create":
 		if in.TargetKind != KindProxmoxHost {
@@ -197,7 +198,7 @@ func (p *Policy) kindMismatch(in GateInput, res Result) string {
 		return ""
 	}
 	for _, s := range res.Segments {
-		if s.Via == "" && p.hostOnly[s.Program] {
+		if s.Via == "" && p.HostOnly(s.Program) {
 			hint := "run it on a proxmox-host target"
 			if in.TargetKind.IsGuest() {
 				hint = "run it on the guest's Proxmox host, or run the inner command on " + in.TargetSlug + " itself"

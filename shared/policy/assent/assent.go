@@ -1,18 +1,21 @@
-package policy
+package assent
 
 import (
+	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/oikos-hq/oikos/shared/policy"
 )
 
 // PendingApproval is an approval the immediately preceding assistant turn
 // asked for. Only those may be granted by the operator's next message: an old
 // "yes" never approves something new.
 type PendingApproval struct {
-	ID         string `json:"id"`
-	TargetSlug string `json:"target_slug"`
-	Class      Class  `json:"class"`
-	Command    string `json:"command"`
+	ID         string       `json:"id"`
+	TargetSlug string       `json:"target_slug"`
+	Class      policy.Class `json:"class"`
+	Command    string       `json:"command"`
 }
 
 // Grant is one approval an operator message grants.
@@ -33,7 +36,7 @@ const (
 // yes.
 const maxAssentLen = 40
 
-// DetectAssent returns the approvals an operator message grants, in the order
+// Detect returns the approvals an operator message grants, in the order
 // of pending. It is deterministic and deliberately narrow:
 //
 //   - Loose assent: the whole message, ignoring case, punctuation and emoji,
@@ -47,14 +50,14 @@ const maxAssentLen = 40
 //     verb is a word of its command (`confirm destroy lxc:test-01` for
 //     `pct destroy 101` on lxc:test-01). It grants the matching approvals,
 //     destructive ones included.
-func DetectAssent(message string, pending []PendingApproval) []Grant {
+func Detect(message string, pending []PendingApproval) []Grant {
 	if len(pending) == 0 {
 		return nil
 	}
 	if isLooseAssent(message) {
 		var out []Grant
 		for _, a := range pending {
-			if a.Class == Destructive || !a.Class.Valid() {
+			if a.Class == policy.Destructive || !a.Class.Valid() {
 				continue
 			}
 			out = append(out, Grant{ApprovalID: a.ID, Via: ViaChatAssent})
@@ -73,7 +76,7 @@ func DetectAssent(message string, pending []PendingApproval) []Grant {
 		}
 		words := commandWords(a.Command)
 		for _, ph := range phrases {
-			if ph.slug == slug && containsExact(words, ph.verb) {
+			if ph.slug == slug && slices.Contains(words, ph.verb) {
 				out = append(out, Grant{ApprovalID: a.ID, Via: ViaTypedConfirmation})
 				break
 			}
@@ -90,7 +93,7 @@ func DetectAssent(message string, pending []PendingApproval) []Grant {
 // it is no assent to a plan. Assenting to a plan opens the session's assent
 // window (docs/behaviours.md X6), which covers config_mutation requests and
 // never a destructive one.
-func AssentsToPlan(message string) bool { return isLooseAssent(message) }
+func ToPlan(message string) bool { return isLooseAssent(message) }
 
 // assentWords are the words a loose assent may consist of.
 func assentWord(w string) bool {
@@ -194,4 +197,16 @@ func ConfirmationPhrase(a PendingApproval) string {
 		verb = words[0]
 	}
 	return "confirm " + verb + " " + strings.ToLower(strings.TrimSpace(a.TargetSlug))
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
