@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -48,10 +47,7 @@ func TestLookalikePrinciple(t *testing.T) {
 // naming the character and where it is, and passes non-ASCII arguments.
 func TestLookalikeSyntaxGate(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		cmd  string
-		want []string // nil = passes
-	}{
+	tests := []syntaxCase{
 		{"\u0440m -rf /srv", []string{"command word `\u0440m`", "U+0440 CYRILLIC SMALL LETTER ER", "character 1", "looks like `p`"}},
 		{"sudo \u0440m -rf /", []string{"U+0440", "character 6"}},
 		{"\uff52\uff4d -rf /", []string{"U+FF52 FULLWIDTH LATIN SMALL LETTER R", "write `rm`"}},
@@ -72,24 +68,7 @@ func TestLookalikeSyntaxGate(t *testing.T) {
 		{"/srv/donn\u00e9es/run.sh --check", nil},                   // a path's directories
 		{"grep -r '\u2603' /srv", nil},
 	}
-	for _, tt := range tests {
-		err := CheckSyntax(tt.cmd)
-		if tt.want == nil {
-			if err != nil {
-				t.Errorf("CheckSyntax(%q) = %v, want nil", tt.cmd, err)
-			}
-			continue
-		}
-		if err == nil || !errors.Is(err, ErrSyntax) {
-			t.Errorf("CheckSyntax(%q) = %v, want an ErrSyntax", tt.cmd, err)
-			continue
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("CheckSyntax(%q) = %q, missing %q", tt.cmd, err, w)
-			}
-		}
-	}
+	checkSyntaxCases(t, tests)
 }
 
 func TestNormaliseLookalikes(t *testing.T) {

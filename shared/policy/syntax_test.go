@@ -8,10 +8,7 @@ import (
 
 func TestCheckSyntax(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		cmd  string
-		want []string // substrings of the error; nil = passes
-	}{
+	tests := []syntaxCase{
 		{"tail -n 3 /var/log/syslog", nil},
 		{"head -n 3 file", nil},
 		{"head -3 file", nil},
@@ -39,6 +36,24 @@ func TestCheckSyntax(t *testing.T) {
 		{"", []string{"empty"}},
 		{"   \n\t", []string{"empty"}},
 	}
+	checkSyntaxCases(t, tests)
+	if err := CheckSyntax("echo " + strings.Repeat("a", maxCommandBytes)); err == nil {
+		t.Errorf("an over-long command passed the syntax gate")
+	}
+	if err := CheckSyntax(strings.Repeat("$(", maxNesting+1) + "ls" + strings.Repeat(")", maxNesting+1)); err == nil {
+		t.Errorf("an absurdly nested command passed the syntax gate")
+	}
+}
+
+// syntaxCase is a command and the substrings CheckSyntax's error must hold
+// (nil: the command passes).
+type syntaxCase struct {
+	cmd  string
+	want []string
+}
+
+func checkSyntaxCases(t *testing.T, tests []syntaxCase) {
+	t.Helper()
 	for _, tt := range tests {
 		err := CheckSyntax(tt.cmd)
 		if tt.want == nil {
@@ -56,11 +71,5 @@ func TestCheckSyntax(t *testing.T) {
 				t.Errorf("CheckSyntax(%q) = %q, missing %q", tt.cmd, err, w)
 			}
 		}
-	}
-	if err := CheckSyntax("echo " + strings.Repeat("a", maxCommandBytes)); err == nil {
-		t.Errorf("an over-long command passed the syntax gate")
-	}
-	if err := CheckSyntax(strings.Repeat("$(", maxNesting+1) + "ls" + strings.Repeat(")", maxNesting+1)); err == nil {
-		t.Errorf("an absurdly nested command passed the syntax gate")
 	}
 }

@@ -257,12 +257,7 @@ func scanOpts(args []word, shortValue string, longValue []string) ([]option, int
 			o := option{name: shortOpts[w.val[j]]}
 			if strings.IndexByte(shortValue, w.val[j]) >= 0 {
 				o.hasValue = true
-				if j+1 < len(w.val) {
-					o.value = w.val[j+1:]
-				} else if i+1 < len(args) {
-					i++
-					o.value, o.valueDyn = args[i].val, args[i].dyn
-				}
+				o.value, o.valueDyn = shortOptValue(args, &i, j)
 				opts = append(opts, o)
 				break
 			}
@@ -270,6 +265,19 @@ func scanOpts(args []word, shortValue string, longValue []string) ([]option, int
 		}
 	}
 	return opts, i
+}
+
+// shortOptValue returns the value of the short option at args[*i].val[j]: the
+// rest of the word (-n5), or else the next word (-n 5), advancing *i.
+func shortOptValue(args []word, i *int, j int) (string, bool) {
+	if w := args[*i]; j+1 < len(w.val) {
+		return w.val[j+1:], false
+	}
+	if *i+1 < len(args) {
+		*i++
+		return args[*i].val, args[*i].dyn
+	}
+	return "", false
 }
 
 func hasOption(opts []option, names ...string) bool {

@@ -252,12 +252,7 @@ func (s *optSpec) scan(args []word) (opts []option, rest int, unknown string) {
 			switch {
 			case strings.IndexByte(s.values, ch) >= 0:
 				o.hasValue = true
-				if j+1 < len(w.val) {
-					o.value = w.val[j+1:]
-				} else if i+1 < len(args) {
-					i++
-					o.value, o.valueDyn = args[i].val, args[i].dyn
-				}
+				o.value, o.valueDyn = shortOptValue(args, &i, j)
 				opts = append(opts, o)
 				j = len(w.val)
 				continue
