@@ -1,6 +1,7 @@
 # Oikos — build, test and run. Every target works on a fresh machine with Go, Node and the
 # PostgreSQL 15 server binaries on PATH; nothing else has to be running.
 
+SHELL     := /bin/bash
 GO        ?= go
 MODULES   := shared testkit migrations seeds api scheduler agent deploy e2e
 PKGS      := $(foreach m,$(MODULES),./$(m)/...)
@@ -36,8 +37,12 @@ fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
 # Benchmarks named in the issues; figures go to docs/benchmarks.md.
+# The Go benchmarks' output is kept in .local/bench.txt and written into the generated table
+# of docs/benchmarks.md (deploy/cmd/benchdoc), so no figure in it is copied by hand.
 bench: build
-	./$(BIN)/oikos-local test -- $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $(PKGS)
+	@mkdir -p .local
+	set -o pipefail; ./$(BIN)/oikos-local test -- $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 60m $(PKGS) | tee .local/bench.txt
+	$(GO) run ./deploy/cmd/benchdoc -in .local/bench.txt -doc docs/benchmarks.md -command "go test -run '^$$' -bench . -benchmem -count=1 (every module)"
 	OIKOS_BENCH=1 ./$(BIN)/oikos-local test -- $(GO) test -count=1 -run '^TestHTTPBenchmark$$' -v ./api/internal/httpapi/
 
 # The whole system locally: private Postgres, lab simulator, api, scheduler, agent.
