@@ -30,6 +30,7 @@ build: web
 # fuzz target for FUZZTIME each.
 test: build
 	./scripts/test-deps.sh
+	./scripts/test-web.sh
 	./$(BIN)/oikos-local test -- $(GO) test -race -count=1 -timeout 40m $(PKGS)
 	./scripts/fuzz.sh $(FUZZTIME)
 
