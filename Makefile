@@ -8,7 +8,7 @@ PKGS      := $(foreach m,$(MODULES),./$(m)/...)
 FUZZTIME  ?= 10s
 BIN       := bin
 
-.PHONY: all build web test fuzz bench up vet fmt tidy clean
+.PHONY: all build web lint tools test fuzz bench up vet fmt tidy clean
 
 all: build
 
@@ -26,9 +26,18 @@ build: web
 	$(GO) build -o $(BIN)/llmsim ./testkit/cmd/llmsim
 	$(GO) build -o $(BIN)/oikos-local ./deploy/cmd/oikos-local
 
-# The whole suite with -race against a private PostgreSQL started for the run, then every
-# fuzz target for FUZZTIME each.
-test: build
+# gofmt, go vet, staticcheck (pinned in scripts/tools.sh, installed into bin/tools/) and the
+# import-layering rules (deploy/layering) over every module of go.work.
+lint:
+	./scripts/lint.sh
+
+# The pinned developer tools (staticcheck) into bin/tools/; lint installs them itself.
+tools:
+	./scripts/tools.sh
+
+# lint first, then the whole suite with -race against a private PostgreSQL started for the
+# run, then every fuzz target for FUZZTIME each.
+test: lint build
 	./scripts/test-deps.sh
 	./scripts/test-web.sh
 	./$(BIN)/oikos-local test -- $(GO) test -race -count=1 -timeout 40m $(PKGS)

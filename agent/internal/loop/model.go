@@ -67,8 +67,10 @@ func (l *Loop) ask(ctx context.Context, msgs []openai.ChatCompletionMessage, def
 		reason = "unknown"
 	}
 	if last.Refusal != "" {
+		//lint:ignore ST1005 Nomos is a proper noun; the operator reads this sentence
 		return last, fmt.Errorf("Nomos's model refused (finish_reason=%s): %s", reason, last.Refusal)
 	}
+	//lint:ignore ST1005 Nomos is a proper noun; the operator reads this sentence
 	return last, fmt.Errorf("Nomos's model returned an empty or unusable response (finish_reason=%s). Retry or rephrase", reason)
 }
 

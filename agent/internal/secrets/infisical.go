@@ -1,5 +1,7 @@
 package secrets
 
+//lint:file-ignore ST1005 its errors start with the product name Infisical, a proper noun
+
 import (
 	"bytes"
 	"context"

@@ -14,7 +14,7 @@ import (
 type gateKind int
 
 const (
-	gateNone gateKind = iota
+	_ gateKind = iota // zero: no gate (unnamed, so the others keep their values)
 	// gateRun: a command on a machine (run). Plan-first and the retry cap apply.
 	gateRun
 	// gateAction: a typed action (request_execution). Plan-first applies: a typed action

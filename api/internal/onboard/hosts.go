@@ -399,14 +399,14 @@ type Discovery struct {
 func (a *API) answer(c echo.Context, slug, connectID string, wait time.Duration, code int) error {
 	ctx := c.Request().Context()
 	deadline := time.Now().Add(wait)
-	cn, err := a.waitConnect(ctx, connectID, deadline)
-	if err != nil {
+	if _, err := a.waitConnect(ctx, connectID, deadline); err != nil {
 		return err
 	}
 	if err := a.finalize(ctx, connectID); err != nil {
 		return err
 	}
-	if cn, err = connectByID(ctx, a.d.Pool, connectID); err != nil {
+	cn, err := connectByID(ctx, a.d.Pool, connectID)
+	if err != nil {
 		return err
 	}
 	ent, err := a.d.Graph.GetEntity(ctx, slug)

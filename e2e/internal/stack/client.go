@@ -82,15 +82,15 @@ func Eventually(tb testing.TB, dbURL string, within, poll time.Duration, what st
 		tb.Fatal(err)
 	}
 	for {
-		ok, got := cond()
-		if ok {
+		if ok, _ := cond(); ok {
 			return
 		}
 		wctx, wcancel := context.WithTimeout(ctx, poll)
 		_, _ = conn.WaitForNotification(wctx)
 		wcancel()
 		if ctx.Err() != nil {
-			if ok, got = cond(); ok {
+			ok, got := cond()
+			if ok {
 				return
 			}
 			tb.Fatalf("%s: not within %s (last: %s)", what, within, got)

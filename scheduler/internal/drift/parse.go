@@ -149,9 +149,7 @@ func ParseGuestConfig(kind, out string) GuestConfig {
 	c.OnBoot = kv["onboot"] == "1"
 	c.Unprivileged = kv["unprivileged"] == "1"
 	if tags := kv["tags"]; tags != "" {
-		for _, t := range strings.FieldsFunc(tags, func(r rune) bool { return r == ';' || r == ',' || r == ' ' }) {
-			c.Tags = append(c.Tags, t)
-		}
+		c.Tags = append(c.Tags, strings.FieldsFunc(tags, func(r rune) bool { return r == ';' || r == ',' || r == ' ' })...)
 	}
 	disk := ""
 	if kind == "lxc" {

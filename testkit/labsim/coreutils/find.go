@@ -136,6 +136,7 @@ func (p *findParser) parseUnary() (findExpr, error) {
 			return nil, err
 		}
 		if c, _ := p.next(); c != ")" {
+			//lint:ignore ST1005 GNU find's message, verbatim
 			return nil, fmt.Errorf("invalid expression; I was expecting to find a ')' somewhere but did not see one.")
 		}
 		return x, nil
@@ -301,6 +302,7 @@ func (p *findParser) primary(t string) (findExpr, error) {
 		}
 		n, ok := atoi(v)
 		if !ok {
+			//lint:ignore ST1005 GNU find's message, verbatim
 			return nil, fmt.Errorf("Expected a positive decimal integer argument to %s, but got '%s'", t, v)
 		}
 		if t == "-maxdepth" {

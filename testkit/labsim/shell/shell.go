@@ -393,7 +393,7 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	if code, ok := interp.IsExitStatus(err); ok {
+	if code, ok := errors.AsType[interp.ExitStatus](err); ok {
 		return int(code)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -479,7 +479,7 @@ func (s *Shell) prelude(ctx context.Context, r *interp.Runner, dir string) error
 	}
 	for _, st := range stmts {
 		if err := r.Run(ctx, st); err != nil {
-			if _, ok := interp.IsExitStatus(err); !ok {
+			if _, ok := errors.AsType[interp.ExitStatus](err); !ok {
 				return err
 			}
 		}

@@ -535,7 +535,7 @@ func (m *Machine) sysctl(_ context.Context, inv *shell.Invocation) int {
 	}
 	l1, l5, l15 := m.loads()
 	mem := m.readMemory()
-	values := map[string]string{}
+	var values map[string]string
 	if m.IsDarwin() {
 		values = map[string]string{
 			"hw.ncpu": strconv.Itoa(m.cfg.Cores), "hw.logicalcpu": strconv.Itoa(m.cfg.Cores), "hw.physicalcpu": strconv.Itoa(m.cfg.Cores),
