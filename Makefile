@@ -35,12 +35,14 @@ lint:
 tools:
 	./scripts/tools.sh
 
-# lint first, then the whole suite with -race against a private PostgreSQL started for the
-# run, then every fuzz target for FUZZTIME each.
-test: lint build
+# lint and the dashboard's unit tests beside the whole Go suite (-race, against a private
+# PostgreSQL started for the run), then every fuzz target for FUZZTIME each. Lint and vitest
+# run in the background while the Go tests wait on Postgres, SSH and the stack; their output
+# is printed when they end, and any failure fails the target.
+test: build
 	./scripts/test-deps.sh
-	./scripts/test-web.sh
-	./$(BIN)/oikos-local test -- $(GO) test -race -count=1 -timeout 40m $(PKGS)
+	./scripts/test-beside.sh ./scripts/lint.sh ./scripts/test-web.sh -- \
+		./$(BIN)/oikos-local test -- $(GO) test -race -count=1 -timeout 40m $(PKGS)
 	./scripts/fuzz.sh $(FUZZTIME)
 
 fuzz:
