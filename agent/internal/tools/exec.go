@@ -15,6 +15,7 @@ import (
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
+	api "github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/safego"
 )
 
@@ -231,12 +232,10 @@ func executionResult(e Execution) Result {
 }
 
 func getExecution(ctx context.Context, c *Call, id string) (Execution, error) {
-	var e Execution
 	if strings.TrimSpace(id) == "" {
-		return e, errors.New("id is empty")
+		return Execution{}, errors.New("id is empty")
 	}
-	_, err := c.deps.API.Get(ctx, c.Token, c.Session.ID, "/api/v1/executions/"+apiclient.PathEscape(id), nil, &e)
-	return e, err
+	return apiclient.Decode[Execution](c.deps.API.API().GetExecution(ctx, id, c.as()...))
 }
 
 // waitExecution waits up to d for an execution to end (following the api's log stream) and
@@ -271,17 +270,12 @@ type Classification struct {
 }
 
 func classify(ctx context.Context, c *Call, target, command, declared string) (Classification, error) {
-	body := map[string]any{"command": command}
-	if target != "" {
-		body["target"] = target
-	}
-	if declared != "" {
-		body["declared_risk"] = declared
-	}
-	var cl Classification
-	_, err := c.deps.API.Send(ctx, http.MethodPost, c.Token, c.Session.ID, "/api/v1/classify", body, &cl)
-	return cl, err
+	body := api.ClassifyRequest{Command: command, Target: api.Opt(target), DeclaredRisk: api.Opt(api.RiskClass(declared))}
+	return apiclient.Decode[Classification](c.deps.API.API().ClassifyCommand(ctx, body, c.as()...))
 }
+
+// as is the request editors of the call: its caller's token and its session.
+func (c *Call) as() []api.RequestEditorFn { return apiclient.As(c.Token, c.Session.ID) }
 
 // apiError is an api failure as a tool result: the api's own words, which name the field.
 func apiError(err error) Result {
@@ -332,14 +326,13 @@ func inspectPathTool() *Tool {
 				safego.Go(c.deps.Log, "inspect-path", func() {
 					defer wg.Done()
 					out[i].Target = target
-					var e Execution
-					body := map[string]any{"target": target, "command": cmd, "purpose": "inspect " + in.Path, "session_id": c.Session.ID}
-					if _, err := c.deps.API.Send(ctx, http.MethodPost, c.Token, c.Session.ID, "/api/v1/executions", body, &e); err != nil {
+					body := api.RunRequest{Target: target, Command: cmd, Purpose: "inspect " + in.Path, SessionId: &c.Session.ID}
+					e, err := apiclient.Decode[Execution](c.deps.API.API().RequestExecution(ctx, body, c.as()...))
+					if err != nil {
 						out[i].Status, out[i].Error = "refused", apiError(err).Text
 						return
 					}
 					if !terminal(e.Status) && e.Status != "pending_approval" {
-						var err error
 						if e, err = waitExecution(ctx, c, e.ID, c.deps.ReadWait); err != nil {
 							out[i].Status, out[i].Error = "error", err.Error()
 							return

@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/oikos-hq/oikos/agent/internal/apiclient"
 )
 
 type healthIn struct {
@@ -51,8 +53,8 @@ func observeTools() []*Tool {
 		def("get_state_snapshot", "Get a compact fleet snapshot: health counts and what needs attention.",
 			ro, "snapshot", nil,
 			func(ctx context.Context, c *Call, _ noArgs) Result {
-				var h HealthSummary
-				if _, err := c.deps.API.Get(ctx, c.Token, c.Session.ID, "/api/v1/health/summary", nil, &h); err != nil {
+				h, err := apiclient.Decode[HealthSummary](c.deps.API.API().HealthSummary(ctx, nil, c.as()...))
+				if err != nil {
 					return apiError(err)
 				}
 				return Result{Data: Snapshot(h)}
