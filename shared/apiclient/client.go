@@ -17,6 +17,7 @@ package apiclient
 //go:generate ../../scripts/gen-api-client.sh
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -196,3 +197,32 @@ func describe(resp *http.Response) string {
 	}
 	return resp.Request.Method + " " + resp.Request.URL.RequestURI()
 }
+
+// Ptr is a pointer to v, for the generated models' optional fields and parameters.
+func Ptr[T any](v T) *T { return &v }
+
+// Opt is a pointer to v, or nil when v is its type's zero value (an optional field left out).
+func Opt[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
+// ContentJSON is the content type of the generated ...WithBody calls' JSON bodies.
+const ContentJSON = "application/json"
+
+// JSONBody is v as a JSON request body for a generated ...WithBody call, for a body built at
+// run time (a map); a value that cannot be encoded fails the request with the encoding error.
+func JSONBody(v any) io.Reader {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return errReader{fmt.Errorf("encode request: %w", err)}
+	}
+	return bytes.NewReader(b)
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
