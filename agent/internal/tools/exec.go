@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -164,7 +165,7 @@ func runTool(ctx context.Context, c *Call, in runIn) Result {
 	if in.TimeoutSeconds > 0 {
 		body["timeout_seconds"] = in.TimeoutSeconds
 	}
-	return requestAndFollow(ctx, c, "/api/v1/executions", body, in.Target)
+	return requestAndFollow(ctx, c, c.api().RequestExecutionWithBody, body, in.Target)
 }
 
 func actionTool(ctx context.Context, c *Call, in actionIn) Result {
@@ -175,15 +176,18 @@ func actionTool(ctx context.Context, c *Call, in actionIn) Result {
 	if in.DeclaredRisk != "" {
 		body["declared_risk"] = in.DeclaredRisk
 	}
-	return requestAndFollow(ctx, c, "/api/v1/executions/actions", body, in.Target)
+	return requestAndFollow(ctx, c, c.api().RequestActionWithBody, body, in.Target)
 }
+
+// requestFn is POST /executions or POST /executions/actions of the generated client.
+type requestFn func(ctx context.Context, contentType string, body io.Reader, reqEditors ...api.RequestEditorFn) (*http.Response, error)
 
 // requestAndFollow asks the api for an execution and follows it: a runnable one is waited for
 // (up to ReadWait) and answered with its output; one that waits for an approval marks the
 // task awaiting_input and tells the model to stop and wait.
-func requestAndFollow(ctx context.Context, c *Call, path string, body map[string]any, target string) Result {
-	var e Execution
-	if _, err := c.deps.API.Send(ctx, http.MethodPost, c.Token, c.Session.ID, path, body, &e); err != nil {
+func requestAndFollow(ctx context.Context, c *Call, request requestFn, body map[string]any, target string) Result {
+	e, err := apiclient.Decode[Execution](request(ctx, api.ContentJSON, api.JSONBody(body), c.as()...))
+	if err != nil {
 		return apiError(err)
 	}
 	if e.Status == "pending_approval" {
