@@ -8,13 +8,17 @@ PKGS      := $(foreach m,$(MODULES),./$(m)/...)
 FUZZTIME  ?= 10s
 BIN       := bin
 
-.PHONY: all build web lint tools test fuzz bench up vet fmt tidy clean
+.PHONY: all build web api-client lint tools test fuzz bench up vet fmt tidy clean
 
 all: build
 
 # The dashboard (api/web, Svelte + Vite) into api/web/dist, which oikos-api embeds.
 web:
 	./scripts/build-web.sh
+
+# The Go client of the api (shared/apiclient/api.gen.go) from api/openapi.yaml.
+api-client:
+	./scripts/gen-api-client.sh
 
 build: web
 	@mkdir -p $(BIN)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
@@ -76,6 +77,10 @@ type Server struct {
 
 // Addr is the address the HTTP server listens on.
 func (s *Server) Addr() net.Addr { return s.addr }
+
+// Routes lists the HTTP routes the daemon serves, as composed here (for the test that holds
+// them to openapi.yaml).
+func (s *Server) Routes() []*echo.Route { return s.http.Routes() }
 
 // Wait blocks until the HTTP server stops and returns its error.
 func (s *Server) Wait() error { return <-s.served }

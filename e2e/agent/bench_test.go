@@ -2,10 +2,12 @@ package agent_test
 
 import (
 	"encoding/json"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
+
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // Round trips over MCP and, beside each, the api's own latency for the same work: what an
@@ -28,8 +30,9 @@ func BenchmarkGetEntity(b *testing.B) {
 		})
 	})
 	b.Run("api", func(b *testing.B) {
+		c := s.client.API(b, s.mcpAgent)
 		percentiles(b, func() {
-			s.client.OK(b, http.MethodGet, "/api/v1/entities/lxc:jellyfin", s.mcpAgent, nil, nil)
+			e2estack.OK(b, nil)(c.GetEntity(b.Context(), "lxc:jellyfin"))
 		})
 	})
 }
@@ -51,10 +54,11 @@ func BenchmarkRunReadOnly(b *testing.B) {
 		})
 	})
 	b.Run("api", func(b *testing.B) {
-		body := map[string]any{"target": "lxc:jellyfin", "command": "hostname", "purpose": "e2e: benchmark"}
+		body := apiclient.RunRequest{Target: "lxc:jellyfin", Command: "hostname", Purpose: "e2e: benchmark"}
+		c := s.client.API(b, s.mcpAgent)
 		percentiles(b, func() {
 			var e execution
-			s.client.OK(b, http.MethodPost, "/api/v1/executions", s.mcpAgent, body, &e)
+			e2estack.OK(b, &e)(c.RequestExecution(b.Context(), body))
 			s.waitEnd(b, s.mcpAgent, e.ID)
 		})
 	})

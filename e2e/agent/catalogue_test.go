@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // allTools is the agent's whole tool set, as the issue names it.
@@ -146,21 +148,22 @@ func TestToolSchemaBudget(t *testing.T) {
 // services through the api when the seeded fleet has fewer, and returns how many it lists.
 func (s *stack) fleetAtLeast(tb testing.TB, n int) (listed, created int) {
 	tb.Helper()
+	op := s.client.API(tb, s.operator)
 	summary := func() int {
 		var h struct {
 			Entities []json.RawMessage `json:"entities"`
 		}
-		s.client.OK(tb, http.MethodGet, "/api/v1/health/summary", s.operator, nil, &h)
+		e2estack.OK(tb, &h)(op.HealthSummary(tb.Context(), nil))
 		return len(h.Entities)
 	}
 	listed = summary()
 	for i := 0; listed < n && i < 2*n; i++ {
 		name := fmt.Sprintf("e2e-fill-%03d", i)
-		if st, _ := s.client.Do(tb, http.MethodGet, "/api/v1/entities/"+url.PathEscape("service:"+name), s.operator, nil, nil); st == http.StatusOK {
+		if st, _ := e2estack.Answer(tb, nil)(op.GetEntity(tb.Context(), "service:"+name)); st == http.StatusOK {
 			continue
 		}
-		s.client.OK(tb, http.MethodPost, "/api/v1/entities", s.operator, map[string]any{"type": "service", "name": name,
-			"attributes": map[string]any{"unit": name + ".service"}}, nil)
+		e2estack.OK(tb, nil)(op.CreateEntity(tb.Context(), nil, apiclient.CreateEntity{Type: "service", Name: name,
+			Attributes: &apiclient.Attributes{"unit": name + ".service"}}))
 		created++
 		listed = summary()
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 )
 
 // TestGoClient: the official Go SDK client connects over HTTP, lists every tool, reads an
@@ -88,7 +90,7 @@ func TestUnauthorized(t *testing.T) {
 	if st != http.StatusForbidden {
 		t.Errorf("a readonly token on an agent token's session: %d %s; want 403", st, body)
 	}
-	if st, _ := s.client.Do(t, http.MethodGet, "/api/v1/entities/service:e2e-hijack", s.operator, nil, nil); st != http.StatusNotFound {
+	if st, _ := e2estack.Answer(t, nil)(s.client.API(t, s.operator).GetEntity(t.Context(), "service:e2e-hijack")); st != http.StatusNotFound {
 		t.Errorf("service:e2e-hijack exists (%d): the hijacked call ran", st)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +17,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 func randomSuffix() string {
@@ -136,7 +137,8 @@ func TestMutatingToolsReachTheAPI(t *testing.T) {
 	var byActor struct {
 		Items []auditRow `json:"items"`
 	}
-	s.client.OK(t, http.MethodGet, "/api/v1/audit?"+url.Values{"actor": {agentDaemonName}, "limit": {"500"}}.Encode(), s.operator, nil, &byActor)
+	e2estack.OK(t, &byActor)(s.client.API(t, s.operator).ListAudit(t.Context(),
+		&apiclient.ListAuditParams{Actor: apiclient.Ptr(agentDaemonName), Limit: apiclient.Ptr(500)}))
 	if len(byActor.Items) != 0 {
 		t.Errorf("the agent daemon's own token wrote %d audit rows, e.g. %+v", len(byActor.Items), byActor.Items[0])
 	}
@@ -293,8 +295,9 @@ func TestApprovalWindowsPerSession(t *testing.T) {
 			SessionID string `json:"session_id"`
 		} `json:"window"`
 	}
-	s.client.OK(t, http.MethodPost, "/api/v1/approvals/"+approvalA+"/decision", s.operator,
-		map[string]any{"decision": "approve", "via": "button", "reason": "e2e"}, &decision)
+	op := s.client.API(t, s.operator)
+	e2estack.OK(t, &decision)(op.DecideApproval(t.Context(), approvalA,
+		apiclient.DecisionRequest{Decision: "approve", Via: "button", Reason: apiclient.Ptr("e2e")}))
 	if decision.Window == nil || decision.Window.Kind != "assent" || decision.Window.SessionID != a.ID() {
 		t.Fatalf("approving A's config_mutation opened %+v; want A's assent window", decision.Window)
 	}
@@ -310,7 +313,7 @@ func TestApprovalWindowsPerSession(t *testing.T) {
 	var approvalsA struct {
 		Items []struct{ ID string } `json:"items"`
 	}
-	s.client.OK(t, http.MethodGet, "/api/v1/approvals?"+url.Values{"session_id": {a.ID()}}.Encode(), s.operator, nil, &approvalsA)
+	e2estack.OK(t, &approvalsA)(op.ListApprovals(t.Context(), &apiclient.ListApprovalsParams{SessionId: apiclient.Ptr(a.ID())}))
 	if len(approvalsA.Items) != 1 {
 		t.Errorf("session A has %d approvals; want only the first", len(approvalsA.Items))
 	}
@@ -328,8 +331,8 @@ func TestApprovalWindowsPerSession(t *testing.T) {
 	if approvalB == approvalA {
 		t.Fatal("session B was given A's approval")
 	}
-	s.client.OK(t, http.MethodPost, "/api/v1/approvals/"+approvalB+"/decision", s.operator,
-		map[string]any{"decision": "deny", "via": "button", "reason": "e2e: B has no window"}, nil)
+	e2estack.OK(t, nil)(op.DecideApproval(t.Context(), approvalB,
+		apiclient.DecisionRequest{Decision: "deny", Via: "button", Reason: apiclient.Ptr("e2e: B has no window")}))
 	executing(b.ID())
 	if got := s.executions(t, b.ID()); len(got) != 1 || got[0].Status != "denied" {
 		t.Errorf("session B's executions: %+v; want the one, denied", got)

@@ -19,6 +19,7 @@ import (
 
 	apiapp "github.com/oikos-hq/oikos/api/app"
 	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
+	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/testkit/labsim"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -179,15 +180,12 @@ func (s *stack) audit(tb testing.TB, correlation string) []auditRow {
 	var all []auditRow
 	cursor := ""
 	for {
-		q := url.Values{"correlation_id": {correlation}, "limit": {"500"}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
+		q := apiclient.ListAuditParams{CorrelationId: &correlation, Limit: apiclient.Ptr(500), Cursor: apiclient.Opt(cursor)}
 		var page struct {
 			Items      []auditRow `json:"items"`
 			NextCursor *string    `json:"next_cursor"`
 		}
-		s.client.OK(tb, http.MethodGet, "/api/v1/audit?"+q.Encode(), s.operator, nil, &page)
+		e2estack.OK(tb, &page)(s.client.API(tb, s.operator).ListAudit(tb.Context(), &q))
 		all = append(all, page.Items...)
 		if page.NextCursor == nil || *page.NextCursor == "" {
 			break
@@ -221,7 +219,8 @@ func (s *stack) executions(tb testing.TB, session string) []execution {
 	var page struct {
 		Items []execution `json:"items"`
 	}
-	s.client.OK(tb, http.MethodGet, "/api/v1/executions?"+url.Values{"session_id": {session}, "limit": {"500"}}.Encode(), s.operator, nil, &page)
+	e2estack.OK(tb, &page)(s.client.API(tb, s.operator).ListExecutions(tb.Context(),
+		&apiclient.ListExecutionsParams{SessionId: &session, Limit: apiclient.Ptr(500)}))
 	return page.Items
 }
 

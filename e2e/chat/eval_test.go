@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
+	"github.com/oikos-hq/oikos/shared/apiclient"
 
 	"go.yaml.in/yaml/v3"
 
@@ -319,11 +321,8 @@ func (r *evalRun) setup(st evalSetup) {
 	switch {
 	case st.Knowledge != nil:
 		k := st.Knowledge
-		body := map[string]any{"title": k.Title, "body": k.Body}
-		if k.About != "" {
-			body["about"] = k.About
-		}
-		s.client.OK(t, http.MethodPut, "/api/v1/knowledge/"+url.PathEscape(k.Slug), s.operator, body, nil)
+		body := apiclient.UpsertKnowledge{Title: k.Title, Body: &k.Body, About: apiclient.Opt(k.About)}
+		e2estack.OK(t, nil)(s.client.API(t, s.operator).UpsertKnowledge(t.Context(), k.Slug, body))
 	case st.File != nil:
 		s.writeGuestFile(t, st.File.Host, st.File.VMID, st.File.Path, st.File.Content)
 	default:

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 
 	apiapp "github.com/oikos-hq/oikos/api/app"
 	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
+	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/testkit/labsim"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -175,7 +175,8 @@ func (s *stack) executions(tb testing.TB, session string) []execution {
 	var page struct {
 		Items []execution `json:"items"`
 	}
-	s.client.OK(tb, http.MethodGet, "/api/v1/executions?"+url.Values{"session_id": {session}, "limit": {"500"}}.Encode(), s.operator, nil, &page)
+	e2estack.OK(tb, &page)(s.client.API(tb, s.operator).ListExecutions(tb.Context(),
+		&apiclient.ListExecutionsParams{SessionId: &session, Limit: apiclient.Ptr(500)}))
 	for i, j := 0, len(page.Items)-1; i < j; i, j = i+1, j-1 {
 		page.Items[i], page.Items[j] = page.Items[j], page.Items[i]
 	}
@@ -205,8 +206,8 @@ func (s *stack) approvals(tb testing.TB, session string) []approval {
 	var page struct {
 		Items []approval `json:"items"`
 	}
-	s.client.OK(tb, http.MethodGet, "/api/v1/approvals?"+url.Values{"session_id": {session}, "status": {"pending,approved,denied,revoked,expired"}, "limit": {"200"}}.Encode(),
-		s.operator, nil, &page)
+	e2estack.OK(tb, &page)(s.client.API(tb, s.operator).ListApprovals(tb.Context(), &apiclient.ListApprovalsParams{
+		SessionId: &session, Status: apiclient.Ptr("pending,approved,denied,revoked,expired"), Limit: apiclient.Ptr(200)}))
 	for i, j := 0, len(page.Items)-1; i < j; i, j = i+1, j-1 {
 		page.Items[i], page.Items[j] = page.Items[j], page.Items[i]
 	}
@@ -252,8 +253,8 @@ func (s *stack) windows(tb testing.TB, session string) []window {
 // decide decides an approval with the operator's token through the api.
 func (s *stack) decide(tb testing.TB, id, decision string) {
 	tb.Helper()
-	s.client.OK(tb, http.MethodPost, "/api/v1/approvals/"+url.PathEscape(id)+"/decision", s.operator,
-		map[string]string{"decision": decision, "via": "api"}, nil)
+	e2estack.OK(tb, nil)(s.client.API(tb, s.operator).DecideApproval(tb.Context(), id,
+		apiclient.DecisionRequest{Decision: apiclient.DecisionRequestDecision(decision), Via: "api"}))
 }
 
 // cliPath is bin/oikos of the repository (make build), or "" when it is not built.
@@ -309,7 +310,7 @@ type call struct {
 func (s *stack) session(tb testing.TB, id string) sessionView {
 	tb.Helper()
 	var v sessionView
-	s.client.OK(tb, http.MethodGet, "/api/v1/sessions/"+url.PathEscape(id), s.operator, nil, &v)
+	e2estack.OK(tb, &v)(s.client.API(tb, s.operator).GetSession(tb.Context(), id))
 	return v
 }
 
@@ -317,7 +318,7 @@ func (s *stack) session(tb testing.TB, id string) sessionView {
 func (s *stack) sessionIfAny(tb testing.TB, id string) sessionView {
 	tb.Helper()
 	var v sessionView
-	st, raw := s.client.Do(tb, http.MethodGet, "/api/v1/sessions/"+url.PathEscape(id), s.operator, nil, &v)
+	st, raw := e2estack.Answer(tb, &v)(s.client.API(tb, s.operator).GetSession(tb.Context(), id))
 	switch st {
 	case http.StatusOK:
 	case http.StatusNotFound:

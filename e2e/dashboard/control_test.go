@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/signals"
@@ -203,7 +204,9 @@ func (c *control) execution(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &body) {
 		return
 	}
-	st, raw, err := c.s.call(r.Context(), http.MethodPost, "/api/v1/executions", c.s.agentToken, body)
+	st, raw, err := c.s.call(c.s.agentToken, func(a *apiclient.Client) (*http.Response, error) {
+		return a.RequestExecutionWithBody(r.Context(), apiclient.ContentJSON, apiclient.JSONBody(body))
+	})
 	if err != nil {
 		fail(w, http.StatusBadGateway, err)
 		return
@@ -420,25 +423,14 @@ func emitHealth(ctx context.Context, s *stack, rate int, dur time.Duration, slug
 	return res, nil
 }
 
-// call calls the api without a test (the control server's handlers run on its goroutines).
-func (s *stack) call(ctx context.Context, method, path, token string, body any) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, s.currentURL()+path, rd)
+// call sends one call of the generated client with token to the api as it now runs, without a
+// test (the control server's handlers run on its goroutines), and returns the answer as it is.
+func (s *stack) call(token string, do func(*apiclient.Client) (*http.Response, error)) (int, []byte, error) {
+	a, err := apiclient.New(s.currentURL(), apiclient.Options{Token: token, HTTP: httpClient})
 	if err != nil {
 		return 0, nil, err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := httpClient.Do(req)
+	resp, err := do(a)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	apiapp "github.com/oikos-hq/oikos/api/app"
 	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 	"github.com/oikos-hq/oikos/seeds"
+	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
@@ -96,11 +97,11 @@ func TestDiscoverServicesOnAGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := &e2estack.Client{URL: apiURL, HTTP: &http.Client{Timeout: 2 * time.Minute}}
+	op := client.API(t, operator)
 	for _, e := range demoEntities(t, "proxmox-host:atlas", "lxc:jellyfin") {
-		client.OK(t, "POST", "/api/v1/entities", operator, e, nil)
+		e2estack.OK(t, nil)(op.CreateEntityWithBody(ctx, nil, apiclient.ContentJSON, apiclient.JSONBody(e)))
 	}
-	client.OK(t, "POST", "/api/v1/relationships", operator,
-		map[string]any{"type": "hosts", "source": "proxmox-host:atlas", "target": "lxc:jellyfin"}, nil)
+	e2estack.OK(t, nil)(op.CreateRelationship(ctx, apiclient.CreateRelationship{Type: "hosts", Source: "proxmox-host:atlas", Target: "lxc:jellyfin"}))
 	sim, err := e2estack.StartLab(ctx, t, db, e2estack.LabOptions{StateDir: t.TempDir(), SchedulerID: "e2e-discover", Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +109,7 @@ func TestDiscoverServicesOnAGuest(t *testing.T) {
 
 	// Discovery: the guest's running jellyfin unit with its port, the base system left out.
 	var d discovery
-	client.OK(t, "POST", "/api/v1/entities/lxc:jellyfin/discover/services?timeout=60s", operator, nil, &d)
+	e2estack.OK(t, &d)(op.DiscoverServices(ctx, "lxc:jellyfin", &apiclient.DiscoverServicesParams{Timeout: apiclient.Ptr("60s")}))
 	jf := find(d.Proposals, "jellyfin.service")
 	if jf == nil || jf.Name != "jellyfin" || jf.Exists || !slices.Equal(jf.Ports, []int{8096}) || jf.Port == nil || *jf.Port != 8096 {
 		t.Fatalf("proposals %+v", d.Proposals)
@@ -133,7 +134,7 @@ func TestDiscoverServicesOnAGuest(t *testing.T) {
 			Target       string `json:"target"`
 			RequestedBy  string `json:"requested_by"`
 		}
-		client.OK(t, "GET", "/api/v1/executions/"+x.ID, operator, nil, &ex)
+		e2estack.OK(t, &ex)(op.GetExecution(ctx, x.ID))
 		if ex.Status != "completed" || ex.RiskClass != "read_only" || ex.AuthorisedBy != "auto" || ex.Target != "lxc:jellyfin" ||
 			ex.RequestedBy != "operator" {
 			t.Errorf("execution %s (%s): %+v", x.ID, x.Command, ex)
@@ -143,7 +144,10 @@ func TestDiscoverServicesOnAGuest(t *testing.T) {
 	// Accept: the service with its runs-on edge, audited.
 	body := map[string]any{"services": []map[string]any{{"name": jf.Name, "unit": jf.Unit, "port": *jf.Port}}}
 	var a accepted
-	if st, raw := client.Do(t, "POST", "/api/v1/entities/lxc:jellyfin/services", operator, body, &a); st != http.StatusCreated {
+	accept := func() (*http.Response, error) {
+		return op.AcceptServicesWithBody(ctx, "lxc:jellyfin", apiclient.ContentJSON, apiclient.JSONBody(body))
+	}
+	if st, raw := e2estack.Answer(t, &a)(accept()); st != http.StatusCreated {
 		t.Fatalf("accept: %d %s", st, raw)
 	}
 	if len(a.Created) != 1 || a.Created[0].Slug != "service:jellyfin" || a.Created[0].RunsOn != "lxc:jellyfin" {
@@ -153,7 +157,7 @@ func TestDiscoverServicesOnAGuest(t *testing.T) {
 		Type       string         `json:"type"`
 		Attributes map[string]any `json:"attributes"`
 	}
-	client.OK(t, "GET", "/api/v1/entities/service:jellyfin", operator, nil, &svc)
+	e2estack.OK(t, &svc)(op.GetEntity(ctx, "service:jellyfin"))
 	if svc.Type != "service" || svc.Attributes["unit"] != "jellyfin.service" || svc.Attributes["port"] != float64(8096) {
 		t.Errorf("service:jellyfin %+v", svc)
 	}
@@ -163,14 +167,14 @@ func TestDiscoverServicesOnAGuest(t *testing.T) {
 			TargetSlug string `json:"target_slug"`
 		} `json:"items"`
 	}
-	client.OK(t, "GET", "/api/v1/entities/service:jellyfin/relations", operator, nil, &rels)
+	e2estack.OK(t, &rels)(op.ListRelations(ctx, "service:jellyfin", nil))
 	if len(rels.Items) != 1 || rels.Items[0].Type != "runs-on" || rels.Items[0].TargetSlug != "lxc:jellyfin" {
 		t.Errorf("relations %+v", rels.Items)
 	}
 	var audit struct {
 		Items []struct{ Action, Actor string } `json:"items"`
 	}
-	client.OK(t, "GET", "/api/v1/audit?entity=service:jellyfin", operator, nil, &audit)
+	e2estack.OK(t, &audit)(op.ListAudit(ctx, &apiclient.ListAuditParams{Entity: apiclient.Ptr("service:jellyfin")}))
 	var actions []string
 	for _, r := range audit.Items {
 		if r.Actor == "operator" {
@@ -183,12 +187,12 @@ func TestDiscoverServicesOnAGuest(t *testing.T) {
 
 	// Again: it exists, so a second accept creates nothing.
 	d = discovery{}
-	client.OK(t, "POST", "/api/v1/entities/lxc:jellyfin/discover/services", operator, nil, &d)
+	e2estack.OK(t, &d)(op.DiscoverServices(ctx, "lxc:jellyfin", nil))
 	if jf = find(d.Proposals, "jellyfin.service"); jf == nil || !jf.Exists || jf.Entity != "service:jellyfin" {
 		t.Fatalf("after the accept: %+v", d.Proposals)
 	}
 	a = accepted{}
-	if st, raw := client.Do(t, "POST", "/api/v1/entities/lxc:jellyfin/services", operator, body, &a); st != http.StatusOK ||
+	if st, raw := e2estack.Answer(t, &a)(accept()); st != http.StatusOK ||
 		len(a.Created) != 0 || len(a.Skipped) != 1 {
 		t.Fatalf("second accept: %d %s", st, raw)
 	}
@@ -201,7 +205,7 @@ func TestDiscoverServicesOnAGuest(t *testing.T) {
 	if err := sim.SetGuestStatus("atlas", 101, false); err != nil {
 		t.Fatal(err)
 	}
-	st, raw := client.Do(t, "POST", "/api/v1/entities/lxc:jellyfin/discover/services?timeout=30s", operator, nil, nil)
+	st, raw := e2estack.Answer(t, nil)(op.DiscoverServices(ctx, "lxc:jellyfin", &apiclient.DiscoverServicesParams{Timeout: apiclient.Ptr("30s")}))
 	if st != http.StatusBadGateway || !strings.Contains(string(raw), "guest-not-running") || !strings.Contains(string(raw), "lxc:jellyfin is not running") {
 		t.Errorf("stopped guest: %d %s", st, raw)
 	}

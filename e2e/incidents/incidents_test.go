@@ -27,6 +27,7 @@ import (
 	apiapp "github.com/oikos-hq/oikos/api/app"
 	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 	schedapp "github.com/oikos-hq/oikos/scheduler/app"
+	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/metrics"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/testkit/labsim"
@@ -114,6 +115,7 @@ func TestHostDownIsOneIncidentAndOneNotification(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := &e2estack.Client{URL: apiURL, HTTP: http.DefaultClient}
+	op := client.API(t, operator)
 
 	// The fleet, through the api (the graph service derives the checks).
 	var inv struct {
@@ -127,20 +129,21 @@ func TestHostDownIsOneIncidentAndOneNotification(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range inv.Entities {
-		client.OK(t, "POST", "/api/v1/entities", operator, map[string]any{"type": e.Type, "name": e.Name, "attributes": e.Attributes}, nil)
+		attrs := apiclient.Attributes(e.Attributes)
+		e2estack.OK(t, nil)(op.CreateEntity(ctx, nil, apiclient.CreateEntity{Type: e.Type, Name: e.Name, Attributes: &attrs}))
 	}
 	for _, r := range inv.Relationships {
-		client.OK(t, "POST", "/api/v1/relationships", operator, map[string]any{"type": r.Type, "source": r.Source, "target": r.Target}, nil)
+		e2estack.OK(t, nil)(op.CreateRelationship(ctx, apiclient.CreateRelationship{Type: r.Type, Source: r.Source, Target: r.Target}))
 	}
 
 	// The webhook, subscribed to incidents opening and resolving.
 	rc := &receiver{secret: "a-webhook-secret-of-some-length"}
 	hook := httptest.NewServer(rc)
 	defer hook.Close()
-	client.OK(t, "POST", "/api/v1/notifications/channels", operator, map[string]any{
-		"name": "pager", "kind": "webhook", "url": hook.URL + "/oikos", "secret": rc.secret,
-		"rules": []map[string]any{{"kinds": []string{"incident.opened", "incident.resolved"}}},
-	}, nil)
+	e2estack.OK(t, nil)(op.CreateNotificationChannel(ctx, apiclient.CreateNotificationChannel{
+		Name: "pager", Kind: apiclient.Ptr(apiclient.CreateNotificationChannelKind("webhook")), Url: apiclient.Ptr(hook.URL + "/oikos"),
+		Secret: &rc.secret, Rules: &[]apiclient.NotificationRuleOfChannel{{Kinds: []string{"incident.opened", "incident.resolved"}}},
+	}))
 
 	// labsim and the scheduler's runner and engine.
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -196,7 +199,7 @@ func TestHostDownIsOneIncidentAndOneNotification(t *testing.T) {
 	}
 	e2estack.Eventually(t, db.URL, 30*time.Second, 100*time.Millisecond, "the fleet up", func() (bool, string) {
 		var s summary
-		client.OK(t, "GET", "/api/v1/health/summary", operator, nil, &s)
+		e2estack.OK(t, &s)(op.HealthSummary(ctx, nil))
 		return s.Counts["up"] == len(inv.Entities), fmt.Sprint(s.Counts)
 	})
 	time.Sleep(2 * time.Second)
@@ -225,7 +228,7 @@ func TestHostDownIsOneIncidentAndOneNotification(t *testing.T) {
 			AffectedCount int `json:"affected_count"`
 		} `json:"items"`
 	}
-	client.OK(t, "GET", "/api/v1/incidents?status=open", operator, nil, &list)
+	e2estack.OK(t, &list)(op.ListIncidents(ctx, &apiclient.ListIncidentsParams{Status: apiclient.Ptr(apiclient.ListIncidentsParamsStatus("open"))}))
 	if len(list.Items) != 1 || list.Items[0].Root != "proxmox-host:atlas" || list.Items[0].AffectedCount != 4 {
 		t.Fatalf("open incidents: %+v", list.Items)
 	}

@@ -26,6 +26,7 @@ import (
 	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 	schedapp "github.com/oikos-hq/oikos/scheduler/app"
 	"github.com/oikos-hq/oikos/seeds"
+	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/metrics"
 	"github.com/oikos-hq/oikos/shared/pg"
@@ -400,8 +401,8 @@ func TestFailoverAndJoin(t *testing.T) {
 	var execID string
 	if target != "" {
 		var ex struct{ ID string }
-		l.client.OK(t, "POST", "/api/v1/executions", l.operator, map[string]any{"target": target, "command": "sleep 30",
-			"purpose": "a long read that the crash cuts short"}, &ex)
+		e2estack.OK(t, &ex)(l.client.API(t, l.operator).RequestExecution(context.Background(),
+			apiclient.RunRequest{Target: target, Command: "sleep 30", Purpose: "a long read that the crash cuts short"}))
 		execID = ex.ID
 		e2estack.Eventually(t, l.db.URL, 10*time.Second, 50*time.Millisecond, "the execution running under b", func() (bool, string) {
 			var st, by string
@@ -488,8 +489,8 @@ func TestExecutionsClaimedOnce(t *testing.T) {
 	var ids []string
 	for i := range 24 {
 		var ex struct{ ID string }
-		l.client.OK(t, "POST", "/api/v1/executions", l.operator, map[string]any{"target": targets[i%len(targets)],
-			"command": "hostname", "purpose": "claim race"}, &ex)
+		e2estack.OK(t, &ex)(l.client.API(t, l.operator).RequestExecution(context.Background(),
+			apiclient.RunRequest{Target: targets[i%len(targets)], Command: "hostname", Purpose: "claim race"}))
 		ids = append(ids, ex.ID)
 	}
 	e2estack.Eventually(t, l.db.URL, 20*time.Second, 100*time.Millisecond, "all executions finished", func() (bool, string) {

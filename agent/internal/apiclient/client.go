@@ -17,15 +17,20 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	api "github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // maxBody bounds what the agent reads of one api answer.
 const maxBody = 8 << 20
 
-// Client calls one api.
+// Client calls one api: the generated client of api/openapi.yaml (API) for typed calls, and
+// Do for the tools that pass an api answer on as it is. Both send through one transport and
+// return one error type.
 type Client struct {
 	base string
 	http *http.Client
+	gen  *api.Client
 }
 
 // New returns a client for the api at base (OIKOS_API_URL). The transport keeps enough idle
@@ -42,23 +47,30 @@ func New(base string) (*Client, error) {
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &Client{base: u.String(), http: &http.Client{Transport: tr}}, nil
+	hc := &http.Client{Transport: tr}
+	gen, err := api.New(u.String(), api.Options{HTTP: hc})
+	if err != nil {
+		return nil, fmt.Errorf("OIKOS_API_URL %q: %w", base, err)
+	}
+	return &Client{base: u.String(), http: hc, gen: gen}, nil
 }
 
-// Error is an api answer outside 2xx: its problem JSON, decoded.
-type Error struct {
-	Status     int    `json:"status"`
-	Title      string `json:"title"`
-	Detail     string `json:"detail"`
-	Field      string `json:"field,omitempty"`
-	Code       string `json:"code,omitempty"`
-	ApprovalID string `json:"approval_id,omitempty"`
-	RiskClass  string `json:"risk_class,omitempty"`
-	Errors     []struct {
-		Field  string `json:"field"`
-		Detail string `json:"detail"`
-	} `json:"errors,omitempty"`
+// API is the generated client; give each call its caller's token and session with As.
+func (c *Client) API() *api.Client { return c.gen }
+
+// As is the request editors of one call: the caller's bearer token and, as X-Correlation-ID,
+// the session.
+func As(token, correlation string) []api.RequestEditorFn {
+	return []api.RequestEditorFn{api.WithToken(token), api.WithCorrelation(correlation)}
 }
+
+// problem is the shared api client's error type, embedded in Error.
+type problem = api.APIError
+
+// Error is an api answer outside 2xx: the shared client's problem (status, title, detail,
+// field, the code, approval id and risk class some problems carry), worded for a tool
+// result. errors.As finds the shared *apiclient.APIError in it too.
+type Error struct{ *problem }
 
 func (e *Error) Error() string {
 	msg := e.Detail
@@ -74,14 +86,44 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("api %d: %s", e.Status, msg)
 }
 
+// Unwrap is the shared client's error.
+func (e *Error) Unwrap() error { return e.problem }
+
 // StatusOf returns the api status of err (0 when err is not an api answer).
-func StatusOf(err error) int {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Status
+func StatusOf(err error) int { return api.StatusOf(err) }
+
+// answer reads a generated call's answer with the agent's bound, in the agent's words: an
+// unreachable api, or an *Error.
+func answer(resp *http.Response, err error) ([]byte, error) {
+	if err != nil {
+		return nil, fmt.Errorf("api unreachable: %w", err)
 	}
-	return 0
+	raw, err := api.ReadLimit(resp, nil, maxBody)
+	var pe *api.APIError
+	if errors.As(err, &pe) {
+		return raw, &Error{pe}
+	}
+	return raw, err
 }
+
+// Decode reads the answer of a generated call (c.API().Op(ctx, ..., As(token, session)...))
+// and decodes its JSON into a T.
+func Decode[T any](resp *http.Response, err error) (T, error) {
+	var out T
+	raw, err := answer(resp, err)
+	if err != nil {
+		return out, err
+	}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return out, fmt.Errorf("decode api answer to %s %s: %w", resp.Request.Method, resp.Request.URL.Path, err)
+		}
+	}
+	return out, nil
+}
+
+// Raw reads the answer of a generated call as it is, for tools that pass it on.
+func Raw(resp *http.Response, err error) (json.RawMessage, error) { return answer(resp, err) }
 
 // Request is one call.
 type Request struct {
@@ -94,7 +136,8 @@ type Request struct {
 }
 
 // Do sends r and decodes a 2xx JSON answer into out (nil: discarded). It returns the raw
-// body too, for tools that pass the api's answer on.
+// body too, for tools that pass the api's answer on. It goes through the generated client's
+// transport and editors; the operations have typed methods on API.
 func (c *Client) Do(ctx context.Context, r Request, out any) (json.RawMessage, error) {
 	var body io.Reader
 	if r.Body != nil {
@@ -112,32 +155,17 @@ func (c *Client) Do(ctx context.Context, r Request, out any) (json.RawMessage, e
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json")
 	if r.Body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if r.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.Token)
-	}
-	if r.Correlation != "" {
-		req.Header.Set("X-Correlation-ID", r.Correlation)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("api unreachable: %w", err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return nil, fmt.Errorf("read api answer: %w", err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		e := &Error{}
-		if json.Unmarshal(raw, e) != nil || e.Status == 0 {
-			e = &Error{Status: resp.StatusCode, Detail: strings.TrimSpace(string(raw))}
+	for _, edit := range append(c.gen.RequestEditors, As(r.Token, r.Correlation)...) {
+		if err := edit(ctx, req); err != nil {
+			return nil, err
 		}
-		e.Status = resp.StatusCode
-		return raw, e
+	}
+	raw, err := answer(c.gen.Client.Do(req))
+	if err != nil {
+		return raw, err
 	}
 	if out != nil && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {
@@ -165,9 +193,8 @@ type Identity struct {
 
 // WhoAmI verifies token with the api.
 func (c *Client) WhoAmI(ctx context.Context, token string) (Identity, error) {
-	var id Identity
-	_, err := c.Get(ctx, token, "", "/api/v1/whoami", nil, &id)
-	return id, err
+	id, err := Decode[api.WhoAmI](c.gen.Whoami(ctx, As(token, "")...))
+	return Identity{Name: id.Name, Role: string(id.Role)}, err
 }
 
 // PathEscape escapes one path segment (an entity ref such as lxc:jellyfin).
@@ -200,12 +227,7 @@ func (c *Client) WaitEnd(ctx context.Context, token, correlation, id string) err
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		e := &Error{}
-		if json.Unmarshal(raw, e) != nil {
-			e = &Error{Detail: strings.TrimSpace(string(raw))}
-		}
-		e.Status = resp.StatusCode
-		return e
+		return &Error{api.ProblemOf(resp.StatusCode, raw)}
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)

@@ -3,14 +3,25 @@ package loop
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
+	api "github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/policy"
 	"github.com/oikos-hq/oikos/shared/policy/assent"
 )
+
+// pendingApprovals is the part of GET /approvals that assent detection reads.
+type pendingApprovals struct {
+	Items []struct {
+		ID          string    `json:"id"`
+		ExecutionID string    `json:"execution_id"`
+		Target      string    `json:"target"`
+		Command     string    `json:"command"`
+		RiskClass   string    `json:"risk_class"`
+		RequestedAt time.Time `json:"requested_at"`
+	} `json:"items"`
+}
 
 // relayAssent finds what the operator's message assents to — the pending approvals and the
 // plan of the immediately preceding assistant turn (those created after the previous user
@@ -23,18 +34,10 @@ func (l *Loop) relayAssent(ctx context.Context, req TurnRequest, prevUser time.T
 		return nil
 	}
 	var notes []string
-	var list struct {
-		Items []struct {
-			ID          string    `json:"id"`
-			ExecutionID string    `json:"execution_id"`
-			Target      string    `json:"target"`
-			Command     string    `json:"command"`
-			RiskClass   string    `json:"risk_class"`
-			RequestedAt time.Time `json:"requested_at"`
-		} `json:"items"`
-	}
-	if _, err := l.api.Get(ctx, l.cfg.AgentToken, req.SessionID, "/api/v1/approvals",
-		url.Values{"session_id": {req.SessionID}, "status": {"pending"}, "limit": {"50"}}, &list); err != nil {
+	as := apiclient.As(l.cfg.AgentToken, req.SessionID)
+	list, err := apiclient.Decode[pendingApprovals](l.api.API().ListApprovals(ctx,
+		&api.ListApprovalsParams{SessionId: &req.SessionID, Status: api.Ptr("pending"), Limit: api.Ptr(50)}, as...))
+	if err != nil {
 		l.log.Warn().Err(err).Str("session", req.SessionID).Msg("pending approvals for assent")
 	}
 	// A loose assent answers the approvals the immediately preceding assistant turn asked
@@ -61,8 +64,8 @@ func (l *Loop) relayAssent(ctx context.Context, req TurnRequest, prevUser time.T
 		}
 	}
 	for _, g := range grants {
-		body := map[string]any{"decision": "approve", "via": g.Via, "message_id": req.MessageID}
-		if _, err := l.api.Send(ctx, http.MethodPost, l.cfg.AgentToken, req.SessionID, "/api/v1/approvals/"+apiclient.PathEscape(g.ApprovalID)+"/decision", body, nil); err != nil {
+		body := api.DecisionRequest{Decision: "approve", Via: api.DecisionRequestVia(g.Via), MessageId: &req.MessageID}
+		if _, err := apiclient.Raw(l.api.API().DecideApproval(ctx, g.ApprovalID, body, as...)); err != nil {
 			l.log.Warn().Err(err).Str("approval", g.ApprovalID).Msg("assent relay refused")
 			notes = append(notes, fmt.Sprintf("the operator's message was read as approving %s, but the api did not accept it: %v. It still waits for the operator.", byID[g.ApprovalID], err))
 			continue
@@ -70,8 +73,7 @@ func (l *Loop) relayAssent(ctx context.Context, req TurnRequest, prevUser time.T
 		notes = append(notes, fmt.Sprintf("the operator's message approved %s; it runs now and its result comes back to this session.", byID[g.ApprovalID]))
 	}
 	if s, err := l.tasks.Session(ctx, req.SessionID); err == nil && s.PlanProposedAt != nil && s.PlanProposedAt.After(prevUser) && assent.ToPlan(req.Message) {
-		if _, err := l.api.Send(ctx, http.MethodPost, l.cfg.AgentToken, req.SessionID, "/api/v1/sessions/"+apiclient.PathEscape(req.SessionID)+"/assent",
-			map[string]any{"message_id": req.MessageID}, nil); err != nil {
+		if _, err := apiclient.Raw(l.api.API().AssentToPlan(ctx, req.SessionID, api.PlanAssentRequest{MessageId: req.MessageID}, as...)); err != nil {
 			l.log.Warn().Err(err).Str("session", req.SessionID).Msg("plan assent relay refused")
 			notes = append(notes, fmt.Sprintf("the operator's message was read as approving the plan, but the api did not accept it: %v.", err))
 		} else {

@@ -7,6 +7,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/oikos-hq/oikos/agent/internal/apiclient"
 	"github.com/oikos-hq/oikos/agent/internal/store"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
 )
@@ -91,8 +92,8 @@ func (l *Loop) context(ctx context.Context, session string, notes []string) ([]o
 
 // snapshot is the compact fleet health for the system prompt ("" when the api cannot say).
 func (l *Loop) snapshot(ctx context.Context, session string) string {
-	var h tools.HealthSummary
-	if _, err := l.api.Get(ctx, l.cfg.AgentToken, session, "/api/v1/health/summary", nil, &h); err != nil {
+	h, err := apiclient.Decode[tools.HealthSummary](l.api.API().HealthSummary(ctx, nil, apiclient.As(l.cfg.AgentToken, session)...))
+	if err != nil {
 		l.log.Warn().Err(err).Msg("fleet snapshot for the system prompt")
 		return ""
 	}

@@ -149,13 +149,13 @@ func (l *Loop) Recover(ctx context.Context) error {
 			l.pending.mu.Unlock()
 			continue
 		}
-		var e struct {
+		e, err := apiclient.Decode[struct {
 			Status   string `json:"status"`
 			Target   string `json:"target"`
 			ExitCode *int   `json:"exit_code"`
 			Error    string `json:"error"`
-		}
-		if _, err := l.api.Get(ctx, l.cfg.AgentToken, session, "/api/v1/executions/"+apiclient.PathEscape(id), nil, &e); err != nil {
+		}](l.api.API().GetExecution(ctx, id, apiclient.As(l.cfg.AgentToken, session)...))
+		if err != nil {
 			l.log.Warn().Err(err).Str("execution", id).Msg("follow a handed-off execution")
 			continue
 		}

@@ -8,13 +8,13 @@ package taskwatch
 import (
 	"context"
 	"encoding/json"
-	"net/url"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
+	api "github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/startstop"
 )
@@ -146,8 +146,8 @@ func (w *Watcher) Pass(ctx context.Context) {
 			continue
 		}
 		if s, err := w.opts.Tasks.Session(ctx, id); err == nil && s.Task != "" {
-			if _, err := w.opts.API.Send(ctx, "POST", w.opts.Token, id, "/api/v1/entities/"+apiclient.PathEscape(s.Task)+"/state",
-				map[string]any{"state": "abandoned"}, nil); err != nil {
+			if _, err := apiclient.Raw(w.opts.API.API().SetEntityState(ctx, s.Task, nil, api.SetState{State: "abandoned"},
+				apiclient.As(w.opts.Token, id)...)); err != nil {
 				w.opts.Logger.Warn().Err(err).Str("task", s.Task).Msg("abandoned task entity")
 			}
 		}
@@ -156,10 +156,9 @@ func (w *Watcher) Pass(ctx context.Context) {
 
 // pending asks the api whether it holds a pending approval for session.
 func (w *Watcher) pending(ctx context.Context, session string) (bool, error) {
-	var list struct {
+	list, err := apiclient.Decode[struct {
 		Items []json.RawMessage `json:"items"`
-	}
-	_, err := w.opts.API.Get(ctx, w.opts.Token, session, "/api/v1/approvals",
-		url.Values{"session_id": {session}, "status": {"pending"}, "limit": {"1"}}, &list)
+	}](w.opts.API.API().ListApprovals(ctx, &api.ListApprovalsParams{SessionId: &session, Status: api.Ptr("pending"), Limit: api.Ptr(1)},
+		apiclient.As(w.opts.Token, session)...))
 	return len(list.Items) > 0, err
 }

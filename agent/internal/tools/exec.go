@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
+	api "github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/safego"
 )
 
@@ -163,7 +165,7 @@ func runTool(ctx context.Context, c *Call, in runIn) Result {
 	if in.TimeoutSeconds > 0 {
 		body["timeout_seconds"] = in.TimeoutSeconds
 	}
-	return requestAndFollow(ctx, c, "/api/v1/executions", body, in.Target)
+	return requestAndFollow(ctx, c, c.api().RequestExecutionWithBody, body, in.Target)
 }
 
 func actionTool(ctx context.Context, c *Call, in actionIn) Result {
@@ -174,15 +176,18 @@ func actionTool(ctx context.Context, c *Call, in actionIn) Result {
 	if in.DeclaredRisk != "" {
 		body["declared_risk"] = in.DeclaredRisk
 	}
-	return requestAndFollow(ctx, c, "/api/v1/executions/actions", body, in.Target)
+	return requestAndFollow(ctx, c, c.api().RequestActionWithBody, body, in.Target)
 }
+
+// requestFn is POST /executions or POST /executions/actions of the generated client.
+type requestFn func(ctx context.Context, contentType string, body io.Reader, reqEditors ...api.RequestEditorFn) (*http.Response, error)
 
 // requestAndFollow asks the api for an execution and follows it: a runnable one is waited for
 // (up to ReadWait) and answered with its output; one that waits for an approval marks the
 // task awaiting_input and tells the model to stop and wait.
-func requestAndFollow(ctx context.Context, c *Call, path string, body map[string]any, target string) Result {
-	var e Execution
-	if _, err := c.deps.API.Send(ctx, http.MethodPost, c.Token, c.Session.ID, path, body, &e); err != nil {
+func requestAndFollow(ctx context.Context, c *Call, request requestFn, body map[string]any, target string) Result {
+	e, err := apiclient.Decode[Execution](request(ctx, api.ContentJSON, api.JSONBody(body), c.as()...))
+	if err != nil {
 		return apiError(err)
 	}
 	if e.Status == "pending_approval" {
@@ -231,12 +236,10 @@ func executionResult(e Execution) Result {
 }
 
 func getExecution(ctx context.Context, c *Call, id string) (Execution, error) {
-	var e Execution
 	if strings.TrimSpace(id) == "" {
-		return e, errors.New("id is empty")
+		return Execution{}, errors.New("id is empty")
 	}
-	_, err := c.deps.API.Get(ctx, c.Token, c.Session.ID, "/api/v1/executions/"+apiclient.PathEscape(id), nil, &e)
-	return e, err
+	return apiclient.Decode[Execution](c.deps.API.API().GetExecution(ctx, id, c.as()...))
 }
 
 // waitExecution waits up to d for an execution to end (following the api's log stream) and
@@ -271,17 +274,12 @@ type Classification struct {
 }
 
 func classify(ctx context.Context, c *Call, target, command, declared string) (Classification, error) {
-	body := map[string]any{"command": command}
-	if target != "" {
-		body["target"] = target
-	}
-	if declared != "" {
-		body["declared_risk"] = declared
-	}
-	var cl Classification
-	_, err := c.deps.API.Send(ctx, http.MethodPost, c.Token, c.Session.ID, "/api/v1/classify", body, &cl)
-	return cl, err
+	body := api.ClassifyRequest{Command: command, Target: api.Opt(target), DeclaredRisk: api.Opt(api.RiskClass(declared))}
+	return apiclient.Decode[Classification](c.deps.API.API().ClassifyCommand(ctx, body, c.as()...))
 }
+
+// as is the request editors of the call: its caller's token and its session.
+func (c *Call) as() []api.RequestEditorFn { return apiclient.As(c.Token, c.Session.ID) }
 
 // apiError is an api failure as a tool result: the api's own words, which name the field.
 func apiError(err error) Result {
@@ -332,14 +330,13 @@ func inspectPathTool() *Tool {
 				safego.Go(c.deps.Log, "inspect-path", func() {
 					defer wg.Done()
 					out[i].Target = target
-					var e Execution
-					body := map[string]any{"target": target, "command": cmd, "purpose": "inspect " + in.Path, "session_id": c.Session.ID}
-					if _, err := c.deps.API.Send(ctx, http.MethodPost, c.Token, c.Session.ID, "/api/v1/executions", body, &e); err != nil {
+					body := api.RunRequest{Target: target, Command: cmd, Purpose: "inspect " + in.Path, SessionId: &c.Session.ID}
+					e, err := apiclient.Decode[Execution](c.deps.API.API().RequestExecution(ctx, body, c.as()...))
+					if err != nil {
 						out[i].Status, out[i].Error = "refused", apiError(err).Text
 						return
 					}
 					if !terminal(e.Status) && e.Status != "pending_approval" {
-						var err error
 						if e, err = waitExecution(ctx, c, e.ID, c.deps.ReadWait); err != nil {
 							out[i].Status, out[i].Error = "error", err.Error()
 							return

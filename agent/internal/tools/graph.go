@@ -9,6 +9,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
+
+	api "github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 type refIn struct {
@@ -67,14 +69,6 @@ type listLXCsIn struct {
 	Q      string `json:"q,omitempty"`
 }
 
-func entityPath(ref string, rest ...string) string {
-	p := "/api/v1/entities/" + apiclient.PathEscape(ref)
-	for _, r := range rest {
-		p += "/" + r
-	}
-	return p
-}
-
 // get is a read tool that passes the api's answer on.
 func get(ctx context.Context, c *Call, path string, q map[string]string) Result {
 	v := query()
@@ -90,14 +84,20 @@ func get(ctx context.Context, c *Call, path string, q map[string]string) Result 
 	return Result{Data: raw}
 }
 
-// send is a write tool that passes the api's answer on.
-func send(ctx context.Context, c *Call, method, path string, body any) Result {
-	raw, err := c.deps.API.Send(ctx, method, c.Token, c.Session.ID, path, body, nil)
-	if err != nil {
-		return apiError(err)
+// pass is a tool that passes the api's answer to one call of the generated client on:
+// pass(c)(c.api().Op(ctx, ..., c.as()...)).
+func pass(c *Call) func(*http.Response, error) Result {
+	return func(resp *http.Response, err error) Result {
+		raw, err := apiclient.Raw(resp, err)
+		if err != nil {
+			return apiError(err)
+		}
+		return Result{Data: raw}
 	}
-	return Result{Data: raw}
 }
+
+// api is the generated client of the api; give each call c.as().
+func (c *Call) api() *api.Client { return c.deps.API.API() }
 
 func itoa(n int) string {
 	if n == 0 {
@@ -111,58 +111,61 @@ func graphTools() []*Tool {
 	return []*Tool{
 		def("get_entity", "Get one entity of the graph: type, state, attributes and current health.",
 			Hints{ReadOnly: true, Idempotent: true}, "entity", nil,
-			func(ctx context.Context, c *Call, in refIn) Result { return get(ctx, c, entityPath(in.Ref), nil) }),
+			func(ctx context.Context, c *Call, in refIn) Result {
+				return pass(c)(c.api().GetEntity(ctx, in.Ref, c.as()...))
+			}),
 		def("list_entities", "List graph entities filtered by type, state, health or text, paginated.",
 			Hints{ReadOnly: true, Idempotent: true}, "entity_list",
 			func(s *jsonschema.Schema) { bounds(s, "limit", 1, 500) },
 			func(ctx context.Context, c *Call, in listEntitiesIn) Result {
-				return get(ctx, c, "/api/v1/entities", map[string]string{"type": in.Type, "state": in.State, "health": in.Health,
-					"q": in.Q, "limit": itoa(in.Limit), "cursor": in.Cursor})
+				return pass(c)(c.api().ListEntities(ctx, &api.ListEntitiesParams{Type: api.Opt(in.Type), State: api.Opt(in.State),
+					Health: api.Opt(in.Health), Q: api.Opt(in.Q), Limit: api.Opt(in.Limit), Cursor: api.Opt(in.Cursor)}, c.as()...))
 			}),
 		def("list_lxcs", "List every LXC with its health and when it was last audited.",
 			Hints{ReadOnly: true, Idempotent: true}, "entity_list", nil,
 			func(ctx context.Context, c *Call, in listLXCsIn) Result {
-				return get(ctx, c, "/api/v1/entities", map[string]string{"type": "lxc", "with": "last_audited", "health": in.Health,
-					"q": in.Q, "limit": "500"})
+				return pass(c)(c.api().ListEntities(ctx, &api.ListEntitiesParams{Type: api.Ptr("lxc"), With: api.Ptr("last_audited"),
+					Health: api.Opt(in.Health), Q: api.Opt(in.Q), Limit: api.Ptr(500)}, c.as()...))
 			}),
 		def("create_entity", "Create a graph entity (a discovered service, host or guest) of an ontology type.",
 			Hints{}, "entity", nil,
 			func(ctx context.Context, c *Call, in createEntityIn) Result {
-				r := send(ctx, c, http.MethodPost, "/api/v1/entities", in)
+				r := pass(c)(c.api().CreateEntityWithBody(ctx, nil, api.ContentJSON, api.JSONBody(in), c.as()...))
 				r.Entity = slugOf(r)
 				return r
 			}),
 		def("update_entity_attributes", "Merge discovered facts into an entity's attributes (an IP, a version, a port).",
 			write, "entity", nil,
 			func(ctx context.Context, c *Call, in attrsIn) Result {
-				return send(ctx, c, http.MethodPatch, entityPath(in.Ref), map[string]any{"attributes": in.Attributes})
+				return pass(c)(c.api().PatchEntityWithBody(ctx, in.Ref, nil, api.ContentJSON, api.JSONBody(map[string]any{"attributes": in.Attributes}), c.as()...))
 			}),
 		def("set_entity_state", "Set an entity's lifecycle state (e.g. running, stopped, retired) by the ontology's transitions.",
 			write, "entity", nil,
 			func(ctx context.Context, c *Call, in stateIn) Result {
-				return send(ctx, c, http.MethodPost, entityPath(in.Ref, "state"), map[string]any{"state": in.State})
+				return pass(c)(c.api().SetEntityState(ctx, in.Ref, nil, api.SetState{State: in.State}, c.as()...))
 			}),
 		def("create_relationship", "Record an edge between two entities (depends-on, hosts, provides, ...); idempotent.",
 			write, "relationship", nil,
 			func(ctx context.Context, c *Call, in relIn) Result {
-				return send(ctx, c, http.MethodPost, "/api/v1/relationships", in)
+				return pass(c)(c.api().CreateRelationshipWithBody(ctx, api.ContentJSON, api.JSONBody(in), c.as()...))
 			}),
 		def("end_relationship", "End a relationship that no longer holds, by its id; history is kept.",
 			write, "relationship", nil,
 			func(ctx context.Context, c *Call, in endRelIn) Result {
-				return send(ctx, c, http.MethodPost, "/api/v1/relationships/"+apiclient.PathEscape(in.ID)+"/end", map[string]any{})
+				return pass(c)(c.api().EndRelationship(ctx, in.ID, c.as()...))
 			}),
 		def("get_relations", "Get an entity's relationships, optionally only some types (types=hosts,depends-on).",
 			Hints{ReadOnly: true, Idempotent: true}, "relations",
 			func(s *jsonschema.Schema) { enum(s, "direction", "out", "in", "both") },
 			func(ctx context.Context, c *Call, in relationsIn) Result {
-				return get(ctx, c, entityPath(in.Ref, "relations"), map[string]string{"types": in.Types, "direction": in.Direction})
+				return pass(c)(c.api().ListRelations(ctx, in.Ref, &api.ListRelationsParams{Types: api.Opt(in.Types),
+					Direction: api.Opt(api.ListRelationsParamsDirection(in.Direction))}, c.as()...))
 			}),
 		def("get_blast_radius", "Get what breaks if an entity fails: its dependents, transitively.",
 			Hints{ReadOnly: true, Idempotent: true}, "blast_radius",
 			func(s *jsonschema.Schema) { bounds(s, "depth", 1, 10) },
 			func(ctx context.Context, c *Call, in blastIn) Result {
-				return get(ctx, c, entityPath(in.Ref, "blast-radius"), map[string]string{"depth": itoa(in.Depth)})
+				return pass(c)(c.api().BlastRadius(ctx, in.Ref, &api.BlastRadiusParams{Depth: api.Opt(in.Depth)}, c.as()...))
 			}),
 	}
 }

@@ -2,13 +2,12 @@ package tools
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"unicode"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/oikos-hq/oikos/agent/internal/apiclient"
+	api "github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 type searchIn struct {
@@ -45,17 +44,17 @@ func knowledgeTools() []*Tool {
 				enum(s, "kind", "document", "investigation", "runbook")
 			},
 			func(ctx context.Context, c *Call, in searchIn) Result {
-				return get(ctx, c, "/api/v1/knowledge/search", map[string]string{"q": in.Query, "kind": in.Kind, "limit": "10"})
+				return pass(c)(c.api().SearchKnowledge(ctx, &api.SearchKnowledgeParams{Q: in.Query, Kind: api.Opt(in.Kind), Limit: api.Ptr(10)}, c.as()...))
 			}),
 		def("get_entity_knowledge", "List the knowledge entries about an entity (linked by about edges).",
 			Hints{ReadOnly: true, Idempotent: true}, "knowledge_list", nil,
 			func(ctx context.Context, c *Call, in refIn) Result {
-				return get(ctx, c, entityPath(in.Ref, "knowledge"), nil)
+				return pass(c)(c.api().EntityKnowledge(ctx, in.Ref, nil, c.as()...))
 			}),
 		def("get_knowledge_content", "Read one knowledge entry's full markdown by its slug.",
 			Hints{ReadOnly: true, Idempotent: true}, "knowledge", nil,
 			func(ctx context.Context, c *Call, in slugIn) Result {
-				return get(ctx, c, "/api/v1/knowledge/"+apiclient.PathEscape(in.Slug), nil)
+				return pass(c)(c.api().GetKnowledge(ctx, in.Slug, c.as()...))
 			}),
 		def("upsert_knowledge", "Write back what you learned as a knowledge entry, linked to the entity it is about.",
 			Hints{Idempotent: true}, "knowledge",
@@ -80,23 +79,19 @@ func knowledgeTools() []*Tool {
 				if len(in.Tags) > 0 {
 					body["tags"] = in.Tags
 				}
-				r := send(ctx, c, http.MethodPut, "/api/v1/knowledge/"+apiclient.PathEscape(kind+":"+name), body)
+				r := pass(c)(c.api().UpsertKnowledgeWithBody(ctx, kind+":"+name, api.ContentJSON, api.JSONBody(body), c.as()...))
 				r.Entity = in.About
 				return r
 			}),
 		def("audit_knowledge_graph", "Audit the graph for orphans, stale probes, unmonitored types and dangling edges.",
 			Hints{ReadOnly: true, Idempotent: true}, "graph_audit", nil,
 			func(ctx context.Context, c *Call, in auditIn) Result {
-				return get(ctx, c, "/api/v1/audit/graph", map[string]string{"stuck_after": in.StuckAfter})
+				return pass(c)(c.api().GraphAudit(ctx, &api.GraphAuditParams{StuckAfter: api.Opt(in.StuckAfter)}, c.as()...))
 			}),
 		def("discover_infra_drift", "Compare the Proxmox hosts' real guests (pct list, qm list) with the graph.",
 			Hints{ReadOnly: true, Idempotent: true, OpenWorld: true}, "drift", nil,
 			func(ctx context.Context, c *Call, in driftIn) Result {
-				q := map[string]string{}
-				if in.Refresh {
-					q["refresh"] = "true"
-				}
-				return get(ctx, c, "/api/v1/audit/drift", q)
+				return pass(c)(c.api().DriftReport(ctx, &api.DriftReportParams{Refresh: api.Opt(in.Refresh)}, c.as()...))
 			}),
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/oikos-hq/oikos/agent/internal/apiclient"
 	"github.com/oikos-hq/oikos/agent/internal/secrets"
 	"github.com/oikos-hq/oikos/agent/internal/webfetch"
 )
@@ -48,12 +49,12 @@ func netTools() []*Tool {
 				if c.deps.Probe == nil {
 					return Errorf("ping_service is not configured on this agent")
 				}
-				var e struct {
+				e, err := apiclient.Decode[struct {
 					Slug       string         `json:"slug"`
 					Attributes map[string]any `json:"attributes"`
 					Health     any            `json:"health"`
-				}
-				if _, err := c.deps.API.Get(ctx, c.Token, c.Session.ID, entityPath(in.Ref), nil, &e); err != nil {
+				}](c.deps.API.API().GetEntity(ctx, in.Ref, c.as()...))
+				if err != nil {
 					return apiError(err)
 				}
 				u := serviceURL(e.Attributes)

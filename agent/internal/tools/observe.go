@@ -1,11 +1,16 @@
 package tools
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"sort"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/oikos-hq/oikos/agent/internal/apiclient"
+
+	api "github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 type healthIn struct {
@@ -46,13 +51,13 @@ func observeTools() []*Tool {
 		def("get_health_summary", "Get fleet health: counts and each entity's health, optionally only some states.",
 			ro, "health", nil,
 			func(ctx context.Context, c *Call, in healthIn) Result {
-				return get(ctx, c, "/api/v1/health/summary", map[string]string{"health": in.Health})
+				return pass(c)(c.api().HealthSummary(ctx, &api.HealthSummaryParams{Health: api.Opt(in.Health)}, c.as()...))
 			}),
 		def("get_state_snapshot", "Get a compact fleet snapshot: health counts and what needs attention.",
 			ro, "snapshot", nil,
 			func(ctx context.Context, c *Call, _ noArgs) Result {
-				var h HealthSummary
-				if _, err := c.deps.API.Get(ctx, c.Token, c.Session.ID, "/api/v1/health/summary", nil, &h); err != nil {
+				h, err := apiclient.Decode[HealthSummary](c.deps.API.API().HealthSummary(ctx, nil, c.as()...))
+				if err != nil {
 					return apiError(err)
 				}
 				return Result{Data: Snapshot(h)}
@@ -60,12 +65,12 @@ func observeTools() []*Tool {
 		def("query_metrics", "Query an entity's metric samples over a time range, bucketed.",
 			ro, "metrics", nil,
 			func(ctx context.Context, c *Call, in metricsIn) Result {
-				return get(ctx, c, entityPath(in.Ref, "metrics"), map[string]string{"name": in.Name, "since": in.Since, "step": in.Step})
+				return pass(c)(c.api().EntityMetrics(ctx, in.Ref, &api.EntityMetricsParams{Name: in.Name, Since: api.Opt(in.Since), Step: api.Opt(in.Step)}, c.as()...))
 			}),
 		def("get_trend", "Get a metric's trend for an entity: slope, min, max and a forecast.",
 			ro, "trend", nil,
 			func(ctx context.Context, c *Call, in trendIn) Result {
-				return get(ctx, c, entityPath(in.Ref, "trend"), map[string]string{"name": in.Name, "window": in.Window})
+				return pass(c)(c.api().EntityTrend(ctx, in.Ref, &api.EntityTrendParams{Name: in.Name, Window: api.Opt(in.Window)}, c.as()...))
 			}),
 		def("get_event_timeline", "Get recent events for an entity or the fleet (state changes, executions, approvals).",
 			ro, "timeline",
@@ -76,14 +81,17 @@ func observeTools() []*Tool {
 					limit = "50"
 				}
 				if in.Ref != "" {
-					return get(ctx, c, entityPath(in.Ref, "events"), map[string]string{"types": in.Types, "limit": limit})
+					return pass(c)(c.api().EntityTimeline(ctx, in.Ref, &api.EntityTimelineParams{Types: api.Opt(in.Types), Limit: api.Ptr(cmp.Or(in.Limit, 50))}, c.as()...))
 				}
+				// GET /events stays a passed-on request: its since (a sequence number or a
+				// time) is a union the generated parameters cannot be given from outside.
 				return get(ctx, c, "/api/v1/events", map[string]string{"types": in.Types, "since": in.Since, "limit": limit})
 			}),
 		def("list_checks", "List health checks with their latest result, by target, kind or health.",
 			ro, "checks", nil,
 			func(ctx context.Context, c *Call, in checksIn) Result {
-				return get(ctx, c, "/api/v1/checks", map[string]string{"target": in.Target, "kind": in.Kind, "health": in.Health, "limit": "200"})
+				return pass(c)(c.api().ListChecks(ctx, &api.ListChecksParams{Target: api.Opt(in.Target), Kind: api.Opt(in.Kind),
+					Health: api.Opt(in.Health), Limit: api.Ptr(200)}, c.as()...))
 			}),
 	}
 }

@@ -5,13 +5,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net/http"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/oikos-hq/oikos/agent/internal/apiclient"
 	"github.com/oikos-hq/oikos/agent/internal/store"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
+	api "github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 type goalIn struct {
@@ -133,12 +134,12 @@ func setGoal(ctx context.Context, c *Call, in goalIn) Result {
 	prev := c.Session
 	slug := prev.Task
 	if !strings.EqualFold(strings.TrimSpace(prev.Goal), strings.TrimSpace(in.Goal)) || slug == "" {
-		var e struct {
+		body := api.CreateEntity{Type: "task", Name: taskName(c.Session.ID), State: api.Ptr("in_progress"),
+			Attributes: &api.Attributes{"goal": in.Goal, "session_id": c.Session.ID}}
+		e, err := apiclient.Decode[struct {
 			Slug string `json:"slug"`
-		}
-		body := map[string]any{"type": "task", "name": taskName(c.Session.ID), "state": "in_progress",
-			"attributes": map[string]any{"goal": in.Goal, "session_id": c.Session.ID}}
-		if _, err := c.deps.API.Send(ctx, http.MethodPost, c.Token, c.Session.ID, "/api/v1/entities", body, &e); err != nil {
+		}](c.deps.API.API().CreateEntity(ctx, nil, body, c.as()...))
+		if err != nil {
 			return apiError(err)
 		}
 		slug = e.Slug
@@ -167,7 +168,7 @@ func (c *Call) setTaskState(ctx context.Context, slug, state string) {
 	if slug == "" {
 		return
 	}
-	if _, err := c.deps.API.Send(ctx, http.MethodPost, c.Token, c.Session.ID, entityPath(slug, "state"), map[string]any{"state": state}, nil); err != nil {
+	if _, err := apiclient.Raw(c.deps.API.API().SetEntityState(ctx, slug, nil, api.SetState{State: state}, c.as()...)); err != nil {
 		c.deps.Log.Warn().Err(err).Str("task", slug).Str("state", state).Msg("task entity state")
 	}
 }

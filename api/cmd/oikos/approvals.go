@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	execsvc "github.com/oikos-hq/oikos/api/internal/execution"
+
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // approval is an approval as the api answers it (the api's own type: one shape).
@@ -47,15 +47,13 @@ func runApprovals(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: oikos approvals list [--status S] [--session S] [--limit 1-500] [--json]")
 		return 2
 	}
-	q := url.Values{}
-	if *status != "all" && *status != "" {
-		q.Set("status", *status)
+	q := apiclient.ListApprovalsParams{SessionId: apiclient.Opt(*session), Limit: limit}
+	if *status != "all" {
+		q.Status = apiclient.Opt(*status)
 	}
-	if *session != "" {
-		q.Set("session_id", *session)
-	}
-	q.Set("limit", strconv.Itoa(*limit))
-	p, code, done := fetchPage[approval](ctx, env, "oikos approvals list", "/api/v1/approvals?"+q.Encode(), *asJSON)
+	p, code, done := fetchPage[approval](env, "oikos approvals list", func(c *apiclient.Client) (*http.Response, error) {
+		return c.ListApprovals(ctx, &q)
+	}, *asJSON)
 	if done {
 		return code
 	}
@@ -94,7 +92,7 @@ func runApprove(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	id := fs.Arg(0)
 	var a approval
-	if err := env.call(ctx, http.MethodGet, "/api/v1/approvals/"+url.PathEscape(id), nil, &a); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.GetApproval(ctx, id) }, &a); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos approve: %v\n", err)
 		return 1
 	}
@@ -137,12 +135,10 @@ func runDeny(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func decide(ctx context.Context, env *cliEnv, decision, id, via, reason string) int {
-	body := map[string]string{"decision": decision, "via": via}
-	if reason != "" {
-		body["reason"] = reason
-	}
+	body := apiclient.DecisionRequest{Decision: apiclient.DecisionRequestDecision(decision), Via: apiclient.DecisionRequestVia(via),
+		Reason: apiclient.Opt(reason)}
 	var res decisionResult
-	if err := env.call(ctx, http.MethodPost, "/api/v1/approvals/"+url.PathEscape(id)+"/decision", body, &res); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.DecideApproval(ctx, id, body) }, &res); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos %s: %v\n", decision, err)
 		return 1
 	}

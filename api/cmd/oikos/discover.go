@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // discovery is POST /api/v1/entities/{ref}/discover/services's answer.
@@ -108,9 +109,10 @@ func runDiscover(ctx context.Context, env *cliEnv, args []string) int {
 	e.HTTP = &client
 	env = &e
 
-	base := "/api/v1/entities/" + url.PathEscape(slug)
 	var raw json.RawMessage
-	if err := env.call(ctx, http.MethodPost, base+"/discover/services?"+url.Values{"timeout": {timeout.String()}}.Encode(), nil, &raw); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) {
+		return c.DiscoverServices(ctx, slug, &apiclient.DiscoverServicesParams{Timeout: apiclient.Ptr(timeout.String())})
+	}, &raw); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos discover: %v\n", err)
 		return 1
 	}
@@ -163,7 +165,9 @@ func runDiscover(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	var a acceptedServices
 	var araw json.RawMessage
-	if err := env.call(ctx, http.MethodPost, base+"/services", map[string]any{"services": services}, &araw); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) {
+		return c.AcceptServicesWithBody(ctx, slug, apiclient.ContentJSON, apiclient.JSONBody(map[string]any{"services": services}))
+	}, &araw); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos discover: accept: %v\n", err)
 		return 1
 	}

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
+	"net/http"
 	"strings"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // driftReport is the part of GET /api/v1/audit/drift the command prints.
@@ -69,10 +71,9 @@ func runDrift(ctx context.Context, env *cliEnv, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	path := "/api/v1/audit/drift"
+	var q apiclient.DriftReportParams
 	if *refresh {
-		q := url.Values{"refresh": {"true"}, "timeout": {timeout.String()}}
-		path += "?" + q.Encode()
+		q = apiclient.DriftReportParams{Refresh: refresh, Timeout: apiclient.Ptr(timeout.String())}
 		// The api waits up to timeout for the scheduler; give the request a little more.
 		client := *env.HTTP
 		client.Timeout = max(client.Timeout, *timeout+10*time.Second)
@@ -81,7 +82,7 @@ func runDrift(ctx context.Context, env *cliEnv, args []string) int {
 		env = &e
 	}
 	var raw json.RawMessage
-	if err := env.call(ctx, "GET", path, nil, &raw); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.DriftReport(ctx, &q) }, &raw); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos drift: %v\n", err)
 		return 1
 	}

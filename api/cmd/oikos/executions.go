@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // execution is the part of an execution the CLI shows.
@@ -74,14 +76,11 @@ func executionsList(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: oikos executions list [--target T] [--status S] [--action A] [--session S] [--limit 1-500] [--json]")
 		return 2
 	}
-	q := url.Values{}
-	for k, v := range map[string]string{"target": *target, "status": *status, "action": *action, "session_id": *session} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	q.Set("limit", strconv.Itoa(*limit))
-	p, code, done := fetchPage[execution](ctx, env, "oikos executions list", "/api/v1/executions?"+q.Encode(), *asJSON)
+	q := apiclient.ListExecutionsParams{Target: apiclient.Opt(*target), Status: apiclient.Opt(*status), Action: apiclient.Opt(*action),
+		SessionId: apiclient.Opt(*session), Limit: limit}
+	p, code, done := fetchPage[execution](env, "oikos executions list", func(c *apiclient.Client) (*http.Response, error) {
+		return c.ListExecutions(ctx, &q)
+	}, *asJSON)
 	if done {
 		return code
 	}
@@ -289,12 +288,13 @@ func shorten(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// fetchPage GETs one page of a list endpoint for a list subcommand named cmd. With asJSON it
-// prints the page as the api sent it; done is then true, as it is on an error (printed), and
-// code is the exit status. Otherwise p is the decoded page.
-func fetchPage[T any](ctx context.Context, env *cliEnv, cmd, path string, asJSON bool) (p page[T], code int, done bool) {
+// fetchPage GETs one page of a list endpoint (list, a call of the generated client) for a
+// list subcommand named cmd. With asJSON it prints the page as the api sent it; done is then
+// true, as it is on an error (printed), and code is the exit status. Otherwise p is the
+// decoded page.
+func fetchPage[T any](env *cliEnv, cmd string, list func(*apiclient.Client) (*http.Response, error), asJSON bool) (p page[T], code int, done bool) {
 	var raw json.RawMessage
-	if err := env.call(ctx, http.MethodGet, path, nil, &raw); err != nil {
+	if err := env.do(list, &raw); err != nil {
 		fmt.Fprintf(env.Stderr, "%s: %v\n", cmd, err)
 		return p, 1, true
 	}

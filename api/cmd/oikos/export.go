@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
+
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // typeList is a repeatable, comma-separated --type flag.
@@ -49,11 +48,13 @@ func runExport(ctx context.Context, env *cliEnv, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	path := "/api/v1/export"
+	var q apiclient.ExportFleetParams
 	if len(types) > 0 {
-		path += "?" + url.Values{"type": types}.Encode()
+		q.Type = (*[]string)(&types)
 	}
-	body, err := env.getRaw(ctx, path)
+	body, err := env.raw(func(c *apiclient.Client) (*http.Response, error) {
+		return c.ExportFleet(ctx, &q, apiclient.WithHeader("Accept", "application/yaml"))
+	}, 256<<20)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "oikos export: %v\n", err)
 		return 1
@@ -65,40 +66,10 @@ func runExport(ctx context.Context, env *cliEnv, args []string) int {
 	return 0
 }
 
-// getRaw GETs a path of the api with the operator's token and returns the body as it is (the
-// export is YAML, not JSON); a non-2xx answer comes back as *apiError.
-func (e *cliEnv) getRaw(ctx context.Context, path string) ([]byte, error) {
-	base := strings.TrimRight(e.Getenv("OIKOS_API_URL"), "/")
-	if base == "" {
-		base = "http://127.0.0.1:8080"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	if tok := e.Getenv("OIKOS_TOKEN"); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	client := e.HTTP
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", path, err)
-	}
-	if resp.StatusCode >= 300 {
-		pe := &apiError{Status: resp.StatusCode}
-		if json.Unmarshal(raw, pe) != nil || pe.Title == "" {
-			pe.Title = http.StatusText(resp.StatusCode)
-			pe.Detail = strings.TrimSpace(string(raw))
-		}
-		return nil, pe
-	}
-	return raw, nil
+// raw sends one call of the generated client with the operator's token and returns the body
+// as it is (the export is YAML, not JSON), at most limit bytes; errors as env.do's.
+func (e *cliEnv) raw(call func(*apiclient.Client) (*http.Response, error), limit int64) ([]byte, error) {
+	var body []byte
+	err := e.send(call, limit, func(raw []byte) error { body = raw; return nil })
+	return body, err
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/url"
-	"strconv"
+	"net/http"
 	"text/tabwriter"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 type incidentItem struct {
@@ -36,11 +37,11 @@ func runIncidents(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: oikos incidents [--status open|resolved|all] [--entity SLUG] [--limit 1-500] [--json]")
 		return 2
 	}
-	q := url.Values{"status": {*status}, "limit": {strconv.Itoa(*limit)}}
-	if *entity != "" {
-		q.Set("entity", *entity)
-	}
-	p, code, done := fetchPage[incidentItem](ctx, env, "oikos incidents", "/api/v1/incidents?"+q.Encode(), *asJSON)
+	q := apiclient.ListIncidentsParams{Status: apiclient.Ptr(apiclient.ListIncidentsParamsStatus(*status)), Entity: apiclient.Opt(*entity),
+		Limit: limit}
+	p, code, done := fetchPage[incidentItem](env, "oikos incidents", func(c *apiclient.Client) (*http.Response, error) {
+		return c.ListIncidents(ctx, &q)
+	}, *asJSON)
 	if done {
 		return code
 	}

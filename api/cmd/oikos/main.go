@@ -7,13 +7,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"sort"
@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
@@ -156,71 +157,67 @@ func runMigrate(ctx context.Context, env *cliEnv, args []string) int {
 	return 0
 }
 
-// apiError is a problem JSON answer from the api.
-type apiError struct {
-	Status int    `json:"status"`
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
-	Field  string `json:"field,omitempty"`
-}
+// apiError is a problem JSON answer from the api: the shared client's one error type
+// ("STATUS Title: detail (field F)").
+type apiError = apiclient.APIError
 
-func (e *apiError) Error() string {
-	msg := fmt.Sprintf("%d %s", e.Status, e.Title)
-	if e.Detail != "" {
-		msg += ": " + e.Detail
-	}
-	if e.Field != "" {
-		msg += " (field " + e.Field + ")"
-	}
-	return msg
-}
+// defaultAPI is the api's address when OIKOS_API_URL is not set.
+const defaultAPI = "http://127.0.0.1:8080"
 
-// call sends a JSON request to the api with the operator's token and decodes the answer into
-// out (when non-nil). A non-2xx answer comes back as *apiError.
-func (e *cliEnv) call(ctx context.Context, method, path string, body, out any) error {
+// apiBase is OIKOS_API_URL (or the default) without a trailing slash.
+func (e *cliEnv) apiBase() string {
 	base := strings.TrimRight(e.Getenv("OIKOS_API_URL"), "/")
 	if base == "" {
-		base = "http://127.0.0.1:8080"
+		base = defaultAPI
 	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
+	return base
+}
+
+// api is the generated client of the api at OIKOS_API_URL, sending OIKOS_TOKEN as the bearer
+// token through env.HTTP (and its timeout).
+func (e *cliEnv) api() (*apiclient.Client, error) {
+	var hc apiclient.HttpRequestDoer = http.DefaultClient
+	if e.HTTP != nil {
+		hc = e.HTTP
+	}
+	return apiclient.New(e.apiBase(), apiclient.Options{Token: e.Getenv("OIKOS_TOKEN"), HTTP: hc})
+}
+
+// do sends one call of the generated client with the operator's token and decodes the answer
+// into out (when non-nil; a *json.RawMessage keeps it as sent). A non-2xx answer comes back
+// as *apiError; an api that cannot be reached as "METHOD /path: the transport's error".
+func (e *cliEnv) do(call func(*apiclient.Client) (*http.Response, error), out any) error {
+	return e.send(call, 32<<20, func(raw []byte) error {
+		if out == nil || len(raw) == 0 {
+			return nil
 		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+		return json.Unmarshal(raw, out)
+	})
+}
+
+// send sends one call and hands a 2xx answer's body (at most limit bytes) to use; a failure
+// of use is a "decode answer of METHOD /path" error.
+func (e *cliEnv) send(call func(*apiclient.Client) (*http.Response, error), limit int64, use func([]byte) error) error {
+	c, err := e.api()
 	if err != nil {
 		return err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if tok := e.Getenv("OIKOS_TOKEN"); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := e.HTTP.Do(req)
+	resp, err := call(c)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			if u, perr := url.Parse(ue.URL); perr == nil {
+				return fmt.Errorf("%s %s: %w", strings.ToUpper(ue.Op), u.RequestURI(), err)
+			}
+		}
+		return err
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	raw, err := apiclient.ReadLimit(resp, nil, limit)
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode >= 300 {
-		pe := &apiError{Status: resp.StatusCode}
-		if json.Unmarshal(raw, pe) != nil || pe.Title == "" {
-			pe.Title = http.StatusText(resp.StatusCode)
-			pe.Detail = strings.TrimSpace(string(raw))
-		}
-		return pe
-	}
-	if out != nil && len(raw) > 0 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
-		}
+	if err := use(raw); err != nil {
+		return fmt.Errorf("decode answer of %s %s: %w", resp.Request.Method, resp.Request.URL.RequestURI(), err)
 	}
 	return nil
 }

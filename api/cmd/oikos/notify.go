@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/oikos-hq/oikos/api/internal/notify"
+
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // The notify command manages notification channels through the api: the api holds them
@@ -137,14 +137,14 @@ func notifyTest(ctx context.Context, env *cliEnv, args []string) int {
 			return 2
 		}
 		var res notify.TestResult
-		if err := env.call(ctx, http.MethodPost, "/api/v1/notifications/channels/"+url.PathEscape(raw)+"/test", nil, &res); err != nil {
+		if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.TestNotificationChannel(ctx, raw) }, &res); err != nil {
 			fmt.Fprintf(env.Stderr, "oikos notify test: not sent to channel %s: %v\n", raw, err)
 			return exitOf(err)
 		}
 		fmt.Fprintf(env.Stdout, "sent to channel %s\n", raw)
 		return 0
 	}
-	body := map[string]string{"url": raw}
+	body := apiclient.NotificationTest{Url: &raw}
 	ref, err := secretRef(*secretEnv, *secretFile)
 	switch {
 	case err != nil:
@@ -157,10 +157,10 @@ func notifyTest(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "oikos notify test: --secret-env and --secret-file go with --webhook")
 		return 2
 	case *webhook:
-		body["kind"], body["secret_ref"] = notify.ChannelWebhook, ref
+		body.Kind, body.SecretRef = apiclient.Ptr(apiclient.NotificationTestKind(notify.ChannelWebhook)), &ref
 	}
 	var res notify.TestResult
-	if err := env.call(ctx, http.MethodPost, "/api/v1/notifications/test", body, &res); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.TestNotification(ctx, body) }, &res); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos notify test: not sent to %s: %v\n", notify.RedactURL(raw), err)
 		return exitOf(err)
 	}
@@ -254,7 +254,9 @@ func notifyAdd(ctx context.Context, env *cliEnv, args []string) int {
 	in["rules"] = []map[string]any{{"kinds": []string(on), "min_severity": *minSeverity, "entity_types": nonNil(types),
 		"tags": nonNil(tags)}}
 	var ch notify.Channel
-	if err := env.call(ctx, http.MethodPost, "/api/v1/notifications/channels", in, &ch); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) {
+		return c.CreateNotificationChannelWithBody(ctx, apiclient.ContentJSON, apiclient.JSONBody(in))
+	}, &ch); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos notify add: %v\n", err)
 		return exitOf(err)
 	}
@@ -303,7 +305,9 @@ func notifyList(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: oikos notify list [--json]")
 		return 2
 	}
-	p, code, done := fetchPage[notify.Channel](ctx, env, "oikos notify list", "/api/v1/notifications/channels", *asJSON)
+	p, code, done := fetchPage[notify.Channel](env, "oikos notify list", func(c *apiclient.Client) (*http.Response, error) {
+		return c.ListNotificationChannels(ctx)
+	}, *asJSON)
 	if done {
 		return code
 	}
@@ -353,10 +357,7 @@ func notifyDeliveries(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: oikos notify deliveries [--channel NAME] [--status S] [--limit 1-500] [--json]")
 		return 2
 	}
-	q := url.Values{"limit": {strconv.Itoa(*limit)}}
-	if *channel != "" {
-		q.Set("channel", *channel)
-	}
+	q := apiclient.ListNotificationDeliveriesParams{Channel: apiclient.Opt(*channel), Limit: limit}
 	if *status != "" {
 		for _, st := range strings.Split(*status, ",") {
 			if !slices.Contains(notify.Statuses, strings.TrimSpace(st)) {
@@ -364,9 +365,11 @@ func notifyDeliveries(ctx context.Context, env *cliEnv, args []string) int {
 				return 2
 			}
 		}
-		q.Set("status", *status)
+		q.Status = status
 	}
-	p, code, done := fetchPage[notify.Delivery](ctx, env, "oikos notify deliveries", "/api/v1/notifications/deliveries?"+q.Encode(), *asJSON)
+	p, code, done := fetchPage[notify.Delivery](env, "oikos notify deliveries", func(c *apiclient.Client) (*http.Response, error) {
+		return c.ListNotificationDeliveries(ctx, &q)
+	}, *asJSON)
 	if done {
 		return code
 	}
@@ -403,7 +406,7 @@ func notifyRm(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: oikos notify rm NAME")
 		return 2
 	}
-	if err := env.call(ctx, http.MethodDelete, "/api/v1/notifications/channels/"+url.PathEscape(args[0]), nil, nil); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.DeleteNotificationChannel(ctx, args[0]) }, nil); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos notify rm: %v\n", err)
 		return exitOf(err)
 	}

@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // hostAnswer is what POST /api/v1/hosts and its confirm and GET answer.
@@ -86,11 +88,11 @@ func runAdd(ctx context.Context, env *cliEnv, args []string) int {
 		return 2
 	}
 	env = withTimeout(env, *timeout)
-	body := map[string]any{"type": typ, "name": name, "address": *address, "user": *user, "port": *port,
-		"fingerprint": *fingerprint, "wait": timeout.String()}
+	body := apiclient.AddHostJSONRequestBody{Type: &typ, Name: name, Address: *address, User: user, Port: port,
+		Fingerprint: apiclient.Opt(*fingerprint), Wait: apiclient.Ptr(timeout.String())}
 	var ans hostAnswer
 	var raw json.RawMessage
-	if err := env.call(ctx, "POST", "/api/v1/hosts", body, &raw); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.AddHost(ctx, body) }, &raw); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos add: %v\n", err)
 		return 1
 	}
@@ -113,8 +115,10 @@ func runAdd(ctx context.Context, env *cliEnv, args []string) int {
 		} else {
 			fmt.Fprintln(env.Stdout, "trusting it (--yes)")
 		}
-		path := "/api/v1/hosts/" + url.PathEscape(ans.Entity.Slug) + "/confirm"
-		if err := env.call(ctx, "POST", path, map[string]any{"fingerprint": ans.Connect.Fingerprint, "wait": timeout.String()}, &raw); err != nil {
+		confirm := apiclient.ConfirmHostKeyJSONRequestBody{Fingerprint: ans.Connect.Fingerprint, Wait: apiclient.Ptr(timeout.String())}
+		if err := env.do(func(c *apiclient.Client) (*http.Response, error) {
+			return c.ConfirmHostKey(ctx, ans.Entity.Slug, confirm)
+		}, &raw); err != nil {
 			fmt.Fprintf(env.Stderr, "oikos add: %v\n", err)
 			return 1
 		}
@@ -228,7 +232,7 @@ func runHosts(ctx context.Context, env *cliEnv, args []string) int {
 		return 2
 	}
 	var ans hostAnswer
-	if err := env.call(ctx, "GET", "/api/v1/hosts/"+url.PathEscape(args[1]), nil, &ans); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.GetHost(ctx, args[1]) }, &ans); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos hosts: %v\n", err)
 		return 1
 	}
@@ -248,7 +252,7 @@ func runSSHKey(ctx context.Context, env *cliEnv, args []string) int {
 			SchedulerID   string `json:"scheduler_id"`
 		} `json:"keys"`
 	}
-	if err := env.call(ctx, "GET", "/api/v1/ssh-key", nil, &ans); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.SshKey(ctx) }, &ans); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos ssh-key: %v\n", err)
 		return 1
 	}
@@ -312,7 +316,11 @@ func runDriftAdopt(ctx context.Context, env *cliEnv, args []string) int {
 		return 2
 	}
 	var raw json.RawMessage
-	if err := env.call(ctx, "POST", "/api/v1/audit/drift/adopt", map[string]any{"all": *all, "vmids": vmids, "host": *host}, &raw); err != nil {
+	adopt := apiclient.AdoptDriftJSONRequestBody{All: all, Host: apiclient.Opt(*host)}
+	if vmids != nil {
+		adopt.Vmids = &vmids
+	}
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.AdoptDrift(ctx, adopt) }, &raw); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos drift adopt: %v\n", err)
 		return 1
 	}

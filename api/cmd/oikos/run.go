@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os/user"
 	"strings"
+
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // runRun asks the api to run a command on a target, through the same gate the agent uses:
@@ -46,18 +48,13 @@ func runRun(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		*purpose = "run from the oikos CLI by " + who
 	}
-	body := map[string]any{"target": target, "command": command, "purpose": *purpose}
-	if *declared != "" {
-		body["declared_risk"] = *declared
-	}
-	if *session != "" {
-		body["session_id"] = *session
-	}
+	body := apiclient.RunRequest{Target: target, Command: command, Purpose: *purpose,
+		DeclaredRisk: apiclient.Opt(apiclient.RiskClass(*declared)), SessionId: apiclient.Opt(*session)}
 	if *timeout > 0 {
-		body["timeout_seconds"] = *timeout
+		body.TimeoutSeconds = timeout
 	}
 	var x execution
-	if err := env.call(ctx, http.MethodPost, "/api/v1/executions", body, &x); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.RequestExecution(ctx, body) }, &x); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos run: %v\n", err)
 		return 1
 	}

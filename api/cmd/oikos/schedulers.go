@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
 // runSchedulers lists the schedulers sharing the fleet and the units each holds.
@@ -30,7 +33,7 @@ func runSchedulers(ctx context.Context, env *cliEnv, args []string) int {
 		} `json:"schedulers"`
 		Orphaned []lease `json:"orphaned"`
 	}
-	if err := env.call(ctx, "GET", "/api/v1/schedulers", nil, &ans); err != nil {
+	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.ListSchedulers(ctx) }, &ans); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos schedulers: %v\n", err)
 		return 1
 	}

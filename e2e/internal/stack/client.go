@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,59 +10,61 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
-// Client calls the api at URL over HTTP.
+// Client is where the api is (URL) and how to reach it (HTTP); API gives the generated
+// client (shared/apiclient) for one token, and Answer and OK read its answers.
 type Client struct {
 	URL  string
 	HTTP *http.Client
 }
 
-// Do calls the api with token and decodes a JSON answer into out (when non-nil); it returns
-// the status and the raw body.
-func (c *Client) Do(tb testing.TB, method, path, token string, body, out any) (int, []byte) {
+// API is the generated client of the api (shared/apiclient) at c.URL, with token as its
+// bearer token (none when empty), over c.HTTP.
+func (c *Client) API(tb testing.TB, token string) *apiclient.Client {
 	tb.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
+	a, err := apiclient.New(c.URL, apiclient.Options{Token: token, HTTP: c.HTTP})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return a
+}
+
+// Answer reads the answer of one call of the generated client:
+//
+//	st, raw := stack.Answer(t, &out)(client.API(t, token).GetEntity(ctx, ref))
+//
+// is its status and body, the JSON decoded into out when the status is 2xx and out is not
+// nil. An api that cannot be reached fails the test.
+func Answer(tb testing.TB, out any) func(*http.Response, error) (int, []byte) {
+	return func(resp *http.Response, err error) (int, []byte) {
+		tb.Helper()
 		if err != nil {
 			tb.Fatal(err)
 		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.URL+path, r)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		tb.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if out != nil && resp.StatusCode < 300 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			tb.Fatalf("%s %s: decode %s: %v", method, path, raw, err)
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err != nil {
+			tb.Fatal(err)
 		}
+		if out != nil && resp.StatusCode < 300 {
+			if err := json.Unmarshal(raw, out); err != nil {
+				tb.Fatalf("%s %s: decode %s: %v", resp.Request.Method, resp.Request.URL.RequestURI(), raw, err)
+			}
+		}
+		return resp.StatusCode, raw
 	}
-	return resp.StatusCode, raw
 }
 
-// OK is Do that fails the test unless the api answers 2xx.
-func (c *Client) OK(tb testing.TB, method, path, token string, body, out any) {
-	tb.Helper()
-	if st, raw := c.Do(tb, method, path, token, body, out); st < 200 || st > 299 {
-		tb.Fatalf("%s %s: %d %s", method, path, st, raw)
+// OK is Answer that fails the test unless the api answers 2xx.
+func OK(tb testing.TB, out any) func(*http.Response, error) {
+	return func(resp *http.Response, err error) {
+		tb.Helper()
+		if st, raw := Answer(tb, out)(resp, err); st < 200 || st > 299 {
+			tb.Fatalf("%s %s: %d %s", resp.Request.Method, resp.Request.URL.RequestURI(), st, raw)
+		}
 	}
 }
 
