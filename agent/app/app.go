@@ -82,6 +82,19 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 	if !nomos.Configured() {
 		log.Warn().Msg("no language model configured (OIKOS_LLM_BASE_URL, OIKOS_LLM_MODEL): chat answers an error; the tools and /mcp work")
 	}
+	// The loop's turns (the operator's, and those a finished execution resumes) run on its
+	// lifecycle: stopped after the HTTP server and the event consumers (deferred first, so
+	// run last but before the pool closes), it cancels the turns still running and waits for
+	// them; a panic in one was recovered and is logged again here as the loop's error.
+	if err := nomos.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		nomos.Stop()
+		if err := nomos.Err(); err != nil {
+			log.Error().Err(err).Msg("the chat loop recovered from panics")
+		}
+	}()
 	if err := nomos.Recover(ctx); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/notify"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/shared/config"
+	"github.com/oikos-hq/oikos/shared/duration"
 )
 
 // Config is the api's configuration, read from OIKOS_* variables (README table).
@@ -69,7 +70,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if v := r.String("OIKOS_NOTIFY_RETRY", ""); v != "" {
 		c.NotifyRetry = nil
 		for _, part := range strings.Split(v, ",") {
-			d, err := config.ParseDuration(part)
+			d, err := duration.Parse(part)
 			if err != nil {
 				r.Fail("OIKOS_NOTIFY_RETRY: %v (a comma-separated list such as 10s,1m,5m)", err)
 				break

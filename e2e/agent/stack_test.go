@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,6 +19,7 @@ import (
 	apiapp "github.com/oikos-hq/oikos/api/app"
 	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 	"github.com/oikos-hq/oikos/shared/apiclient"
+	"github.com/oikos-hq/oikos/shared/sse"
 	"github.com/oikos-hq/oikos/testkit/labsim"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -244,14 +244,16 @@ func (s *stack) waitEnd(tb testing.TB, token, id string) {
 		raw, _ := io.ReadAll(resp.Body)
 		tb.Fatalf("log stream of %s: %d %s", id, resp.StatusCode, raw)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		if strings.TrimSpace(sc.Text()) == "event: end" {
+	events := sse.NewReader(resp.Body, 4<<20)
+	for {
+		e, err := events.Next()
+		if err != nil {
+			tb.Fatalf("log stream of %s ended without an end event: %v", id, err)
+		}
+		if e.Name == "end" {
 			return
 		}
 	}
-	tb.Fatalf("log stream of %s ended without an end event: %v", id, sc.Err())
 }
 
 // ---------------------------------------------------------------------------- the agent's tables

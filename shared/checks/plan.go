@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/shared/attr"
+	"github.com/oikos-hq/oikos/shared/duration"
 	"github.com/oikos-hq/oikos/shared/ontology"
 )
 
@@ -310,15 +311,20 @@ func attrStrings(v any) ([]string, error) {
 	}
 }
 
-// attrDuration reads a Go duration string ("90s", "5m") or a number of seconds, at least
-// one second.
+// attrDuration reads a duration string the one way Oikos reads durations (duration.Parse:
+// "90s", "5m", "1d") or a number of seconds, at least one second.
 func attrDuration(v any) (time.Duration, error) {
 	var d time.Duration
 	switch x := v.(type) {
 	case string:
 		s := strings.TrimSpace(x)
-		parsed, err := time.ParseDuration(s)
+		parsed, err := duration.ParseNonNegative(s)
 		if err != nil {
+			if rest, neg := strings.CutPrefix(s, "-"); neg {
+				if _, err := duration.ParseNonNegative(rest); err == nil {
+					return 0, fmt.Errorf("%s is shorter than %s", s, minInterval)
+				}
+			}
 			secs, convErr := strconv.Atoi(s)
 			if convErr != nil {
 				return 0, fmt.Errorf("%q is not a duration such as 90s or 5m", x)

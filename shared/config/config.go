@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/duration"
 )
 
 // Reader reads variables through getenv (os.Getenv in daemons, a map in tests).
@@ -64,50 +66,19 @@ func (r *Reader) Int(name string, def int) int {
 	return n
 }
 
-// Duration returns the variable parsed by ParseDuration ("30d", "12h", "90m"), or def.
+// Duration returns the variable parsed by duration.Parse ("30d", "12h", "90m"), or def.
 func (r *Reader) Duration(name string, def time.Duration) time.Duration {
 	v := r.raw(name)
 	if v == "" {
 		return def
 	}
-	d, err := ParseDuration(v)
+	d, err := duration.Parse(v)
 	if err != nil {
 		r.errs = append(r.errs, fmt.Errorf("%s: %w", name, err))
 		return def
 	}
 	return d
 }
-
-// ParseDuration is the one reading of a duration across Oikos, for settings and request
-// parameters alike: whole days ("30d") or a Go duration ("12h", "90m", "1h30m"). It must be
-// positive; a negative or zero duration, an empty string and anything else are errors that
-// say what is accepted.
-func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.ParseInt(days, 10, 64)
-		switch {
-		case err == nil && n <= 0:
-			return 0, fmt.Errorf("%q is not a positive duration", s)
-		case err == nil && n <= maxDays:
-			return time.Duration(n) * 24 * time.Hour, nil
-		case err == nil:
-			return 0, fmt.Errorf("%q is longer than %d days", s, maxDays)
-		}
-		// Not a number of days; time.ParseDuration says why below ("1.5d", "d").
-	}
-	d, err := time.ParseDuration(s)
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("%q is not a duration: use whole days such as 30d or a Go duration such as 12h or 90m", s)
-	case d <= 0:
-		return 0, fmt.Errorf("%q is not a positive duration", s)
-	}
-	return d, nil
-}
-
-// maxDays is the longest duration in days that fits a time.Duration (about 292 years).
-const maxDays = int64(1<<63-1) / int64(24*time.Hour)
 
 // Bool returns the variable parsed as a boolean, or def.
 func (r *Reader) Bool(name string, def bool) bool {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/oikos-hq/oikos/shared/duration"
 )
 
 // namePattern is the shape of type and relationship names: lower-case kebab.
@@ -198,9 +200,9 @@ func (p *parser) duration(n *yaml.Node, typ, what string) time.Duration {
 	if s == "" {
 		return 0
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		p.fail(deref(n).Line, typ, "%s: %q is not a positive duration such as 60s or 5m", what, s)
+	d, err := duration.Parse(s)
+	if err != nil {
+		p.fail(deref(n).Line, typ, "%s: %q is not a positive duration such as 60s, 5m or 1d", what, s)
 		return 0
 	}
 	return d

@@ -28,6 +28,30 @@ func Recover(log zerolog.Logger, name string) {
 	}
 }
 
+// PanicError is a recovered panic reported as an error.
+type PanicError struct {
+	Goroutine string // the name the goroutine was started with
+	Value     any    // what it panicked with
+	Stack     []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("goroutine %s panicked: %v", e.Goroutine, e.Value)
+}
+
+// RecoverReport is Recover that also hands the panic, as a *PanicError, to report (when
+// non-nil), for a goroutine whose owner must learn that it failed. Defer it directly.
+func RecoverReport(log zerolog.Logger, name string, report func(error)) {
+	if r := recover(); r != nil {
+		stack := debug.Stack()
+		log.Error().Str("goroutine", name).Str("panic", fmt.Sprint(r)).Bytes("stack", stack).
+			Msg("recovered panic")
+		if report != nil {
+			report(&PanicError{Goroutine: name, Value: r, Stack: stack})
+		}
+	}
+}
+
 // Call runs fn and converts a panic into an error, for work whose caller must learn that it
 // failed (a check run, a tool call).
 func Call(fn func() error) (err error) {

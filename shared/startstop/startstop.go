@@ -9,6 +9,9 @@
 //     Stop waits for too; after Stop it starts nothing.
 //   - Stop cancels that context and waits until every goroutine started by Start and Go has
 //     returned. It is safe twice, concurrently, and before Start (then a later Start fails).
+//   - A goroutine that panics is recovered: the panic is logged with its stack, and Err
+//     reports it (a *safego.PanicError) from then on, so the owner learns of it; the process
+//     and the part's other goroutines go on.
 //
 // The zero Lifecycle is ready to use; embed it or keep it as a field:
 //
@@ -58,6 +61,7 @@ type Lifecycle struct {
 	cancel context.CancelFunc
 	log    zerolog.Logger
 	wg     sync.WaitGroup
+	panics []error // recovered panics, reported by Err
 }
 
 // Start runs run(ctx') on a recovered goroutine named name, where ctx' is derived from ctx
@@ -99,10 +103,26 @@ func (l *Lifecycle) goLocked(name string, fn func(ctx context.Context)) {
 	l.wg.Add(1)
 	safego.Go(log, name, func() {
 		defer l.wg.Done()
-		// Recovered here, inside Done, so that a panic is logged before Stop returns.
-		defer safego.Recover(log, name)
+		// Recovered here, inside Done, so that a panic is logged and reported before Stop
+		// returns.
+		defer safego.RecoverReport(log, name, l.report)
 		fn(ctx)
 	})
+}
+
+// report records a recovered panic for Err.
+func (l *Lifecycle) report(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.panics = append(l.panics, err)
+}
+
+// Err reports the panics recovered in the goroutines so far (joined, each a
+// *safego.PanicError), or nil. After Stop it holds every one.
+func (l *Lifecycle) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return errors.Join(l.panics...)
 }
 
 // Running reports whether Start succeeded and Stop has not been called.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
@@ -217,4 +218,79 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A panicking goroutine is recovered, logged and reported by Err; Stop still waits for the
+// goroutines that keep running, and the process goes on.
+func TestPanicIsReportedAndStopWaits(t *testing.T) {
+	t.Parallel()
+	var buf safeBuffer
+	var lc startstop.Lifecycle
+	if lc.Err() != nil {
+		t.Fatal("Err before any panic")
+	}
+	release := make(chan struct{})
+	finished := make(chan struct{})
+	if err := lc.Start(context.Background(), zerolog.New(&buf), "waiting-loop", func(ctx context.Context) {
+		<-ctx.Done()
+		<-release // keeps running after its context ended
+		close(finished)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	panicked := make(chan struct{})
+	if !lc.Go("boom-worker", func(context.Context) { defer close(panicked); panic("boom") }) {
+		t.Fatal("Go refused while running")
+	}
+	<-panicked
+	deadline := time.Now().Add(5 * time.Second)
+	for lc.Err() == nil && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	var pe *safego.PanicError
+	if err := lc.Err(); !errors.As(err, &pe) || pe.Goroutine != "boom-worker" || pe.Value != "boom" || !strings.Contains(err.Error(), "boom-worker panicked: boom") {
+		t.Fatalf("Err after the panic: %v", err)
+	}
+	if !lc.Running() {
+		t.Fatal("a panicking worker stopped the lifecycle")
+	}
+	stopped := make(chan struct{})
+	go func() { lc.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while a goroutine was still running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop did not return once the goroutine did")
+	}
+	select {
+	case <-finished:
+	default:
+		t.Fatal("Stop returned before the goroutine finished")
+	}
+	if s := buf.String(); !strings.Contains(s, "boom-worker") || !strings.Contains(s, "recovered panic") {
+		t.Errorf("log %q does not report the recovered panic", s)
+	}
+}
+
+// safeBuffer is a bytes.Buffer the logging goroutines and the test share.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *safeBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/duration"
 )
 
 // Fault is what can go wrong with a host or a guest. The zero Fault is a healthy machine.
@@ -69,11 +71,8 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 	var d time.Duration
 	if j.Delay != "" {
 		var err error
-		if d, err = time.ParseDuration(j.Delay); err != nil {
+		if d, err = duration.ParseNonNegative(j.Delay); err != nil {
 			return fmt.Errorf("delay: %w", err)
-		}
-		if d < 0 {
-			return fmt.Errorf("delay: negative duration %q", j.Delay)
 		}
 	}
 	*f = Fault{Down: j.Down, Refusing: j.Refusing, Delay: d, Hang: j.Hang, DisconnectMidOutput: j.DisconnectMidOutput,

@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
+
+	"github.com/oikos-hq/oikos/shared/sse"
 )
 
 // Options configure a server. The zero value serves without an API key, in chunks of
@@ -503,24 +505,15 @@ func split(s string, n int) []string {
 }
 
 func (s *server) stream(w http.ResponseWriter, r *http.Request, req *chatRequest, a *answer, id string) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	send := func(data []byte) bool {
-		var b bytes.Buffer
-		b.Grow(len(data) + 8)
-		b.WriteString("data: ")
-		b.Write(data)
-		b.WriteString("\n\n")
-		if _, err := w.Write(b.Bytes()); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
+	// OpenAI's wire format: unnamed events, one `data: {chunk}` line each, then `data: [DONE]`.
+	out, err := sse.Start(w, r, sse.Options{Header: http.Header{
+		"Content-Type": {"text/event-stream; charset=utf-8"},
+		"Connection":   {"keep-alive"},
+	}})
+	if err != nil {
+		return
 	}
+	send := func(data []byte) bool { return out.Send(sse.Event{Data: string(data)}) == nil }
 	for i, c := range s.chunks(req, a, id) {
 		if i > 0 && !wait(r.Context(), a.chunkDelay) {
 			return

@@ -5,7 +5,6 @@
 package apiclient
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	api "github.com/oikos-hq/oikos/shared/apiclient"
+	"github.com/oikos-hq/oikos/shared/sse"
 )
 
 // maxBody bounds what the agent reads of one api answer.
@@ -229,20 +229,22 @@ func (c *Client) WaitEnd(ctx context.Context, token, correlation, id string) err
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return &Error{api.ProblemOf(resp.StatusCode, raw)}
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		if strings.TrimSpace(sc.Text()) == "event: end" {
+	events := sse.NewReader(resp.Body, 4<<20)
+	for {
+		e, err := events.Next()
+		switch {
+		case err == nil && e.Name == "end":
 			return nil
+		case err == nil:
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, io.EOF):
+			return fmt.Errorf("execution %s stream ended before the execution did", id)
+		default:
+			return fmt.Errorf("execution %s stream: %w", id, err)
 		}
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("execution %s stream: %w", id, err)
-	}
-	return fmt.Errorf("execution %s stream ended before the execution did", id)
 }
 
 // skipChunks is the largest chunk sequence the api accepts: a stream opened after it sends

@@ -6,19 +6,23 @@ package chatapi
 import (
 	"crypto/subtle"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/agent/internal/loop"
+	"github.com/oikos-hq/oikos/shared/sse"
 )
 
 // maxBody bounds a forwarded turn.
 const maxBody = 256 << 10
+
+// streamWriteTimeout bounds one write of a turn's events to the api.
+const streamWriteTimeout = time.Minute
 
 var sessionRe = regexp.MustCompile(`^[A-Za-z0-9._:@/-]{1,128}$`)
 
@@ -83,31 +87,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Problem(w, http.StatusUnprocessableEntity, "message_id (the api's record of the message) is required", "message_id")
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	// The api reads the stream to its end even when its own client stops reading (its writes
+	// give up after request.StreamWriteTimeout), so a write here waits longer than that
+	// before the api counts as gone.
+	stream, err := sse.Start(w, r, sse.Options{WriteTimeout: streamWriteTimeout})
 	var mu sync.Mutex
-	gone := false
+	gone := err != nil
 	ctx := r.Context()
 	sink := func(e loop.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		if gone || ctx.Err() != nil {
-			gone = true // the client left: the turn goes on, its events are stored, not sent
-			return
+		if gone {
+			return // the client left: the turn goes on, its events are stored, not sent
 		}
 		b, err := json.Marshal(e.Data)
 		if err != nil {
 			b = []byte(`{}`)
 		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Name, b); err != nil {
+		if err := stream.Send(sse.Event{Name: e.Name, Data: string(b)}); err != nil {
 			gone = true
-			return
-		}
-		if flusher != nil {
-			flusher.Flush()
 		}
 	}
 	h.loop.Turn(ctx, req, sink)

@@ -7,6 +7,10 @@
 //
 // A turn runs on its own context: a client that disconnects does not stop it (the sink just
 // drops what it cannot deliver). One turn per session at a time; several sessions at once.
+//
+// Every turn, the operator's and the ones Continue resumes, runs on a goroutine of the loop's
+// lifecycle (shared/startstop): Stop cancels the turns still running and waits for them, and a
+// panic is recovered, logged and reported by Err.
 package loop
 
 import (
@@ -30,7 +34,7 @@ import (
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
 //go:embed SOUL.md
@@ -81,6 +85,7 @@ type Loop struct {
 	active sync.Map // session id -> *sync.Mutex: one turn per session
 
 	pending followed
+	life    startstop.Lifecycle // every turn's goroutine
 	// defs are the registry's tools as the model sees them, built once: the registry does
 	// not change while the agent runs.
 	defs []openai.Tool
@@ -111,6 +116,18 @@ func New(cfg Config, reg *tools.Registry, t *tasks.Service, pool *pgxpool.Pool, 
 	}
 	return l, nil
 }
+
+// Start opens the loop for turns until Stop (or until ctx ends). Turn and Continue run
+// nothing before Start.
+func (l *Loop) Start(ctx context.Context) error {
+	return l.life.Start(ctx, l.log, "loop", func(ctx context.Context) { <-ctx.Done() })
+}
+
+// Stop cancels the turns still running and waits for every one to return. Safe twice.
+func (l *Loop) Stop() { l.life.Stop() }
+
+// Err reports the panics recovered in the loop's goroutines (nil when none).
+func (l *Loop) Err() error { return l.life.Err() }
 
 // Configured reports whether a model is set.
 func (l *Loop) Configured() bool { return l.model != nil }
@@ -176,11 +193,28 @@ type TurnRequest struct {
 	Role      string `json:"role"`       // the operator's token role
 }
 
-// Turn runs one turn to its end, sending events to sink. The turn is detached from ctx's
-// cancellation (a client that leaves does not stop it) but bounded by turnTimeout.
+// Turn runs one turn to its end, sending events to sink, on a goroutine of the loop's
+// lifecycle, and waits for it. The turn is detached from ctx's cancellation (a client that
+// leaves does not stop it) but bounded by turnTimeout, and ended by Stop.
 func (l *Loop) Turn(ctx context.Context, req TurnRequest, sink Sink) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), turnTimeout)
-	defer cancel()
+	done := make(chan struct{})
+	if !l.life.Go("loop-turn", func(life context.Context) {
+		defer close(done)
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), turnTimeout)
+		defer cancel()
+		defer context.AfterFunc(life, cancel)()
+		l.runTurn(tctx, req, sink)
+	}) {
+		sink(Event{"session", map[string]any{"session_id": req.SessionID, "message_id": req.MessageID}})
+		sink(Event{"error", map[string]any{"message": "the agent is shutting down; send the message again once it is back"}})
+		sink(Event{"done", map[string]any{"finish_reason": "error"}})
+		return
+	}
+	<-done
+}
+
+// runTurn is Turn on the turn's goroutine.
+func (l *Loop) runTurn(ctx context.Context, req TurnRequest, sink Sink) {
 	sink(Event{"session", map[string]any{"session_id": req.SessionID, "message_id": req.MessageID}})
 	mu := l.lock(req.SessionID)
 	mu.Lock()
@@ -198,16 +232,19 @@ func (l *Loop) Turn(ctx context.Context, req TurnRequest, sink Sink) {
 }
 
 // Continue resumes a session's loop with a note (a queued execution finished, an approval
-// was decided: A7), on its own recovered goroutine, events discarded.
+// was decided: A7), on its own goroutine of the loop's lifecycle, events discarded.
 func (l *Loop) Continue(session, note string) {
-	safego.Go(l.log, "loop-continue", func() {
-		ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
+	ok := l.life.Go("loop-continue", func(life context.Context) {
+		ctx, cancel := context.WithTimeout(life, turnTimeout)
 		defer cancel()
 		mu := l.lock(session)
 		mu.Lock()
 		defer mu.Unlock()
 		l.turn(ctx, TurnRequest{SessionID: session, Message: note, Actor: "oikos"}, func(Event) {}, "note")
 	})
+	if !ok {
+		l.log.Warn().Str("session", session).Msg("the loop is stopped: the session is not continued")
+	}
 }
 
 func (l *Loop) lock(session string) *sync.Mutex {
@@ -298,8 +335,8 @@ type toolOutcome struct {
 	text string
 }
 
-// runTools runs one iteration's tool calls in parallel, each on a recovered goroutine, and
-// answers their results in the order of the calls.
+// runTools runs one iteration's tool calls in parallel, each on a goroutine of the loop's
+// lifecycle (recovered), and answers their results in the order of the calls.
 func (l *Loop) runTools(ctx context.Context, caller tools.Caller, calls []modelCall, sink Sink) []toolOutcome {
 	out := make([]toolOutcome, len(calls))
 	var wg sync.WaitGroup
@@ -313,7 +350,7 @@ func (l *Loop) runTools(ctx context.Context, caller tools.Caller, calls []modelC
 		wg.Add(1)
 		cl := caller
 		cl.CallID = out[i].id
-		safego.Go(l.log, "loop-tool", func() {
+		run := func(context.Context) {
 			defer wg.Done()
 			res := l.reg.Call(ctx, cl, c.Name, json.RawMessage(c.Arguments))
 			out[i].text = res.Text
@@ -322,7 +359,10 @@ func (l *Loop) runTools(ctx context.Context, caller tools.Caller, calls []modelC
 			if res.Render == "approval" || res.Render == "execution" {
 				l.follow(caller.Session, res)
 			}
-		})
+		}
+		if !l.life.Go("loop-tool", run) {
+			run(ctx) // the loop is stopping: the turn's context ends the call soon
+		}
 	}
 	wg.Wait()
 	return out

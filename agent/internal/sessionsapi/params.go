@@ -10,7 +10,7 @@ import (
 
 	"github.com/oikos-hq/oikos/agent/internal/store"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
-	"github.com/oikos-hq/oikos/shared/config"
+	"github.com/oikos-hq/oikos/shared/duration"
 	"github.com/oikos-hq/oikos/shared/ids"
 )
 
@@ -108,7 +108,7 @@ func since(v string, now time.Time) (time.Time, error) {
 			return t, nil
 		}
 	}
-	d, err := config.ParseDuration(v)
+	d, err := duration.Parse(v)
 	if err != nil {
 		return time.Time{}, invalid("since", "%v, nor an RFC 3339 time", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/shared/apiclient"
+	"github.com/oikos-hq/oikos/shared/duration"
 )
 
 // discovery is POST /api/v1/entities/{ref}/discover/services's answer.
@@ -78,7 +79,7 @@ func runDiscover(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("oikos discover services", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	accept := fs.String("accept", "", "create these proposals: all (every one not in the graph yet) or NAME,NAME")
-	timeout := fs.Duration("timeout", 60*time.Second, "how long the api waits for the two commands (1s to 10m)")
+	timeout := duration.Flag(fs, "timeout", 60*time.Second, "how long the api waits for the two commands (1s to 10m)")
 	asJSON := fs.Bool("json", false, "print the api's answers as JSON")
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, discoverUsage)

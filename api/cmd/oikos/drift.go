@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/shared/apiclient"
+	"github.com/oikos-hq/oikos/shared/duration"
 )
 
 // driftReport is the part of GET /api/v1/audit/drift the command prints.
@@ -59,7 +60,7 @@ func runDrift(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.Stderr)
 	refresh := fs.Bool("refresh", false, "run pct list / qm list on every Proxmox host now and wait for the result")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	timeout := fs.Duration("timeout", 60*time.Second, "with --refresh: how long to wait for the scheduler")
+	timeout := duration.Flag(fs, "timeout", 60*time.Second, "with --refresh: how long to wait for the scheduler")
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, "usage: oikos drift [--refresh] [--timeout 60s] [--json]")
 		fs.PrintDefaults()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/shared/apiclient"
+	"github.com/oikos-hq/oikos/shared/sse"
 )
 
 // execution is the part of an execution the CLI shows.
@@ -219,57 +219,41 @@ func tailOnce(ctx context.Context, env *cliEnv, id string, w, errw io.Writer, la
 		}
 		return streamEnd{}, pe
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	var evID, event string
-	var data strings.Builder
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			switch event {
-			case "chunk":
-				var c struct {
-					Stream string `json:"stream"`
-					Data   []byte `json:"data"`
-				}
-				if err := json.Unmarshal([]byte(data.String()), &c); err != nil {
-					return streamEnd{}, fmt.Errorf("malformed chunk: %w", err)
-				}
-				// Only the command's stdout goes to stdout, so it can be piped as if the
-				// command ran here; its stderr and the executor's own lines go to stderr.
-				dst := errw
-				if c.Stream == "stdout" {
-					dst = w
-				}
-				if _, err := dst.Write(c.Data); err != nil {
-					return streamEnd{}, err
-				}
-				*last = evID
-			case "end":
-				var end streamEnd
-				if err := json.Unmarshal([]byte(data.String()), &end); err != nil {
-					return streamEnd{}, fmt.Errorf("malformed end event: %w", err)
-				}
-				return end, nil
-			}
-			evID, event = "", ""
-			data.Reset()
-		case strings.HasPrefix(line, ":"):
-			// keep-alive comment
-		case strings.HasPrefix(line, "id:"):
-			evID = strings.TrimSpace(line[3:])
-		case strings.HasPrefix(line, "event:"):
-			event = strings.TrimSpace(line[6:])
-		case strings.HasPrefix(line, "data:"):
-			if data.Len() > 0 {
-				data.WriteByte('\n')
-			}
-			data.WriteString(strings.TrimPrefix(line[5:], " "))
+	events := sse.NewReader(resp.Body, 8<<20)
+	for {
+		e, err := events.Next()
+		if errors.Is(err, io.EOF) {
+			break
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return streamEnd{}, err
+		if err != nil {
+			return streamEnd{}, err
+		}
+		switch e.Name {
+		case "chunk":
+			var c struct {
+				Stream string `json:"stream"`
+				Data   []byte `json:"data"`
+			}
+			if err := json.Unmarshal([]byte(e.Data), &c); err != nil {
+				return streamEnd{}, fmt.Errorf("malformed chunk: %w", err)
+			}
+			// Only the command's stdout goes to stdout, so it can be piped as if the
+			// command ran here; its stderr and the executor's own lines go to stderr.
+			dst := errw
+			if c.Stream == "stdout" {
+				dst = w
+			}
+			if _, err := dst.Write(c.Data); err != nil {
+				return streamEnd{}, err
+			}
+			*last = e.ID
+		case "end":
+			var end streamEnd
+			if err := json.Unmarshal([]byte(e.Data), &end); err != nil {
+				return streamEnd{}, fmt.Errorf("malformed end event: %w", err)
+			}
+			return end, nil
+		}
 	}
 	return streamEnd{}, errStreamClosed
 }

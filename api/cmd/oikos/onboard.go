@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/shared/apiclient"
+	"github.com/oikos-hq/oikos/shared/duration"
 )
 
 // hostAnswer is what POST /api/v1/hosts and its confirm and GET answer.
@@ -78,7 +79,7 @@ func runAdd(ctx context.Context, env *cliEnv, args []string) int {
 	port := fs.Int("port", 22, "the SSH port")
 	fingerprint := fs.String("fingerprint", "", "the host key fingerprint you checked on the machine (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub); pins it without asking")
 	yes := fs.Bool("yes", false, "trust the key the machine offers without asking (only on a network you trust)")
-	timeout := fs.Duration("timeout", 60*time.Second, "how long to wait for the scheduler")
+	timeout := duration.Flag(fs, "timeout", 60*time.Second, "how long to wait for the scheduler")
 	asJSON := fs.Bool("json", false, "print the api's JSON")
 	if err := fs.Parse(args[2:]); err != nil {
 		return 2

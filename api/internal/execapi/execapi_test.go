@@ -1,7 +1,6 @@
 package execapi_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/oikos-hq/oikos/shared/sse"
 )
 
 // Commands of each class under the default policy; %d keeps every request distinct (no
@@ -494,23 +495,14 @@ func TestOutputAndLogs(t *testing.T) {
 	events := make(chan [3]string, 16) // id, event, data
 	go func() {
 		defer close(events)
-		sc := bufio.NewScanner(hr.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		var id, ev, data string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev != "" {
-					events <- [3]string{id, ev, data}
-				}
-				id, ev, data = "", "", ""
-			case strings.HasPrefix(line, "id: "):
-				id = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				ev = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				data = line[6:]
+		r := sse.NewReader(hr.Body, 1<<20)
+		for {
+			e, err := r.Next()
+			if err != nil {
+				return
+			}
+			if e.Name != "" {
+				events <- [3]string{e.ID, e.Name, e.Data}
 			}
 		}
 	}()

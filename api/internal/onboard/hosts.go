@@ -28,6 +28,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/audit"
+	"github.com/oikos-hq/oikos/shared/duration"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/hostconnect"
 	"github.com/oikos-hq/oikos/shared/pg"
@@ -286,9 +287,9 @@ func waitOf(s string) (time.Duration, error) {
 	if s == "" {
 		return DefaultWait, nil
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, request.Unprocessable("wait", "%q is not a duration such as 30s", s)
+	d, err := duration.ParseNonNegative(s)
+	if err != nil {
+		return 0, request.Unprocessable("wait", "%v", err)
 	}
 	return min(d, MaxWait), nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/oikos-hq/oikos/shared/config"
+	"github.com/oikos-hq/oikos/shared/duration"
 )
 
 // Paging bounds of every list endpoint (limit=).
@@ -83,14 +83,14 @@ func BoolParam(c echo.Context, name string) (bool, error) {
 }
 
 // DurationParam parses an optional duration query parameter the one way durations are
-// read across Oikos (config.ParseDuration: "7d", "12h", "90m"; positive); def when absent.
+// read across Oikos (duration.Parse: "7d", "12h", "90m"; positive); def when absent.
 // A bad one is a 400 naming it and saying what is accepted.
 func DurationParam(c echo.Context, name string, def time.Duration) (time.Duration, error) {
 	v := c.QueryParam(name)
 	if v == "" {
 		return def, nil
 	}
-	d, err := config.ParseDuration(v)
+	d, err := duration.Parse(v)
 	if err != nil {
 		return 0, BadRequest(name, "%v", err)
 	}
@@ -108,7 +108,7 @@ func SinceParam(c echo.Context, name string, now time.Time) (t time.Time, ok boo
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		return t, true, nil
 	}
-	d, err := config.ParseDuration(v)
+	d, err := duration.Parse(v)
 	if err != nil {
 		return time.Time{}, false, BadRequest(name, "%v, nor an RFC 3339 time", err)
 	}
