@@ -117,8 +117,6 @@ var PGXAllowlist = map[string]bool{
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"scheduler/internal/executor": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/fleet": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"scheduler/internal/fleet/fleettest": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"scheduler/internal/incidents": true,
@@ -126,8 +124,6 @@ var PGXAllowlist = map[string]bool{
 	"scheduler/internal/labtest": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"scheduler/internal/results": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/sweep": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"shared/remote": true,
 }
