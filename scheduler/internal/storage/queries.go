@@ -3,6 +3,15 @@ package storage
 // Queries names every SQL constant of the package; storage_test.go prepares each against
 // the migrated schema, and fails on a SQL constant missing here.
 var Queries = map[string]string{
+	"qClaimExecutions":       qClaimExecutions,
+	"qUpdateExecutionEnd":    qUpdateExecutionEnd,
+	"qPickOrphans":           qPickOrphans,
+	"qPickDeadHolders":       qPickDeadHolders,
+	"qPickStuck":             qPickStuck,
+	"qInterruptExecution":    qInterruptExecution,
+	"qSetExecutionError":     qSetExecutionError,
+	"qInsertExecutionLog":    qInsertExecutionLog,
+	"qNotify":                qNotify,
 	"qEntityBySlug":          qEntityBySlug,
 	"qEntityByID":            qEntityByID,
 	"qEntityByName":          qEntityByName,
