@@ -119,8 +119,6 @@ var PGXAllowlist = map[string]bool{
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"scheduler/internal/labtest": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/results": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"shared/remote": true,
 }
 

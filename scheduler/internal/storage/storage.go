@@ -96,3 +96,5 @@ func ListenConfig(url, applicationName string) (*pgx.ConnConfig, error) {
 	c.RuntimeParams["application_name"] = applicationName
 	return c, nil
 }
+
+var errNotPool = errors.New("storage: a pipelined transaction needs a Store on the pool")
