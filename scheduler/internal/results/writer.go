@@ -67,7 +67,7 @@ type WriterOptions struct {
 	// four times as many wait before Submit blocks.
 	FlushBatch int
 	// Holder, when set, fences every write by lease: a result is written only while this
-	// holder still holds its Record.Unit at its Record.Generation (sqlFence).
+	// holder still holds its Record.Unit at its Record.Generation (storage qFenceLeases).
 	Holder string
 	// Flushed, when set, is called after every successful write with what it wrote: the
 	// incident engine evaluates when a write carried a problem or a change of health.
@@ -605,8 +605,8 @@ func streakTails(batch []Record, latest map[string]int) map[string]int32 {
 // sameStreak says whether r counts towards the streak that last ends: the same health, or an
 // unreachable machine's unconfirmed first failure (unknown, "down if the next attempt fails
 // too") before its confirmed one. That first failed dial was a failed run: counting it keeps
-// the confirmation from adding a run to the incident threshold (sqlUpsert applies the same
-// rule across flushes: qUpsertResults).
+// the confirmation from adding a run to the incident threshold (storage's qUpsertResults applies the
+// same rule across flushes).
 func sameStreak(r, last Result) bool {
 	return r.Health == last.Health || (r.Health == HealthUnknown && r.Class == ClassUnreachable &&
 		last.Health == HealthDown && last.Class == ClassUnreachable)
