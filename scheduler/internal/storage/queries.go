@@ -3,6 +3,8 @@ package storage
 // Queries names every SQL constant of the package; storage_test.go prepares each against
 // the migrated schema, and fails on a SQL constant missing here.
 var Queries = map[string]string{
+	"qCheckDefs":             qCheckDefs,
+	"qLastRuns":              qLastRuns,
 	"qClaimExecutions":       qClaimExecutions,
 	"qUpdateExecutionEnd":    qUpdateExecutionEnd,
 	"qPickOrphans":           qPickOrphans,
