@@ -111,8 +111,6 @@ var PGXAllowlist = map[string]bool{
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/websession": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/drift": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"scheduler/internal/fleet/fleettest": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"scheduler/internal/labtest": true,

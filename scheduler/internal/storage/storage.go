@@ -98,3 +98,8 @@ func ListenConfig(url, applicationName string) (*pgx.ConnConfig, error) {
 }
 
 var errNotPool = errors.New("storage: a pipelined transaction needs a Store on the pool")
+
+// Notify sends a NOTIFY on channel (eventbus.Notify).
+func (s *Store) Notify(ctx context.Context, channel, payload string) error {
+	return eventbus.Notify(ctx, s.db, channel, payload)
+}
