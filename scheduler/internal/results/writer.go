@@ -605,8 +605,8 @@ func streakTails(batch []Record, latest map[string]int) map[string]int32 {
 // sameStreak says whether r counts towards the streak that last ends: the same health, or an
 // unreachable machine's unconfirmed first failure (unknown, "down if the next attempt fails
 // too") before its confirmed one. That first failed dial was a failed run: counting it keeps
-// the confirmation from adding a run to the incident threshold (storage's qUpsertResults applies the
-// same rule across flushes).
+// the confirmation from adding a run to the incident threshold (storage's qUpsertResults
+// applies the same rule across flushes).
 func sameStreak(r, last Result) bool {
 	return r.Health == last.Health || (r.Health == HealthUnknown && r.Class == ClassUnreachable &&
 		last.Health == HealthDown && last.Class == ClassUnreachable)
