@@ -111,29 +111,9 @@ var PGXAllowlist = map[string]bool{
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/websession": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/app": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/checkrun": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/drift": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/executor": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/fleet": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"scheduler/internal/fleet/fleettest": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/hostkeys": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/incidents": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"scheduler/internal/labtest": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/onboard": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/results": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"scheduler/internal/sweep": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"shared/remote": true,
 }

@@ -13,7 +13,6 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	gossh "golang.org/x/crypto/ssh"
@@ -26,6 +25,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/incidents"
 	"github.com/oikos-hq/oikos/scheduler/internal/leases"
 	"github.com/oikos-hq/oikos/scheduler/internal/onboard"
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/daemon"
@@ -105,11 +105,10 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 		Name: "oikos_scheduler_ssh_connections", Help: "Open SSH connections (one per host).",
 	}, func() float64 { return float64(ssh.OpenConnections()) }))
 
-	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
+	connCfg, err := storage.ListenConfig(cfg.DatabaseURL, "oikos-scheduler-listener")
 	if err != nil {
 		return err
 	}
-	connCfg.RuntimeParams["application_name"] = "oikos-scheduler-listener"
 	// Every part that listens registers its handlers in its constructor, so all are built
 	// before the notifier starts.
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/drift"
@@ -10,6 +9,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/hostkeys"
 	"github.com/oikos-hq/oikos/scheduler/internal/leases"
 	"github.com/oikos-hq/oikos/scheduler/internal/onboard"
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/remote"
 )
 
@@ -31,11 +31,11 @@ type (
 func NewExecutor(opts ExecutorOptions) *Executor { return executor.New(opts) }
 
 // NewFleet builds the graph reader and resolver; see fleet.New.
-func NewFleet(pool *pgxpool.Pool, opts FleetOptions) *Fleet { return fleet.New(pool, opts) }
+func NewFleet(pool *storage.Pool, opts FleetOptions) *Fleet { return fleet.New(pool, opts) }
 
 // NewHostKeys builds the Postgres host key store whose mismatches raise signals; see
 // hostkeys.New.
-func NewHostKeys(pool *pgxpool.Pool, log zerolog.Logger) *remote.PGHostKeys {
+func NewHostKeys(pool *storage.Pool, log zerolog.Logger) *remote.PGHostKeys {
 	return hostkeys.New(pool, log)
 }
 
@@ -59,7 +59,7 @@ func NewDrift(opts DriftOptions) (*Drift, error) { return drift.New(opts) }
 func NewOnboard(opts OnboardOptions) (*Onboard, error) { return onboard.New(opts) }
 
 // NewKeyGate wraps a host key store for onboarding; see onboard.NewKeyGate.
-func NewKeyGate(inner remote.HostKeyStore, pool *pgxpool.Pool) *KeyGate {
+func NewKeyGate(inner remote.HostKeyStore, pool *storage.Pool) *KeyGate {
 	return onboard.NewKeyGate(inner, pool)
 }
 

@@ -5,16 +5,15 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/oikos-hq/oikos/scheduler/internal/checkrun"
 	"github.com/oikos-hq/oikos/scheduler/internal/leases"
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/leasetable"
 )
 
 // statusHandler serves GET /status: this scheduler's id and leases, the fleet's members and
 // lease table, and the check runner's state.
-func statusHandler(pool *pgxpool.Pool, lm *leases.Manager, runner *checkrun.Runner) http.Handler {
+func statusHandler(pool *storage.Pool, lm *leases.Manager, runner *checkrun.Runner) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		members, table, err := leasetable.Read(req.Context(), pool)
 		out := map[string]any{"scheduler": lm.ID(), "leases": lm.Held(), "owned": lm.Owned(), "checks": runner.Status()}

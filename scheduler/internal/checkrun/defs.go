@@ -9,12 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oikos-hq/oikos/scheduler/internal/probeparse"
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // checkDef is one enabled row of check_defs with what the runner needs of its target.
@@ -58,33 +56,16 @@ type (
 )
 
 // loadDefs reads every enabled check whose target still exists and is not destroyed.
-func loadDefs(ctx context.Context, q pg.Querier) ([]*checkDef, error) {
-	rows, err := q.Query(ctx, `
-SELECT cd.id::text, cd.slug, cd.target_id::text, e.slug, e.type, cd.kind, cd.config,
-       cd.interval_seconds, cd.timeout_seconds, cd.updated_at,
-       -- The lease unit whose holder runs it (scheduler/internal/leases): net for http and
-       -- tcp, else the SSH host it goes through (a backup check's holder's).
-       coalesce(CASE WHEN cd.kind IN ('http', 'tcp') THEN 'net'
-            WHEN cd.kind = 'backup-freshness' THEN
-                 lease_unit((SELECT h.id FROM entities h WHERE h.slug = cd.config->>'holder'))
-            ELSE lease_unit(cd.target_id) END, 'host:' || e.slug)
-FROM check_defs cd JOIN entities e ON e.id = cd.target_id
-WHERE cd.enabled AND e.state <> 'destroyed'
-ORDER BY cd.slug`)
+func loadDefs(ctx context.Context, st *storage.Store) ([]*checkDef, error) {
+	rows, err := st.CheckDefs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load check definitions: %w", err)
 	}
-	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*checkDef, error) {
-		var (
-			d                 checkDef
-			raw               []byte
-			interval, timeout int32
-			updated           time.Time
-		)
-		if err := r.Scan(&d.ID, &d.Slug, &d.TargetID, &d.TargetSlug, &d.TargetType, &d.Kind, &raw,
-			&interval, &timeout, &updated, &d.Unit); err != nil {
-			return nil, err
-		}
+	defs := make([]*checkDef, 0, len(rows))
+	for _, row := range rows {
+		d := checkDef{ID: row.ID, Slug: row.Slug, TargetID: row.TargetID, TargetSlug: row.TargetSlug, TargetType: row.TargetType,
+			Kind: row.Kind, Unit: row.Unit}
+		raw, interval, timeout, updated := row.Config, row.Interval, row.Timeout, row.Updated
 		d.Interval = time.Duration(interval) * time.Second
 		d.Timeout = time.Duration(timeout) * time.Second
 		if d.Timeout > d.Interval {
@@ -96,13 +77,11 @@ ORDER BY cd.slug`)
 		dec.UseNumber()
 		if err := dec.Decode(&d.Config); err != nil {
 			d.specErr = fmt.Errorf("config is not a JSON object: %w", err)
-			return &d, nil
+			defs = append(defs, &d)
+			continue
 		}
 		d.spec, d.specErr = parseSpec(d.Kind, d.Config)
-		return &d, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load check definitions: %w", err)
+		defs = append(defs, &d)
 	}
 	return defs, nil
 }

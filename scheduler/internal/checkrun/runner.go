@@ -14,14 +14,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
 	"github.com/oikos-hq/oikos/scheduler/internal/probeparse"
 	"github.com/oikos-hq/oikos/scheduler/internal/results"
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/safego"
@@ -72,7 +71,7 @@ type executor interface {
 
 // Options configure a Runner. Pool, SSH and Fleet are required.
 type Options struct {
-	Pool *pgxpool.Pool
+	Pool *storage.Pool
 	// SSH is the pool shared with the executor: one connection per host for both.
 	SSH   *remote.Pool
 	Fleet Resolver
@@ -321,9 +320,6 @@ func (r *Runner) Acquired(units []string) {
 	}
 }
 
-// sqlLastRuns reads the time of the latest stored result of each of the checks ($1).
-const sqlLastRuns = `SELECT check_id::text, at FROM check_results WHERE check_id = ANY($1::text[]::uuid[])`
-
 // rephase reads when the checks of units last ran and schedules their next runs from it.
 func (r *Runner) rephase(ctx context.Context, units []string) {
 	// Whatever happens here (even a panic, which the lifecycle recovers), the units run again.
@@ -388,13 +384,7 @@ func (r *Runner) lastRuns(ctx context.Context, ids []string) (map[string]time.Ti
 	}
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rows, err := r.opts.Pool.Query(qctx, sqlLastRuns, ids)
-	if err != nil {
-		return last, err
-	}
-	var id string
-	var at time.Time
-	_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error { last[id] = at; return nil })
+	err := storage.New(r.opts.Pool).LastRuns(qctx, ids, last)
 	return last, err
 }
 
@@ -679,7 +669,7 @@ func (r *Runner) closeIdleHTTP(olderThan time.Duration) {
 // every target whose set of checks changed, so its health is recomputed from the new set
 // at the next result.
 func (r *Runner) reload(ctx context.Context) error {
-	defs, err := loadDefs(ctx, r.opts.Pool)
+	defs, err := loadDefs(ctx, storage.New(r.opts.Pool))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.loadErr = err

@@ -36,15 +36,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/leases"
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/attr"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/oikos-hq/oikos/shared/startstop"
@@ -78,7 +76,7 @@ type Executor interface {
 
 // Options configure a Service. Pool, SSH and Fleet are required.
 type Options struct {
-	Pool  *pgxpool.Pool
+	Pool  *storage.Pool
 	SSH   Executor
 	Fleet Resolver
 	// Notifier delivers NOTIFY oikos_drift; the handler is registered in New, so build the
@@ -274,12 +272,13 @@ func (s *Service) Request(requestID string) {
 	}
 }
 
+// db is the service's storage.
+func (s *Service) db() *storage.Store { return storage.New(s.opts.Pool) }
+
 // Start runs the loop: requested runs as they come, a scheduled run when the latest report
 // is older than Every. Runs left `running` by a scheduler that died are marked failed.
 func (s *Service) Start(ctx context.Context) error {
-	if _, err := s.opts.Pool.Exec(ctx, `UPDATE drift_reports SET status = 'failed', finished_at = $1,
-error = 'interrupted: the scheduler running it stopped' WHERE status = 'running' AND started_at < $2`,
-		s.opts.Clock(), s.opts.Clock().Add(-time.Hour)); err != nil {
+	if err := s.db().FailInterruptedDrift(ctx, s.opts.Clock(), s.opts.Clock().Add(-time.Hour)); err != nil {
 		return fmt.Errorf("drift: clear interrupted runs: %w", err)
 	}
 	return s.life.Start(ctx, s.log, "drift", s.loop)
@@ -353,13 +352,9 @@ func (s *Service) runRequested(ctx context.Context, ids []string) (*Report, erro
 	}
 	var reportID string
 	var claimed []string
-	err := s.claim(ctx, func(tx pgx.Tx) (bool, error) {
+	err := s.claim(ctx, func(tx *storage.Store) (bool, error) {
 		if len(named) > 0 {
-			rows, err := tx.Query(ctx, `SELECT DISTINCT unnest(request_ids)::text FROM drift_reports WHERE request_ids && $1::uuid[]`, named)
-			if err != nil {
-				return false, err
-			}
-			taken, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			taken, err := tx.TakenDriftRequests(ctx, named)
 			if err != nil {
 				return false, err
 			}
@@ -389,16 +384,14 @@ func (s *Service) runRequested(ctx context.Context, ids []string) (*Report, erro
 // runIfDue runs a scheduled discovery when the newest finished report is older than Every.
 func (s *Service) runIfDue(ctx context.Context) (*Report, error) {
 	var reportID string
-	err := s.claim(ctx, func(tx pgx.Tx) (bool, error) {
-		var last *time.Time
-		if err := tx.QueryRow(ctx, `SELECT max(coalesce(finished_at, started_at)) FROM drift_reports
-WHERE status = 'completed' OR (status = 'running' AND trigger = 'scheduled')`).Scan(&last); err != nil {
+	err := s.claim(ctx, func(tx *storage.Store) (bool, error) {
+		last, err := tx.LastDriftReport(ctx)
+		if err != nil {
 			return false, err
 		}
 		if last != nil && s.opts.Clock().Sub(*last) < s.opts.Every {
 			return false, nil
 		}
-		var err error
 		reportID, err = s.insertRunning(ctx, tx, "scheduled", nil)
 		return err == nil, err
 	})
@@ -411,7 +404,7 @@ WHERE status = 'completed' OR (status = 'running' AND trigger = 'scheduled')`).S
 // RunNow runs a discovery at once (tests, and callers that want the report in hand).
 func (s *Service) RunNow(ctx context.Context) (*Report, error) {
 	var reportID string
-	err := s.claim(ctx, func(tx pgx.Tx) (bool, error) {
+	err := s.claim(ctx, func(tx *storage.Store) (bool, error) {
 		var err error
 		reportID, err = s.insertRunning(ctx, tx, "requested", nil)
 		return err == nil, err
@@ -424,11 +417,8 @@ func (s *Service) RunNow(ctx context.Context) (*Report, error) {
 
 // claim runs fn under the claim lock, in a transaction that commits what fn wrote (when
 // fn finds nothing to claim it writes nothing, and the commit only releases the lock).
-func (s *Service) claim(ctx context.Context, fn func(tx pgx.Tx) (bool, error)) error {
-	err := pg.InTx(ctx, s.opts.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(lockClaim)); err != nil {
-			return fmt.Errorf("lock: %w", err)
-		}
+func (s *Service) claim(ctx context.Context, fn func(tx *storage.Store) (bool, error)) error {
+	err := s.db().InTxWaitLock(ctx, int64(lockClaim), func(tx *storage.Store) error {
 		if _, err := fn(tx); err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
@@ -440,7 +430,7 @@ func (s *Service) claim(ctx context.Context, fn func(tx pgx.Tx) (bool, error)) e
 	return nil
 }
 
-func (s *Service) insertRunning(ctx context.Context, tx pgx.Tx, trigger string, requestIDs []string) (string, error) {
+func (s *Service) insertRunning(ctx context.Context, tx *storage.Store, trigger string, requestIDs []string) (string, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return "", err
@@ -448,8 +438,7 @@ func (s *Service) insertRunning(ctx context.Context, tx pgx.Tx, trigger string, 
 	if requestIDs == nil {
 		requestIDs = []string{}
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO drift_reports (id, trigger, request_ids, status, started_at, claimed_by)
-VALUES ($1, $2, $3::uuid[], 'running', $4, $5)`, id.String(), trigger, requestIDs, s.opts.Clock(), s.opts.SchedulerID)
+	err = tx.InsertDriftReport(ctx, id.String(), trigger, requestIDs, s.opts.Clock(), s.opts.SchedulerID)
 	return id.String(), err
 }
 
@@ -460,8 +449,7 @@ func (s *Service) execute(ctx context.Context, reportID, trigger string, request
 	defer cancel()
 	if runErr != nil {
 		s.m.runs.WithLabelValues("failed").Inc()
-		if _, err := s.opts.Pool.Exec(fctx, `UPDATE drift_reports SET status = 'failed', finished_at = $2, error = $3 WHERE id = $1`,
-			reportID, s.opts.Clock(), runErr.Error()); err != nil {
+		if err := s.db().FailDriftReport(fctx, reportID, s.opts.Clock(), runErr.Error()); err != nil {
 			return nil, errors.Join(runErr, fmt.Errorf("drift: store failure: %w", err))
 		}
 		return nil, runErr
@@ -474,12 +462,11 @@ func (s *Service) execute(ctx context.Context, reportID, trigger string, request
 	if err != nil {
 		return nil, fmt.Errorf("drift: marshal report: %w", err)
 	}
-	err = pg.InTx(fctx, s.opts.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(fctx, `UPDATE drift_reports SET status = 'completed', finished_at = $2, report = $3,
-missing_count = $4, ghost_count = $5 WHERE id = $1`, reportID, rep.FinishedAt, raw, len(rep.Missing), len(rep.Ghost)); err != nil {
+	err = s.db().InTx(fctx, func(tx *storage.Store) error {
+		if err := tx.CompleteDriftReport(fctx, reportID, rep.FinishedAt, raw, len(rep.Missing), len(rep.Ghost)); err != nil {
 			return err
 		}
-		_, err := eventbus.Append(fctx, tx, eventbus.Event{Type: EventReported, Actor: "scheduler"}, map[string]any{
+		_, err := tx.AppendEvent(fctx, eventbus.Event{Type: EventReported, Actor: "scheduler"}, map[string]any{
 			"report_id": reportID, "trigger": trigger, "missing": len(rep.Missing), "ghost": len(rep.Ghost),
 			"unchecked": len(rep.Unchecked), "hosts_unreachable": rep.Summary.HostsUnreachable,
 		})
@@ -513,36 +500,18 @@ type graphView struct {
 
 // readGraph reads the Proxmox hosts and their guests.
 func (s *Service) readGraph(ctx context.Context) (*graphView, error) {
-	rows, err := s.opts.Pool.Query(ctx, `
-WITH RECURSIVE t(name, root) AS (
-    SELECT r, r FROM unnest(ARRAY['lxc', 'vm', 'proxmox-host']) AS r
-    UNION
-    SELECT et.name, t.root FROM entity_types et JOIN t ON et.parent = t.name
-)
-SELECT e.id::text, e.slug, e.name, e.state, t.root, e.attributes
-FROM entities e JOIN t ON t.name = e.type
-WHERE e.state <> 'destroyed'
-ORDER BY e.slug`)
+	rows, err := s.db().DriftEntities(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("drift: read the graph: %w", err)
 	}
-	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (graphGuest, error) {
-		var g graphGuest
-		err := r.Scan(&g.id, &g.slug, &g.name, &g.state, &g.kind, &g.attrs)
-		return g, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("drift: read the graph: %w", err)
+	all := make([]graphGuest, len(rows))
+	for i, r := range rows {
+		all[i] = graphGuest{id: r.ID, slug: r.Slug, name: r.Name, state: r.State, kind: r.Kind, attrs: r.Attrs}
 	}
-	g := &graphView{hostsEdge: map[string]string{}, hostByName: map[string]string{}, hostBySlug: map[string]bool{},
+	g := &graphView{hostByName: map[string]string{}, hostBySlug: map[string]bool{},
 		notLive: map[string]string{}}
-	rows, err = s.opts.Pool.Query(ctx, `SELECT r.target_id::text, e.slug FROM relationships r JOIN entities e ON e.id = r.source_id
-WHERE r.type = 'hosts' AND r.valid_to IS NULL AND e.state <> 'destroyed' ORDER BY r.valid_from`)
+	g.hostsEdge, err = s.db().HostSlugByGuest(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("drift: read hosts edges: %w", err)
-	}
-	var gid, hslug string
-	if _, err := pgx.ForEachRow(rows, []any{&gid, &hslug}, func() error { g.hostsEdge[gid] = hslug; return nil }); err != nil {
 		return nil, fmt.Errorf("drift: read hosts edges: %w", err)
 	}
 	for _, e := range all {
@@ -712,7 +681,7 @@ func (s *Service) discover(ctx context.Context, reportID string) (*Report, error
 func (s *Service) announce(ctx context.Context, reportID string) {
 	payload, err := json.Marshal(listPayload{ReportID: reportID})
 	if err == nil {
-		err = eventbus.Notify(ctx, s.opts.Pool, eventbus.ChannelDriftList, string(payload))
+		err = s.db().Notify(ctx, eventbus.ChannelDriftList, string(payload))
 	}
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn().Err(err).Str("report", reportID).Msg("ask the schedulers for drift listings")
@@ -781,24 +750,18 @@ const (
 )
 
 func (s *Service) readListings(ctx context.Context, reportID string) (map[string]hostListing, error) {
-	rows, err := s.opts.Pool.Query(ctx, `SELECT host_slug, scheduler_id, listing FROM drift_listings WHERE report_id = $1`, reportID)
+	rows, err := s.db().DriftListings(ctx, reportID)
 	if err != nil {
 		return nil, fmt.Errorf("drift: read listings: %w", err)
 	}
 	out := map[string]hostListing{}
-	var slug, by string
-	var raw []byte
-	_, err = pgx.ForEachRow(rows, []any{&slug, &by, &raw}, func() error {
+	for _, r := range rows {
 		var l hostListing
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return fmt.Errorf("listing of %s: %w", slug, err)
+		if err := json.Unmarshal(r.Listing, &l); err != nil {
+			return nil, fmt.Errorf("drift: read listings: %w", fmt.Errorf("listing of %s: %w", r.Host, err))
 		}
-		l.Scheduler = by
-		out[slug] = l
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("drift: read listings: %w", err)
+		l.Scheduler = r.Scheduler
+		out[r.Host] = l
 	}
 	return out, nil
 }
@@ -809,14 +772,8 @@ func (s *Service) holders(ctx context.Context, slugs []string) (map[string]strin
 	for i, h := range slugs {
 		units[i] = leases.HostUnit(h)
 	}
-	rows, err := s.opts.Pool.Query(ctx, `SELECT substr(resource, 6), holder FROM scheduler_leases
-WHERE resource = ANY($1) AND expires_at > now()`, units)
+	out, err := s.db().HostLeaseHolders(ctx, units)
 	if err != nil {
-		return nil, fmt.Errorf("drift: read lease holders: %w", err)
-	}
-	out := map[string]string{}
-	var h, by string
-	if _, err := pgx.ForEachRow(rows, []any{&h, &by}, func() error { out[h] = by; return nil }); err != nil {
 		return nil, fmt.Errorf("drift: read lease holders: %w", err)
 	}
 	return out, nil
@@ -825,9 +782,9 @@ WHERE resource = ANY($1) AND expires_at > now()`, units)
 // listHeld lists, for the running report reportID, every live Proxmox host whose lease this
 // scheduler holds and that nobody listed yet, and stores each listing fenced by the lease.
 func (s *Service) listHeld(ctx context.Context, reportID string) {
-	var running bool
-	if err := s.opts.Pool.QueryRow(ctx, `SELECT status = 'running' FROM drift_reports WHERE id = $1`, reportID).Scan(&running); err != nil {
-		if !errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
+	running, err := s.db().DriftReportRunning(ctx, reportID)
+	if err != nil {
+		if !errors.Is(err, storage.ErrNotFound) && ctx.Err() == nil {
 			s.log.Error().Err(err).Str("report", reportID).Msg("read a drift report")
 		}
 		return
@@ -930,11 +887,8 @@ func (s *Service) storeListing(ctx context.Context, reportID, slug, unit string,
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	tag, err := s.opts.Pool.Exec(wctx, `INSERT INTO drift_listings (report_id, host_slug, scheduler_id, listing)
-SELECT $1, $2, $3, $4 WHERE $5::bigint IS NULL OR EXISTS (
-    SELECT 1 FROM scheduler_leases WHERE resource = $6 AND holder = $3 AND generation = $5 AND expires_at > clock_timestamp())
-ON CONFLICT (report_id, host_slug) DO NOTHING`, reportID, slug, s.opts.SchedulerID, raw, gen, unit)
-	if err == nil && tag.RowsAffected() == 0 {
+	n, err := s.db().StoreDriftListing(wctx, reportID, slug, s.opts.SchedulerID, raw, gen, unit)
+	if err == nil && n == 0 {
 		s.log.Info().Str("host", slug).Str("report", reportID).Msg("drift listing not stored: listed already, or the lease moved")
 	}
 	return err

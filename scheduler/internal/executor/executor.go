@@ -21,11 +21,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/startstop"
@@ -45,7 +45,7 @@ const (
 
 // Options configure an Executor. Pool, SSH and Fleet are required.
 type Options struct {
-	Pool     *pgxpool.Pool
+	Pool     *storage.Pool
 	SSH      *remote.Pool
 	Fleet    *fleet.Graph
 	Notifier *eventbus.Notifier // optional: without it only the poll finds work

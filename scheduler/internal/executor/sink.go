@@ -7,10 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/safego"
 )
@@ -37,7 +36,7 @@ type chunk struct {
 // command leaves what it printed. It also keeps the tail of the output for
 // executions.output. Writes never block on the database.
 type sink struct {
-	db         *pgxpool.Pool
+	db         *storage.Store
 	id         string
 	every      time.Duration
 	flushBytes int
@@ -62,9 +61,9 @@ type sink struct {
 	wg   sync.WaitGroup
 }
 
-func newSink(ctx context.Context, db *pgxpool.Pool, id string, every time.Duration, flushBytes, limit int, log zerolog.Logger) *sink {
+func newSink(ctx context.Context, db *storage.Pool, id string, every time.Duration, flushBytes, limit int, log zerolog.Logger) *sink {
 	s := &sink{
-		db: db, id: id, every: every, flushBytes: flushBytes, limit: limit, log: log, ctx: ctx,
+		db: storage.New(db), id: id, every: every, flushBytes: flushBytes, limit: limit, log: log, ctx: ctx,
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	s.wg.Add(1)
@@ -164,21 +163,19 @@ func (s *sink) flush() {
 	if len(chunks) == 0 {
 		return
 	}
-	var b pgx.Batch
+	rows := make([]storage.LogChunk, 0, len(chunks))
 	seq := s.seq
 	for _, c := range chunks {
 		seq++
-		b.Queue(`INSERT INTO execution_logs (execution_id, seq, stream, data) VALUES ($1, $2, $3, $4)`,
-			s.id, seq, c.stream, c.data)
+		rows = append(rows, storage.LogChunk{Seq: seq, Stream: c.stream, Data: c.data})
 	}
 	note, err := json.Marshal(struct {
 		ExecutionID string `json:"execution_id"`
 		Seq         int    `json:"seq"`
 	}{s.id, seq})
 	if err == nil {
-		b.Queue(`SELECT pg_notify($1, $2)`, eventbus.ChannelExecLog, string(note))
 		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
-		err = s.db.SendBatch(ctx, &b).Close()
+		err = s.db.WriteExecutionLogs(ctx, s.id, rows, eventbus.ChannelExecLog, string(note))
 		cancel()
 	}
 	if err != nil {

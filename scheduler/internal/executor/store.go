@@ -9,10 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // Terminal and intermediate statuses written by the executor (X8).
@@ -25,19 +23,10 @@ const (
 )
 
 // job is a claimed execution.
-type job struct {
-	ID            string
-	TargetID      string
-	TargetSlug    string
-	Action        string
-	Command       string
-	Params        map[string]any
-	RiskClass     string
-	Timeout       time.Duration
-	SessionID     string
-	CorrelationID string
-	StartedAt     time.Time
-}
+type job = storage.Execution
+
+// db is the executor's storage.
+func (e *Executor) db() *storage.Store { return storage.New(e.opts.Pool) }
 
 // eventPayload is the body of every execution.* event the executor appends.
 type eventPayload struct {
@@ -62,9 +51,9 @@ func eventType(status string) string {
 	return "execution." + status
 }
 
-func (e *Executor) appendEvent(ctx context.Context, tx pg.Querier, targetID, correlation string, p eventPayload) error {
+func (e *Executor) appendEvent(ctx context.Context, tx *storage.Store, targetID, correlation string, p eventPayload) error {
 	p.SchedulerID = e.opts.SchedulerID
-	_, err := eventbus.Append(ctx, tx, eventbus.Event{
+	_, err := tx.AppendEvent(ctx, eventbus.Event{
 		Type:          eventType(p.Status),
 		EntityID:      targetID,
 		CorrelationID: correlation,
@@ -82,16 +71,13 @@ func correlationOf(correlation, session string) string {
 	return session
 }
 
-const claimReturning = `RETURNING id::text, target_id::text, target_slug, action, command, params, risk_class,
-	timeout_seconds, coalesce(session_id, ''), correlation_id, started_at`
-
 // claim takes up to n of the oldest runnable executions: running, started_at now, claimed_by
 // us and an execution.started event each, in one transaction (one transaction for a batch
 // keeps the outbox's commit lock short when a backlog drains). It returns none when nothing
 // is runnable.
 func (e *Executor) claim(ctx context.Context, n int) ([]job, error) {
 	var jobs []job
-	err := pg.InTx(ctx, e.opts.Pool, func(tx pgx.Tx) error {
+	err := e.db().InTx(ctx, func(tx *storage.Store) error {
 		jobs = jobs[:0]
 		// With leases, only executions whose target goes through a unit this scheduler holds
 		// (its host's; net for one with no target); the holder of the rest claims them.
@@ -102,28 +88,15 @@ func (e *Executor) claim(ctx context.Context, n int) ([]job, error) {
 				return nil
 			}
 		}
-		rows, err := tx.Query(ctx, `
-UPDATE executions SET status = 'running', started_at = now(), updated_at = now(), claimed_by = $1
-WHERE id IN (SELECT id FROM executions WHERE status = 'approved'
-               AND ($3::text[] IS NULL OR coalesce(lease_unit(target_id), 'net') = ANY($3::text[]))
-             ORDER BY created_at, id FOR UPDATE SKIP LOCKED LIMIT $2)
-`+claimReturning, e.opts.SchedulerID, n, owned)
+		var err error
+		jobs, err = tx.ClaimExecutions(ctx, e.opts.SchedulerID, n, owned)
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		jobs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (job, error) {
-			var j job
-			var secs int
-			err := r.Scan(&j.ID, &j.TargetID, &j.TargetSlug, &j.Action, &j.Command, &j.Params,
-				&j.RiskClass, &secs, &j.SessionID, &j.CorrelationID, &j.StartedAt)
-			j.Timeout = time.Duration(secs) * time.Second
-			if j.Timeout <= 0 {
-				j.Timeout = e.opts.DefaultTimeout
+		for i := range jobs {
+			if jobs[i].Timeout <= 0 {
+				jobs[i].Timeout = e.opts.DefaultTimeout
 			}
-			return j, err
-		})
-		if err != nil {
-			return fmt.Errorf("claim: %w", err)
 		}
 		for _, j := range jobs {
 			if err := e.appendEvent(ctx, tx, j.TargetID, correlationOf(j.CorrelationID, j.SessionID), eventPayload{
@@ -220,18 +193,18 @@ func (e *Executor) recordEnds(ctx context.Context, batch []*end) {
 	if len(batch) > 1 {
 		errs := make([]error, len(batch))
 		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := pg.InTx(bctx, e.opts.Pool, func(tx pgx.Tx) error {
+		err := e.db().InTx(bctx, func(tx *storage.Store) error {
 			// The updates go in one pipelined round trip; the events follow, each through
 			// the outbox's Append.
-			var b pgx.Batch
-			for _, en := range batch {
-				queueUpdateEnd(&b, en, e.opts.SchedulerID)
-			}
-			br := tx.SendBatch(bctx, &b)
+			rows := make([]storage.ExecutionEnd, len(batch))
 			for i, en := range batch {
-				errs[i] = updateEndResult(br, en)
+				rows[i] = endRow(en)
 			}
-			if err := br.Close(); err != nil {
+			n, berrs, err := tx.UpdateExecutionEnds(bctx, rows, e.opts.SchedulerID)
+			for i, en := range batch {
+				errs[i] = updateEndResult(n[i], berrs[i], en)
+			}
+			if err != nil {
 				return fmt.Errorf("record execution ends: %w", err)
 			}
 			for i := range batch {
@@ -260,7 +233,7 @@ func (e *Executor) recordEnds(ctx context.Context, batch []*end) {
 	}
 	for _, en := range batch {
 		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := pg.InTx(ectx, e.opts.Pool, func(tx pgx.Tx) error {
+		err := e.db().InTx(ectx, func(tx *storage.Store) error {
 			if err := e.updateEnd(ectx, tx, en); err != nil {
 				return err
 			}
@@ -272,38 +245,32 @@ func (e *Executor) recordEnds(ctx context.Context, batch []*end) {
 	}
 }
 
-const sqlUpdateEnd = `
-UPDATE executions SET status = $2, exit_code = $3, output = $4, output_truncated = $5, result = $6,
-       error = $7, finished_at = clock_timestamp(), updated_at = clock_timestamp()
-WHERE id = $1 AND status = 'running' AND claimed_by = $8`
-
-func queueUpdateEnd(b *pgx.Batch, en *end, schedulerID string) {
-	b.Queue(sqlUpdateEnd, en.j.ID, en.o.Status, en.o.ExitCode, en.output, en.truncated, json.RawMessage(en.result), en.o.Err, schedulerID)
+// endRow is what en writes to its row.
+func endRow(en *end) storage.ExecutionEnd {
+	return storage.ExecutionEnd{ID: en.j.ID, Status: en.o.Status, ExitCode: en.o.ExitCode, Output: en.output,
+		Truncated: en.truncated, Result: json.RawMessage(en.result), Err: en.o.Err}
 }
 
-func updateEndResult(br pgx.BatchResults, en *end) error {
-	tag, err := br.Exec()
+func updateEndResult(n int64, err error, en *end) error {
 	if err != nil {
 		return fmt.Errorf("record end of execution %s: %w", en.j.ID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return fmt.Errorf("record end of execution %s: %w", en.j.ID, errNotOurs)
 	}
 	return nil
 }
 
-func (e *Executor) updateEnd(ctx context.Context, tx pgx.Tx, en *end) error {
-	var b pgx.Batch
-	queueUpdateEnd(&b, en, e.opts.SchedulerID)
-	br := tx.SendBatch(ctx, &b)
-	err := updateEndResult(br, en)
-	if cerr := br.Close(); err == nil && cerr != nil {
+func (e *Executor) updateEnd(ctx context.Context, tx *storage.Store, en *end) error {
+	n, errs, cerr := tx.UpdateExecutionEnds(ctx, []storage.ExecutionEnd{endRow(en)}, e.opts.SchedulerID)
+	err := updateEndResult(n[0], errs[0], en)
+	if err == nil && cerr != nil {
 		err = fmt.Errorf("record end of execution %s: %w", en.j.ID, cerr)
 	}
 	return err
 }
 
-func (e *Executor) appendEnd(ctx context.Context, tx pgx.Tx, en *end) error {
+func (e *Executor) appendEnd(ctx context.Context, tx *storage.Store, en *end) error {
 	j, o := en.j, en.o
 	ms := o.Duration.Milliseconds()
 	return e.appendEvent(ctx, tx, j.TargetID, correlationOf(j.CorrelationID, j.SessionID), eventPayload{
@@ -365,14 +332,7 @@ var errNotOurs = errors.New("execution is no longer running under this scheduler
 // renewed with its leases) and holds no live lease. They are never re-run: their command may have had its effect
 // already.
 func (e *Executor) interruptOrphans(ctx context.Context) (int, error) {
-	return e.interrupt(ctx, `
-SELECT id FROM executions x
-WHERE status = 'running'
-  AND (claimed_by IS NULL OR claimed_by = $1
-       OR (NOT EXISTS (SELECT 1 FROM scheduler_members m WHERE m.id = x.claimed_by AND m.expires_at > now())
-           AND NOT EXISTS (SELECT 1 FROM scheduler_leases l WHERE l.holder = x.claimed_by AND l.expires_at > now())))
-ORDER BY created_at
-FOR UPDATE SKIP LOCKED`, []any{e.opts.SchedulerID},
+	return e.interrupt(ctx, func(tx *storage.Store) ([]string, error) { return tx.PickOrphans(ctx, e.opts.SchedulerID) },
 		"the scheduler running it (%s) stopped before it finished; found at startup by %s. "+
 			"It is not re-run because its command may already have had its effect; output so far is kept")
 }
@@ -381,13 +341,7 @@ FOR UPDATE SKIP LOCKED`, []any{e.opts.SchedulerID},
 // running executions of a scheduler whose membership lapsed (killed, or cut off) become
 // interrupted within an expiry, found by whichever scheduler sweeps first.
 func (e *Executor) interruptDeadHolders(ctx context.Context) (int, error) {
-	return e.interrupt(ctx, `
-SELECT id FROM executions x
-WHERE status = 'running' AND claimed_by IS NOT NULL AND claimed_by <> $1
-  AND NOT EXISTS (SELECT 1 FROM scheduler_members m WHERE m.id = x.claimed_by AND m.expires_at > now())
-  AND NOT EXISTS (SELECT 1 FROM scheduler_leases l WHERE l.holder = x.claimed_by AND l.expires_at > now())
-ORDER BY created_at
-FOR UPDATE SKIP LOCKED`, []any{e.opts.SchedulerID},
+	return e.interrupt(ctx, func(tx *storage.Store) ([]string, error) { return tx.PickDeadHolders(ctx, e.opts.SchedulerID) },
 		"the scheduler running it (%s) stopped answering before it finished; found by %s. "+
 			"It is not re-run because its command may already have had its effect; output so far is kept")
 }
@@ -400,59 +354,36 @@ func (e *Executor) SweepStuck(ctx context.Context) (n int, err error) {
 			e.m.observeSwept(sweptStuck, n)
 		}
 	}()
-	return e.interrupt(ctx, `
-SELECT id FROM executions
-WHERE status = 'running'
-  AND started_at + make_interval(secs => timeout_seconds) + $1::interval < now()
-  AND NOT (id = ANY(coalesce($2::uuid[], '{}')))
-ORDER BY created_at
-FOR UPDATE SKIP LOCKED`, []any{e.opts.StuckAfter, e.inflightIDs()},
+	return e.interrupt(ctx, func(tx *storage.Store) ([]string, error) {
+		return tx.PickStuck(ctx, e.opts.StuckAfter, e.inflightIDs())
+	},
 		"running under %s for longer than its timeout plus the stuck grace; swept by %s. "+
 			"It is not re-run; output so far is kept")
 }
 
-// interrupt marks the rows selected by pick (which must lock them) as interrupted, fills
+// interrupt marks the rows selected by pick (which must lock them; storage's Pick*) as interrupted, fills
 // output with the tail of what was logged, and appends execution.interrupted for each, all in
 // one transaction. reason is a format taking the claimant and this scheduler's id.
-func (e *Executor) interrupt(ctx context.Context, pick string, args []any, reason string) (int, error) {
+func (e *Executor) interrupt(ctx context.Context, pick func(tx *storage.Store) ([]string, error), reason string) (int, error) {
 	n := 0
-	err := pg.InTx(ctx, e.opts.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, pick, args...)
-		if err != nil {
-			return fmt.Errorf("find executions to interrupt: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	err := e.db().InTx(ctx, func(tx *storage.Store) error {
+		ids, err := pick(tx)
 		if err != nil {
 			return fmt.Errorf("find executions to interrupt: %w", err)
 		}
 		for _, id := range ids {
-			var (
-				targetID, slug, action, risk, session, correlation string
-				claimedBy                                          *string
-				startedAt                                          *time.Time
-			)
-			err := tx.QueryRow(ctx, `
-WITH logged AS (
-    SELECT string_agg(data, ''::bytea ORDER BY seq) AS b FROM execution_logs
-    WHERE execution_id = $1 AND stream <> 'system'
-)
-UPDATE executions x SET status = 'interrupted', finished_at = now(), updated_at = now(),
-       output = CASE WHEN length(l.b) > $2 THEN substring(l.b FROM length(l.b) - $2 + 1) ELSE coalesce(l.b, x.output) END,
-       output_truncated = coalesce(length(l.b) > $2, x.output_truncated)
-FROM logged l
-WHERE x.id = $1
-RETURNING x.target_id::text, x.target_slug, x.action, x.risk_class, coalesce(x.session_id, ''), x.correlation_id,
-          x.claimed_by, x.started_at`, id, e.opts.MaxOutput).Scan(&targetID, &slug, &action, &risk, &session, &correlation,
-				&claimedBy, &startedAt)
+			r, err := tx.InterruptExecution(ctx, id, e.opts.MaxOutput)
 			if err != nil {
 				return fmt.Errorf("interrupt execution %s: %w", id, err)
 			}
+			targetID, slug, action, risk, session, correlation := r.TargetID, r.Slug, r.Action, r.Risk, r.Session, r.Correlation
+			claimedBy, startedAt := r.ClaimedBy, r.StartedAt
 			claimant := "an unknown scheduler"
 			if claimedBy != nil {
 				claimant = *claimedBy
 			}
 			msg := fmt.Sprintf(reason, claimant, e.opts.SchedulerID)
-			if _, err := tx.Exec(ctx, `UPDATE executions SET error = $2 WHERE id = $1`, id, msg); err != nil {
+			if err := tx.SetExecutionError(ctx, id, msg); err != nil {
 				return fmt.Errorf("interrupt execution %s: %w", id, err)
 			}
 			p := eventPayload{ExecutionID: id, Status: StatusInterrupted, Target: slug, Action: action, RiskClass: risk, Error: msg}

@@ -14,10 +14,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/remote"
 )
 
@@ -38,7 +37,7 @@ type Options struct {
 
 // Graph is a remote.Graph over the Oikos schema. Safe for concurrent use.
 type Graph struct {
-	db   *pgxpool.Pool
+	db   *storage.Store
 	opts Options
 
 	mu       sync.Mutex
@@ -49,26 +48,15 @@ type Graph struct {
 var _ remote.Graph = (*Graph)(nil)
 
 // New builds a Graph on pool.
-func New(pool *pgxpool.Pool, opts Options) *Graph {
+func New(pool *storage.Pool, opts Options) *Graph {
 	if opts.TypeTTL <= 0 {
 		opts.TypeTTL = DefaultTypeTTL
 	}
-	return &Graph{db: pool, opts: opts}
-}
-
-const entityColumns = `e.id::text, e.slug, e.type, e.name, e.attributes`
-
-func scanEntity(row pgx.Row) (remote.Entity, error) {
-	var e remote.Entity
-	err := row.Scan(&e.ID, &e.Slug, &e.Type, &e.Name, &e.Attributes)
-	if e.Attributes == nil {
-		e.Attributes = map[string]any{}
-	}
-	return e, err
+	return &Graph{db: storage.New(pool), opts: opts}
 }
 
 func notFound(err error, format string, args ...any) error {
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), remote.ErrNotFound)
 	}
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), err)
@@ -76,7 +64,7 @@ func notFound(err error, format string, args ...any) error {
 
 // EntityBySlug returns the entity with that slug ("lxc:jellyfin").
 func (g *Graph) EntityBySlug(ctx context.Context, slug string) (remote.Entity, error) {
-	e, err := scanEntity(g.db.QueryRow(ctx, `SELECT `+entityColumns+` FROM entities e WHERE e.slug = $1`, slug))
+	e, err := g.db.EntityBySlug(ctx, slug)
 	if err != nil {
 		return remote.Entity{}, notFound(err, "entity %s", slug)
 	}
@@ -88,7 +76,7 @@ func (g *Graph) EntityByID(ctx context.Context, id string) (remote.Entity, error
 	if _, err := uuid.Parse(id); err != nil {
 		return remote.Entity{}, fmt.Errorf("entity %q: not an id: %w", id, remote.ErrNotFound)
 	}
-	e, err := scanEntity(g.db.QueryRow(ctx, `SELECT `+entityColumns+` FROM entities e WHERE e.id = $1`, id))
+	e, err := g.db.EntityByID(ctx, id)
 	if err != nil {
 		return remote.Entity{}, notFound(err, "entity %s", id)
 	}
@@ -99,20 +87,7 @@ func (g *Graph) EntityByID(ctx context.Context, id string) (remote.Entity, error
 // one of them. A destroyed entity is returned only when no live one has that name; two
 // live ones of different types are ambiguous and refused rather than guessed.
 func (g *Graph) EntityByName(ctx context.Context, types []string, name string) (remote.Entity, error) {
-	rows, err := g.db.Query(ctx, `
-WITH RECURSIVE t(name) AS (
-    SELECT unnest($1::text[])
-    UNION
-    SELECT et.name FROM entity_types et JOIN t ON et.parent = t.name
-)
-SELECT `+entityColumns+`, e.state = 'destroyed' FROM entities e
-WHERE e.name = $2 AND e.type IN (SELECT name FROM t)
-ORDER BY (e.state = 'destroyed'), e.slug
-LIMIT 2`, types, name)
-	if err != nil {
-		return remote.Entity{}, fmt.Errorf("entity named %q (%v): %w", name, types, err)
-	}
-	found, err := pgx.CollectRows(rows, scanHit)
+	found, err := g.db.EntitiesByName(ctx, types, name)
 	if err != nil {
 		return remote.Entity{}, fmt.Errorf("entity named %q (%v): %w", name, types, err)
 	}
@@ -120,19 +95,7 @@ LIMIT 2`, types, name)
 }
 
 // hit is a candidate entity and whether it is destroyed.
-type hit struct {
-	e         remote.Entity
-	destroyed bool
-}
-
-func scanHit(r pgx.CollectableRow) (hit, error) {
-	var h hit
-	err := r.Scan(&h.e.ID, &h.e.Slug, &h.e.Type, &h.e.Name, &h.e.Attributes, &h.destroyed)
-	if h.e.Attributes == nil {
-		h.e.Attributes = map[string]any{}
-	}
-	return h, err
-}
+type hit = storage.Hit
 
 // pickNamed chooses among up to two candidates ordered live first: none is not found, a
 // second live one is ambiguous.
@@ -140,20 +103,16 @@ func pickNamed(types []string, name string, found []hit) (remote.Entity, error) 
 	switch {
 	case len(found) == 0:
 		return remote.Entity{}, fmt.Errorf("entity named %q of type %v: %w", name, types, remote.ErrNotFound)
-	case len(found) > 1 && !found[1].destroyed:
+	case len(found) > 1 && !found[1].Destroyed:
 		return remote.Entity{}, fmt.Errorf("entity named %q of type %v is ambiguous (%s, %s): name it by its full slug",
-			name, types, found[0].e.Slug, found[1].e.Slug)
+			name, types, found[0].Entity.Slug, found[1].Entity.Slug)
 	}
-	return found[0].e, nil
+	return found[0].Entity, nil
 }
 
 // HostOf follows the current `hosts` edge backwards from a guest to its Proxmox host.
 func (g *Graph) HostOf(ctx context.Context, guestID string) (remote.Entity, error) {
-	e, err := scanEntity(g.db.QueryRow(ctx, `
-SELECT `+entityColumns+` FROM relationships r JOIN entities e ON e.id = r.source_id
-WHERE r.target_id = $1 AND r.type = 'hosts' AND r.valid_to IS NULL
-ORDER BY (e.state = 'destroyed'), r.valid_from DESC
-LIMIT 1`, guestID))
+	e, err := g.db.HostOf(ctx, guestID)
 	if err != nil {
 		return remote.Entity{}, notFound(err, "hosts edge into %s", guestID)
 	}
@@ -203,22 +162,7 @@ func (g *Graph) Resolve(ctx context.Context, slugOrID string) (remote.Target, re
 // RunsOn lists what the entity with id runs on, following current runs-on edges
 // transitively (at most eight hops), nearest first; destroyed entities are skipped.
 func (g *Graph) RunsOn(ctx context.Context, id string) ([]string, error) {
-	rows, err := g.db.Query(ctx, `
-WITH RECURSIVE chain(id, slug, depth) AS (
-    SELECT e.id, e.slug, 1
-    FROM relationships r JOIN entities e ON e.id = r.target_id
-    WHERE r.source_id = $1 AND r.type = 'runs-on' AND r.valid_to IS NULL AND e.state <> 'destroyed'
-    UNION
-    SELECT e.id, e.slug, c.depth + 1
-    FROM chain c JOIN relationships r ON r.source_id = c.id AND r.type = 'runs-on' AND r.valid_to IS NULL
-    JOIN entities e ON e.id = r.target_id
-    WHERE c.depth < 8 AND e.state <> 'destroyed'
-)
-SELECT slug FROM chain GROUP BY slug ORDER BY min(depth), slug`, id)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return g.db.RunsOn(ctx, id)
 }
 
 // ResolveRunsOn finds where a command about the entity slugOrID runs: on the entity itself
@@ -247,71 +191,27 @@ func (g *Graph) ResolveRunsOn(ctx context.Context, slugOrID string) (remote.Targ
 	return remote.Target{}, fmt.Errorf("%s runs on %s, none of which can run a command: %w", e.Slug, strings.Join(chain, " → "), err)
 }
 
-// sqlPrefetch reads an entity (%s is the WHERE condition on e) with its candidate hosts,
-// each row tagged with its role. The name candidates follow EntityByName for proxmox-host.
-const sqlPrefetch = `
-WITH RECURSIVE ph(name) AS (
-    SELECT 'proxmox-host'::text
-    UNION
-    SELECT et.name FROM entity_types et JOIN ph ON et.parent = ph.name
-), t AS (
-    SELECT * FROM entities e WHERE %s
-)
-SELECT 'self', t.id::text, t.slug, t.type, t.name, t.attributes, t.state = 'destroyed' FROM t
-UNION ALL
-(SELECT 'edge', s.id::text, s.slug, s.type, s.name, s.attributes, s.state = 'destroyed'
- FROM t JOIN relationships r ON r.target_id = t.id AND r.type = 'hosts' AND r.valid_to IS NULL
-        JOIN entities s ON s.id = r.source_id
- ORDER BY (s.state = 'destroyed'), r.valid_from DESC LIMIT 1)
-UNION ALL
-(SELECT 'slug', a.id::text, a.slug, a.type, a.name, a.attributes, a.state = 'destroyed'
- FROM t JOIN entities a ON a.slug = t.attributes->>'host' LIMIT 1)
-UNION ALL
-(SELECT 'name', a.id::text, a.slug, a.type, a.name, a.attributes, a.state = 'destroyed'
- FROM t JOIN entities a ON a.name = t.attributes->>'host' AND a.type IN (SELECT name FROM ph)
- ORDER BY (a.state = 'destroyed'), a.slug LIMIT 2)`
-
-var (
-	sqlPrefetchByID   = fmt.Sprintf(sqlPrefetch, `e.id = $1`)
-	sqlPrefetchBySlug = fmt.Sprintf(sqlPrefetch, `e.slug = $1`)
-)
-
 // prefetch reads the entity and its host candidates; ErrNotFound when there is no entity.
 func (g *Graph) prefetch(ctx context.Context, slugOrID string) (*view, error) {
-	q := sqlPrefetchBySlug
-	if _, err := uuid.Parse(slugOrID); err == nil {
-		q = sqlPrefetchByID
-	}
-	rows, err := g.db.Query(ctx, q, slugOrID)
+	_, perr := uuid.Parse(slugOrID)
+	rows, err := g.db.Prefetch(ctx, perr == nil, slugOrID)
 	if err != nil {
 		return nil, err
 	}
 	v := &view{g: g, bySlug: map[string]remote.Entity{}}
 	found := false
-	var role string
-	defer rows.Close()
-	for rows.Next() {
-		var h hit
-		if err := rows.Scan(&role, &h.e.ID, &h.e.Slug, &h.e.Type, &h.e.Name, &h.e.Attributes, &h.destroyed); err != nil {
-			return nil, err
-		}
-		if h.e.Attributes == nil {
-			h.e.Attributes = map[string]any{}
-		}
-		switch role {
+	for _, h := range rows {
+		switch h.Role {
 		case "self":
-			v.self, found = h.e, true
+			v.self, found = h.Entity, true
 		case "edge":
-			e := h.e
+			e := h.Entity
 			v.edge = &e
 		case "slug":
-			v.bySlug[h.e.Slug] = h.e
+			v.bySlug[h.Entity.Slug] = h.Entity
 		case "name":
-			v.named = append(v.named, h)
+			v.named = append(v.named, h.Hit)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	if !found {
 		return nil, fmt.Errorf("entity %s: %w", slugOrID, remote.ErrNotFound)
@@ -366,16 +266,7 @@ func (g *Graph) isA(ctx context.Context) (func(typ, ancestor string) bool, error
 	parents, fresh := g.parents, time.Since(g.loadedAt) < g.opts.TypeTTL
 	g.mu.Unlock()
 	if parents == nil || !fresh {
-		rows, err := g.db.Query(ctx, `SELECT name, coalesce(parent, '') FROM entity_types`)
-		if err != nil {
-			return nil, err
-		}
-		next := map[string]string{}
-		var name, parent string
-		_, err = pgx.ForEachRow(rows, []any{&name, &parent}, func() error {
-			next[name] = parent
-			return nil
-		})
+		next, err := g.db.TypeParents(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -3,17 +3,14 @@ package incidents
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/results"
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/metrics"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/oikos-hq/oikos/shared/signals"
 	"github.com/oikos-hq/oikos/shared/startstop"
@@ -48,7 +45,7 @@ var ErrBusy = errors.New("incidents: another scheduler is evaluating")
 
 // Options configure an Engine. Pool is required.
 type Options struct {
-	Pool       *pgxpool.Pool
+	Pool       *storage.Pool
 	Logger     zerolog.Logger
 	Metrics    prometheus.Registerer
 	Clock      func() time.Time
@@ -178,14 +175,7 @@ type Outcome struct {
 // engine's advisory lock (ErrBusy when another scheduler holds it).
 func (e *Engine) Evaluate(ctx context.Context) (Outcome, error) {
 	var out Outcome
-	err := pg.InTx(ctx, e.opts.Pool, func(tx pgx.Tx) error {
-		var got bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, lockKey).Scan(&got); err != nil {
-			return fmt.Errorf("advisory lock: %w", err)
-		}
-		if !got {
-			return ErrBusy
-		}
+	err := storage.New(e.opts.Pool).InTxLocked(ctx, lockKey, ErrBusy, func(tx *storage.Store) error {
 		st, err := e.load(ctx, tx)
 		if err != nil {
 			return err

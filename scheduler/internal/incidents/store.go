@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oikos-hq/oikos/scheduler/internal/results"
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/signals"
@@ -38,45 +37,8 @@ type state struct {
 	open    []*incident
 }
 
-// nodesSQL reads the entities with a problem, and the roots of unresolved incidents
-// whatever their health (a root's recovery resolves its incident).
-const nodesSQL = `
-SELECT e.id::text, e.slug, e.type, e.state, e.attributes->'tags', e.attributes->'failure_threshold',
-       e.attributes->'success_threshold', es.health, es.reason, es.changed_at
-FROM entity_status es JOIN entities e ON e.id = es.entity_id
-WHERE es.health IN ('down', 'degraded', 'unknown', 'stale') AND e.type <> 'check' AND e.state NOT IN ('destroyed', 'deprecated')
-UNION
-SELECT e.id::text, e.slug, e.type, e.state, e.attributes->'tags', e.attributes->'failure_threshold',
-       e.attributes->'success_threshold', coalesce(es.health, 'unknown'), coalesce(es.reason, ''),
-       coalesce(es.changed_at, e.created_at)
-FROM signals sg JOIN entities e ON e.id = sg.entity_id LEFT JOIN entity_status es ON es.entity_id = e.id
-WHERE sg.kind = $1 AND sg.status <> 'resolved'`
-
-// checksSQL, edgesSQL and membersSQL take arrays of ids whose length varies from run to
-// run: they run unprepared (pgx.QueryExecModeExec), planned for the array at hand. A
-// cached statement's generic plan, which Postgres switches to after five executions, scans
-// every relationship (14 ms instead of 1 on the 20 × 100 fleet).
-
-// checksSQL reads the enabled checks of those entities with their streaks.
-const checksSQL = `
-SELECT cr.target_id::text, cd.kind, cr.health, cr.streak, cd.interval_seconds, cr.at
-FROM check_results cr JOIN check_defs cd ON cd.id = cr.check_id AND cd.enabled AND cd.target_id = cr.target_id
-WHERE cr.target_id = ANY($1::text[]::uuid[])`
-
-// edgesSQL reads the current dependency edges between those entities.
-const edgesSQL = `
-SELECT type, source_id::text, target_id::text FROM relationships
-WHERE valid_to IS NULL AND (type = ANY($2) OR type = ANY($3))
-  AND source_id = ANY($1::text[]::uuid[]) AND target_id = ANY($1::text[]::uuid[])`
-
-const openSQL = `
-SELECT sg.id::text, sg.dedup_key, sg.entity_id::text, sg.status, sg.severity, sg.first_seen
-FROM signals sg WHERE sg.kind = $1 AND sg.status <> 'resolved' AND sg.entity_id IS NOT NULL ORDER BY sg.first_seen`
-
-const membersSQL = `
-SELECT m.incident_id::text, m.entity_id::text, e.slug, m.role, m.health, m.reason
-FROM incident_members m JOIN entities e ON e.id = m.entity_id
-WHERE m.left_at IS NULL AND m.incident_id = ANY($1::text[]::uuid[])`
+// The queries (storage/incidents.go) that take arrays of ids run unprepared, planned for the
+// array at hand; see there.
 
 type checkRow struct {
 	kind, health        string
@@ -84,42 +46,21 @@ type checkRow struct {
 	at                  time.Time
 }
 
-// releasedSQL reads when each of these entities last stopped being affected through an
-// incident's root ($2, now, while it still is): its failure was explained by that root, and
-// its streak counts the root's outage.
-const releasedSQL = `
-SELECT m.entity_id::text, max(coalesce(m.left_at, $2))
-FROM incident_members m
-WHERE m.role = 'affected' AND m.entity_id = ANY($1::text[]::uuid[])
-GROUP BY m.entity_id`
-
-func (e *Engine) load(ctx context.Context, tx pgx.Tx) (*state, error) {
+func (e *Engine) load(ctx context.Context, tx *storage.Store) (*state, error) {
 	st := &state{g: newGraph(), th: map[string]entityThresholds{}, changed: map[string]time.Time{}}
-	rows, err := tx.Query(ctx, nodesSQL, Kind)
+	nodes, err := tx.IncidentNodes(ctx, Kind)
 	if err != nil {
 		return nil, fmt.Errorf("read problem entities: %w", err)
 	}
 	var ids []string
-	for rows.Next() {
-		var (
-			n              node
-			tags, fth, sth []byte
-			changedAt      time.Time
-		)
-		if err := rows.Scan(&n.id, &n.slug, &n.typ, &n.state, &tags, &fth, &sth, &n.health, &n.reason, &changedAt); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read problem entities: %w", err)
-		}
-		n.tags = stringList(tags)
+	for _, r := range nodes {
+		n := node{id: r.ID, slug: r.Slug, typ: r.Type, state: r.State, health: r.Health, reason: r.Reason}
+		n.tags = stringList(r.Tags)
 		n.problem = n.health != results.HealthUp && n.state != "destroyed" && n.state != "deprecated"
 		st.g.nodes[n.id] = &n
-		st.changed[n.id] = changedAt
-		st.th[n.id] = entityThresholds{failure: thresholdAttr(jsonValue(fth)), success: thresholdAttr(jsonValue(sth))}
+		st.changed[n.id] = r.ChangedAt
+		st.th[n.id] = entityThresholds{failure: thresholdAttr(jsonValue(r.FailureTh)), success: thresholdAttr(jsonValue(r.SuccessTh))}
 		ids = append(ids, n.id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read problem entities: %w", err)
 	}
 	if len(ids) > 0 {
 		if err := e.loadChecks(ctx, tx, st, ids); err != nil {
@@ -135,33 +76,17 @@ func (e *Engine) load(ctx context.Context, tx pgx.Tx) (*state, error) {
 	return st, nil
 }
 
-func (e *Engine) loadChecks(ctx context.Context, tx pgx.Tx, st *state, ids []string) error {
-	rows, err := tx.Query(ctx, checksSQL, pgx.QueryExecModeExec, ids)
+func (e *Engine) loadChecks(ctx context.Context, tx *storage.Store, st *state, ids []string) error {
+	checks, err := tx.IncidentChecks(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("read checks: %w", err)
 	}
 	byTarget := map[string][]checkRow{}
-	var (
-		target string
-		c      checkRow
-	)
-	_, err = pgx.ForEachRow(rows, []any{&target, &c.kind, &c.health, &c.streak, &c.intervalSec, &c.at}, func() error {
-		byTarget[target] = append(byTarget[target], c)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read checks: %w", err)
+	for _, c := range checks {
+		byTarget[c.Target] = append(byTarget[c.Target], checkRow{kind: c.Kind, health: c.Health, streak: c.Streak,
+			intervalSec: c.IntervalSec, at: c.At})
 	}
-	rows, err = tx.Query(ctx, releasedSQL, pgx.QueryExecModeExec, ids, e.opts.Clock())
-	if err != nil {
-		return fmt.Errorf("read released members: %w", err)
-	}
-	released := map[string]time.Time{}
-	var at time.Time
-	_, err = pgx.ForEachRow(rows, []any{&target, &at}, func() error {
-		released[target] = at
-		return nil
-	})
+	released, err := tx.ReleasedMembers(ctx, ids, e.opts.Clock())
 	if err != nil {
 		return fmt.Errorf("read released members: %w", err)
 	}
@@ -212,8 +137,8 @@ func (e *Engine) loadChecks(ctx context.Context, tx pgx.Tx, st *state, ids []str
 	return nil
 }
 
-func loadEdges(ctx context.Context, tx pgx.Tx, g *graph, ids []string) error {
-	rows, err := tx.Query(ctx, edgesSQL, pgx.QueryExecModeExec, ids, ontology.DependsForward, ontology.DependsReverse)
+func loadEdges(ctx context.Context, tx *storage.Store, g *graph, ids []string) error {
+	edges, err := tx.DependencyEdges(ctx, ids, ontology.DependsForward, ontology.DependsReverse)
 	if err != nil {
 		return fmt.Errorf("read dependency edges: %w", err)
 	}
@@ -221,61 +146,45 @@ func loadEdges(ctx context.Context, tx pgx.Tx, g *graph, ids []string) error {
 	for _, t := range ontology.DependsForward {
 		forward[t] = true
 	}
-	var typ, src, dst string
-	_, err = pgx.ForEachRow(rows, []any{&typ, &src, &dst}, func() error {
-		if forward[typ] {
-			g.depend(src, dst)
+	for _, ed := range edges {
+		if forward[ed.Type] {
+			g.depend(ed.Source, ed.Target)
 		} else {
-			g.depend(dst, src)
+			g.depend(ed.Target, ed.Source)
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read dependency edges: %w", err)
 	}
 	return nil
 }
 
-func loadOpen(ctx context.Context, tx pgx.Tx, st *state) error {
-	rows, err := tx.Query(ctx, openSQL, Kind)
+func loadOpen(ctx context.Context, tx *storage.Store, st *state) error {
+	open, err := tx.OpenIncidents(ctx, Kind)
 	if err != nil {
 		return fmt.Errorf("read open incidents: %w", err)
 	}
 	byID := map[string]*incident{}
 	var ids []string
-	var in incident
-	_, err = pgx.ForEachRow(rows, []any{&in.id, &in.dedupKey, &in.rootID, &in.status, &in.severity, &in.openedAt}, func() error {
-		c := in
-		c.members = map[string]member{}
+	for _, o := range open {
+		c := incident{id: o.ID, dedupKey: o.DedupKey, rootID: o.RootID, status: o.Status, severity: o.Severity,
+			openedAt: o.OpenedAt, members: map[string]member{}}
 		st.open = append(st.open, &c)
 		byID[c.id] = &c
 		ids = append(ids, c.id)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read open incidents: %w", err)
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err = tx.Query(ctx, membersSQL, pgx.QueryExecModeExec, ids)
+	members, err := tx.IncidentMembers(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("read incident members: %w", err)
 	}
-	var incID, entID string
-	var m member
-	_, err = pgx.ForEachRow(rows, []any{&incID, &entID, &m.slug, &m.role, &m.health, &m.reason}, func() error {
-		byID[incID].members[entID] = m
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read incident members: %w", err)
+	for _, m := range members {
+		byID[m.IncidentID].members[m.EntityID] = member{slug: m.Slug, role: m.Role, health: m.Health, reason: m.Reason}
 	}
 	return nil
 }
 
 // apply opens, updates and resolves incidents so they match st.
-func (e *Engine) apply(ctx context.Context, tx pgx.Tx, st *state) (Outcome, error) {
+func (e *Engine) apply(ctx context.Context, tx *storage.Store, st *state) (Outcome, error) {
 	g := st.g
 	ps := &pass{tx: tx, g: g, sig: e.sig, now: e.opts.Clock()}
 	out := Outcome{}
@@ -335,7 +244,7 @@ func (e *Engine) apply(ctx context.Context, tx pgx.Tx, st *state) (Outcome, erro
 
 // pass is one evaluation's transaction, graph and time.
 type pass struct {
-	tx  pgx.Tx
+	tx  *storage.Store
 	g   *graph
 	sig *signals.Store
 	now time.Time
@@ -378,7 +287,7 @@ func detailsOf(root *node, affected int) map[string]any {
 func (ps *pass) open(ctx context.Context, root *node, affected []string) error {
 	severity := severityOf(root.health, "")
 	key := DedupPrefix + root.id
-	r, err := ps.sig.Raise(ctx, ps.tx, signals.Signal{Kind: Kind, DedupKey: key, EntityID: root.id, Severity: severity,
+	r, err := ps.tx.RaiseSignal(ctx, ps.sig, signals.Signal{Kind: Kind, DedupKey: key, EntityID: root.id, Severity: severity,
 		Summary: summaryOf(root, len(affected)), Details: detailsOf(root, len(affected))})
 	if err != nil {
 		return err
@@ -427,7 +336,7 @@ func (ps *pass) update(ctx context.Context, in *incident, root *node, affected [
 		// Only the reasons moved: the rows say so, nobody needs an event for it.
 		return false, nil
 	}
-	if _, err := ps.sig.Describe(ctx, ps.tx, in.dedupKey, severity, summaryOf(root, len(affected)), detailsOf(root, len(affected))); err != nil {
+	if _, err := ps.tx.DescribeSignal(ctx, ps.sig, in.dedupKey, severity, summaryOf(root, len(affected)), detailsOf(root, len(affected))); err != nil {
 		return false, err
 	}
 	in.severity = severity
@@ -437,10 +346,10 @@ func (ps *pass) update(ctx context.Context, in *incident, root *node, affected [
 }
 
 func (ps *pass) resolve(ctx context.Context, in *incident, root *node, reason string) error {
-	if _, err := ps.sig.Resolve(ctx, ps.tx, in.dedupKey, reason); err != nil {
+	if _, err := ps.tx.ResolveSignal(ctx, ps.sig, in.dedupKey, reason); err != nil {
 		return err
 	}
-	if _, err := ps.tx.Exec(ctx, `UPDATE incident_members SET left_at = $2 WHERE incident_id = $1 AND left_at IS NULL`, in.id, ps.now); err != nil {
+	if err := ps.tx.CloseIncidentMembers(ctx, in.id, ps.now); err != nil {
 		return fmt.Errorf("close incident members: %w", err)
 	}
 	if root == nil {
@@ -475,19 +384,7 @@ func (ps *pass) writeMembers(ctx context.Context, in *incident, root *node, affe
 		healths = append(healths, n.health)
 		reasons = append(reasons, n.reason)
 	}
-	b := &pgx.Batch{}
-	b.Queue(`
-INSERT INTO incident_members (incident_id, entity_id, role, health, reason, joined_at)
-SELECT $1::uuid, u.e, u.r, u.h, u.rs, $2 FROM unnest($3::text[]::uuid[], $4::text[], $5::text[], $6::text[]) AS u(e, r, h, rs)
-ON CONFLICT (incident_id, entity_id) DO UPDATE SET role = EXCLUDED.role, health = EXCLUDED.health, reason = EXCLUDED.reason,
-    joined_at = CASE WHEN incident_members.left_at IS NULL THEN incident_members.joined_at ELSE EXCLUDED.joined_at END,
-    left_at = NULL
-WHERE incident_members.left_at IS NOT NULL OR incident_members.role <> EXCLUDED.role
-   OR incident_members.health <> EXCLUDED.health OR incident_members.reason <> EXCLUDED.reason`,
-		in.id, ps.now, ids, roles, healths, reasons)
-	b.Queue(`UPDATE incident_members SET left_at = $2 WHERE incident_id = $1::uuid AND left_at IS NULL AND entity_id <> ALL($3::text[]::uuid[])`,
-		in.id, ps.now, ids)
-	if err := ps.tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := ps.tx.WriteIncidentMembers(ctx, in.id, ps.now, ids, roles, healths, reasons); err != nil {
 		return fmt.Errorf("write incident members: %w", err)
 	}
 	return nil
@@ -521,7 +418,7 @@ func (ps *pass) payloadOf(in *incident, root *node, affected []string) payload {
 }
 
 func (ps *pass) appendEvent(ctx context.Context, typ, entity string, p payload) error {
-	if _, err := eventbus.Append(ctx, ps.tx, eventbus.Event{Type: typ, EntityID: entity, Actor: Actor}, p); err != nil {
+	if _, err := ps.tx.AppendEvent(ctx, eventbus.Event{Type: typ, EntityID: entity, Actor: Actor}, p); err != nil {
 		return fmt.Errorf("append %s: %w", typ, err)
 	}
 	return nil

@@ -407,8 +407,8 @@ WHERE holder = $1 AND resource = ANY($2)`, m.opts.ID, release); err != nil {
 		}
 	}
 	got := map[string]int64{}
-	// Rows are locked in one order everywhere (here, sqlFence): no deadlock between a tick
-	// and a flush, or between two schedulers' ticks.
+	// Rows are locked in one order everywhere (here, storage.qFenceLeases): no deadlock
+	// between a tick and a flush, or between two schedulers' ticks.
 	both := append(slices.Clone(renew), take...)
 	sort.Strings(both)
 	if len(both) > 0 {

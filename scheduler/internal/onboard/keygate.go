@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/hostconnect"
 	"github.com/oikos-hq/oikos/shared/remote"
 )
@@ -33,7 +32,7 @@ var ErrFingerprintMismatch = errors.New("host key does not match the fingerprint
 // only way a new machine's key is trusted is the operator's.
 type KeyGate struct {
 	inner remote.HostKeyStore
-	db    rowQuerier
+	db    *storage.Store
 
 	mu    sync.Mutex
 	gates map[string]*gate
@@ -45,14 +44,9 @@ type gate struct {
 	offered, keyType string
 }
 
-// rowQuerier is the part of pgx the gate reads host_connects with.
-type rowQuerier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // NewKeyGate wraps inner; db is where host_connects is read (nil: only open gates apply).
-func NewKeyGate(inner remote.HostKeyStore, db rowQuerier) *KeyGate {
-	return &KeyGate{inner: inner, db: db, gates: map[string]*gate{}}
+func NewKeyGate(inner remote.HostKeyStore, db *storage.Pool) *KeyGate {
+	return &KeyGate{inner: inner, db: storage.New(db), gates: map[string]*gate{}}
 }
 
 // ErrNotConfirmed refuses a first-use pin of a machine that is being added.
@@ -63,12 +57,7 @@ func (k *KeyGate) onboarding(ctx context.Context, addr string) (string, error) {
 	if k.db == nil {
 		return "", nil
 	}
-	var status string
-	err := k.db.QueryRow(ctx, `SELECT status FROM host_connects WHERE address = $1 ORDER BY created_at DESC LIMIT 1`, addr).Scan(&status)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
-	}
-	return status, err
+	return k.db.HostConnectStatus(ctx, addr)
 }
 
 // open puts addr under the gate until the returned function is called.

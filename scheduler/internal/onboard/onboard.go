@@ -19,14 +19,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/hostconnect"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/oikos-hq/oikos/shared/startstop"
@@ -39,7 +37,7 @@ type Executor interface {
 
 // Options configure a Service. Pool, SSH and Gate are required.
 type Options struct {
-	Pool *pgxpool.Pool
+	Pool *storage.Pool
 	SSH  Executor
 	// Gate must be the host key store SSH pins through.
 	Gate     *KeyGate
@@ -63,6 +61,7 @@ type Options struct {
 // Service answers connection requests. Start once; Stop is safe twice.
 type Service struct {
 	opts Options
+	st   *storage.Store
 	log  zerolog.Logger
 	wake chan struct{}
 	life startstop.Lifecycle
@@ -84,7 +83,7 @@ func New(opts Options) (*Service, error) {
 		h, _ := os.Hostname()
 		opts.SchedulerID = h + ":" + strconv.Itoa(os.Getpid())
 	}
-	s := &Service{opts: opts, log: opts.Logger.With().Str("component", "onboard").Logger(), wake: make(chan struct{}, 1)}
+	s := &Service{opts: opts, st: storage.New(opts.Pool), log: opts.Logger.With().Str("component", "onboard").Logger(), wake: make(chan struct{}, 1)}
 	if opts.Notifier != nil {
 		opts.Notifier.Listen(hostconnect.Channel, func(string) {
 			if opts.OnRequest != nil {
@@ -116,33 +115,20 @@ func (s *Service) Start(ctx context.Context) error {
 // sweepStale fails the requests left connecting for longer than two attempts take, each with
 // its event (the api applies it: the machine stays planned, saying why) and audit row.
 func (s *Service) sweepStale(ctx context.Context) error {
-	return pg.InTx(ctx, s.opts.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE host_connects h SET status = 'failed', updated_at = now(),
-error = 'interrupted: the scheduler connecting (' || h.claimed_by || ') stopped before it answered; run the command again'
-FROM entities e
-WHERE e.id = h.entity_id AND h.status = 'connecting' AND h.updated_at < now() - $1::interval
-RETURNING h.id::text, h.entity_id::text, e.slug, h.address, h.error`, (2 * s.opts.Timeout).String())
+	return s.st.InTx(ctx, func(tx *storage.Store) error {
+		found, err := tx.FailStaleConnects(ctx, (2 * s.opts.Timeout).String())
 		if err != nil {
 			return fmt.Errorf("fail interrupted requests: %w", err)
 		}
-		type stale struct{ id, entity, slug, addr, err string }
-		var found []stale
-		var st stale
-		if _, err := pgx.ForEachRow(rows, []any{&st.id, &st.entity, &st.slug, &st.addr, &st.err}, func() error {
-			found = append(found, st)
-			return nil
-		}); err != nil {
-			return err
-		}
 		for _, st := range found {
-			payload := map[string]any{"request_id": st.id, "entity": st.slug, "address": st.addr,
-				"status": hostconnect.StatusFailed, "error": st.err}
-			if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: hostconnect.EventFailed, EntityID: st.entity,
-				Actor: "scheduler", CorrelationID: st.id}, payload); err != nil {
+			payload := map[string]any{"request_id": st.ID, "entity": st.Slug, "address": st.Addr,
+				"status": hostconnect.StatusFailed, "error": st.Err}
+			if _, err := tx.AppendEvent(ctx, eventbus.Event{Type: hostconnect.EventFailed, EntityID: st.Entity,
+				Actor: "scheduler", CorrelationID: st.ID}, payload); err != nil {
 				return err
 			}
-			if err := audit.Write(ctx, tx, audit.Row{Actor: "scheduler", Action: hostconnect.EventFailed, CorrelationID: st.id,
-				EntityID: st.entity, After: payload}); err != nil {
+			if err := tx.WriteAudit(ctx, audit.Row{Actor: "scheduler", Action: hostconnect.EventFailed, CorrelationID: st.ID,
+				EntityID: st.Entity, After: payload}); err != nil {
 				return err
 			}
 		}
@@ -207,28 +193,13 @@ func (s *Service) claim(ctx context.Context) (request, bool, error) {
 			return r, false, nil
 		}
 	}
-	err := s.opts.Pool.QueryRow(ctx, `
-WITH next AS (
-    SELECT id FROM host_connects p WHERE status = 'pending'
-      -- One attempt per address at a time, fleet-wide: two dials of one address under two
-      -- expectations must never race.
-      AND NOT EXISTS (SELECT 1 FROM host_connects o WHERE o.address = p.address AND o.status = 'connecting')
-      AND ($2::text[] IS NULL OR coalesce(lease_unit(p.entity_id), 'net') = ANY($2::text[]))
-    ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED
-)
-UPDATE host_connects h SET status = 'connecting', claimed_by = $1, updated_at = now()
-FROM next, entities e
-WHERE h.id = next.id AND e.id = h.entity_id
-RETURNING h.id::text, h.entity_id::text, e.slug, e.type, h.address, h.ssh_user, h.expect_fingerprint,
-    EXISTS (WITH RECURSIVE up(name, parent) AS (
-                SELECT name, parent FROM entity_types WHERE name = e.type
-                UNION SELECT t.name, t.parent FROM entity_types t JOIN up ON t.name = up.parent)
-            SELECT 1 FROM up WHERE name = 'proxmox-host')`, s.opts.SchedulerID, owned).
-		Scan(&r.id, &r.entityID, &r.slug, &r.typ, &r.addr, &r.user, &r.expect, &r.proxmox)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return r, false, nil
+	c, ok, err := s.st.ClaimConnect(ctx, s.opts.SchedulerID, owned)
+	if !ok {
+		return r, false, err
 	}
-	return r, err == nil, err
+	r = request{id: c.ID, entityID: c.EntityID, slug: c.Slug, typ: c.Type, addr: c.Addr, user: c.User, expect: c.Expect,
+		proxmox: c.Proxmox}
+	return r, true, nil
 }
 
 // outcome is what an attempt writes back.
@@ -401,25 +372,23 @@ func normaliseArch(m string) string {
 
 // record writes o to r's row, with its event and audit row, in one transaction.
 func (s *Service) record(ctx context.Context, r request, o outcome) error {
-	return pg.InTx(ctx, s.opts.Pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE host_connects SET status = $2, offered_fingerprint = $3, offered_key_type = $4,
-error = $5, facts = $6, updated_at = now() WHERE id = $1 AND status = 'connecting'`,
-			r.id, o.status, o.fingerprint, o.keyType, o.err, o.facts)
+	return s.st.InTx(ctx, func(tx *storage.Store) error {
+		n, err := tx.RecordConnect(ctx, r.id, o.status, o.fingerprint, o.keyType, o.err, o.facts)
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return fmt.Errorf("request %s is no longer connecting", r.id)
 		}
 		typ := map[string]string{hostconnect.StatusAwaiting: hostconnect.EventKeyOffered,
 			hostconnect.StatusConnected: hostconnect.EventConnected, hostconnect.StatusFailed: hostconnect.EventFailed}[o.status]
 		payload := map[string]any{"request_id": r.id, "entity": r.slug, "address": r.addr, "status": o.status,
 			"fingerprint": o.fingerprint, "key_type": o.keyType, "error": o.err, "facts": o.facts}
-		if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: typ, EntityID: r.entityID, Actor: "scheduler",
+		if _, err := tx.AppendEvent(ctx, eventbus.Event{Type: typ, EntityID: r.entityID, Actor: "scheduler",
 			CorrelationID: r.id}, payload); err != nil {
 			return err
 		}
-		return audit.Write(ctx, tx, audit.Row{Actor: "scheduler", Action: typ, CorrelationID: r.id, EntityID: r.entityID,
+		return tx.WriteAudit(ctx, audit.Row{Actor: "scheduler", Action: typ, CorrelationID: r.id, EntityID: r.entityID,
 			After: payload})
 	})
 }

@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
 )
 
@@ -21,25 +20,22 @@ const KeyComment = "oikos-scheduler"
 // reads it for `oikos ssh-key`: the fleet must trust it, and only the scheduler holds the
 // private half. A restart with the same key only stamps last_seen.
 // A new key is audited with its event; a known one's restart is a heartbeat, not a change.
-func PublishKey(ctx context.Context, db pg.TxBeginner, signer ssh.Signer, schedulerID string) error {
+func PublishKey(ctx context.Context, db *storage.Pool, signer ssh.Signer, schedulerID string) error {
 	pub := signer.PublicKey()
 	fp := remote.Fingerprint(pub.Marshal())
-	err := pg.InTx(ctx, db, func(tx pgx.Tx) error {
-		var inserted bool
-		if err := tx.QueryRow(ctx, `INSERT INTO scheduler_keys (fingerprint, authorized_key, key_type, scheduler_id)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT (fingerprint) DO UPDATE SET scheduler_id = EXCLUDED.scheduler_id, last_seen = now()
-RETURNING xmax = 0`, fp, remote.AuthorizedKey(signer, KeyComment), pub.Type(), schedulerID).Scan(&inserted); err != nil {
+	err := storage.New(db).InTx(ctx, func(tx *storage.Store) error {
+		inserted, err := tx.PublishKey(ctx, fp, remote.AuthorizedKey(signer, KeyComment), pub.Type(), schedulerID)
+		if err != nil {
 			return err
 		}
 		if !inserted {
 			return nil
 		}
 		payload := map[string]any{"fingerprint": fp, "key_type": pub.Type(), "scheduler_id": schedulerID}
-		if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: EventKeyPublished, Actor: "scheduler"}, payload); err != nil {
+		if _, err := tx.AppendEvent(ctx, eventbus.Event{Type: EventKeyPublished, Actor: "scheduler"}, payload); err != nil {
 			return err
 		}
-		return audit.Write(ctx, tx, audit.Row{Actor: "scheduler", Action: EventKeyPublished, After: payload})
+		return tx.WriteAudit(ctx, audit.Row{Actor: "scheduler", Action: EventKeyPublished, After: payload})
 	})
 	if err != nil {
 		return fmt.Errorf("publish the scheduler's public key: %w", err)

@@ -5,19 +5,12 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 )
 
 // checkState is the latest result of one enabled check of a target, as combine reads it.
-type checkState struct {
-	Slug       string
-	Kind       string
-	Health     string
-	Reason     string
-	Class      string
-	Summary    map[string]any
-	At         time.Time
-	ObservedAt *time.Time
-}
+type checkState = storage.CheckState
 
 // combined is a target's health computed from its checks.
 type combined struct {

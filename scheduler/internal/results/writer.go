@@ -10,13 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
@@ -48,7 +46,7 @@ type Record struct {
 
 // WriterOptions configure a Writer. Pool is required.
 type WriterOptions struct {
-	Pool   *pgxpool.Pool
+	Pool   *storage.Pool
 	Logger zerolog.Logger
 	// Metrics receives the writer's metrics (README, Metrics); nil keeps them unregistered.
 	Metrics prometheus.Registerer
@@ -69,7 +67,7 @@ type WriterOptions struct {
 	// four times as many wait before Submit blocks.
 	FlushBatch int
 	// Holder, when set, fences every write by lease: a result is written only while this
-	// holder still holds its Record.Unit at its Record.Generation (sqlFence).
+	// holder still holds its Record.Unit at its Record.Generation (storage qFenceLeases).
 	Holder string
 	// Flushed, when set, is called after every successful write with what it wrote: the
 	// incident engine evaluates when a write carried a problem or a change of health.
@@ -403,91 +401,15 @@ type healthChange struct {
 	Reason   string `json:"reason"`
 }
 
-// targetsOfChecks is the set of targets the batch's checks observe, per check_defs (the
-// checks are the statement's $1).
-const targetsOfChecks = `SELECT target_id FROM check_defs WHERE id = ANY($1::text[]::uuid[])`
-
-// sqlConfirm writes, in one statement, what repeats the stored state and every metric
-// sample of a batch. For each repeating result ($1–$6: check, expected health, class and
-// reason — NULL: any reason — run time, observation time) it advances the check's row only
-// where the row still holds that state, its target is not stale and the result is not
-// older than the row; the targets' status rows are locked in id order first (as the full
-// write locks them, so two schedulers cannot deadlock) and their last observation is
-// advanced. It returns the number of samples written and the checks it confirmed: any
-// other repeating result is written in full.
-const sqlConfirm = `
-WITH u AS (
-    SELECT * FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $11::int[])
-         AS u(c, h, e, r, at, o, n)
-), st AS MATERIALIZED (
-    SELECT es.entity_id, es.health FROM entity_status es
-    WHERE es.entity_id IN (SELECT target_id FROM check_defs WHERE id IN (SELECT c FROM u))
-    ORDER BY es.entity_id FOR UPDATE
-), hb AS (
-    UPDATE check_results cr SET at = u.at, observed_at = coalesce(u.o, cr.observed_at), runs = cr.runs + 1,
-        streak = cr.streak + u.n
-    FROM u, check_defs cd, st
-    WHERE cr.check_id = u.c AND cd.id = cr.check_id AND cd.target_id = cr.target_id
-      AND st.entity_id = cr.target_id AND st.health <> 'stale'
-      AND cr.health = u.h AND cr.error_class = u.e AND (u.r IS NULL OR cr.reason = u.r) AND cr.at <= u.at
-    RETURNING cr.check_id, cr.target_id, u.o
-), seen AS (
-    UPDATE entity_status es SET last_check_at = m.o
-    FROM (SELECT target_id, max(o) AS o FROM hb WHERE o IS NOT NULL GROUP BY target_id) m
-    WHERE es.entity_id = m.target_id AND (es.last_check_at IS NULL OR es.last_check_at < m.o)
-), samples AS (
-    INSERT INTO metric_samples (target_id, check_id, name, value, at)
-    SELECT cd.target_id, cd.id, s.n, s.v, s.at
-    FROM unnest($7::text[]::uuid[], $8::text[], $9::float8[], $10::timestamptz[]) AS s(c, n, v, at)
-    JOIN check_defs cd ON cd.id = s.c
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM samples), coalesce((SELECT array_agg(check_id::text) FROM hb), '{}')`
-
-// sqlUpsert writes the latest result of each changing check ($1–$7) and creates its
-// target's status row. The target comes from check_defs itself (S3: never the check's own
-// entity), and a check deleted since it ran is skipped rather than failing the batch. It
-// returns every check that still exists, its target, and whether its row was written (a
-// result older than the stored one is not).
-const sqlUpsert = `
-WITH cd AS (
-    SELECT id, target_id FROM check_defs WHERE id = ANY($1::text[]::uuid[])
-), latest AS (
-    INSERT INTO check_results (check_id, target_id, health, reason, error_class, summary, at, observed_at, since, first_at, streak)
-    SELECT cd.id, cd.target_id, u.h, u.r, u.e, u.s::jsonb, u.at, u.o, u.at, u.at, u.n
-    FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::int[])
-         AS u(c, h, r, e, s, at, o, n), cd
-    WHERE cd.id = u.c
-    ON CONFLICT (check_id) DO UPDATE SET
-        target_id   = EXCLUDED.target_id,
-        health      = EXCLUDED.health,
-        reason      = EXCLUDED.reason,
-        error_class = EXCLUDED.error_class,
-        summary     = EXCLUDED.summary,
-        at          = EXCLUDED.at,
-        observed_at = coalesce(EXCLUDED.observed_at, check_results.observed_at),
-        since       = CASE WHEN check_results.health = EXCLUDED.health THEN check_results.since ELSE EXCLUDED.at END,
-        streak      = CASE WHEN check_results.health = EXCLUDED.health
-                                 OR (check_results.health = 'unknown' AND check_results.error_class = 'unreachable'
-                                     AND EXCLUDED.health = 'down' AND EXCLUDED.error_class = 'unreachable')
-                           THEN check_results.streak + EXCLUDED.streak ELSE EXCLUDED.streak END,
-        runs        = check_results.runs + 1
-    WHERE check_results.at <= EXCLUDED.at
-    RETURNING check_id
-)
-SELECT cd.id::text, cd.target_id::text, l.check_id IS NOT NULL FROM cd LEFT JOIN latest l ON l.check_id = cd.id`
-
-// flush writes one batch in one transaction (pg.InBatchTx) of two round trips:
+// flush writes one batch in one transaction (storage.InResultsTx, over pg.InBatchTx) of two
+// round trips (the statements are storage/results.go's):
 //
-//   - when some results repeat their check's stored state: BEGIN and sqlConfirm (those
+//   - when some results repeat their check's stored state: BEGIN and qConfirmResults (those
 //     results and every sample of the batch); then, for the rest — changing results, and
 //     repeating ones whose stored row turned out to differ — writeChanged's first batch, and
 //     its last with COMMIT (three round trips); or COMMIT alone when nothing is left;
-//   - when none does: BEGIN, sqlConfirm (the samples) and writeChanged's first batch; then
+//   - when none does: BEGIN, qConfirmResults (the samples) and writeChanged's first batch; then
 //     its last batch with COMMIT.
-//
-// Ids travel as text and are cast by the server: pgx would otherwise try, fail and retry the
-// binary uuid encoding of every string.
 func (w *Writer) flush(ctx context.Context, batch []Record) error {
 	var (
 		latest                map[string]int // check id → index in batch
@@ -562,24 +484,22 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 		changes   []healthChange
 		dropped   int
 	)
-	err := pg.InBatchTx(ctx, w.opts.Pool, func(tx *pg.BatchTx) error {
-		b := tx.Batch()
+	err := storage.New(w.opts.Pool).InResultsTx(ctx, func(tx *storage.ResultsTx) error {
 		if w.opts.Holder != "" {
-			kept, err := w.fence(ctx, tx, b, batch)
+			kept, err := w.fence(ctx, tx, batch)
 			if err != nil {
 				return err
 			}
 			fenced = len(batch) - len(kept)
 			prepare(kept)
-			b = tx.Batch()
 			if len(kept) == 0 {
-				return tx.Commit(ctx, b)
+				return tx.Commit(ctx)
 			}
 		}
-		b.Queue(sqlConfirm, cIDs, cHealth, cClass, cReason, cAt, cObs, sChecks, sNames, sValues, sAts, cRuns).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&samples, &confirmed) })
+		tx.QueueConfirm(storage.Confirm{CIDs: cIDs, CHealth: cHealth, CClass: cClass, CReason: cReason, CAt: cAt, CObs: cObs,
+			CRuns: cRuns, SChecks: sChecks, SNames: sNames, SValues: sValues, SAts: sAts}, &samples, &confirmed)
 		if len(same) > 0 {
-			if err := tx.Send(ctx, b); err != nil {
+			if err := tx.Send(ctx); err != nil {
 				return err
 			}
 			ok := make(map[string]bool, len(confirmed))
@@ -591,13 +511,12 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 					changed = append(changed, rec)
 				}
 			}
-			b = tx.Batch()
 			if len(changed) == 0 {
-				return tx.Commit(ctx, b)
+				return tx.Commit(ctx)
 			}
 		}
 		var err error
-		written, dropped, changes, err = w.writeChanged(ctx, tx, b, changed, tails)
+		written, dropped, changes, err = w.writeChanged(ctx, tx, changed, tails)
 		return err
 	})
 	if err != nil {
@@ -631,17 +550,13 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 	return nil
 }
 
-// sqlFence reads which of the leases the batch ran under this scheduler still holds, at the
-// same generation and unexpired by the server's clock now, and locks them FOR SHARE: a
-// scheduler taking one over (leases.Tick's conditional upsert) waits for this transaction,
-// so no result is written after its lease passed to another holder.
-const sqlFence = `
-SELECT l.resource, l.generation FROM scheduler_leases l
-WHERE l.holder = $1 AND l.resource = ANY($2) AND l.expires_at > clock_timestamp()
-ORDER BY l.resource FOR SHARE`
+// The fence (storage's qFenceLeases) reads which of the leases the batch ran under this
+// scheduler still holds, at the same generation and unexpired by the server's clock now, and
+// locks them FOR SHARE: a scheduler taking one over (leases.Tick's conditional upsert) waits
+// for this transaction, so no result is written after its lease passed to another holder.
 
-// fence sends BEGIN and sqlFence in b and returns the records whose lease still holds.
-func (w *Writer) fence(ctx context.Context, tx *pg.BatchTx, b *pgx.Batch, batch []Record) ([]Record, error) {
+// fence sends BEGIN and the fence and returns the records whose lease still holds.
+func (w *Writer) fence(ctx context.Context, tx *storage.ResultsTx, batch []Record) ([]Record, error) {
 	var units []string
 	for _, rec := range batch {
 		if !slices.Contains(units, rec.Unit) {
@@ -649,13 +564,8 @@ func (w *Writer) fence(ctx context.Context, tx *pg.BatchTx, b *pgx.Batch, batch 
 		}
 	}
 	held := map[string]int64{}
-	b.Queue(sqlFence, w.opts.Holder, units).Query(func(rows pgx.Rows) error {
-		var u string
-		var g int64
-		_, err := pgx.ForEachRow(rows, []any{&u, &g}, func() error { held[u] = g; return nil })
-		return err
-	})
-	if err := tx.Send(ctx, b); err != nil {
+	tx.QueueFence(w.opts.Holder, units, held)
+	if err := tx.Send(ctx); err != nil {
 		return nil, fmt.Errorf("fence by lease: %w", err)
 	}
 	kept := make([]Record, 0, len(batch))
@@ -695,8 +605,8 @@ func streakTails(batch []Record, latest map[string]int) map[string]int32 {
 // sameStreak says whether r counts towards the streak that last ends: the same health, or an
 // unreachable machine's unconfirmed first failure (unknown, "down if the next attempt fails
 // too") before its confirmed one. That first failed dial was a failed run: counting it keeps
-// the confirmation from adding a run to the incident threshold (sqlUpsert applies the same
-// rule across flushes).
+// the confirmation from adding a run to the incident threshold (storage's qUpsertResults
+// applies the same rule across flushes).
 func sameStreak(r, last Result) bool {
 	return r.Health == last.Health || (r.Health == HealthUnknown && r.Class == ClassUnreachable &&
 		last.Health == HealthDown && last.Class == ClassUnreachable)
@@ -710,11 +620,11 @@ func observedAt(rec *Record) *time.Time {
 }
 
 // writeChanged writes the rows of the changing results and the recomputed statuses of
-// their targets: b (the transaction's next batch, possibly carrying BEGIN) gets the upsert,
+// their targets: tx's next batch (possibly carrying BEGIN) gets the upsert,
 // the status rows and the reads, and the last batch the status UPDATE, the events and
 // COMMIT. It returns the checks whose row was written, the results of deleted checks, and
 // the transitions.
-func (w *Writer) writeChanged(ctx context.Context, tx *pg.BatchTx, b *pgx.Batch, changed []*Record, tails map[string]int32) (map[string]bool, int, []healthChange, error) {
+func (w *Writer) writeChanged(ctx context.Context, tx *storage.ResultsTx, changed []*Record, tails map[string]int32) (map[string]bool, int, []healthChange, error) {
 	n := len(changed)
 	var (
 		ids, healths, reasons, classes, summaries = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
@@ -742,65 +652,38 @@ func (w *Writer) writeChanged(ctx context.Context, tx *pg.BatchTx, b *pgx.Batch,
 	}
 	exists := make(map[string]bool, n)
 	written := make(map[string]bool, n)
-	b.Queue(sqlUpsert, ids, healths, reasons, classes, summaries, ats, obs, runs).Query(func(rows pgx.Rows) error {
-		var id, target string
-		var wrote bool
-		_, err := pgx.ForEachRow(rows, []any{&id, &target, &wrote}, func() error {
-			exists[id] = true
-			if wrote {
-				written[id] = true
-			}
-			return nil
-		})
-		return err
+	tx.QueueUpsert(ids, healths, reasons, classes, summaries, ats, obs, runs, func(id, _ string, wrote bool) {
+		exists[id] = true
+		if wrote {
+			written[id] = true
+		}
 	})
 	// Status rows are created with the schema's default (unknown), then locked in id order
 	// so two schedulers writing the same targets cannot deadlock.
-	b.Queue(`INSERT INTO entity_status (entity_id) SELECT DISTINCT target_id FROM (`+targetsOfChecks+`) t ORDER BY target_id
-ON CONFLICT (entity_id) DO NOTHING`, ids)
+	tx.QueueEnsureStatus(ids)
 	old := map[string]targetStatus{}
 	slugOf := map[string]string{}
-	b.Queue(`SELECT es.entity_id::text, es.health, es.reason, e.slug
-FROM entity_status es JOIN entities e ON e.id = es.entity_id
-WHERE es.entity_id IN (`+targetsOfChecks+`) ORDER BY es.entity_id FOR UPDATE OF es`, ids).Query(func(rows pgx.Rows) error {
-		var id, health, reason, slug string
-		_, err := pgx.ForEachRow(rows, []any{&id, &health, &reason, &slug}, func() error {
-			old[id] = targetStatus{health: health, reason: reason}
-			slugOf[id] = slug
-			return nil
-		})
-		return err
+	tx.QueueLockStatus(ids, func(id, health, reason, slug string) {
+		old[id] = targetStatus{health: health, reason: reason}
+		slugOf[id] = slug
 	})
 	states := map[string][]checkState{}
-	b.Queue(`
-SELECT cr.target_id::text, cd.slug, cd.kind, cr.health, cr.reason, cr.error_class, cr.summary, cr.at, cr.observed_at
-FROM check_results cr JOIN check_defs cd ON cd.id = cr.check_id AND cd.enabled AND cd.target_id = cr.target_id
-WHERE cr.target_id IN (`+targetsOfChecks+`)`, ids).Query(func(rows pgx.Rows) error {
-		var (
-			tid string
-			s   checkState
-		)
-		_, err := pgx.ForEachRow(rows, []any{&tid, &s.Slug, &s.Kind, &s.Health, &s.Reason, &s.Class, &s.Summary, &s.At, &s.ObservedAt}, func() error {
-			states[tid] = append(states[tid], s)
-			s = checkState{}
-			return nil
-		})
-		return err
+	tx.QueueTargetStates(ids, func(tid string, s checkState) {
+		states[tid] = append(states[tid], s)
 	})
-	if err := tx.Send(ctx, b); err != nil {
+	if err := tx.Send(ctx); err != nil {
 		return nil, 0, nil, err
 	}
-	b = tx.Batch()
-	changes, err := w.queueStatuses(b, old, slugOf, states)
+	changes, err := w.queueStatuses(tx, old, slugOf, states)
 	if err != nil {
 		return nil, 0, nil, err
 	}
 	for _, c := range changes {
-		if err := eventbus.Queue(b, eventbus.Event{Type: EventHealthChanged, EntityID: c.EntityID, Actor: Actor}, c, nil); err != nil {
+		if err := tx.QueueEvent(eventbus.Event{Type: EventHealthChanged, EntityID: c.EntityID, Actor: Actor}, c); err != nil {
 			return nil, 0, nil, err
 		}
 	}
-	if err := tx.Commit(ctx, b); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return nil, 0, nil, err
 	}
 	return written, n - len(exists), changes, nil
@@ -808,7 +691,7 @@ WHERE cr.target_id IN (`+targetsOfChecks+`)`, ids).Query(func(rows pgx.Rows) err
 
 // queueStatuses queues the UPDATE of the locked targets' (old) entity_status from their
 // enabled checks' latest results (states) and returns the transitions.
-func (w *Writer) queueStatuses(b *pgx.Batch, old map[string]targetStatus, slugOf map[string]string, states map[string][]checkState) ([]healthChange, error) {
+func (w *Writer) queueStatuses(tx *storage.ResultsTx, old map[string]targetStatus, slugOf map[string]string, states map[string][]checkState) ([]healthChange, error) {
 	targets := make([]string, 0, len(old))
 	for tid := range old {
 		targets = append(targets, tid)
@@ -844,15 +727,7 @@ func (w *Writer) queueStatuses(b *pgx.Batch, old map[string]targetStatus, slugOf
 		return nil, nil
 	}
 	// last_check_at only moves forward: it is the newest observation of the target, and
-	// a confirmation may have advanced it past what the states say.
-	b.Queue(`
-UPDATE entity_status es SET
-    health        = u.h,
-    reason        = u.r,
-    summary       = u.s::jsonb,
-    last_check_at = greatest(es.last_check_at, u.l),
-    changed_at    = CASE WHEN es.health <> u.h THEN $6 ELSE es.changed_at END
-FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(id, h, r, s, l)
-WHERE es.entity_id = u.id`, ids, healths, reasons, summaries, last, w.opts.Now())
+	// a confirmation may have advanced it past what the states say (qUpdateStatuses).
+	tx.QueueUpdateStatuses(ids, healths, reasons, summaries, last, w.opts.Now())
 	return changes, nil
 }

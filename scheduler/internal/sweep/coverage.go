@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/signals"
@@ -60,40 +60,30 @@ func (g *graphSnapshot) BackupHolder(t checks.Target) (checks.Target, bool) {
 	return h, ok
 }
 
-func (s *Sweeper) snapshot(ctx context.Context, tx pgx.Tx) (*graphSnapshot, error) {
+func (s *Sweeper) snapshot(ctx context.Context, tx *storage.Store) (*graphSnapshot, error) {
 	g := &graphSnapshot{byID: map[string]checks.Target{}, bySlug: map[string]checks.Target{},
 		hostsEdge: map[string]string{}, backsUp: map[string]string{}, isA: s.opts.Ontology.IsA}
-	rows, err := tx.Query(ctx, `SELECT id::text, slug, type, name, state, attributes FROM entities WHERE type <> $1`, checkType)
+	targets, err := tx.EntitiesExcept(ctx, checkType)
 	if err != nil {
 		return nil, fmt.Errorf("coverage: read entities: %w", err)
 	}
-	var t checks.Target
-	if _, err := pgx.ForEachRow(rows, []any{&t.ID, &t.Slug, &t.Type, &t.Name, &t.State, &t.Attributes}, func() error {
+	for _, t := range targets {
 		if t.Attributes == nil {
 			t.Attributes = map[string]any{}
 		}
 		g.byID[t.ID] = t
 		g.bySlug[t.Slug] = t
-		t = checks.Target{}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("coverage: read entities: %w", err)
 	}
-	rows, err = tx.Query(ctx, `SELECT type, source_id::text, target_id::text FROM relationships
-WHERE valid_to IS NULL AND type IN ('hosts', 'backs-up-to') ORDER BY valid_from`)
+	edges, err := tx.HostsAndBackupEdges(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("coverage: read edges: %w", err)
 	}
-	var typ, src, dst string
-	if _, err := pgx.ForEachRow(rows, []any{&typ, &src, &dst}, func() error {
-		if typ == "hosts" {
-			g.hostsEdge[dst] = src
+	for _, e := range edges {
+		if e.Type == "hosts" {
+			g.hostsEdge[e.Target] = e.Source
 		} else {
-			g.backsUp[dst] = src
+			g.backsUp[e.Target] = e.Source
 		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("coverage: read edges: %w", err)
 	}
 	return g, nil
 }
@@ -110,19 +100,13 @@ type Gap struct {
 // silently failed). Types declaring `monitoring: none` are never gaps.
 func (s *Sweeper) Coverage(ctx context.Context) ([]Gap, error) {
 	var gaps []Gap
-	err := s.locked(ctx, lockCoverage, func(tx pgx.Tx) error {
+	err := s.locked(ctx, lockCoverage, func(tx *storage.Store) error {
 		g, err := s.snapshot(ctx, tx)
 		if err != nil {
 			return err
 		}
-		stored := map[string]int{}
-		rows, err := tx.Query(ctx, `SELECT target_id::text, count(*) FROM check_defs WHERE enabled GROUP BY target_id`)
+		stored, err := tx.EnabledCheckCounts(ctx)
 		if err != nil {
-			return fmt.Errorf("coverage: count checks: %w", err)
-		}
-		var id string
-		var n int
-		if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { stored[id] = n; return nil }); err != nil {
 			return fmt.Errorf("coverage: count checks: %w", err)
 		}
 		ids := make([]string, 0, len(g.byID))
@@ -164,7 +148,7 @@ func (s *Sweeper) Coverage(ctx context.Context) ([]Gap, error) {
 				Details: map[string]any{"entity": gp.Slug, "remediation": "runbook:monitoring-coverage-gap"},
 			})
 		}
-		_, created, resolved, err := s.sig.Sync(ctx, tx, KindUnmonitored, want, "the entity is monitored now, or no longer needs to be")
+		_, created, resolved, err := tx.SyncSignals(ctx, s.sig, KindUnmonitored, want, "the entity is monitored now, or no longer needs to be")
 		if err != nil {
 			return fmt.Errorf("coverage: %w", err)
 		}

@@ -5,18 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
-
-// staleCandidate is an entity whose data is older than its staleness bound.
-type staleCandidate struct {
-	id, slug, health string
-	lastObs          time.Time
-	lastCheckAt      *time.Time
-	after            time.Duration
-}
 
 type stalePayload struct {
 	EntityID          string    `json:"entity_id"`
@@ -37,62 +28,30 @@ func (s *Sweeper) Staleness(ctx context.Context) ([]string, error) {
 	now := s.opts.Clock()
 	floor := s.opts.StaleFloor.Seconds()
 	var marked []string
-	err := s.locked(ctx, lockStale, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-WITH fastest AS (
-    SELECT target_id,
-           min(interval_seconds) FILTER (WHERE enabled) AS enabled_secs,
-           min(interval_seconds) AS any_secs
-    FROM check_defs GROUP BY target_id
-), firsts AS (
-    SELECT target_id, min(first_at) AS first_at FROM check_results GROUP BY target_id
-)
-SELECT es.entity_id::text, e.slug, es.health, es.last_check_at,
-       coalesce(es.last_check_at, fr.first_at) AS last_obs,
-       greatest(3 * coalesce(f.enabled_secs, f.any_secs), $2::float8) AS after_secs
-FROM entity_status es
-JOIN entities e ON e.id = es.entity_id
-LEFT JOIN fastest f ON f.target_id = es.entity_id
-LEFT JOIN firsts fr ON fr.target_id = es.entity_id
-WHERE es.health <> 'stale' AND e.type <> 'check' AND e.state <> 'destroyed'
-  AND coalesce(es.last_check_at, fr.first_at) IS NOT NULL
-  AND coalesce(es.last_check_at, fr.first_at)
-      < $1::timestamptz - make_interval(secs => greatest(3 * coalesce(f.enabled_secs, f.any_secs), $2::float8))
-ORDER BY es.entity_id`, now, floor)
-		if err != nil {
-			return fmt.Errorf("staleness: find candidates: %w", err)
-		}
-		cands, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (staleCandidate, error) {
-			var c staleCandidate
-			var secs float64
-			err := r.Scan(&c.id, &c.slug, &c.health, &c.lastCheckAt, &c.lastObs, &secs)
-			c.after = time.Duration(secs * float64(time.Second))
-			return c, err
-		})
+	err := s.locked(ctx, lockStale, func(tx *storage.Store) error {
+		cands, err := tx.StaleCandidates(ctx, now, floor)
 		if err != nil {
 			return fmt.Errorf("staleness: find candidates: %w", err)
 		}
 		for _, c := range cands {
 			reason := fmt.Sprintf("no observation since %s (stale after %s: 3× the fastest check interval, at least %s)",
-				c.lastObs.UTC().Format(time.RFC3339), c.after, s.opts.StaleFloor)
+				c.LastObs.UTC().Format(time.RFC3339), c.After, s.opts.StaleFloor)
 			// Guarded on what was read: a result written meanwhile wins over the sweep.
-			tag, err := tx.Exec(ctx, `UPDATE entity_status SET health = 'stale', reason = $2, changed_at = $3
-WHERE entity_id = $1 AND health = $4 AND last_check_at IS NOT DISTINCT FROM $5`,
-				c.id, reason, now, c.health, c.lastCheckAt)
+			n, err := tx.MarkStale(ctx, c.ID, reason, now, c.Health, c.LastCheckAt)
 			if err != nil {
-				return fmt.Errorf("staleness: mark %s: %w", c.slug, err)
+				return fmt.Errorf("staleness: mark %s: %w", c.Slug, err)
 			}
-			if tag.RowsAffected() == 0 {
+			if n == 0 {
 				continue
 			}
-			_, err = eventbus.Append(ctx, tx, eventbus.Event{Type: EventStale, EntityID: c.id, Actor: "scheduler"}, stalePayload{
-				EntityID: c.id, Slug: c.slug, From: c.health, To: "stale", LastObservation: c.lastObs.UTC(),
-				StaleAfterSeconds: c.after.Seconds(), Reason: reason,
+			_, err = tx.AppendEvent(ctx, eventbus.Event{Type: EventStale, EntityID: c.ID, Actor: "scheduler"}, stalePayload{
+				EntityID: c.ID, Slug: c.Slug, From: c.Health, To: "stale", LastObservation: c.LastObs.UTC(),
+				StaleAfterSeconds: c.After.Seconds(), Reason: reason,
 			})
 			if err != nil {
 				return fmt.Errorf("staleness: %w", err)
 			}
-			marked = append(marked, c.slug)
+			marked = append(marked, c.Slug)
 		}
 		return nil
 	})

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/signals"
 )
 
@@ -24,62 +23,44 @@ type StuckReport struct {
 func (s *Sweeper) Stuck(ctx context.Context) (StuckReport, error) {
 	now := s.opts.Clock()
 	var rep StuckReport
-	err := s.locked(ctx, lockStuck, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-SELECT cd.id::text, cd.slug, cr.target_id::text, e.slug, cr.health, cr.reason, cr.error_class, cr.since
-FROM check_results cr
-JOIN check_defs cd ON cd.id = cr.check_id AND cd.enabled
-JOIN entities e ON e.id = cr.target_id AND e.state NOT IN ('destroyed', 'deprecated')
-WHERE cr.health IN ('down', 'unknown')
-ORDER BY cd.slug`)
-		if err != nil {
-			return fmt.Errorf("stuck: read results: %w", err)
-		}
-		type row struct {
-			checkID, checkSlug, targetID, targetSlug, health, reason, class string
-			since                                                           time.Time
-		}
-		found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-			var x row
-			err := r.Scan(&x.checkID, &x.checkSlug, &x.targetID, &x.targetSlug, &x.health, &x.reason, &x.class, &x.since)
-			return x, err
-		})
+	err := s.locked(ctx, lockStuck, func(tx *storage.Store) error {
+		found, err := tx.FailingResults(ctx)
 		if err != nil {
 			return fmt.Errorf("stuck: read results: %w", err)
 		}
 		var stuck, bad []signals.Signal
 		for _, x := range found {
-			if x.class == "resolution" || x.class == "config" {
+			if x.Class == "resolution" || x.Class == "config" {
 				bad = append(bad, signals.Signal{
-					Kind: KindCheckMisconfigured, DedupKey: KindCheckMisconfigured + ":" + x.checkID,
-					EntityID: x.targetID, CheckID: x.checkID, Severity: signals.SeverityWarning,
-					Summary: fmt.Sprintf("%s cannot run (configuration, not an outage): %s", x.checkSlug, x.reason),
-					Details: map[string]any{"check": x.checkSlug, "target": x.targetSlug, "error_class": x.class,
+					Kind: KindCheckMisconfigured, DedupKey: KindCheckMisconfigured + ":" + x.CheckID,
+					EntityID: x.TargetID, CheckID: x.CheckID, Severity: signals.SeverityWarning,
+					Summary: fmt.Sprintf("%s cannot run (configuration, not an outage): %s", x.CheckSlug, x.Reason),
+					Details: map[string]any{"check": x.CheckSlug, "target": x.TargetSlug, "error_class": x.Class,
 						"remediation": "runbook:check-misconfigured"},
 				})
-				rep.Misconfigured = append(rep.Misconfigured, x.checkSlug)
+				rep.Misconfigured = append(rep.Misconfigured, x.CheckSlug)
 				continue
 			}
-			if now.Sub(x.since) < s.opts.StuckAfter {
+			if now.Sub(x.Since) < s.opts.StuckAfter {
 				continue
 			}
 			sev := signals.SeverityWarning
-			if x.health == "down" {
+			if x.Health == "down" {
 				sev = signals.SeverityCritical
 			}
 			stuck = append(stuck, signals.Signal{
-				Kind: KindProbeStuck, DedupKey: KindProbeStuck + ":" + x.checkID,
-				EntityID: x.targetID, CheckID: x.checkID, Severity: sev,
-				Summary: fmt.Sprintf("%s has been %s since %s: %s", x.checkSlug, x.health, x.since.UTC().Format(time.RFC3339), x.reason),
-				Details: map[string]any{"check": x.checkSlug, "target": x.targetSlug, "health": x.health,
-					"since": x.since.UTC(), "error_class": x.class, "remediation": "runbook:probe-stuck"},
+				Kind: KindProbeStuck, DedupKey: KindProbeStuck + ":" + x.CheckID,
+				EntityID: x.TargetID, CheckID: x.CheckID, Severity: sev,
+				Summary: fmt.Sprintf("%s has been %s since %s: %s", x.CheckSlug, x.Health, x.Since.UTC().Format(time.RFC3339), x.Reason),
+				Details: map[string]any{"check": x.CheckSlug, "target": x.TargetSlug, "health": x.Health,
+					"since": x.Since.UTC(), "error_class": x.Class, "remediation": "runbook:probe-stuck"},
 			})
-			rep.Stuck = append(rep.Stuck, x.checkSlug)
+			rep.Stuck = append(rep.Stuck, x.CheckSlug)
 		}
-		if _, _, _, err := s.sig.Sync(ctx, tx, KindProbeStuck, stuck, "the check reports its target up (or degraded) again"); err != nil {
+		if _, _, _, err := tx.SyncSignals(ctx, s.sig, KindProbeStuck, stuck, "the check reports its target up (or degraded) again"); err != nil {
 			return fmt.Errorf("stuck: %w", err)
 		}
-		if _, _, _, err := s.sig.Sync(ctx, tx, KindCheckMisconfigured, bad, "the check runs again"); err != nil {
+		if _, _, _, err := tx.SyncSignals(ctx, s.sig, KindCheckMisconfigured, bad, "the check runs again"); err != nil {
 			return fmt.Errorf("stuck: %w", err)
 		}
 		return nil

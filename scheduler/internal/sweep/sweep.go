@@ -24,16 +24,13 @@ package sweep
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/safego"
 	"github.com/oikos-hq/oikos/shared/signals"
 	"github.com/oikos-hq/oikos/shared/startstop"
@@ -76,7 +73,7 @@ var ErrBusy = errors.New("sweep: another scheduler holds this pass")
 
 // Options configure the Sweeper. Pool and Ontology are required.
 type Options struct {
-	Pool *pgxpool.Pool
+	Pool *storage.Pool
 	// Ontology decides coverage; it must be the one the api derives with.
 	Ontology *ontology.Ontology
 	// Signals defaults to signals.New(Clock).
@@ -102,6 +99,7 @@ type Options struct {
 // Sweeper runs the passes on their intervals. Start once; Stop is safe twice.
 type Sweeper struct {
 	opts Options
+	st   *storage.Store
 	log  zerolog.Logger
 	m    *sweepMetrics
 	sig  *signals.Store
@@ -135,7 +133,7 @@ func New(opts Options) (*Sweeper, error) {
 	if opts.Signals == nil {
 		opts.Signals = signals.New(opts.Clock)
 	}
-	return &Sweeper{opts: opts, log: opts.Logger.With().Str("component", "sweep").Logger(), m: newSweepMetrics(opts.Metrics), sig: opts.Signals}, nil
+	return &Sweeper{opts: opts, st: storage.New(opts.Pool), log: opts.Logger.With().Str("component", "sweep").Logger(), m: newSweepMetrics(opts.Metrics), sig: opts.Signals}, nil
 }
 
 // Start runs every pass on its interval, the first time shortly after start, each on a
@@ -193,15 +191,6 @@ func (s *Sweeper) every(ctx context.Context, name string, first, every time.Dura
 }
 
 // locked runs fn in a transaction holding the pass's advisory lock, or returns ErrBusy.
-func (s *Sweeper) locked(ctx context.Context, key int64, fn func(tx pgx.Tx) error) error {
-	return pg.InTx(ctx, s.opts.Pool, func(tx pgx.Tx) error {
-		var got bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, key).Scan(&got); err != nil {
-			return fmt.Errorf("advisory lock: %w", err)
-		}
-		if !got {
-			return ErrBusy
-		}
-		return fn(tx)
-	})
+func (s *Sweeper) locked(ctx context.Context, key int64, fn func(tx *storage.Store) error) error {
+	return s.st.InTxLocked(ctx, key, ErrBusy, fn)
 }
