@@ -4,13 +4,7 @@
 # (types generated from api/openapi.yaml, svelte-check, vite build). `make build` runs it
 # before compiling the api, so the binary always carries the app built from this tree.
 set -euo pipefail
-cd "$(dirname "$0")/../api/web"
-if ! command -v npm >/dev/null 2>&1; then
-  echo "build-web: need node (20 or later) and npm on PATH to build the dashboard (api/web)" >&2
-  exit 1
-fi
-if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  echo "build-web: npm ci in api/web"
-  npm ci --no-audit --no-fund
-fi
+scripts=$(cd "$(dirname "$0")" && pwd)
+cd "$scripts/../api/web"
+. "$scripts/web-deps.sh" build-web
 npm run --silent build
