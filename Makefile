@@ -39,15 +39,15 @@ lint:
 tools:
 	./scripts/tools.sh
 
-# lint and the dashboard's unit tests beside the whole Go suite (-race, against a private
-# PostgreSQL started for the run), then every fuzz target for FUZZTIME each. Lint and vitest
-# run in the background while the Go tests wait on Postgres, SSH and the stack; their output
-# is printed when they end, and any failure fails the target.
+# The whole Go suite with -race against a private PostgreSQL started for the run; then every
+# fuzz target for FUZZTIME each, with lint and the dashboard's unit tests beside the fuzzing
+# (scripts/test-beside.sh). They run beside the fuzzing, not the Go suite: a cold lint keeps
+# both cores busy for minutes, and the suite's lease and scheduler tests must not share the
+# machine with it. Any failure fails the target.
 test: build
 	./scripts/test-deps.sh
-	./scripts/test-beside.sh ./scripts/lint.sh ./scripts/test-web.sh -- \
-		./$(BIN)/oikos-local test -- $(GO) test -race -count=1 -timeout 40m $(PKGS)
-	./scripts/fuzz.sh $(FUZZTIME)
+	./$(BIN)/oikos-local test -- $(GO) test -race -count=1 -timeout 40m $(PKGS)
+	./scripts/test-beside.sh ./scripts/lint.sh ./scripts/test-web.sh -- ./scripts/fuzz.sh $(FUZZTIME)
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)

@@ -2,7 +2,7 @@
 # test-beside.sh JOB… -- MAIN…: runs each JOB in the background, its output kept in a log,
 # while MAIN runs in the foreground; then prints each job's log, with its status, and exits
 # non-zero if MAIN or any job failed. make test uses it to run lint and the dashboard's unit
-# tests beside the Go suite, whose tests spend much of their time waiting on the stack.
+# tests beside the fuzz targets, which have no timing of their own to disturb.
 set -uo pipefail
 jobs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do jobs+=("$1"); shift; done
