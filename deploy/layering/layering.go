@@ -13,19 +13,23 @@
 //     and that no non-test package outside the test-support packages imports (that, too, is
 //     checked, so a test helper cannot leak into a daemon binary).
 //  3. Only the packages allowed to touch the database import github.com/jackc/pgx/v5 or its
-//     subpackages (non-test imports): a store/storage package (last path element), a package
+//     subpackages (non-test imports): a store/storage package (last path element, or any
+//     package below <daemon>/internal/storage/, the api's storage layer), a package
 //     of the migrations module, or an entry of PGXAllowlist. Every PGXAllowlist entry must
 //     still import pgx, so the list only shrinks and stays true.
 //  4. Layers inside a daemon (api, scheduler, agent), non-test imports. Each package is one
 //     of: a composition root (<daemon>/app, <daemon>/cmd/...), a handler package (under
 //     <daemon>/internal/, last element httpapi, webui, mcpserver, or ending in "api":
-//     chatapi, execapi, metricsapi, sessionsapi, ...), a storage package (last element store
-//     or storage) or a domain package (anything else). Then:
+//     chatapi, execapi, metricsapi, sessionsapi, ...), a storage package (as in rule 3)
+//     or a domain package (anything else). Then:
 //     a. only a composition root imports a daemon's composition root (cmd imports app);
 //     e2e is exempt;
 //     b. only a composition root or another handler package imports a handler package, so
 //     domain and storage packages never depend on the HTTP/MCP surface, and only the
 //     composition roots see every layer.
+//  5. SQL lives where pgx may be imported (HoldsSQL): no non-test Go file elsewhere holds a
+//     string literal that starts like a SQL statement. A handler, service or worker calls
+//     its daemon's storage methods instead.
 package layering
 
 import (
@@ -64,6 +68,7 @@ var PGXAllowlist = map[string]bool{
 	"scheduler/internal/leases": true, // lease acquisition over the leases table
 	"testkit/pgcluster":         true, // private PostgreSQL for tests and oikos-local
 	"testkit/pgtest":            true, // per-test databases
+	"testkit/sqlcheck":          true, // prepares storage packages' queries in their tests
 	"e2e/internal/stack":        true, // the e2e harness waits on the outbox's notifications
 
 	// TODO(#29 storage): move SQL into the daemon's storage package
@@ -154,7 +159,7 @@ func kindOf(r string) kind {
 	switch {
 	case r == m+"/app" || strings.HasPrefix(r, m+"/cmd/"):
 		return root
-	case last == "store" || last == "storage":
+	case last == "store" || last == "storage" || strings.HasPrefix(r, m+"/internal/storage/"):
 		return storage
 	case strings.HasPrefix(r, m+"/internal/") &&
 		(last == "httpapi" || last == "webui" || last == "mcpserver" || (strings.HasSuffix(last, "api") && last != "api")):
@@ -257,4 +262,14 @@ func Check(pkgs []Package, pgxAllow map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// HoldsSQL reports whether the package directory dir (relative to the monorepo root) may
+// hold SQL statements (rule 5): a storage package as in rule 3, a package of the
+// migrations module, or an entry of PGXAllowlist.
+func HoldsSQL(dir string) bool {
+	if dir == "." || module(dir) == "migrations" || PGXAllowlist[dir] {
+		return true
+	}
+	return kindOf(dir) == storage
 }

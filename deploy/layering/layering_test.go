@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/oikos-hq/oikos/testkit/sqlcheck"
 )
 
 // workspaceRoot is the directory holding go.work, above the test's directory.
@@ -174,5 +176,16 @@ func TestCheckCatchesViolations(t *testing.T) {
 				t.Fatalf("violations:\n%s\nwant one containing %q", strings.Join(v, "\n"), c.want)
 			}
 		})
+	}
+}
+
+// TestNoSQLOutsideStorage applies rule 5 to every non-test Go file of the monorepo.
+func TestNoSQLOutsideStorage(t *testing.T) {
+	found, err := sqlcheck.Outside(filepath.Join("..", ".."), HoldsSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Errorf("%d SQL statement(s) outside the storage packages (rule 5, deploy/layering/layering.go); move each into its daemon's storage package:\n  %s", len(found), strings.Join(found, "\n  "))
 	}
 }

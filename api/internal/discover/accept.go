@@ -10,7 +10,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/graph"
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
@@ -110,7 +110,7 @@ func (s *Service) Accept(ctx context.Context, m graph.Meta, ref string, r Accept
 	out := Accepted{Created: []Created{}, Skipped: []Skipped{}}
 	err := pg.InTx(ctx, s.graph.Pool(), func(tx pgx.Tx) error {
 		out = Accepted{Created: []Created{}, Skipped: []Skipped{}}
-		t, err := store.GetEntity(ctx, tx, ref, false)
+		t, err := storage.GetEntity(ctx, tx, ref, false)
 		if err != nil {
 			return err
 		}

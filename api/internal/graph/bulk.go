@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/eventbus"
@@ -170,7 +170,7 @@ func dropNil(attrs map[string]any) map[string]any {
 
 // loadEntitiesBySlug reads entities by slug (locked when lock is set), keyed by slug.
 func loadEntitiesBySlug(ctx context.Context, tx pgx.Tx, slugs []string, lock bool) (map[string]Entity, error) {
-	sql := `SELECT ` + store.EntityColumns + store.EntityFrom + `WHERE e.slug = ANY($1) ORDER BY e.id`
+	sql := `SELECT ` + storage.EntityColumns + storage.EntityFrom + `WHERE e.slug = ANY($1) ORDER BY e.id`
 	if lock {
 		sql += ` FOR NO KEY UPDATE OF e`
 	}
@@ -178,7 +178,7 @@ func loadEntitiesBySlug(ctx context.Context, tx pgx.Tx, slugs []string, lock boo
 	if err != nil {
 		return nil, fmt.Errorf("read entities: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, store.CollectEntity)
+	list, err := pgx.CollectRows(rows, storage.CollectEntity)
 	if err != nil {
 		return nil, fmt.Errorf("read entities: %w", err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/checksync"
 	"github.com/oikos-hq/oikos/api/internal/ids"
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/eventbus"
@@ -34,7 +34,7 @@ var dependentEdgeTypes = []string{"depends-on", "runs-on", "routes-to"}
 
 // GetEntity returns an entity by slug or id, with its health.
 func (s *Service) GetEntity(ctx context.Context, ref string) (Entity, error) {
-	return store.GetEntity(ctx, s.pool, ref, false)
+	return storage.GetEntity(ctx, s.pool, ref, false)
 }
 
 // snapshot is the audited view of an entity, as its audit rows and entity.created events
@@ -43,7 +43,7 @@ func (s *Service) GetEntity(ctx context.Context, ref string) (Entity, error) {
 // timestamps, which the audit row and the event have of their own. The shadowing members
 // below are always nil, so encoding/json leaves those members out.
 type snapshot struct {
-	store.Entity
+	storage.Entity
 	CreatedAt    *struct{} `json:"created_at,omitempty"`
 	UpdatedAt    *struct{} `json:"updated_at,omitempty"`
 	Health       *struct{} `json:"health,omitempty"`
@@ -220,7 +220,7 @@ func (s *Service) CreateEntityTx(ctx context.Context, tx pgx.Tx, m Meta, in Crea
 	if tag.RowsAffected() == 0 {
 		return Entity{}, &ValidationError{Field: "name", Reason: fmt.Sprintf("an entity %s already exists", slug), Err: ErrDuplicate}
 	}
-	created, err := store.GetEntity(ctx, tx, id, false)
+	created, err := storage.GetEntity(ctx, tx, id, false)
 	if err != nil {
 		return Entity{}, err
 	}
@@ -234,7 +234,7 @@ func (s *Service) CreateEntityTx(ctx context.Context, tx pgx.Tx, m Meta, in Crea
 		return Entity{}, err
 	}
 	// Re-read: check derivation may have given it an entity_status row.
-	return store.GetEntity(ctx, tx, id, false)
+	return storage.GetEntity(ctx, tx, id, false)
 }
 
 // UpdateAttributes shallow-merges attrs into the entity's attributes (a null value deletes
@@ -306,10 +306,10 @@ func (s *Service) updateAttributes(ctx context.Context, t *batchTx, m Meta, ref 
 		// with it, in id order (see holderAttributesChanged below).
 		checksync.QueueLockHeld(first, ref, ids.IsUUID(ref))
 	}
-	first.Queue(store.EntitySQL(ref, true, `, st.entity_id IS NOT NULL, now()`), ref).QueryRow(func(row pgx.Row) error {
+	first.Queue(storage.EntitySQL(ref, true, `, st.entity_id IS NOT NULL, now()`), ref).QueryRow(func(row pgx.Row) error {
 		var err error
-		cur, err = store.ScanEntity(row, &hasStatus, &now)
-		return store.EntityReadError(ref, err)
+		cur, err = storage.ScanEntity(row, &hasStatus, &now)
+		return storage.EntityReadError(ref, err)
 	})
 	prefetched := checksync.QueuePrefetch(first, ref, ids.IsUUID(ref))
 	if err := t.send(ctx, first); err != nil {
@@ -434,7 +434,7 @@ func (s *Service) SetStateTx(ctx context.Context, tx pgx.Tx, m Meta, ref, state 
 		return Entity{}, invalid("state", ErrInvalid, "state is required")
 	}
 	o := s.Ontology()
-	cur, err := store.GetEntity(ctx, tx, ref, true)
+	cur, err := storage.GetEntity(ctx, tx, ref, true)
 	if err != nil {
 		return Entity{}, err
 	}
@@ -471,7 +471,7 @@ func (s *Service) SetStateTx(ctx context.Context, tx pgx.Tx, m Meta, ref, state 
 	if err := s.syncChecks(ctx, tx, m, o, next); err != nil {
 		return Entity{}, err
 	}
-	return store.GetEntity(ctx, tx, cur.ID, false)
+	return storage.GetEntity(ctx, tx, cur.ID, false)
 }
 
 // checkPreconditions evaluates a transition's preconditions inside the transaction, so no

@@ -9,16 +9,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // KnowledgeKinds are the kinds a knowledge entity may have; each is also its entity type.
-var KnowledgeKinds = store.KnowledgeKinds
+var KnowledgeKinds = storage.KnowledgeKinds
 
 // aboutEdge is the relationship from knowledge to what it is about.
-const aboutEdge = store.AboutEdge
+const aboutEdge = storage.AboutEdge
 
 // knowledgeDoc is the audited view of a knowledge entity.
 type knowledgeDoc struct {
@@ -98,14 +98,14 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 			// Locked now, before the document's event takes the outbox lock: the about edge
 			// re-derives the checks of its ends under their row locks, and waiting for one
 			// while holding the outbox lock could deadlock with a PATCH of that entity.
-			if about, err = store.GetEntity(ctx, tx, in.About, true); err != nil {
+			if about, err = storage.GetEntity(ctx, tx, in.About, true); err != nil {
 				return fieldNotFound("about", err)
 			}
 			if err := o.ValidateEdge(aboutEdge, in.Kind, about.Type); err != nil {
 				return &ValidationError{Field: "about", Reason: err.Error(), Err: err}
 			}
 		}
-		cur, err := store.GetKnowledge(ctx, tx, in.Slug, true)
+		cur, err := storage.GetKnowledge(ctx, tx, in.Slug, true)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			created = true
@@ -119,7 +119,7 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 				return err
 			}
 		}
-		doc, err := store.GetEntity(ctx, tx, in.Slug, false)
+		doc, err := storage.GetEntity(ctx, tx, in.Slug, false)
 		if err != nil {
 			return err
 		}
@@ -128,7 +128,7 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 				return err
 			}
 		}
-		out, err = store.GetKnowledge(ctx, tx, in.Slug, false)
+		out, err = storage.GetKnowledge(ctx, tx, in.Slug, false)
 		return err
 	})
 	if err != nil {

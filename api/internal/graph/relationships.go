@@ -9,13 +9,13 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/checksync"
 	"github.com/oikos-hq/oikos/api/internal/ids"
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // currentEdge returns the current (not ended) edge source -typ-> target, if any.
 func currentEdge(ctx context.Context, q pg.Querier, typ, sourceID, targetID string) (Relationship, bool, error) {
-	r, err := store.ScanRelationship(q.QueryRow(ctx, `SELECT `+store.RelationshipColumns+store.RelationshipFrom+
+	r, err := storage.ScanRelationship(q.QueryRow(ctx, `SELECT `+storage.RelationshipColumns+storage.RelationshipFrom+
 		`WHERE r.source_id = $1 AND r.type = $2 AND r.target_id = $3 AND r.valid_to IS NULL`, sourceID, typ, targetID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Relationship{}, false, nil
@@ -58,11 +58,11 @@ func (s *Service) CreateRelationshipTx(ctx context.Context, tx pgx.Tx, m Meta, t
 	if err != nil {
 		return Relationship{}, false, err
 	}
-	src, err := store.GetEntity(ctx, tx, source, false)
+	src, err := storage.GetEntity(ctx, tx, source, false)
 	if err != nil {
 		return Relationship{}, false, fieldNotFound("source", err)
 	}
-	dst, err := store.GetEntity(ctx, tx, target, false)
+	dst, err := storage.GetEntity(ctx, tx, target, false)
 	if err != nil {
 		return Relationship{}, false, fieldNotFound("target", err)
 	}
@@ -105,7 +105,7 @@ func (s *Service) insertEdge(ctx context.Context, tx pgx.Tx, m Meta, typ string,
 		}
 		return r, false, nil
 	}
-	r, err := store.ScanRelationship(tx.QueryRow(ctx, `SELECT `+store.RelationshipColumns+store.RelationshipFrom+`WHERE r.id = $1`, id))
+	r, err := storage.ScanRelationship(tx.QueryRow(ctx, `SELECT `+storage.RelationshipColumns+storage.RelationshipFrom+`WHERE r.id = $1`, id))
 	if err != nil {
 		return Relationship{}, false, fmt.Errorf("read relationship: %w", err)
 	}
@@ -131,11 +131,11 @@ func (s *Service) insertEdge(ctx context.Context, tx pgx.Tx, m Meta, typ string,
 // entity's row lock would deadlock with one (a PATCH) that holds that row lock and waits for
 // the outbox lock.
 func (s *Service) deriveEnds(ctx context.Context, tx pgx.Tx, ids ...string) (checksync.Changes, error) {
-	rows, err := tx.Query(ctx, `SELECT `+store.EntityColumns+store.EntityFrom+`WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR NO KEY UPDATE OF e`, ids)
+	rows, err := tx.Query(ctx, `SELECT `+storage.EntityColumns+storage.EntityFrom+`WHERE e.id = ANY($1::uuid[]) ORDER BY e.id FOR NO KEY UPDATE OF e`, ids)
 	if err != nil {
 		return checksync.Changes{}, fmt.Errorf("lock relationship ends: %w", err)
 	}
-	ends, err := pgx.CollectRows(rows, store.CollectEntity)
+	ends, err := pgx.CollectRows(rows, storage.CollectEntity)
 	if err != nil {
 		return checksync.Changes{}, fmt.Errorf("lock relationship ends: %w", err)
 	}
@@ -153,7 +153,7 @@ func (s *Service) EndRelationship(ctx context.Context, m Meta, id string) (Relat
 	}
 	var out Relationship
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		before, err := store.ScanRelationship(tx.QueryRow(ctx, `SELECT `+store.RelationshipColumns+store.RelationshipFrom+`WHERE r.id = $1 FOR UPDATE OF r`, id))
+		before, err := storage.ScanRelationship(tx.QueryRow(ctx, `SELECT `+storage.RelationshipColumns+storage.RelationshipFrom+`WHERE r.id = $1 FOR UPDATE OF r`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: relationship %q", ErrNotFound, id)
 		}
@@ -169,7 +169,7 @@ func (s *Service) EndRelationship(ctx context.Context, m Meta, id string) (Relat
 		if _, err := tx.Exec(ctx, `UPDATE relationships SET valid_to = greatest(now(), valid_from) WHERE id = $1`, id); err != nil {
 			return fmt.Errorf("end relationship: %w", err)
 		}
-		if out, err = store.ScanRelationship(tx.QueryRow(ctx, `SELECT `+store.RelationshipColumns+store.RelationshipFrom+`WHERE r.id = $1`, id)); err != nil {
+		if out, err = storage.ScanRelationship(tx.QueryRow(ctx, `SELECT `+storage.RelationshipColumns+storage.RelationshipFrom+`WHERE r.id = $1`, id)); err != nil {
 			return fmt.Errorf("read relationship: %w", err)
 		}
 		if err := writeAudit(ctx, tx, m, "relationship.end", out.SourceID, before, out); err != nil {

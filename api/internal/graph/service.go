@@ -24,7 +24,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/checksync"
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
@@ -81,11 +81,11 @@ type Meta struct {
 // graph returns exactly what the reads return.
 type (
 	// Entity is one node of the graph, with the health the scheduler recorded for it.
-	Entity = store.Entity
+	Entity = storage.Entity
 	// Relationship is one edge; ValidTo is set once it has ended.
-	Relationship = store.Relationship
+	Relationship = storage.Relationship
 	// Knowledge is a document, investigation or runbook: an entity with a markdown body.
-	Knowledge = store.Knowledge
+	Knowledge = storage.Knowledge
 )
 
 // CreateEntityInput is the body of an entity create.

@@ -12,7 +12,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/api/internal/topology"
 )
 
@@ -144,7 +144,7 @@ const (
 
 // blastRadiusAnswer is the answer of GET /entities/{ref}/blast-radius.
 type blastRadiusAnswer struct {
-	Root  store.Entity         `json:"root"`
+	Root  storage.Entity         `json:"root"`
 	Depth int                  `json:"depth"`
 	Items []readmodel.Affected `json:"items"`
 	// Forward and Reverse name the edge types walked (see readmodel.BlastForward).
@@ -186,24 +186,24 @@ func (s *Server) blastRadius(c echo.Context) error {
 // reused) and the in-memory walk is current: the root, the topology version and the
 // affected rows are read together. ok is false whenever any of that does not hold, and the
 // caller takes the ordinary path, which also answers 404.
-func (s *Server) blastFast(ctx context.Context, ref string, depth int) (store.Entity, []readmodel.Affected, bool, error) {
+func (s *Server) blastFast(ctx context.Context, ref string, depth int) (storage.Entity, []readmodel.Affected, bool, error) {
 	if s.topo == nil {
-		return store.Entity{}, nil, false, nil
+		return storage.Entity{}, nil, false, nil
 	}
 	id, known := s.rootIDs.lookup(ref)
 	if !known {
-		return store.Entity{}, nil, false, nil
+		return storage.Entity{}, nil, false, nil
 	}
 	r, ok := s.topo.Walk(id, depth)
 	if !ok {
-		return store.Entity{}, nil, false, nil
+		return storage.Entity{}, nil, false, nil
 	}
 	root, found, items, version, err := s.reader.RootAndAffected(ctx, id, r.IDs, r.Depths)
 	if err != nil {
-		return store.Entity{}, nil, false, err
+		return storage.Entity{}, nil, false, err
 	}
 	if !found || (root.ID != ref && root.Slug != ref) || version > r.Changes {
-		return store.Entity{}, nil, false, nil
+		return storage.Entity{}, nil, false, nil
 	}
 	return root, items, true, nil
 }
@@ -229,7 +229,7 @@ func (c *rootIDCache) lookup(ref string) (string, bool) {
 	return id, ok
 }
 
-func (c *rootIDCache) remember(ref string, e store.Entity) {
+func (c *rootIDCache) remember(ref string, e storage.Entity) {
 	if ids.IsUUID(ref) || e.Slug != ref {
 		return
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
@@ -139,10 +139,10 @@ func (h *API) names(c echo.Context) error {
 
 // series reads what both the metrics and the trend of an entity are about: the entity of the
 // :ref path parameter and the metric name= (a 400 listing the names it has when missing).
-func (h *API) series(c echo.Context) (store.EntityRef, string, error) {
+func (h *API) series(c echo.Context) (storage.EntityRef, string, error) {
 	ref, err := request.Param(c, "ref")
 	if err != nil {
-		return store.EntityRef{}, "", err
+		return storage.EntityRef{}, "", err
 	}
 	e, err := h.reader.ResolveEntity(c.Request().Context(), ref)
 	if err != nil {
@@ -152,7 +152,7 @@ func (h *API) series(c echo.Context) (store.EntityRef, string, error) {
 	return e, name, err
 }
 
-func (h *API) requireName(c echo.Context, e store.EntityRef) (string, error) {
+func (h *API) requireName(c echo.Context, e storage.EntityRef) (string, error) {
 	name := strings.TrimSpace(c.QueryParam("name"))
 	if name != "" {
 		return name, nil

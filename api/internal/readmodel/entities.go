@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 )
 
 // AttrMatch is one attribute filter: the attribute's value, as text, equals Value
@@ -35,22 +35,22 @@ type EntityFilter struct {
 }
 
 // ListEntities returns a page of entities in slug order.
-func (r *Reader) ListEntities(ctx context.Context, f EntityFilter) (Page[store.Entity], error) {
+func (r *Reader) ListEntities(ctx context.Context, f EntityFilter) (Page[storage.Entity], error) {
 	q, a := entityListSQL(f, "")
 	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
-		return Page[store.Entity]{}, fmt.Errorf("list entities: %w", err)
+		return Page[storage.Entity]{}, fmt.Errorf("list entities: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, store.CollectEntity)
+	items, err := pgx.CollectRows(rows, storage.CollectEntity)
 	if err != nil {
-		return Page[store.Entity]{}, fmt.Errorf("list entities: %w", err)
+		return Page[storage.Entity]{}, fmt.Errorf("list entities: %w", err)
 	}
-	return pageOf(items, f.Limit, func(e store.Entity) string { return e.Slug }), nil
+	return pageOf(items, f.Limit, func(e storage.Entity) string { return e.Slug }), nil
 }
 
 // AuditedEntity is an entity of a list asked for with=last_audited.
 type AuditedEntity struct {
-	store.Entity
+	storage.Entity
 	// LastAuditedAt is when the newest knowledge about the entity that records an audit or an
 	// update was last written (see lastAuditedSQL); null when there is none.
 	LastAuditedAt *time.Time `json:"last_audited_at"`
@@ -63,7 +63,7 @@ type AuditedEntity struct {
 // costs one round trip however many entities it holds.
 const lastAuditedSQL = `(SELECT max(k.updated_at) FROM relationships ab
 		JOIN knowledge_entities k ON k.entity_id = ab.source_id
-		WHERE ab.target_id = e.id AND ab.type = '` + store.AboutEdge + `' AND ab.valid_to IS NULL
+		WHERE ab.target_id = e.id AND ab.type = '` + storage.AboutEdge + `' AND ab.valid_to IS NULL
 		  AND (lower(k.title) LIKE '%audit%' OR lower(k.title) LIKE '%update%'
 		       OR EXISTS (SELECT 1 FROM unnest(k.tags) AS tag WHERE lower(tag) IN ('audit', 'update'))))`
 
@@ -77,7 +77,7 @@ func (r *Reader) ListEntitiesAudited(ctx context.Context, f EntityFilter) (Page[
 	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (AuditedEntity, error) {
 		var x AuditedEntity
 		var err error
-		x.Entity, err = store.ScanEntity(row, &x.LastAuditedAt)
+		x.Entity, err = storage.ScanEntity(row, &x.LastAuditedAt)
 		return x, err
 	})
 	if err != nil {
@@ -87,7 +87,7 @@ func (r *Reader) ListEntitiesAudited(ctx context.Context, f EntityFilter) (Page[
 }
 
 // entityListSQL builds the entity list's statement for f, with extra columns (starting with a
-// comma) after store.EntityColumns.
+// comma) after storage.EntityColumns.
 func entityListSQL(f EntityFilter, extra string) (string, args) {
 	var a args
 	var where []string
@@ -113,7 +113,7 @@ func entityListSQL(f EntityFilter, extra string) (string, args) {
 	if f.After != "" {
 		where = append(where, "e.slug > "+a.add(f.After))
 	}
-	q := `SELECT ` + store.EntityColumns + extra + store.EntityFrom
+	q := `SELECT ` + storage.EntityColumns + extra + storage.EntityFrom
 	if len(where) > 0 {
 		q += "WHERE " + strings.Join(where, " AND ")
 	}
@@ -135,6 +135,6 @@ func pageOf[T any](items []T, limit int, key func(T) string) Page[T] {
 }
 
 // GetEntity returns one entity by slug or id, with its health.
-func (r *Reader) GetEntity(ctx context.Context, ref string) (store.Entity, error) {
-	return store.GetEntity(ctx, r.db, ref, false)
+func (r *Reader) GetEntity(ctx context.Context, ref string) (storage.Entity, error) {
+	return storage.GetEntity(ctx, r.db, ref, false)
 }

@@ -11,12 +11,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // Knowledge kinds, as knowledge_entities.kind allows.
-var KnowledgeKinds = store.KnowledgeKinds
+var KnowledgeKinds = storage.KnowledgeKinds
 
 // SearchHit is one ranked search result: enough to choose a document, with a snippet of the
 // matching text; the whole body is read with GetKnowledge.
@@ -141,8 +141,8 @@ func scanHit(row pgx.CollectableRow) (SearchHit, error) {
 
 // GetKnowledge returns a knowledge entity's full content by slug or id, with the slugs of
 // the entities it is about.
-func (r *Reader) GetKnowledge(ctx context.Context, ref string) (store.Knowledge, error) {
-	return store.GetKnowledge(ctx, r.db, ref, false)
+func (r *Reader) GetKnowledge(ctx context.Context, ref string) (storage.Knowledge, error) {
+	return storage.GetKnowledge(ctx, r.db, ref, false)
 }
 
 // KnowledgeRef is a knowledge entity listed without its body.

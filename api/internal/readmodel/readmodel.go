@@ -25,7 +25,7 @@ import (
 	"strings"
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
@@ -53,13 +53,13 @@ type Page[T any] struct {
 
 // ResolveID returns the id of the entity ref names (slug or id).
 func (r *Reader) ResolveID(ctx context.Context, ref string) (string, error) {
-	e, err := store.ResolveEntity(ctx, r.db, ref)
+	e, err := storage.ResolveEntity(ctx, r.db, ref)
 	return e.ID, err
 }
 
 // ResolveEntity returns the id and slug of the entity ref names (slug or id).
-func (r *Reader) ResolveEntity(ctx context.Context, ref string) (store.EntityRef, error) {
-	return store.ResolveEntity(ctx, r.db, ref)
+func (r *Reader) ResolveEntity(ctx context.Context, ref string) (storage.EntityRef, error) {
+	return storage.ResolveEntity(ctx, r.db, ref)
 }
 
 // ExpandTypes resolves each named type to itself and its subtypes, so a filter on "guest"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/ontology"
 )
 
@@ -33,7 +33,7 @@ type RelationsFilter struct {
 }
 
 // Relations returns a page of the edges of the entity with id entityID, in id order.
-func (r *Reader) Relations(ctx context.Context, entityID string, f RelationsFilter) (Page[store.Relationship], error) {
+func (r *Reader) Relations(ctx context.Context, entityID string, f RelationsFilter) (Page[storage.Relationship], error) {
 	var a args
 	id := a.add(entityID)
 	var where []string
@@ -54,17 +54,17 @@ func (r *Reader) Relations(ctx context.Context, entityID string, f RelationsFilt
 	if f.After != "" {
 		where = append(where, "r.id > "+a.add(f.After)+"::uuid")
 	}
-	q := `SELECT ` + store.RelationshipColumns + store.RelationshipFrom +
+	q := `SELECT ` + storage.RelationshipColumns + storage.RelationshipFrom +
 		`WHERE ` + strings.Join(where, " AND ") + ` ORDER BY r.id LIMIT ` + a.add(f.Limit+1)
 	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
-		return Page[store.Relationship]{}, fmt.Errorf("list relations: %w", err)
+		return Page[storage.Relationship]{}, fmt.Errorf("list relations: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, store.CollectRelationship)
+	items, err := pgx.CollectRows(rows, storage.CollectRelationship)
 	if err != nil {
-		return Page[store.Relationship]{}, fmt.Errorf("list relations: %w", err)
+		return Page[storage.Relationship]{}, fmt.Errorf("list relations: %w", err)
 	}
-	return pageOf(items, f.Limit, func(x store.Relationship) string { return x.ID }), nil
+	return pageOf(items, f.Limit, func(x storage.Relationship) string { return x.ID }), nil
 }
 
 // Node is an entity in a graph view, and the summary of an entity in the other reads that
@@ -252,19 +252,19 @@ func (r *Reader) AffectedEntities(ctx context.Context, ids [][16]byte, depths []
 // RootAndAffected is AffectedEntities with the root entity read in the same round trip, for
 // a caller that already knows the root's id (a blast radius whose slug it resolved before:
 // slugs and ids never change). found is false when no entity has that id any more.
-func (r *Reader) RootAndAffected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root store.Entity, found bool, items []Affected, version int64, err error) {
+func (r *Reader) RootAndAffected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root storage.Entity, found bool, items []Affected, version int64, err error) {
 	return r.affected(ctx, rootID, ids, depths)
 }
 
 // affected sends the root's read (when rootID is set), the topology version and the
 // affected rows as one batch.
-func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root store.Entity, found bool, out []Affected, version int64, err error) {
+func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root storage.Entity, found bool, out []Affected, version int64, err error) {
 	if len(ids) != len(depths) {
-		return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %d ids but %d depths", len(ids), len(depths))
+		return storage.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %d ids but %d depths", len(ids), len(depths))
 	}
 	b := &pgx.Batch{}
 	if rootID != "" {
-		b.Queue(store.EntitySQL(rootID, false, ""), rootID)
+		b.Queue(storage.EntitySQL(rootID, false, ""), rootID)
 	}
 	b.Queue(`SELECT changes FROM topology_version`)
 	if len(ids) > 0 {
@@ -279,23 +279,23 @@ func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, de
 	br := r.db.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
 	if rootID != "" {
-		root, err = store.ScanEntity(br.QueryRow())
+		root, err = storage.ScanEntity(br.QueryRow())
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
-			return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: root %s: %w", rootID, err)
+			return storage.Entity{}, false, nil, 0, fmt.Errorf("affected entities: root %s: %w", rootID, err)
 		default:
 			found = true
 		}
 	}
 	if err := br.QueryRow().Scan(&version); err != nil {
-		return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: topology version: %w", err)
+		return storage.Entity{}, false, nil, 0, fmt.Errorf("affected entities: topology version: %w", err)
 	}
 	out = make([]Affected, 0, len(ids))
 	if len(ids) > 0 {
 		rows, err := br.Query()
 		if err != nil {
-			return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
+			return storage.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
 		}
 		var x Affected
 		_, err = pgx.ForEachRow(rows, []any{&x.ID, &x.Slug, &x.Type, &x.Name, &x.State, &x.Health, &x.Depth}, func() error {
@@ -303,11 +303,11 @@ func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, de
 			return nil
 		})
 		if err != nil {
-			return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
+			return storage.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
 		}
 	}
 	if err := br.Close(); err != nil {
-		return store.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
+		return storage.Entity{}, false, nil, 0, fmt.Errorf("affected entities: %w", err)
 	}
 	return root, found, out, version, nil
 }

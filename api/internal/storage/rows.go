@@ -1,4 +1,4 @@
-// Package store is the api's one layer of rows: the types every surface answers with
+// Package storage is the api's one layer of rows: the types every surface answers with
 // (Entity, Relationship, Knowledge), the one column list and scanner of each, and the lookups
 // by ref that the reads (api/internal/readmodel, metricsapi through it) and the graph's
 // mutation path (api/internal/graph, inside its transactions, with row locks) share. An
@@ -9,7 +9,7 @@
 //
 // Failures are the api's sentinels (api/internal/apierr): a missing row is ErrNotFound,
 // wrapped with what was asked for.
-package store
+package storage
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package store_test
+package storage_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/apitest"
 	"github.com/oikos-hq/oikos/api/internal/graph"
-	"github.com/oikos-hq/oikos/api/internal/store"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -42,15 +42,15 @@ func TestLookups(t *testing.T) {
 	}
 
 	for _, ref := range []string{"host:box", host.ID} {
-		e, err := store.GetEntity(ctx, db.Pool, ref, false)
+		e, err := storage.GetEntity(ctx, db.Pool, ref, false)
 		if err != nil || e.ID != host.ID || e.Slug != "host:box" || e.Attributes["user"] != "root" || e.Version != host.Version {
 			t.Errorf("GetEntity(%q) = %+v, %v", ref, e, err)
 		}
-		r, err := store.ResolveEntity(ctx, db.Pool, ref)
-		if err != nil || r != (store.EntityRef{ID: host.ID, Slug: "host:box"}) {
+		r, err := storage.ResolveEntity(ctx, db.Pool, ref)
+		if err != nil || r != (storage.EntityRef{ID: host.ID, Slug: "host:box"}) {
 			t.Errorf("ResolveEntity(%q) = %+v, %v", ref, r, err)
 		}
-		k, err := store.GetKnowledge(ctx, db.Pool, map[string]string{"host:box": "runbook:reboot", host.ID: doc.ID}[ref], false)
+		k, err := storage.GetKnowledge(ctx, db.Pool, map[string]string{"host:box": "runbook:reboot", host.ID: doc.ID}[ref], false)
 		if err != nil || k.ID != doc.ID || k.Title != "Reboot" || k.Body != "Turn it off and on." || len(k.Tags) != 1 ||
 			len(k.About) != 1 || k.About[0] != "host:box" || k.Attributes == nil {
 			t.Errorf("GetKnowledge = %+v, %v", k, err)
@@ -58,10 +58,10 @@ func TestLookups(t *testing.T) {
 	}
 	// Locked reads work inside a transaction.
 	err = pg.InTx(ctx, db.Pool, func(tx pgx.Tx) error {
-		if _, err := store.GetEntity(ctx, tx, "host:box", true); err != nil {
+		if _, err := storage.GetEntity(ctx, tx, "host:box", true); err != nil {
 			return err
 		}
-		_, err := store.GetKnowledge(ctx, tx, "runbook:reboot", true)
+		_, err := storage.GetKnowledge(ctx, tx, "runbook:reboot", true)
 		return err
 	})
 	if err != nil {
@@ -69,14 +69,14 @@ func TestLookups(t *testing.T) {
 	}
 	// Missing things, and an entity that is not knowledge, are the api's not-found.
 	for _, miss := range []func() error{
-		func() error { _, err := store.GetEntity(ctx, db.Pool, "host:ghost", false); return err },
+		func() error { _, err := storage.GetEntity(ctx, db.Pool, "host:ghost", false); return err },
 		func() error {
-			_, err := store.GetEntity(ctx, db.Pool, "0190a000-0000-7000-8000-00000000dead", false)
+			_, err := storage.GetEntity(ctx, db.Pool, "0190a000-0000-7000-8000-00000000dead", false)
 			return err
 		},
-		func() error { _, err := store.ResolveEntity(ctx, db.Pool, "host:ghost"); return err },
-		func() error { _, err := store.GetKnowledge(ctx, db.Pool, "runbook:ghost", false); return err },
-		func() error { _, err := store.GetKnowledge(ctx, db.Pool, "host:box", false); return err },
+		func() error { _, err := storage.ResolveEntity(ctx, db.Pool, "host:ghost"); return err },
+		func() error { _, err := storage.GetKnowledge(ctx, db.Pool, "runbook:ghost", false); return err },
+		func() error { _, err := storage.GetKnowledge(ctx, db.Pool, "host:box", false); return err },
 	} {
 		if err := miss(); !errors.Is(err, apierr.ErrNotFound) {
 			t.Errorf("a missing row: %v", err)
