@@ -144,7 +144,7 @@ const (
 
 // blastRadiusAnswer is the answer of GET /entities/{ref}/blast-radius.
 type blastRadiusAnswer struct {
-	Root  storage.Entity         `json:"root"`
+	Root  storage.Entity       `json:"root"`
 	Depth int                  `json:"depth"`
 	Items []readmodel.Affected `json:"items"`
 	// Forward and Reverse name the edge types walked (see readmodel.BlastForward).
