@@ -1,0 +1,41 @@
+package labsim
+
+import "github.com/oikos-hq/oikos/testkit/labsim/fleet"
+
+// The fleet's description lives in labsim/fleet; these names keep the simulator's API in one
+// import for its callers.
+type (
+	// Fleet is the simulated homelab (fleet.Fleet).
+	Fleet = fleet.Fleet
+	// Host is one machine with its own SSH listener (fleet.Host).
+	Host = fleet.Host
+	// Guest is an LXC container or a QEMU VM on a Proxmox host (fleet.Guest).
+	Guest = fleet.Guest
+	// Listener is a TCP port a machine listens on (fleet.Listener).
+	Listener = fleet.Listener
+	// RouteTarget is what serves an HTTP route (fleet.RouteTarget).
+	RouteTarget = fleet.RouteTarget
+)
+
+// Machine kinds, guest kinds and statuses (see labsim/fleet).
+const (
+	KindProxmox   = fleet.KindProxmox
+	KindLinux     = fleet.KindLinux
+	KindDarwin    = fleet.KindDarwin
+	GuestLXC      = fleet.GuestLXC
+	GuestVM       = fleet.GuestVM
+	StatusRunning = fleet.StatusRunning
+	StatusStopped = fleet.StatusStopped
+)
+
+// Default ingress addresses (see labsim/fleet).
+const (
+	DefaultHTTPAddr  = fleet.DefaultHTTPAddr
+	DefaultHTTPSAddr = fleet.DefaultHTTPSAddr
+)
+
+// ErrInventory is wrapped by every inventory parsing error.
+var ErrInventory = fleet.ErrInventory
+
+// FleetFromInventory builds a fleet from an inventory file (fleet.FromInventory).
+func FleetFromInventory(inv []byte) (Fleet, error) { return fleet.FromInventory(inv) }
