@@ -34,7 +34,7 @@ func TestProxmoxListsAreByteExact(t *testing.T) {
 
 	s := sim.hosts["atlas"]
 	sim.mu.Lock()
-	pid200, pid202 := s.guests[200].pid, s.guests[202].pid
+	pid200, pid202 := s.Guests[200].PID, s.Guests[202].PID
 	sim.mu.Unlock()
 	qm := run(t, c, "qm list")
 	wantQm := "      VMID NAME                 STATUS     MEM(MB)    BOOTDISK(GB) PID       \n" +

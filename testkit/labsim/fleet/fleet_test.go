@@ -4,7 +4,6 @@ import (
 	"errors"
 	"reflect"
 	"testing"
-
 )
 
 const smallInventory = `

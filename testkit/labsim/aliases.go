@@ -1,8 +1,11 @@
 package labsim
 
-import "github.com/oikos-hq/oikos/testkit/labsim/fleet"
+import (
+	"github.com/oikos-hq/oikos/testkit/labsim/fleet"
+	"github.com/oikos-hq/oikos/testkit/labsim/lab"
+)
 
-// The fleet's description lives in labsim/fleet; these names keep the simulator's API in one
+// The fleet's description lives in labsim/fleet and the fault model in labsim/lab; these names keep the simulator's API in one
 // import for its callers.
 type (
 	// Fleet is the simulated homelab (fleet.Fleet).
@@ -15,6 +18,8 @@ type (
 	Listener = fleet.Listener
 	// RouteTarget is what serves an HTTP route (fleet.RouteTarget).
 	RouteTarget = fleet.RouteTarget
+	// Fault is what can go wrong with a host or a guest (lab.Fault).
+	Fault = lab.Fault
 )
 
 // Machine kinds, guest kinds and statuses (see labsim/fleet).
