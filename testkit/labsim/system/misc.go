@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils/cli"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
@@ -102,39 +103,32 @@ func (m *Machine) uname(_ context.Context, inv *shell.Invocation) int {
 
 // strftime formats t with the common date(1) conversions.
 func strftime(format string, t time.Time) string {
-	var b strings.Builder
-	for i := 0; i < len(format); i++ {
-		c := format[i]
-		if c != '%' || i+1 >= len(format) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		switch format[i] {
+	return cli.Expand(format, false, func(b *strings.Builder, c byte) bool {
+		switch c {
 		case 'Y':
 			b.WriteString(strconv.Itoa(t.Year()))
 		case 'y':
-			fmt.Fprintf(&b, "%02d", t.Year()%100)
+			fmt.Fprintf(b, "%02d", t.Year()%100)
 		case 'm':
-			fmt.Fprintf(&b, "%02d", int(t.Month()))
+			fmt.Fprintf(b, "%02d", int(t.Month()))
 		case 'd':
-			fmt.Fprintf(&b, "%02d", t.Day())
+			fmt.Fprintf(b, "%02d", t.Day())
 		case 'e':
-			fmt.Fprintf(&b, "%2d", t.Day())
+			fmt.Fprintf(b, "%2d", t.Day())
 		case 'H':
-			fmt.Fprintf(&b, "%02d", t.Hour())
+			fmt.Fprintf(b, "%02d", t.Hour())
 		case 'I':
 			h := t.Hour() % 12
 			if h == 0 {
 				h = 12
 			}
-			fmt.Fprintf(&b, "%02d", h)
+			fmt.Fprintf(b, "%02d", h)
 		case 'M':
-			fmt.Fprintf(&b, "%02d", t.Minute())
+			fmt.Fprintf(b, "%02d", t.Minute())
 		case 'S':
-			fmt.Fprintf(&b, "%02d", t.Second())
+			fmt.Fprintf(b, "%02d", t.Second())
 		case 'N':
-			fmt.Fprintf(&b, "%09d", t.Nanosecond())
+			fmt.Fprintf(b, "%09d", t.Nanosecond())
 		case 's':
 			b.WriteString(strconv.FormatInt(t.Unix(), 10))
 		case 'F':
@@ -160,7 +154,7 @@ func strftime(format string, t time.Time) string {
 		case 'p':
 			b.WriteString(t.Format("PM"))
 		case 'j':
-			fmt.Fprintf(&b, "%03d", t.YearDay())
+			fmt.Fprintf(b, "%03d", t.YearDay())
 		case 'u':
 			wd := int(t.Weekday())
 			if wd == 0 {
@@ -173,14 +167,11 @@ func strftime(format string, t time.Time) string {
 			b.WriteByte('\n')
 		case 't':
 			b.WriteByte('\t')
-		case '%':
-			b.WriteByte('%')
 		default:
-			b.WriteByte('%')
-			b.WriteByte(format[i])
+			return false
 		}
-	}
-	return b.String()
+		return true
+	})
 }
 
 func (m *Machine) date(_ context.Context, inv *shell.Invocation) int {

@@ -190,3 +190,40 @@ func Atoi(s string) (int, bool) {
 	n, err := strconv.Atoi(s)
 	return n, err == nil
 }
+
+// Expand renders a format of %-directives (stat -c, date +FORMAT): conv writes the value of
+// directive c to b and reports whether it knows c. "%%" is "%", an unknown directive stays
+// as written and a "%" at the end stays itself. With backslash, \n and \t are a newline and
+// a tab and a backslash before any other character stands for that character (stat).
+func Expand(format string, backslash bool, conv func(b *strings.Builder, c byte) bool) string {
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if backslash && c == '\\' && i+1 < len(format) {
+			i++
+			switch format[i] {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			default:
+				b.WriteByte(format[i])
+			}
+			continue
+		}
+		if c != '%' || i+1 >= len(format) {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		if format[i] == '%' {
+			b.WriteByte('%')
+			continue
+		}
+		if !conv(&b, format[i]) {
+			b.WriteByte('%')
+			b.WriteByte(format[i])
+		}
+	}
+	return b.String()
+}

@@ -392,6 +392,13 @@ func ls(_ context.Context, inv *shell.Invocation) int {
 	return code
 }
 
+// failed reports an operand the utility could not handle as GNU tools do ("<prog>: <what>
+// '<name>': <reason>") and returns the exit status that makes.
+func failed(inv *shell.Invocation, what, name string, err error) int {
+	inv.Errorf("%s '%s': %s", what, name, sandbox.Describe(err))
+	return 1
+}
+
 func mkdir(_ context.Context, inv *shell.Invocation) int {
 	o, err := cli.Parse(inv.Args[1:], "m", []string{"mode"}, false)
 	if err != nil {
@@ -410,8 +417,7 @@ func mkdir(_ context.Context, inv *shell.Invocation) int {
 			err = inv.FS().Mkdir(p, 0o755)
 		}
 		if err != nil {
-			inv.Errorf("cannot create directory '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "cannot create directory", a, err)
 			continue
 		}
 		if verbose {
@@ -446,8 +452,7 @@ func rm(_ context.Context, inv *shell.Invocation) int {
 		fi, err := inv.FS().Lstat(p)
 		if err != nil {
 			if !force || !errors.Is(err, fs.ErrNotExist) {
-				inv.Errorf("cannot remove '%s': %s", a, sandbox.Describe(err))
-				code = 1
+				code = failed(inv, "cannot remove", a, err)
 			}
 			continue
 		}
@@ -460,8 +465,7 @@ func rm(_ context.Context, inv *shell.Invocation) int {
 			err = inv.FS().Remove(p)
 		}
 		if err != nil {
-			inv.Errorf("cannot remove '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "cannot remove", a, err)
 			continue
 		}
 		if verbose {
@@ -479,8 +483,7 @@ func rmdir(_ context.Context, inv *shell.Invocation) int {
 	code := 0
 	for _, a := range o.Args {
 		if err := inv.FS().Remove(inv.Abs(a)); err != nil {
-			inv.Errorf("failed to remove '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "failed to remove", a, err)
 		}
 	}
 	return code
@@ -594,8 +597,7 @@ func touch(_ context.Context, inv *shell.Invocation) int {
 	if v, ok := o.Val("r", "reference"); ok {
 		fi, err := inv.FS().Stat(inv.Abs(v))
 		if err != nil {
-			inv.Errorf("failed to get attributes of '%s': %s", v, sandbox.Describe(err))
-			return 1
+			return failed(inv, "failed to get attributes of", v, err)
 		}
 		when = fi.ModTime()
 	}
@@ -611,15 +613,13 @@ func touch(_ context.Context, inv *shell.Invocation) int {
 			}
 			f, err := inv.FS().OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
 			if err != nil {
-				inv.Errorf("cannot touch '%s': %s", a, sandbox.Describe(err))
-				code = 1
+				code = failed(inv, "cannot touch", a, err)
 				continue
 			}
 			f.Close()
 		}
 		if err := inv.FS().Chtimes(p, when, when); err != nil {
-			inv.Errorf("setting times of '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "setting times of", a, err)
 		}
 	}
 	return code
@@ -812,28 +812,9 @@ func statTimes(fi fs.FileInfo) (atime, ctime time.Time) {
 }
 
 func statFormat(format string, name string, fi fs.FileInfo) string {
-	var b strings.Builder
 	atime, ctime := statTimes(fi)
-	for i := 0; i < len(format); i++ {
-		c := format[i]
-		if c == '\\' && i+1 < len(format) {
-			i++
-			switch format[i] {
-			case 'n':
-				b.WriteByte('\n')
-			case 't':
-				b.WriteByte('\t')
-			default:
-				b.WriteByte(format[i])
-			}
-			continue
-		}
-		if c != '%' || i+1 >= len(format) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		switch format[i] {
+	return cli.Expand(format, true, func(b *strings.Builder, c byte) bool {
+		switch c {
 		case 'n', 'N':
 			b.WriteString(name)
 		case 's':
@@ -866,14 +847,11 @@ func statFormat(format string, name string, fi fs.FileInfo) string {
 			b.WriteString(strconv.FormatUint(nlink(fi), 10))
 		case 'b':
 			b.WriteString(strconv.FormatInt((fi.Size()+511)/512, 10))
-		case '%':
-			b.WriteByte('%')
 		default:
-			b.WriteByte('%')
-			b.WriteByte(format[i])
+			return false
 		}
-	}
-	return b.String()
+		return true
+	})
 }
 
 func stat(_ context.Context, inv *shell.Invocation) int {
@@ -898,8 +876,7 @@ func stat(_ context.Context, inv *shell.Invocation) int {
 			fi, err = inv.FS().Lstat(p)
 		}
 		if err != nil {
-			inv.Errorf("cannot statx '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "cannot statx", a, err)
 			continue
 		}
 		if hasFormat {
@@ -1059,8 +1036,7 @@ func chmod(_ context.Context, inv *shell.Invocation) int {
 		p := inv.Abs(a)
 		fi, err := inv.FS().Stat(p)
 		if err != nil {
-			inv.Errorf("cannot access '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "cannot access", a, err)
 			continue
 		}
 		mode, ok := applyMode(fi.Mode().Perm(), spec)
@@ -1069,8 +1045,7 @@ func chmod(_ context.Context, inv *shell.Invocation) int {
 			return 1
 		}
 		if err := inv.FS().Chmod(p, mode); err != nil {
-			inv.Errorf("changing permissions of '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "changing permissions of", a, err)
 		}
 		_ = recursive
 	}
@@ -1125,8 +1100,7 @@ func chown(_ context.Context, inv *shell.Invocation) int {
 			continue
 		}
 		if _, err := inv.FS().Lstat(inv.Abs(a)); err != nil {
-			inv.Errorf("cannot access '%s': %s", a, sandbox.Describe(err))
-			return 1
+			return failed(inv, "cannot access", a, err)
 		}
 	}
 	return 0
@@ -1174,8 +1148,7 @@ func du(_ context.Context, inv *shell.Invocation) int {
 	}
 	for _, t := range targets {
 		if _, err := inv.FS().Lstat(inv.Abs(t)); err != nil {
-			inv.Errorf("cannot access '%s': %s", t, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "cannot access", t, err)
 			continue
 		}
 		walk(inv.Abs(t), t, 0)
