@@ -22,21 +22,13 @@ type (
 	Fault = lab.Fault
 )
 
-// Machine kinds, guest kinds and statuses (see labsim/fleet).
+// Machine kinds, guest kinds, guest statuses and the default ingress addresses (see
+// labsim/fleet).
 const (
-	KindProxmox   = fleet.KindProxmox
-	KindLinux     = fleet.KindLinux
-	KindDarwin    = fleet.KindDarwin
-	GuestLXC      = fleet.GuestLXC
-	GuestVM       = fleet.GuestVM
-	StatusRunning = fleet.StatusRunning
-	StatusStopped = fleet.StatusStopped
-)
-
-// Default ingress addresses (see labsim/fleet).
-const (
-	DefaultHTTPAddr  = fleet.DefaultHTTPAddr
-	DefaultHTTPSAddr = fleet.DefaultHTTPSAddr
+	KindProxmox, KindLinux, KindDarwin = fleet.KindProxmox, fleet.KindLinux, fleet.KindDarwin
+	GuestLXC, GuestVM                  = fleet.GuestLXC, fleet.GuestVM
+	StatusRunning, StatusStopped       = fleet.StatusRunning, fleet.StatusStopped
+	DefaultHTTPAddr, DefaultHTTPSAddr  = fleet.DefaultHTTPAddr, fleet.DefaultHTTPSAddr
 )
 
 // ErrInventory is wrapped by every inventory parsing error.

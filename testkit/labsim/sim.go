@@ -477,6 +477,15 @@ func (s *Sim) SetHostFault(host string, f Fault) error {
 
 // SetGuestFault replaces a guest's fault.
 func (s *Sim) SetGuestFault(host string, vmid int, f Fault) error {
+	return s.withGuest(host, vmid, func(g *lab.Guest) {
+		g.Fault = f
+		s.log.Info().Str("host", host).Int("vmid", vmid).Interface("fault", f).Msg("guest fault set")
+	})
+}
+
+// withGuest runs fn on a guest under the lab's lock; ErrUnknownHost or ErrUnknownGuest when
+// there is no such guest.
+func (s *Sim) withGuest(host string, vmid int, fn func(g *lab.Guest)) error {
 	h, err := s.host(host)
 	if err != nil {
 		return err
@@ -487,8 +496,7 @@ func (s *Sim) SetGuestFault(host string, vmid int, f Fault) error {
 	if !ok {
 		return fmt.Errorf("%w: %s/%d", ErrUnknownGuest, host, vmid)
 	}
-	g.Fault = f
-	s.log.Info().Str("host", host).Int("vmid", vmid).Interface("fault", f).Msg("guest fault set")
+	fn(g)
 	return nil
 }
 
@@ -521,18 +529,7 @@ func (s *Sim) HostFault(host string) (Fault, error) {
 
 // SetGuestStatus starts or stops a guest from outside (as a test or the control API would).
 func (s *Sim) SetGuestStatus(host string, vmid int, running bool) error {
-	h, err := s.host(host)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, ok := h.Guests[vmid]
-	if !ok {
-		return fmt.Errorf("%w: %s/%d", ErrUnknownGuest, host, vmid)
-	}
-	g.SetRunning(running, s.opts.Clock())
-	return nil
+	return s.withGuest(host, vmid, func(g *lab.Guest) { g.SetRunning(running, s.opts.Clock()) })
 }
 
 // GuestState is a snapshot of one guest, as GET /state reports it.
@@ -583,15 +580,7 @@ func (s *Sim) Snapshot() State {
 
 // GuestStatus reports a guest's status ("running" or "stopped").
 func (s *Sim) GuestStatus(host string, vmid int) (string, error) {
-	h, err := s.host(host)
-	if err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, ok := h.Guests[vmid]
-	if !ok {
-		return "", fmt.Errorf("%w: %s/%d", ErrUnknownGuest, host, vmid)
-	}
-	return g.Cfg.Status, nil
+	var status string
+	err := s.withGuest(host, vmid, func(g *lab.Guest) { status = g.Cfg.Status })
+	return status, err
 }

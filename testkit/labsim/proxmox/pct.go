@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -82,7 +83,7 @@ func (pt *Tools) pct(ctx context.Context, inv *shell.Invocation, host string) in
 		}
 		g.SetRunning(true, now)
 		return 0
-	case "stop", "shutdown":
+	case "stop", "shutdown", "reboot":
 		pt.lab.Mu.Lock()
 		defer pt.lab.Mu.Unlock()
 		if !g.Running() {
@@ -90,16 +91,9 @@ func (pt *Tools) pct(ctx context.Context, inv *shell.Invocation, host string) in
 			return exitPVE
 		}
 		g.SetRunning(false, now)
-		return 0
-	case "reboot":
-		pt.lab.Mu.Lock()
-		defer pt.lab.Mu.Unlock()
-		if !g.Running() {
-			fmt.Fprintf(inv.Stderr, "CT %d not running\n", vmid)
-			return exitPVE
+		if sub == "reboot" {
+			g.SetRunning(true, now)
 		}
-		g.SetRunning(false, now)
-		g.SetRunning(true, now)
 		return 0
 	case "destroy":
 		return pt.destroyGuest(inv, h, g, fleet.GuestLXC)
@@ -141,22 +135,8 @@ func (pt *Tools) pct(ctx context.Context, inv *shell.Invocation, host string) in
 
 // lxcConfig is a container's configuration as pct config shows it; the caller holds pt.lab.Mu.
 func (pt *Tools) lxcConfig(g *lab.Guest) map[string]string {
-	mem := g.Cfg.MemoryMB
-	if mem <= 0 {
-		mem = 512
-	}
-	cores := g.Cfg.Cores
-	if cores <= 0 {
-		cores = 1
-	}
-	disk := g.Cfg.DiskGB
-	if disk <= 0 {
-		disk = 8
-	}
-	swap := g.Swap
-	if swap == 0 {
-		swap = 512
-	}
+	mem, cores, disk := positiveOr(g.Cfg.MemoryMB, 512), positiveOr(g.Cfg.Cores, 1), positiveOr(g.Cfg.DiskGB, 8)
+	swap := cmp.Or(g.Swap, 512)
 	kv := map[string]string{
 		"arch": "amd64", "cores": strconv.Itoa(cores), "hostname": g.DisplayName(), "memory": strconv.Itoa(mem),
 		"net0": g.Net0, "ostype": g.OSType, "swap": strconv.Itoa(swap),

@@ -163,11 +163,15 @@ func bootAndTags(g *lab.Guest, kv map[string]string) {
 	}
 }
 
-func vmDiskGB(g *lab.Guest) int {
-	if g.Cfg.DiskGB > 0 {
-		return g.Cfg.DiskGB
+func vmDiskGB(g *lab.Guest) int { return positiveOr(g.Cfg.DiskGB, 32) }
+
+// positiveOr is n, or def when n is not set (zero or negative): a guest's figure or the
+// default Proxmox shows for it.
+func positiveOr(n, def int) int {
+	if n <= 0 {
+		return def
 	}
-	return 32
+	return n
 }
 
 func (pt *Tools) destroyGuest(inv *shell.Invocation, h *lab.Host, g *lab.Guest, kind string) int {

@@ -19,18 +19,12 @@ func (pt *Tools) guestResource(h *lab.Host, g *lab.Guest, now time.Time, cluster
 	if maxmem == 0 {
 		maxmem = 512 << 20
 	}
-	disk := g.Cfg.DiskGB
-	if disk <= 0 {
-		disk = 8
-		if g.Cfg.Kind == fleet.GuestVM {
-			disk = 32
-		}
+	disk := positiveOr(g.Cfg.DiskGB, 8)
+	if g.Cfg.Kind == fleet.GuestVM {
+		disk = vmDiskGB(g)
 	}
 	maxdisk := int64(disk) << 30
-	cores := g.Cfg.Cores
-	if cores <= 0 {
-		cores = 1
-	}
+	cores := positiveOr(g.Cfg.Cores, 1)
 	status := g.Cfg.Status
 	if h.Fault.Down && clusterView {
 		status = "unknown"

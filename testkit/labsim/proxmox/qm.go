@@ -17,14 +17,7 @@ import (
 
 // qemuConfig is a VM's configuration as qm config shows it; the caller holds pt.lab.Mu.
 func (pt *Tools) qemuConfig(g *lab.Guest) map[string]string {
-	mem := g.Cfg.MemoryMB
-	if mem <= 0 {
-		mem = 2048
-	}
-	cores := g.Cfg.Cores
-	if cores <= 0 {
-		cores = 2
-	}
+	mem, cores := positiveOr(g.Cfg.MemoryMB, 2048), positiveOr(g.Cfg.Cores, 2)
 	kv := map[string]string{
 		"boot": "order=scsi0;net0", "cores": strconv.Itoa(cores), "cpu": "x86-64-v2-AES", "memory": strconv.Itoa(mem),
 		"name": g.DisplayName(), "net0": g.Net0, "numa": "0", "ostype": g.OSType, "scsihw": "virtio-scsi-single",
@@ -54,11 +47,7 @@ func (pt *Tools) qm(ctx context.Context, inv *shell.Invocation, host string) int
 			if g.Cfg.Kind != fleet.GuestVM {
 				continue
 			}
-			mem := g.Cfg.MemoryMB
-			if mem <= 0 {
-				mem = 2048
-			}
-			rows = append(rows, qmRow{VMID: g.Cfg.VMID, Name: g.DisplayName(), Status: g.Cfg.Status, MemMB: mem,
+			rows = append(rows, qmRow{VMID: g.Cfg.VMID, Name: g.DisplayName(), Status: g.Cfg.Status, MemMB: positiveOr(g.Cfg.MemoryMB, 2048),
 				BootDiskGB: float64(vmDiskGB(g)), PID: g.PID})
 		}
 		pt.lab.Mu.Unlock()

@@ -81,13 +81,8 @@ func (m *Machine) systemctl(_ context.Context, inv *shell.Invocation) int {
 		worst := 0
 		for _, n := range names {
 			name := UnitName(n)
-			m.mu.Lock()
-			u, ok := m.units[name]
-			var active, enabled bool
-			if ok {
-				active, enabled = u.active, u.enabled
-			}
-			m.mu.Unlock()
+			st, ok := m.unit(name)
+			active, enabled := st.active, st.enabled
 			var word string
 			okState := false
 			switch verb {
@@ -200,13 +195,7 @@ func (m *Machine) systemctl(_ context.Context, inv *shell.Invocation) int {
 	case "show":
 		for _, n := range names {
 			name := UnitName(n)
-			m.mu.Lock()
-			u, ok := m.units[name]
-			var st unitState
-			if ok {
-				st = *u
-			}
-			m.mu.Unlock()
+			st, ok := m.unit(name)
 			active, sub, pid := "inactive", "dead", 0
 			if ok && st.active {
 				active, sub, pid = "active", "running", st.pid
@@ -236,6 +225,34 @@ func (m *Machine) systemctl(_ context.Context, inv *shell.Invocation) int {
 	return 1
 }
 
+// unit is a copy of the unit's state (ok false when the machine has no such unit).
+func (m *Machine) unit(name string) (unitState, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u, ok := m.units[name]
+	if !ok {
+		return unitState{}, false
+	}
+	return *u, true
+}
+
+// optValue is the value of the option at args[*i]: after "=" in --name=value, attached to
+// a short option (-n5), or else the next argument, which it consumes.
+func optValue(args []string, i *int) string {
+	a := args[*i]
+	if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "--") {
+		return v
+	}
+	if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+		return a[2:]
+	}
+	if *i+1 < len(args) {
+		*i++
+		return args[*i]
+	}
+	return ""
+}
+
 func hasKey(m map[string]string, keys ...string) bool {
 	for _, k := range keys {
 		if _, ok := m[k]; ok {
@@ -246,13 +263,7 @@ func hasKey(m map[string]string, keys ...string) bool {
 }
 
 func (m *Machine) unitStatus(inv *shell.Invocation, name string) int {
-	m.mu.Lock()
-	u, ok := m.units[name]
-	var st unitState
-	if ok {
-		st = *u
-	}
-	m.mu.Unlock()
+	st, ok := m.unit(name)
 	if !ok {
 		fmt.Fprintf(inv.Stderr, "Unit %s could not be found.\n", name)
 		return 4
@@ -391,19 +402,7 @@ func (m *Machine) journalctl(_ context.Context, inv *shell.Invocation) int {
 	catOutput := false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		val := func() string {
-			if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "--") {
-				return v
-			}
-			if len(a) > 2 && a[0] == '-' && a[1] != '-' {
-				return a[2:]
-			}
-			if i+1 < len(args) {
-				i++
-				return args[i]
-			}
-			return ""
-		}
+		val := func() string { return optValue(args, &i) }
 		switch {
 		case a == "-u" || strings.HasPrefix(a, "--unit") || (strings.HasPrefix(a, "-u") && len(a) > 2):
 			units = append(units, UnitName(val()))
@@ -427,13 +426,7 @@ func (m *Machine) journalctl(_ context.Context, inv *shell.Invocation) int {
 		}
 	} else {
 		for _, name := range units {
-			m.mu.Lock()
-			u, ok := m.units[name]
-			var st unitState
-			if ok {
-				st = *u
-			}
-			m.mu.Unlock()
+			st, ok := m.unit(name)
 			if ok {
 				lines = append(lines, m.journalFor(name, st, n)...)
 			}

@@ -13,6 +13,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"sort"
@@ -28,14 +29,12 @@ import (
 
 // Register adds the file utilities to reg.
 func Register(reg shell.Registry) {
-	for name, p := range map[string]shell.Program{
+	maps.Copy(reg, shell.Registry{
 		"cat": cat, "head": head, "tail": tail, "ls": ls, "mkdir": mkdir, "rm": rm, "rmdir": rmdir,
 		"touch": touch, "cp": cp, "mv": mv, "ln": ln, "stat": stat, "find": find,
 		"readlink": readlink, "realpath": realpath, "basename": basename, "dirname": dirname,
 		"tee": tee, "chmod": chmod, "chown": chown, "du": du, "md5sum": hashsum, "sha256sum": hashsum,
-	} {
-		reg[name] = p
-	}
+	})
 }
 
 func cat(_ context.Context, inv *shell.Invocation) int {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -21,13 +22,11 @@ import (
 
 // Register adds the process utilities to reg.
 func Register(reg shell.Registry) {
-	for name, p := range map[string]shell.Program{
+	maps.Copy(reg, shell.Registry{
 		"sleep": sleep, "env": env, "xargs": xargs, "sh": sh, "bash": sh, "dash": sh,
 		"timeout": timeout, "which": which, "sudo": sudo, "nohup": passthrough, "nice": nice,
 		"true": trueProg, "false": falseProg, "yes": yes,
-	} {
-		reg[name] = p
-	}
+	})
 }
 
 // parseDuration reads sleep/timeout durations: "1", "0.5", "2s", "3m", "1h", "1d".

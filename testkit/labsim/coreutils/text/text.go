@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"regexp"
 	"sort"
@@ -21,12 +22,10 @@ import (
 
 // Register adds the text utilities to reg.
 func Register(reg shell.Registry) {
-	for name, p := range map[string]shell.Program{
+	maps.Copy(reg, shell.Registry{
 		"wc": wc, "grep": grep, "egrep": grep, "fgrep": grep, "sort": sortProg, "uniq": uniq,
 		"cut": cut, "tr": tr, "sed": sed, "seq": seq,
-	} {
-		reg[name] = p
-	}
+	})
 }
 
 func wc(_ context.Context, inv *shell.Invocation) int {
