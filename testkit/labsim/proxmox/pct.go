@@ -17,8 +17,7 @@ import (
 
 func (pt *Tools) pct(ctx context.Context, inv *shell.Invocation, host string) int {
 	if len(inv.Args) < 2 {
-		fmt.Fprint(inv.Stderr, "ERROR: no command specified\nUSAGE: pct <COMMAND> [ARGS] [OPTIONS]\n")
-		return exitPVE
+		return noCommand(inv, "pct")
 	}
 	sub := inv.Args[1]
 	a := parsePVEArgs(inv.Args[2:], map[string]bool{"verbose": true, "purge": true, "force": true, "skiplock": true})
@@ -39,14 +38,9 @@ func (pt *Tools) pct(ctx context.Context, inv *shell.Invocation, host string) in
 	switch sub {
 	case "status", "config", "exec", "start", "stop", "shutdown", "destroy", "reboot", "create", "enter":
 	default:
-		fmt.Fprintf(inv.Stderr, "ERROR: unknown command 'pct %s'\nUSAGE: pct <COMMAND> [ARGS] [OPTIONS]\n", sub)
-		return exitPVE
+		return unknownCommand(inv, "pct", sub)
 	}
-	if len(a.pos) == 0 {
-		fmt.Fprintf(inv.Stderr, "400 not enough arguments\npct %s <vmid>\n", sub)
-		return exitPVE
-	}
-	vmid, ok := parseVMID(inv, a.pos[0])
+	vmid, ok := vmidArg(inv, "pct", sub, a)
 	if !ok {
 		return exitPVE
 	}

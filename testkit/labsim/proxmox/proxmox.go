@@ -126,6 +126,28 @@ func (pt *Tools) guest(host string, vmid int, kind string) (*lab.Host, *lab.Gues
 	return h, g, true
 }
 
+// noCommand answers a Proxmox CLI called without a sub-command.
+func noCommand(inv *shell.Invocation, tool string) int {
+	fmt.Fprintf(inv.Stderr, "ERROR: no command specified\nUSAGE: %s <COMMAND> [ARGS] [OPTIONS]\n", tool)
+	return exitPVE
+}
+
+// unknownCommand answers a sub-command the tool does not have.
+func unknownCommand(inv *shell.Invocation, tool, sub string) int {
+	fmt.Fprintf(inv.Stderr, "ERROR: unknown command '%s %s'\nUSAGE: %s <COMMAND> [ARGS] [OPTIONS]\n", tool, sub, tool)
+	return exitPVE
+}
+
+// vmidArg reads the vmid operand of `<tool> <sub> <vmid>`; false (with the message printed)
+// when it is missing or malformed.
+func vmidArg(inv *shell.Invocation, tool, sub string, a pveArgs) (int, bool) {
+	if len(a.pos) == 0 {
+		fmt.Fprintf(inv.Stderr, "400 not enough arguments\n%s %s <vmid>\n", tool, sub)
+		return 0, false
+	}
+	return parseVMID(inv, a.pos[0])
+}
+
 func parseVMID(inv *shell.Invocation, v string) (int, bool) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 100 || n > 999999999 {

@@ -40,8 +40,7 @@ func templateCache(extra []string) []template {
 
 func (pt *Tools) pveam(_ context.Context, inv *shell.Invocation, _ string) int {
 	if len(inv.Args) < 2 {
-		fmt.Fprint(inv.Stderr, "ERROR: no command specified\nUSAGE: pveam <COMMAND> [ARGS] [OPTIONS]\n")
-		return exitPVE
+		return noCommand(inv, "pveam")
 	}
 	switch inv.Args[1] {
 	case "list":

@@ -33,8 +33,7 @@ func (pt *Tools) qemuConfig(g *lab.Guest) map[string]string {
 
 func (pt *Tools) qm(ctx context.Context, inv *shell.Invocation, host string) int {
 	if len(inv.Args) < 2 {
-		fmt.Fprint(inv.Stderr, "ERROR: no command specified\nUSAGE: qm <COMMAND> [ARGS] [OPTIONS]\n")
-		return exitPVE
+		return noCommand(inv, "qm")
 	}
 	sub := inv.Args[1]
 	rest := inv.Args[2:]
@@ -64,15 +63,10 @@ func (pt *Tools) qm(ctx context.Context, inv *shell.Invocation, host string) int
 	switch sub {
 	case "status", "config", "start", "stop", "shutdown", "reboot", "destroy", "reset":
 	default:
-		fmt.Fprintf(inv.Stderr, "ERROR: unknown command 'qm %s'\nUSAGE: qm <COMMAND> [ARGS] [OPTIONS]\n", sub)
-		return exitPVE
+		return unknownCommand(inv, "qm", sub)
 	}
 	a := parsePVEArgs(rest, map[string]bool{"verbose": true, "purge": true, "skiplock": true, "forceStop": true})
-	if len(a.pos) == 0 {
-		fmt.Fprintf(inv.Stderr, "400 not enough arguments\nqm %s <vmid>\n", sub)
-		return exitPVE
-	}
-	vmid, ok := parseVMID(inv, a.pos[0])
+	vmid, ok := vmidArg(inv, "qm", sub, a)
 	if !ok {
 		return exitPVE
 	}

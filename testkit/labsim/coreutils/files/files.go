@@ -398,6 +398,18 @@ func failed(inv *shell.Invocation, what, name string, err error) int {
 	return 1
 }
 
+// outcome reports what became of one operand: a failure as failed does (status 1), a
+// success as the verbose line (doneFormat, with the operand) when verbose is set (status 0).
+func outcome(inv *shell.Invocation, err error, what, name string, verbose bool, doneFormat string) int {
+	if err != nil {
+		return failed(inv, what, name, err)
+	}
+	if verbose {
+		fmt.Fprintf(inv.Stdout, doneFormat, name)
+	}
+	return 0
+}
+
 func mkdir(_ context.Context, inv *shell.Invocation) int {
 	o, err := cli.Parse(inv.Args[1:], "m", []string{"mode"}, false)
 	if err != nil {
@@ -415,13 +427,7 @@ func mkdir(_ context.Context, inv *shell.Invocation) int {
 		} else {
 			err = inv.FS().Mkdir(p, 0o755)
 		}
-		if err != nil {
-			code = failed(inv, "cannot create directory", a, err)
-			continue
-		}
-		if verbose {
-			fmt.Fprintf(inv.Stdout, "mkdir: created directory '%s'\n", a)
-		}
+		code = max(code, outcome(inv, err, "cannot create directory", a, verbose, "mkdir: created directory '%s'\n"))
 	}
 	return code
 }
@@ -463,13 +469,7 @@ func rm(_ context.Context, inv *shell.Invocation) int {
 		default:
 			err = inv.FS().Remove(p)
 		}
-		if err != nil {
-			code = failed(inv, "cannot remove", a, err)
-			continue
-		}
-		if verbose {
-			fmt.Fprintf(inv.Stdout, "removed '%s'\n", a)
-		}
+		code = max(code, outcome(inv, err, "cannot remove", a, verbose, "removed '%s'\n"))
 	}
 	return code
 }
