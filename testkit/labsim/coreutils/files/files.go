@@ -703,27 +703,17 @@ func cp(_ context.Context, inv *shell.Invocation) int {
 	}
 	recursive := o.Has("r", "R", "a", "recursive", "archive")
 	preserve := o.Has("p", "a", "archive")
-	if len(o.Args) < 2 {
-		return cli.Usage(inv, errors.New("missing destination file operand"), 1)
-	}
-	srcs, dst := o.Args[:len(o.Args)-1], o.Args[len(o.Args)-1]
-	code := 0
-	for _, s := range srcs {
-		target, err := destFor(inv, s, dst, len(srcs) > 1)
-		if err != nil {
-			inv.Errorf("%v", err)
-			return 1
-		}
+	return eachSource(inv, o.Args, func(s, _, target string) int {
 		if err := copyTree(inv.FS(), inv.Abs(s), target, recursive, preserve); err != nil {
 			if errors.Is(err, errOmitDir) {
 				inv.Errorf("-r not specified; omitting directory '%s'", s)
 			} else {
 				inv.Errorf("cannot stat '%s': %s", s, sandbox.Describe(err))
 			}
-			code = 1
+			return 1
 		}
-	}
-	return code
+		return 0
+	})
 }
 
 func mv(_ context.Context, inv *shell.Invocation) int {
@@ -731,10 +721,23 @@ func mv(_ context.Context, inv *shell.Invocation) int {
 	if err != nil {
 		return cli.Usage(inv, err, 1)
 	}
-	if len(o.Args) < 2 {
+	return eachSource(inv, o.Args, func(s, dst, target string) int {
+		if err := inv.FS().Rename(inv.Abs(s), target); err != nil {
+			inv.Errorf("cannot move '%s' to '%s': %s", s, dst, sandbox.Describe(err))
+			return 1
+		}
+		return 0
+	})
+}
+
+// eachSource runs op for every SOURCE of `cp|mv SOURCE... DEST` with DEST and the source's
+// target (DEST itself, or inside it when DEST is a directory); op returns the source's
+// status, and the worst one is the command's.
+func eachSource(inv *shell.Invocation, args []string, op func(src, dst, target string) int) int {
+	if len(args) < 2 {
 		return cli.Usage(inv, errors.New("missing destination file operand"), 1)
 	}
-	srcs, dst := o.Args[:len(o.Args)-1], o.Args[len(o.Args)-1]
+	srcs, dst := args[:len(args)-1], args[len(args)-1]
 	code := 0
 	for _, s := range srcs {
 		target, err := destFor(inv, s, dst, len(srcs) > 1)
@@ -742,10 +745,7 @@ func mv(_ context.Context, inv *shell.Invocation) int {
 			inv.Errorf("%v", err)
 			return 1
 		}
-		if err := inv.FS().Rename(inv.Abs(s), target); err != nil {
-			inv.Errorf("cannot move '%s' to '%s': %s", s, dst, sandbox.Describe(err))
-			code = 1
-		}
+		code = max(code, op(s, dst, target))
 	}
 	return code
 }
