@@ -31,12 +31,12 @@ func (s *Sim) freshenBackups() error {
 	var errs []error
 	for _, name := range s.order {
 		h := s.hosts[name]
-		if h.m != nil {
-			errs = append(errs, writeBackups(h.m.fs, h.cfg.BackupDirs, now))
+		if h.M != nil {
+			errs = append(errs, writeBackups(h.M.FS, h.Cfg.BackupDirs, now))
 		}
-		for _, g := range h.guests {
-			if g.m != nil {
-				errs = append(errs, writeBackups(g.m.fs, g.cfg.BackupDirs, now))
+		for _, g := range h.Guests {
+			if g.M != nil {
+				errs = append(errs, writeBackups(g.M.FS, g.Cfg.BackupDirs, now))
 			}
 		}
 	}

@@ -4,8 +4,14 @@
 // under the state directory. Commands are never run on the real machine: they are
 // interpreted by labsim/shell, every path is mapped into the machine's sandbox (labsim/sandbox)
 // and only simulated programs written in Go run (labsim/coreutils, labsim/system and the
-// Proxmox tools pct, qm, pveam and pvesh here, which print exactly what
+// Proxmox tools pct, qm, pveam and pvesh in labsim/proxmox, which print exactly what
 // docs/proxmox.md describes). Tests can therefore send `rm -rf /` safely.
+//
+// The packages, each importing only those after it: labsim (this one: the SSH and HTTP
+// listeners, faults set from outside, the control API), labsim/proxmox (the Proxmox tools),
+// labsim/lab (the hosts and guests with their machines and faults, under one lock),
+// labsim/fleet (the fleet's description and inventory parsing), and per machine
+// labsim/system, labsim/coreutils, labsim/shell and labsim/sandbox.
 //
 // Faults can be injected per host or guest while the simulator runs — down, refusing
 // authentication, slow, hanging commands, disconnecting mid-output, a changed host key, a

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/oikos-hq/oikos/testkit/labsim/lab"
 )
 
 // serveIngress answers HTTP and HTTPS by Host header: a known route answers 200 "ok <name>"
@@ -21,27 +23,27 @@ func (s *Sim) serveIngress(w http.ResponseWriter, r *http.Request) {
 	h, hok := s.hosts[t.Host]
 	var up bool
 	var f Fault
-	var unitOwner *machine
+	var unitOwner *lab.Machine
 	if hok {
-		up = !h.fault.Down
-		f = h.fault
-		unitOwner = h.m
+		up = !h.Fault.Down
+		f = h.Fault
+		unitOwner = h.M
 		if t.VMID > 0 {
-			g, gok := h.guests[t.VMID]
-			up = up && gok && g.running()
+			g, gok := h.Guests[t.VMID]
+			up = up && gok && g.Running()
 			if gok {
-				f.Delay += g.fault.Delay
-				f.Hang = f.Hang || g.fault.Hang
-				unitOwner = g.m
+				f.Delay += g.Fault.Delay
+				f.Hang = f.Hang || g.Fault.Hang
+				unitOwner = g.M
 			}
 		}
 	}
 	s.mu.Unlock()
-	if !f.wait(r.Context()) {
+	if !f.Wait(r.Context()) {
 		return
 	}
 	if up && t.Unit != "" && unitOwner != nil {
-		if active, exists := unitOwner.sys.UnitActive(t.Unit); exists && !active {
+		if active, exists := unitOwner.Sys.UnitActive(t.Unit); exists && !active {
 			up = false
 		}
 	}

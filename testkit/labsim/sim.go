@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"sync"
 	"time"
 
@@ -21,6 +20,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/testkit/labsim/lab"
+	"github.com/oikos-hq/oikos/testkit/labsim/proxmox"
 )
 
 // Options configure a Sim. The zero value of each field has a documented default.
@@ -61,12 +62,14 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // Sim is a running (or ready to run) simulated homelab.
 type Sim struct {
-	fleet     Fleet
-	opts      Options
-	log       zerolog.Logger
-	templates []template
+	fleet Fleet
+	opts  Options
+	log   zerolog.Logger
+	lab   *lab.Lab
+	pve   *proxmox.Tools
 
-	mu       sync.Mutex
+	// mu is the lab's lock: it guards the lab's hosts and guests and the fields below.
+	mu       *sync.Mutex
 	hosts    map[string]*hostRT
 	order    []string
 	declared map[string]string // declared address → host name
@@ -113,13 +116,15 @@ func New(fleet Fleet, opts Options) (*Sim, error) {
 		return nil, fmt.Errorf("labsim: create state dir: %w", err)
 	}
 	s := &Sim{
-		fleet:     fleet,
-		opts:      opts,
-		log:       opts.Logger.With().Str("component", "labsim").Logger(),
-		templates: templateCache(fleet.Templates),
-		hosts:     map[string]*hostRT{},
-		declared:  map[string]string{},
+		fleet:    fleet,
+		opts:     opts,
+		log:      opts.Logger.With().Str("component", "labsim").Logger(),
+		hosts:    map[string]*hostRT{},
+		declared: map[string]string{},
 	}
+	s.lab = lab.New(fleet, stateDir, opts.Clock, s.log)
+	s.mu = &s.lab.Mu
+	s.pve = proxmox.New(s.lab, fleet.Templates, s.log, s.spawn)
 	cert, created, err := loadOrCreateIngressCert(stateDir, opts.Clock())
 	if err != nil {
 		return nil, err
@@ -184,15 +189,15 @@ func (s *Sim) Start(ctx context.Context) error {
 	for _, name := range s.order {
 		h := s.hosts[name]
 		s.mu.Lock()
-		down := h.fault.Down
+		down := h.Fault.Down
 		s.mu.Unlock()
 		if down {
 			s.mu.Lock()
-			h.actual = s.listenAddr(h.cfg.Addr)
+			h.actual = s.listenAddr(h.Cfg.Addr)
 			s.mu.Unlock()
 			continue
 		}
-		if err := s.bindHost(h, s.listenAddr(h.cfg.Addr)); err != nil {
+		if err := s.bindHost(h, s.listenAddr(h.Cfg.Addr)); err != nil {
 			return fail(err)
 		}
 	}
@@ -247,6 +252,15 @@ func (s *Sim) Start(ctx context.Context) error {
 	s.log.Info().Int("hosts", len(s.order)).Str("http", s.httpLn.Addr().String()).
 		Str("https", s.httpsLn.Addr().String()).Str("ca_file", s.cert.path).Msg("lab simulator started")
 	return nil
+}
+
+// spawn runs fn on a goroutine of its own with the simulator's context; Stop waits for it.
+func (s *Sim) spawn(fn func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(s.ctx)
+	}()
 }
 
 func (s *Sim) serveHTTP(name string, srv *http.Server, ln net.Listener) {
@@ -311,7 +325,7 @@ func (s *Sim) Stop() {
 		s.wg.Wait()
 		s.mu.Lock()
 		for _, h := range s.hosts {
-			h.closeMachines()
+			h.CloseMachines()
 		}
 		s.mu.Unlock()
 		s.log.Info().Msg("lab simulator stopped")
@@ -430,8 +444,8 @@ func (s *Sim) SetHostFault(host string, f Fault) error {
 		return err
 	}
 	s.mu.Lock()
-	old := h.fault
-	h.fault = f
+	old := h.Fault
+	h.Fault = f
 	started := s.started && !s.stopped
 	var drop []net.Conn
 	if (f.Down && !old.Down) || (f.Refusing && !old.Refusing) || (f.ChangedHostKey && !old.ChangedHostKey) {
@@ -463,18 +477,26 @@ func (s *Sim) SetHostFault(host string, f Fault) error {
 
 // SetGuestFault replaces a guest's fault.
 func (s *Sim) SetGuestFault(host string, vmid int, f Fault) error {
+	return s.withGuest(host, vmid, func(g *lab.Guest) {
+		g.Fault = f
+		s.log.Info().Str("host", host).Int("vmid", vmid).Interface("fault", f).Msg("guest fault set")
+	})
+}
+
+// withGuest runs fn on a guest under the lab's lock; ErrUnknownHost or ErrUnknownGuest when
+// there is no such guest.
+func (s *Sim) withGuest(host string, vmid int, fn func(g *lab.Guest)) error {
 	h, err := s.host(host)
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g, ok := h.guests[vmid]
+	g, ok := h.Guests[vmid]
 	if !ok {
 		return fmt.Errorf("%w: %s/%d", ErrUnknownGuest, host, vmid)
 	}
-	g.fault = f
-	s.log.Info().Str("host", host).Int("vmid", vmid).Interface("fault", f).Msg("guest fault set")
+	fn(g)
 	return nil
 }
 
@@ -486,8 +508,8 @@ func (s *Sim) ClearFaults() error {
 			errs = append(errs, err)
 		}
 		s.mu.Lock()
-		for _, g := range s.hosts[name].guests {
-			g.fault = Fault{}
+		for _, g := range s.hosts[name].Guests {
+			g.Fault = Fault{}
 		}
 		s.mu.Unlock()
 	}
@@ -502,23 +524,12 @@ func (s *Sim) HostFault(host string) (Fault, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return h.fault, nil
+	return h.Fault, nil
 }
 
 // SetGuestStatus starts or stops a guest from outside (as a test or the control API would).
 func (s *Sim) SetGuestStatus(host string, vmid int, running bool) error {
-	h, err := s.host(host)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, ok := h.guests[vmid]
-	if !ok {
-		return fmt.Errorf("%w: %s/%d", ErrUnknownGuest, host, vmid)
-	}
-	g.setRunning(running, s.opts.Clock())
-	return nil
+	return s.withGuest(host, vmid, func(g *lab.Guest) { g.SetRunning(running, s.opts.Clock()) })
 }
 
 // GuestState is a snapshot of one guest, as GET /state reports it.
@@ -557,10 +568,10 @@ func (s *Sim) Snapshot() State {
 	defer s.mu.Unlock()
 	for _, name := range s.order {
 		h := s.hosts[name]
-		hs := HostState{Name: name, Kind: h.cfg.Kind, Addr: h.cfg.Addr, ActualAddr: h.actual,
-			Connections: len(h.conns), TotalConnections: h.total, Fault: h.fault, Guests: []GuestState{}}
-		for _, g := range h.sortedGuests() {
-			hs.Guests = append(hs.Guests, GuestState{VMID: g.cfg.VMID, Kind: g.cfg.Kind, Name: g.displayName(), Status: g.cfg.Status, Fault: g.fault})
+		hs := HostState{Name: name, Kind: h.Cfg.Kind, Addr: h.Cfg.Addr, ActualAddr: h.actual,
+			Connections: len(h.conns), TotalConnections: h.total, Fault: h.Fault, Guests: []GuestState{}}
+		for _, g := range h.SortedGuests() {
+			hs.Guests = append(hs.Guests, GuestState{VMID: g.Cfg.VMID, Kind: g.Cfg.Kind, Name: g.DisplayName(), Status: g.Cfg.Status, Fault: g.Fault})
 		}
 		st.Hosts = append(st.Hosts, hs)
 	}
@@ -569,25 +580,7 @@ func (s *Sim) Snapshot() State {
 
 // GuestStatus reports a guest's status ("running" or "stopped").
 func (s *Sim) GuestStatus(host string, vmid int) (string, error) {
-	h, err := s.host(host)
-	if err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g, ok := h.guests[vmid]
-	if !ok {
-		return "", fmt.Errorf("%w: %s/%d", ErrUnknownGuest, host, vmid)
-	}
-	return g.cfg.Status, nil
-}
-
-// sortedGuests lists a host's guests by vmid; the caller holds s.mu.
-func (h *hostRT) sortedGuests() []*guestRT {
-	out := make([]*guestRT, 0, len(h.guests))
-	for _, g := range h.guests {
-		out = append(out, g)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].cfg.VMID < out[j].cfg.VMID })
-	return out
+	var status string
+	err := s.withGuest(host, vmid, func(g *lab.Guest) { status = g.Cfg.Status })
+	return status, err
 }

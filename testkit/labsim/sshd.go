@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/testkit/labsim/lab"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
@@ -24,7 +25,7 @@ const handshakeTimeout = 10 * time.Second
 func (s *Sim) bindHost(h *hostRT, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("labsim: listen for %s on %s: %w", h.cfg.Name, addr, err)
+		return fmt.Errorf("labsim: listen for %s on %s: %w", h.Cfg.Name, addr, err)
 	}
 	s.mu.Lock()
 	if s.stopped {
@@ -36,7 +37,7 @@ func (s *Sim) bindHost(h *hostRT, addr string) error {
 	h.actual = ln.Addr().String()
 	s.mu.Unlock()
 	s.wg.Add(1)
-	safego.Go(s.log, "labsim-accept-"+h.cfg.Name, func() {
+	safego.Go(s.log, "labsim-accept-"+h.Cfg.Name, func() {
 		defer s.wg.Done()
 		s.acceptLoop(h, ln)
 	})
@@ -48,19 +49,19 @@ func (s *Sim) acceptLoop(h *hostRT, ln net.Listener) {
 		c, err := ln.Accept()
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
-				s.log.Warn().Err(err).Str("host", h.cfg.Name).Msg("accept failed")
+				s.log.Warn().Err(err).Str("host", h.Cfg.Name).Msg("accept failed")
 			}
 			return
 		}
 		s.mu.Lock()
-		down, stopped := h.fault.Down, s.stopped
+		down, stopped := h.Fault.Down, s.stopped
 		s.mu.Unlock()
 		if down || stopped {
 			c.Close()
 			continue
 		}
 		s.wg.Add(1)
-		safego.Go(s.log, "labsim-conn-"+h.cfg.Name, func() {
+		safego.Go(s.log, "labsim-conn-"+h.Cfg.Name, func() {
 			defer s.wg.Done()
 			s.serveConn(h, c)
 		})
@@ -71,7 +72,7 @@ func (s *Sim) acceptLoop(h *hostRT, ln net.Listener) {
 // fault at handshake time.
 func (s *Sim) serverConfig(h *hostRT) *ssh.ServerConfig {
 	s.mu.Lock()
-	f := h.fault
+	f := h.Fault
 	s.mu.Unlock()
 	cfg := &ssh.ServerConfig{
 		PublicKeyCallback: func(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
@@ -79,7 +80,7 @@ func (s *Sim) serverConfig(h *hostRT) *ssh.ServerConfig {
 				return nil, errors.New("authentication refused (fault)")
 			}
 			// Only the machine's login user has the key in its authorized_keys.
-			if want := cmp.Or(h.cfg.User, "root"); meta.User() != want {
+			if want := cmp.Or(h.Cfg.User, "root"); meta.User() != want {
 				return nil, fmt.Errorf("no authorized key for user %q", meta.User())
 			}
 			if len(s.opts.AuthorizedKeys) == 0 {
@@ -109,7 +110,7 @@ func (s *Sim) serveConn(h *hostRT, c net.Conn) {
 	}
 	sc, chans, reqs, err := ssh.NewServerConn(c, s.serverConfig(h))
 	if err != nil {
-		s.log.Debug().Err(err).Str("host", h.cfg.Name).Msg("ssh handshake failed")
+		s.log.Debug().Err(err).Str("host", h.Cfg.Name).Msg("ssh handshake failed")
 		return
 	}
 	defer sc.Close()
@@ -118,7 +119,7 @@ func (s *Sim) serveConn(h *hostRT, c net.Conn) {
 	}
 	s.mu.Lock()
 	// A fault set while this connection shook hands must still end it.
-	if s.stopped || h.fault.Down || h.fault.Refusing {
+	if s.stopped || h.Fault.Down || h.Fault.Refusing {
 		s.mu.Unlock()
 		return
 	}
@@ -130,7 +131,7 @@ func (s *Sim) serveConn(h *hostRT, c net.Conn) {
 		delete(h.conns, c)
 		s.mu.Unlock()
 	}()
-	s.log.Debug().Str("host", h.cfg.Name).Str("user", sc.User()).Str("remote", c.RemoteAddr().String()).Msg("ssh connection")
+	s.log.Debug().Str("host", h.Cfg.Name).Str("user", sc.User()).Str("remote", c.RemoteAddr().String()).Msg("ssh connection")
 
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -153,21 +154,10 @@ func (s *Sim) serveConn(h *hostRT, c net.Conn) {
 			continue
 		}
 		sessions.Add(1)
-		safego.Go(s.log, "labsim-session-"+h.cfg.Name, func() {
+		safego.Go(s.log, "labsim-session-"+h.Cfg.Name, func() {
 			defer sessions.Done()
 			s.serveSession(ctx, h, ch, creqs, drop)
 		})
-	}
-}
-
-// connKey carries the current connection's drop function to the Proxmox tools, which need it
-// for a guest's DisconnectMidOutput fault.
-type connKey struct{}
-
-// dropConn closes the SSH connection running the command in ctx, if any.
-func dropConn(ctx context.Context) {
-	if f, ok := ctx.Value(connKey{}).(func()); ok {
-		f()
 	}
 }
 
@@ -205,7 +195,7 @@ func (s *Sim) serveSession(ctx context.Context, h *hostRT, ch ssh.Channel, reqs 
 	case <-ctx.Done():
 		return
 	}
-	ctx = context.WithValue(ctx, connKey{}, drop)
+	ctx = lab.WithDrop(ctx, drop)
 	code, ok := s.runCommand(ctx, h, ch, cmd, drop)
 	if !ok {
 		return
@@ -218,9 +208,9 @@ func (s *Sim) serveSession(ctx context.Context, h *hostRT, ch ssh.Channel, reqs 
 // no exit status must be sent (hung, dropped or cancelled).
 func (s *Sim) runCommand(ctx context.Context, h *hostRT, ch ssh.Channel, cmd string, drop func()) (int, bool) {
 	s.mu.Lock()
-	f := h.fault
+	f := h.Fault
 	s.mu.Unlock()
-	if !f.wait(ctx) {
+	if !f.Wait(ctx) {
 		return 0, false
 	}
 	start := time.Now()
@@ -228,15 +218,15 @@ func (s *Sim) runCommand(ctx context.Context, h *hostRT, ch ssh.Channel, cmd str
 	// faults again before every line, as a command of its own would.
 	ctx = shell.WithLineHook(ctx, func(ctx context.Context, run func(context.Context, io.Writer, io.Writer)) bool {
 		s.mu.Lock()
-		f := h.fault
+		f := h.Fault
 		s.mu.Unlock()
-		if !f.wait(ctx) {
+		if !f.Wait(ctx) {
 			return false
 		}
 		if f.DisconnectMidOutput {
 			var out bytes.Buffer
 			run(ctx, &out, io.Discard)
-			writeHalfAndDrop(ch, out.Bytes(), drop)
+			lab.WriteHalfAndDrop(ch, out.Bytes(), drop)
 			return false
 		}
 		run(ctx, ch, ch.Stderr())
@@ -246,25 +236,14 @@ func (s *Sim) runCommand(ctx context.Context, h *hostRT, ch ssh.Channel, cmd str
 	if f.DisconnectMidOutput {
 		var out, errb bytes.Buffer
 		stdio.Stdout, stdio.Stderr = &out, &errb
-		h.m.sh.Run(ctx, cmd, stdio)
-		writeHalfAndDrop(ch, out.Bytes(), drop)
+		h.M.Sh.Run(ctx, cmd, stdio)
+		lab.WriteHalfAndDrop(ch, out.Bytes(), drop)
 		return 0, false
 	}
-	code := h.m.sh.Run(ctx, cmd, stdio)
-	s.log.Debug().Str("host", h.cfg.Name).Str("command", cmd).Int("exit", code).Dur("took", time.Since(start)).Msg("exec")
+	code := h.M.Sh.Run(ctx, cmd, stdio)
+	s.log.Debug().Str("host", h.Cfg.Name).Str("command", cmd).Int("exit", code).Dur("took", time.Since(start)).Msg("exec")
 	if ctx.Err() != nil {
 		return code, false
 	}
 	return code, true
-}
-
-// writeHalfAndDrop sends the first half of out (at least one byte of a non-empty output) and
-// then closes the TCP connection under the session.
-func writeHalfAndDrop(w io.Writer, out []byte, drop func()) {
-	n := len(out) / 2
-	if n == 0 && len(out) > 0 {
-		n = 1
-	}
-	_, _ = w.Write(out[:n])
-	drop()
 }

@@ -396,6 +396,45 @@ func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 	return entries, nil
 }
 
+// onDisk resolves name (already cleaned) for op on what the machine may change: its path
+// under the root ("." for the machine's root directory itself). resolve's errors and a
+// synthetic name (refused with synthErr) come back as *fs.PathError for op and name.
+func (f *FS) onDisk(op, name string, follow bool, synthErr error) (string, error) {
+	rel, virt, err := f.resolve(name, follow)
+	if err != nil {
+		return "", pathErr(op, name, err)
+	}
+	if f.synthetic(virt) {
+		return "", pathErr(op, name, synthErr)
+	}
+	return rel, nil
+}
+
+// onDiskPair is onDisk for the two names of rename and link: both resolve first, then a
+// synthetic name on either side is refused as oldname's (EPERM).
+func (f *FS) onDiskPair(op, oldname, newname string, followOld bool) (orel, nrel string, err error) {
+	orel, ovirt, err := f.resolve(oldname, followOld)
+	if err != nil {
+		return "", "", pathErr(op, oldname, err)
+	}
+	nrel, nvirt, err := f.resolve(newname, false)
+	if err != nil {
+		return "", "", pathErr(op, newname, err)
+	}
+	if f.synthetic(ovirt) || f.synthetic(nvirt) {
+		return "", "", pathErr(op, oldname, syscall.EPERM)
+	}
+	return orel, nrel, nil
+}
+
+// opErr is the error of the final operation op on name: nil, or a *fs.PathError.
+func opErr(op, name string, err error) error {
+	if err != nil {
+		return pathErr(op, name, err)
+	}
+	return nil
+}
+
 // Mkdir creates one directory.
 func (f *FS) Mkdir(name string, perm fs.FileMode) error {
 	name = path.Clean("/" + name)
@@ -412,10 +451,7 @@ func (f *FS) Mkdir(name string, perm fs.FileMode) error {
 	if rel == "." {
 		return pathErr("mkdir", name, syscall.EEXIST)
 	}
-	if err := f.root.Mkdir(rel, perm); err != nil {
-		return pathErr("mkdir", name, err)
-	}
-	return nil
+	return opErr("mkdir", name, f.root.Mkdir(rel, perm))
 }
 
 // MkdirAll creates name and any missing parents.
@@ -442,20 +478,14 @@ func (f *FS) MkdirAll(name string, perm fs.FileMode) error {
 // Remove removes a file or an empty directory (a final symlink itself, not its target).
 func (f *FS) Remove(name string) error {
 	name = path.Clean("/" + name)
-	rel, virt, err := f.resolve(name, false)
+	rel, err := f.onDisk("remove", name, false, syscall.EPERM)
 	if err != nil {
-		return pathErr("remove", name, err)
-	}
-	if f.synthetic(virt) {
-		return pathErr("remove", name, syscall.EPERM)
+		return err
 	}
 	if rel == "." {
 		return pathErr("remove", name, syscall.EBUSY)
 	}
-	if err := f.root.Remove(rel); err != nil {
-		return pathErr("remove", name, err)
-	}
-	return nil
+	return opErr("remove", name, f.root.Remove(rel))
 }
 
 // RemoveAll removes name and everything below it. Removing "/" empties the machine's own
@@ -463,18 +493,12 @@ func (f *FS) Remove(name string) error {
 // synthetic tree in place, like the kernel's /proc.
 func (f *FS) RemoveAll(name string) error {
 	name = path.Clean("/" + name)
-	rel, virt, err := f.resolve(name, false)
+	rel, err := f.onDisk("remove", name, false, syscall.EPERM)
 	if err != nil {
-		return pathErr("remove", name, err)
-	}
-	if f.synthetic(virt) {
-		return pathErr("remove", name, syscall.EPERM)
+		return err
 	}
 	if rel != "." {
-		if err := f.root.RemoveAll(rel); err != nil {
-			return pathErr("remove", name, err)
-		}
-		return nil
+		return opErr("remove", name, f.root.RemoveAll(rel))
 	}
 	dir, err := f.root.Open(".")
 	if err != nil {
@@ -497,36 +521,23 @@ func (f *FS) RemoveAll(name string) error {
 // Rename moves oldname to newname.
 func (f *FS) Rename(oldname, newname string) error {
 	oldname, newname = path.Clean("/"+oldname), path.Clean("/"+newname)
-	orel, ovirt, err := f.resolve(oldname, false)
+	orel, nrel, err := f.onDiskPair("rename", oldname, newname, false)
 	if err != nil {
-		return pathErr("rename", oldname, err)
-	}
-	nrel, nvirt, err := f.resolve(newname, false)
-	if err != nil {
-		return pathErr("rename", newname, err)
-	}
-	if f.synthetic(ovirt) || f.synthetic(nvirt) {
-		return pathErr("rename", oldname, syscall.EPERM)
+		return err
 	}
 	if orel == "." || nrel == "." {
 		return pathErr("rename", oldname, syscall.EBUSY)
 	}
-	if err := f.root.Rename(orel, nrel); err != nil {
-		return pathErr("rename", oldname, err)
-	}
-	return nil
+	return opErr("rename", oldname, f.root.Rename(orel, nrel))
 }
 
 // Symlink creates link pointing at target. The target is stored as given; it is interpreted
 // inside the sandbox whenever the link is followed.
 func (f *FS) Symlink(target, link string) error {
 	link = path.Clean("/" + link)
-	rel, virt, err := f.resolve(link, false)
+	rel, err := f.onDisk("symlink", link, false, syscall.EPERM)
 	if err != nil {
-		return pathErr("symlink", link, err)
-	}
-	if f.synthetic(virt) {
-		return pathErr("symlink", link, syscall.EPERM)
+		return err
 	}
 	if rel == "." {
 		return pathErr("symlink", link, syscall.EEXIST)
@@ -536,79 +547,48 @@ func (f *FS) Symlink(target, link string) error {
 	}
 	// The target is stored raw (os.Root does not validate it); it is only ever
 	// interpreted by resolve, inside the sandbox.
-	if err := f.root.Symlink(target, rel); err != nil {
-		return pathErr("symlink", link, err)
-	}
-	return nil
+	return opErr("symlink", link, f.root.Symlink(target, rel))
 }
 
 // Link creates newname as a hard link to oldname.
 func (f *FS) Link(oldname, newname string) error {
 	oldname, newname = path.Clean("/"+oldname), path.Clean("/"+newname)
-	orel, ovirt, err := f.resolve(oldname, true)
+	orel, nrel, err := f.onDiskPair("link", oldname, newname, true)
 	if err != nil {
-		return pathErr("link", oldname, err)
+		return err
 	}
-	nrel, nvirt, err := f.resolve(newname, false)
-	if err != nil {
-		return pathErr("link", newname, err)
-	}
-	if f.synthetic(ovirt) || f.synthetic(nvirt) {
-		return pathErr("link", oldname, syscall.EPERM)
-	}
-	if err := f.root.Link(orel, nrel); err != nil {
-		return pathErr("link", oldname, err)
-	}
-	return nil
+	return opErr("link", oldname, f.root.Link(orel, nrel))
 }
 
 // Readlink returns the stored target of the symlink name.
 func (f *FS) Readlink(name string) (string, error) {
 	name = path.Clean("/" + name)
-	rel, virt, err := f.resolve(name, false)
+	rel, err := f.onDisk("readlink", name, false, syscall.EINVAL)
 	if err != nil {
-		return "", pathErr("readlink", name, err)
-	}
-	if f.synthetic(virt) {
-		return "", pathErr("readlink", name, syscall.EINVAL)
+		return "", err
 	}
 	t, err := f.root.Readlink(rel)
-	if err != nil {
-		return "", pathErr("readlink", name, err)
-	}
-	return t, nil
+	return t, opErr("readlink", name, err)
 }
 
 // Chtimes sets access and modification times.
 func (f *FS) Chtimes(name string, atime, mtime time.Time) error {
 	name = path.Clean("/" + name)
-	rel, virt, err := f.resolve(name, true)
+	rel, err := f.onDisk("utimes", name, true, syscall.EPERM)
 	if err != nil {
-		return pathErr("utimes", name, err)
+		return err
 	}
-	if f.synthetic(virt) {
-		return pathErr("utimes", name, syscall.EPERM)
-	}
-	if err := f.root.Chtimes(rel, atime, mtime); err != nil {
-		return pathErr("utimes", name, err)
-	}
-	return nil
+	return opErr("utimes", name, f.root.Chtimes(rel, atime, mtime))
 }
 
 // Chmod changes the mode bits of name.
 func (f *FS) Chmod(name string, mode fs.FileMode) error {
 	name = path.Clean("/" + name)
-	rel, virt, err := f.resolve(name, true)
+	rel, err := f.onDisk("chmod", name, true, syscall.EPERM)
 	if err != nil {
-		return pathErr("chmod", name, err)
+		return err
 	}
-	if f.synthetic(virt) {
-		return pathErr("chmod", name, syscall.EPERM)
-	}
-	if err := f.root.Chmod(rel, mode); err != nil {
-		return pathErr("chmod", name, err)
-	}
-	return nil
+	return opErr("chmod", name, f.root.Chmod(rel, mode))
 }
 
 type synthFile struct {

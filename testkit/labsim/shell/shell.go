@@ -684,27 +684,22 @@ func (s *Shell) typeCommand(args []string, stdio Stdio, dir string, env expand.E
 	}
 	code := 0
 	for _, name := range args {
+		kind := ""
 		switch {
 		case syntax.IsKeyword(name):
-			switch mode {
-			case "-v":
-				fmt.Fprintln(stdio.Stdout, name)
-			case "type-t":
-				fmt.Fprintln(stdio.Stdout, "keyword")
-			case "type-p", "type-P":
-			default:
-				fmt.Fprintf(stdio.Stdout, "%s is a shell keyword\n", name)
-			}
-			continue
+			kind = "keyword"
 		case interp.IsBuiltin(name):
+			kind = "builtin"
+		}
+		if kind != "" {
 			switch mode {
 			case "-v":
 				fmt.Fprintln(stdio.Stdout, name)
 			case "type-t":
-				fmt.Fprintln(stdio.Stdout, "builtin")
+				fmt.Fprintln(stdio.Stdout, kind)
 			case "type-p", "type-P":
 			default:
-				fmt.Fprintf(stdio.Stdout, "%s is a shell builtin\n", name)
+				fmt.Fprintf(stdio.Stdout, "%s is a shell %s\n", name, kind)
 			}
 			continue
 		}

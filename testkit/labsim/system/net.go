@@ -90,16 +90,7 @@ func (m *Machine) ping(ctx context.Context, inv *shell.Invocation) int {
 	args := inv.Args[1:]
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		next := func() string {
-			if len(a) > 2 {
-				return a[2:]
-			}
-			if i+1 < len(args) {
-				i++
-				return args[i]
-			}
-			return ""
-		}
+		next := func() string { return optValue(args, &i) }
 		switch {
 		case strings.HasPrefix(a, "-c"):
 			count, _ = strconv.Atoi(next())

@@ -5,7 +5,11 @@
 // by the machine's name so a run is reproducible.
 //
 // A Machine keeps the mutable part (unit states, pending upgrades, containers) behind a
-// mutex; its programs are shell.Programs bound to it.
+// mutex; its programs are shell.Programs bound to it, listed in Programs. One file per
+// family: systemd.go (systemctl, journalctl), procs.go (ps, pgrep, pidof), metrics.go (load,
+// memory, disks: uptime, top, free, df, vm_stat, sysctl, /proc), net.go (ping, ss, ip,
+// hostname, getent), apt.go, docker.go, date.go and identity.go (uname, id, whoami,
+// lsb_release, sw_vers).
 package system
 
 import (

@@ -81,13 +81,8 @@ func (m *Machine) systemctl(_ context.Context, inv *shell.Invocation) int {
 		worst := 0
 		for _, n := range names {
 			name := UnitName(n)
-			m.mu.Lock()
-			u, ok := m.units[name]
-			var active, enabled bool
-			if ok {
-				active, enabled = u.active, u.enabled
-			}
-			m.mu.Unlock()
+			st, ok := m.unit(name)
+			active, enabled := st.active, st.enabled
 			var word string
 			okState := false
 			switch verb {
@@ -200,13 +195,7 @@ func (m *Machine) systemctl(_ context.Context, inv *shell.Invocation) int {
 	case "show":
 		for _, n := range names {
 			name := UnitName(n)
-			m.mu.Lock()
-			u, ok := m.units[name]
-			var st unitState
-			if ok {
-				st = *u
-			}
-			m.mu.Unlock()
+			st, ok := m.unit(name)
 			active, sub, pid := "inactive", "dead", 0
 			if ok && st.active {
 				active, sub, pid = "active", "running", st.pid
@@ -236,6 +225,34 @@ func (m *Machine) systemctl(_ context.Context, inv *shell.Invocation) int {
 	return 1
 }
 
+// unit is a copy of the unit's state (ok false when the machine has no such unit).
+func (m *Machine) unit(name string) (unitState, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u, ok := m.units[name]
+	if !ok {
+		return unitState{}, false
+	}
+	return *u, true
+}
+
+// optValue is the value of the option at args[*i]: after "=" in --name=value, attached to
+// a short option (-n5), or else the next argument, which it consumes.
+func optValue(args []string, i *int) string {
+	a := args[*i]
+	if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "--") {
+		return v
+	}
+	if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+		return a[2:]
+	}
+	if *i+1 < len(args) {
+		*i++
+		return args[*i]
+	}
+	return ""
+}
+
 func hasKey(m map[string]string, keys ...string) bool {
 	for _, k := range keys {
 		if _, ok := m[k]; ok {
@@ -246,13 +263,7 @@ func hasKey(m map[string]string, keys ...string) bool {
 }
 
 func (m *Machine) unitStatus(inv *shell.Invocation, name string) int {
-	m.mu.Lock()
-	u, ok := m.units[name]
-	var st unitState
-	if ok {
-		st = *u
-	}
-	m.mu.Unlock()
+	st, ok := m.unit(name)
 	if !ok {
 		fmt.Fprintf(inv.Stderr, "Unit %s could not be found.\n", name)
 		return 4
@@ -391,19 +402,7 @@ func (m *Machine) journalctl(_ context.Context, inv *shell.Invocation) int {
 	catOutput := false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		val := func() string {
-			if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "--") {
-				return v
-			}
-			if len(a) > 2 && a[0] == '-' && a[1] != '-' {
-				return a[2:]
-			}
-			if i+1 < len(args) {
-				i++
-				return args[i]
-			}
-			return ""
-		}
+		val := func() string { return optValue(args, &i) }
 		switch {
 		case a == "-u" || strings.HasPrefix(a, "--unit") || (strings.HasPrefix(a, "-u") && len(a) > 2):
 			units = append(units, UnitName(val()))
@@ -427,13 +426,7 @@ func (m *Machine) journalctl(_ context.Context, inv *shell.Invocation) int {
 		}
 	} else {
 		for _, name := range units {
-			m.mu.Lock()
-			u, ok := m.units[name]
-			var st unitState
-			if ok {
-				st = *u
-			}
-			m.mu.Unlock()
+			st, ok := m.unit(name)
 			if ok {
 				lines = append(lines, m.journalFor(name, st, n)...)
 			}
@@ -451,87 +444,5 @@ func (m *Machine) journalctl(_ context.Context, inv *shell.Invocation) int {
 		}
 		fmt.Fprintln(inv.Stdout, l)
 	}
-	return 0
-}
-
-// processes lists (pid, command) pairs of the running units.
-func (m *Machine) processes() [][2]string {
-	out := [][2]string{{"1", "systemd"}}
-	if m.IsDarwin() {
-		out = [][2]string{{"1", "launchd"}}
-	}
-	for _, u := range m.sortedUnits() {
-		if u.active {
-			out = append(out, [2]string{strconv.Itoa(u.pid), processName(u.name)})
-		}
-	}
-	return out
-}
-
-func (m *Machine) ps(_ context.Context, inv *shell.Invocation) int {
-	procs := m.processes()
-	long := false
-	for _, a := range inv.Args[1:] {
-		if strings.Contains(a, "u") || strings.Contains(a, "f") || strings.Contains(a, "e") {
-			long = true
-		}
-	}
-	if !long {
-		fmt.Fprintf(inv.Stdout, "    PID TTY          TIME CMD\n%7d ?        00:00:00 bash\n%7d ?        00:00:00 ps\n", 4100, 4101)
-		return 0
-	}
-	fmt.Fprintln(inv.Stdout, "USER         PID %CPU %MEM    VSZ   RSS TTY      STAT START   TIME COMMAND")
-	for _, p := range procs {
-		fmt.Fprintf(inv.Stdout, "%-8s %7s  0.0  0.2  98304  8192 ?        Ss   %s   0:01 %s\n", "root", p[0], m.boot.Format("Jan02"), p[1])
-	}
-	return 0
-}
-
-func (m *Machine) pgrep(_ context.Context, inv *shell.Invocation) int {
-	var pattern string
-	exact, list := false, false
-	for _, a := range inv.Args[1:] {
-		switch a {
-		case "-x":
-			exact = true
-		case "-l", "-a":
-			list = true
-		case "-f":
-		default:
-			if !strings.HasPrefix(a, "-") {
-				pattern = a
-			}
-		}
-	}
-	found := false
-	for _, p := range m.processes() {
-		if (exact && p[1] == pattern) || (!exact && strings.Contains(p[1], pattern)) {
-			found = true
-			if list {
-				fmt.Fprintf(inv.Stdout, "%s %s\n", p[0], p[1])
-			} else {
-				fmt.Fprintln(inv.Stdout, p[0])
-			}
-		}
-	}
-	if !found {
-		return 1
-	}
-	return 0
-}
-
-func (m *Machine) pidof(_ context.Context, inv *shell.Invocation) int {
-	var pids []string
-	for _, name := range inv.Args[1:] {
-		for _, p := range m.processes() {
-			if p[1] == name {
-				pids = append(pids, p[0])
-			}
-		}
-	}
-	if len(pids) == 0 {
-		return 1
-	}
-	fmt.Fprintln(inv.Stdout, strings.Join(pids, " "))
 	return 0
 }

@@ -1,4 +1,4 @@
-package coreutils
+package text
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils/cli"
 	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
@@ -334,7 +335,7 @@ func sed(ctx context.Context, inv *shell.Invocation) int {
 			extended = true
 		case a == "-e" || a == "--expression":
 			if i+1 >= len(args) {
-				return usage(inv, fmt.Errorf("option requires an argument -- 'e'"), 1)
+				return cli.Usage(inv, fmt.Errorf("option requires an argument -- 'e'"), 1)
 			}
 			i++
 			scripts = append(scripts, args[i])
@@ -441,7 +442,7 @@ func sed(ctx context.Context, inv *shell.Invocation) int {
 				code = 2
 				continue
 			}
-			lines, endsNL, _ := readLines(strings.NewReader(string(data)))
+			lines, endsNL, _ := cli.ReadLines(strings.NewReader(string(data)))
 			var b strings.Builder
 			run(lines, endsNL, &b)
 			for _, c := range cmds {
@@ -455,8 +456,8 @@ func sed(ctx context.Context, inv *shell.Invocation) int {
 	}
 	var lines []string
 	endsNL := true
-	code := eachInput(inv, files, func(_ string, r io.Reader) error {
-		ls, nl, err := readLines(r)
+	code := cli.EachInput(inv, files, func(_ string, r io.Reader) error {
+		ls, nl, err := cli.ReadLines(r)
 		lines = append(lines, ls...)
 		endsNL = nl
 		return err

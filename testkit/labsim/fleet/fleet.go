@@ -1,4 +1,7 @@
-package labsim
+// Package fleet describes a simulated homelab: its machines, their guests and the HTTP
+// routes, as Go values or read from an inventory file (FromInventory). It is data only:
+// nothing here listens or runs.
+package fleet
 
 import (
 	"errors"
@@ -46,7 +49,7 @@ type Fleet struct {
 	// HTTPAddr is the ingress listener ("ip:port"); empty means DefaultHTTPAddr.
 	HTTPAddr string
 	// HTTPSAddr is the ingress listener serving the same routes over TLS ("ip:port") with
-	// the certificate of Sim.CAFile; empty means DefaultHTTPSAddr.
+	// the certificate of labsim.Sim.CAFile; empty means DefaultHTTPSAddr.
 	HTTPSAddr string
 	// Routes maps an HTTP Host name (an ingress route's public_host or the host of a
 	// service's url) to what serves it.
@@ -232,13 +235,13 @@ func isMachine(e invEntity) bool {
 	return false
 }
 
-// FleetFromInventory builds a fleet from an inventory file in the seeds/inventory.yaml format:
+// FromInventory builds a fleet from an inventory file in the seeds/inventory.yaml format:
 // every entity with an SSH address becomes a Host (proxmox-host → KindProxmox, os darwin →
 // KindDarwin, else KindLinux); lxc and vm entities become Guests of the Proxmox host named by
 // their `host` attribute (a name or a full slug) or, failing that, by a `hosts` edge; units
 // come from `runs-on` edges of entities with a `unit` attribute; ingress routes follow
 // routes-to and runs-on to the guest or host serving them. Destroyed entities are skipped.
-func FleetFromInventory(inv []byte) (Fleet, error) {
+func FromInventory(inv []byte) (Fleet, error) {
 	var doc inventoryDoc
 	if err := yaml.Unmarshal(inv, &doc); err != nil {
 		return Fleet{}, fmt.Errorf("%w: %w", ErrInventory, err)

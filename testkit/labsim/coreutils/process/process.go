@@ -1,10 +1,13 @@
-package coreutils
+// Package process holds the simulated utilities that run or wait for other commands (sleep,
+// env, xargs, sh, timeout, which, sudo, nohup, nice) and the trivial ones (true, false, yes).
+package process
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -12,9 +15,19 @@ import (
 
 	"mvdan.cc/sh/v3/expand"
 
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils/cli"
 	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
+
+// Register adds the process utilities to reg.
+func Register(reg shell.Registry) {
+	maps.Copy(reg, shell.Registry{
+		"sleep": sleep, "env": env, "xargs": xargs, "sh": sh, "bash": sh, "dash": sh,
+		"timeout": timeout, "which": which, "sudo": sudo, "nohup": passthrough, "nice": nice,
+		"true": trueProg, "false": falseProg, "yes": yes,
+	})
+}
 
 // parseDuration reads sleep/timeout durations: "1", "0.5", "2s", "3m", "1h", "1d".
 func parseDuration(s string) (time.Duration, bool) {
@@ -40,7 +53,7 @@ func parseDuration(s string) (time.Duration, bool) {
 
 func sleep(ctx context.Context, inv *shell.Invocation) int {
 	if len(inv.Args) < 2 {
-		return usage(inv, errors.New("missing operand"), 1)
+		return cli.Usage(inv, errors.New("missing operand"), 1)
 	}
 	var total time.Duration
 	for _, a := range inv.Args[1:] {
@@ -50,7 +63,7 @@ func sleep(ctx context.Context, inv *shell.Invocation) int {
 		}
 		d, ok := parseDuration(a)
 		if !ok {
-			return usage(inv, fmt.Errorf("invalid time interval '%s'", a), 1)
+			return cli.Usage(inv, fmt.Errorf("invalid time interval '%s'", a), 1)
 		}
 		total += d
 	}
@@ -75,7 +88,7 @@ func env(ctx context.Context, inv *shell.Invocation) int {
 			clear = true
 		case a == "-u":
 			if len(args) < 2 {
-				return usage(inv, errors.New("option requires an argument -- 'u'"), 125)
+				return cli.Usage(inv, errors.New("option requires an argument -- 'u'"), 125)
 			}
 			unset = append(unset, args[1])
 			args = args[1:]
@@ -83,7 +96,7 @@ func env(ctx context.Context, inv *shell.Invocation) int {
 			args = args[1:]
 			goto assignments
 		default:
-			return usage(inv, fmt.Errorf("invalid option -- '%s'", strings.TrimLeft(a, "-")), 125)
+			return cli.Usage(inv, fmt.Errorf("invalid option -- '%s'", strings.TrimLeft(a, "-")), 125)
 		}
 		args = args[1:]
 	}
@@ -183,11 +196,11 @@ func splitXargs(data string, nul bool, delim string) []string {
 }
 
 func xargs(ctx context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "nIdPLsi", []string{"max-args", "replace", "delimiter", "max-procs"}, true)
+	o, err := cli.Parse(inv.Args[1:], "nIdPLsi", []string{"max-args", "replace", "delimiter", "max-procs"}, true)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	cmd := o.args
+	cmd := o.Args
 	if len(cmd) == 0 {
 		cmd = []string{"echo"}
 	}
@@ -195,12 +208,12 @@ func xargs(ctx context.Context, inv *shell.Invocation) int {
 	if err != nil {
 		return 1
 	}
-	delim, _ := o.val("d", "delimiter")
+	delim, _ := o.Val("d", "delimiter")
 	if delim == `\n` {
 		delim = "\n"
 	}
-	items := splitXargs(string(data), o.has("0", "null"), delim)
-	if len(items) == 0 && o.has("r", "no-run-if-empty") {
+	items := splitXargs(string(data), o.Has("0", "null"), delim)
+	if len(items) == 0 && o.Has("r", "no-run-if-empty") {
 		return 0
 	}
 	stdio := shell.Stdio{Stdout: inv.Stdout, Stderr: inv.Stderr}
@@ -219,7 +232,7 @@ func xargs(ctx context.Context, inv *shell.Invocation) int {
 		}
 		return true
 	}
-	if rep, ok := o.val("I", "replace", "i"); ok {
+	if rep, ok := o.Val("I", "replace", "i"); ok {
 		if rep == "" {
 			rep = "{}"
 		}
@@ -239,13 +252,13 @@ func xargs(ctx context.Context, inv *shell.Invocation) int {
 		return worst
 	}
 	per := len(items)
-	if v, ok := o.val("n", "max-args"); ok {
-		if n, ok := atoi(v); ok && n > 0 {
+	if v, ok := o.Val("n", "max-args"); ok {
+		if n, ok := cli.Atoi(v); ok && n > 0 {
 			per = n
 		}
 	}
-	if v, ok := o.val("L"); ok {
-		if n, ok := atoi(v); ok && n > 0 {
+	if v, ok := o.Val("L"); ok {
+		if n, ok := cli.Atoi(v); ok && n > 0 {
 			per = n
 		}
 	}
@@ -330,16 +343,16 @@ func sh(ctx context.Context, inv *shell.Invocation) int {
 }
 
 func timeout(ctx context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "sk", []string{"signal", "kill-after"}, true)
+	o, err := cli.Parse(inv.Args[1:], "sk", []string{"signal", "kill-after"}, true)
 	if err != nil {
-		return usage(inv, err, 125)
+		return cli.Usage(inv, err, 125)
 	}
-	if len(o.args) < 2 {
-		return usage(inv, errors.New("missing operand"), 125)
+	if len(o.Args) < 2 {
+		return cli.Usage(inv, errors.New("missing operand"), 125)
 	}
-	d, ok := parseDuration(o.args[0])
+	d, ok := parseDuration(o.Args[0])
 	if !ok {
-		return usage(inv, fmt.Errorf("invalid time interval '%s'", o.args[0]), 125)
+		return cli.Usage(inv, fmt.Errorf("invalid time interval '%s'", o.Args[0]), 125)
 	}
 	cctx := ctx
 	var cancel context.CancelFunc
@@ -347,9 +360,9 @@ func timeout(ctx context.Context, inv *shell.Invocation) int {
 		cctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	code := inv.Exec(cctx, o.args[1:], shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
+	code := inv.Exec(cctx, o.Args[1:], shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
 	if ctx.Err() == nil && cctx.Err() != nil {
-		if o.has("preserve-status") {
+		if o.Has("preserve-status") {
 			return 143
 		}
 		return 124
@@ -397,7 +410,7 @@ func sudo(ctx context.Context, inv *shell.Invocation) int {
 
 func passthrough(ctx context.Context, inv *shell.Invocation) int {
 	if len(inv.Args) < 2 {
-		return usage(inv, errors.New("missing operand"), 125)
+		return cli.Usage(inv, errors.New("missing operand"), 125)
 	}
 	return inv.Exec(ctx, inv.Args[1:], shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
 }

@@ -1,4 +1,4 @@
-package labsim
+package proxmox
 
 import (
 	"bytes"

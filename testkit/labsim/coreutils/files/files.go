@@ -1,4 +1,7 @@
-package coreutils
+// Package files holds the simulated utilities that read and change files and directories:
+// cat, head, tail, ls, mkdir, rm, rmdir, touch, cp, mv, ln, stat, find, readlink, realpath,
+// basename, dirname, tee, chmod, chown, du, md5sum and sha256sum.
+package files
 
 import (
 	"context"
@@ -10,6 +13,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"sort"
@@ -18,25 +22,34 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils/cli"
 	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
-var errIsDir = syscall.EISDIR
+// Register adds the file utilities to reg.
+func Register(reg shell.Registry) {
+	maps.Copy(reg, shell.Registry{
+		"cat": cat, "head": head, "tail": tail, "ls": ls, "mkdir": mkdir, "rm": rm, "rmdir": rmdir,
+		"touch": touch, "cp": cp, "mv": mv, "ln": ln, "stat": stat, "find": find,
+		"readlink": readlink, "realpath": realpath, "basename": basename, "dirname": dirname,
+		"tee": tee, "chmod": chmod, "chown": chown, "du": du, "md5sum": hashsum, "sha256sum": hashsum,
+	})
+}
 
 func cat(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	number := o.has("n", "number")
+	number := o.Has("n", "number")
 	n := 0
-	return eachInput(inv, o.args, func(_ string, r io.Reader) error {
+	return cli.EachInput(inv, o.Args, func(_ string, r io.Reader) error {
 		if !number {
 			_, err := io.Copy(inv.Stdout, r)
 			return err
 		}
-		return scanLines(r, func(line string) bool {
+		return cli.ScanLines(r, func(line string) bool {
 			n++
 			fmt.Fprintf(inv.Stdout, "%6d\t%s\n", n, line)
 			return true
@@ -55,7 +68,7 @@ func countArg(s string) (int, bool, bool) {
 	case strings.HasSuffix(s, "M"):
 		mult, s = 1024*1024, s[:len(s)-1]
 	}
-	n, ok := atoi(s)
+	n, ok := cli.Atoi(s)
 	return n * mult, plus, ok
 }
 
@@ -81,12 +94,12 @@ func tail(_ context.Context, inv *shell.Invocation) int {
 }
 
 func headTail(inv *shell.Invocation, isHead bool) int {
-	o, err := parseOpts(legacyCount(inv.Args[1:]), "nc", []string{"lines", "bytes"}, false)
+	o, err := cli.Parse(legacyCount(inv.Args[1:]), "nc", []string{"lines", "bytes"}, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
 	count, plus, bytesMode := 10, false, false
-	if v, ok := o.val("n", "lines"); ok {
+	if v, ok := o.Val("n", "lines"); ok {
 		n, p, ok := countArg(v)
 		if !ok {
 			inv.Errorf("invalid number of lines: '%s'", v)
@@ -94,7 +107,7 @@ func headTail(inv *shell.Invocation, isHead bool) int {
 		}
 		count, plus = n, p
 	}
-	if v, ok := o.val("c", "bytes"); ok {
+	if v, ok := o.Val("c", "bytes"); ok {
 		n, p, ok := countArg(v)
 		if !ok {
 			inv.Errorf("invalid number of bytes: '%s'", v)
@@ -102,10 +115,10 @@ func headTail(inv *shell.Invocation, isHead bool) int {
 		}
 		count, plus, bytesMode = n, p, true
 	}
-	names := o.args
-	headers := len(names) > 1 && !o.has("q", "quiet", "silent")
+	names := o.Args
+	headers := len(names) > 1 && !o.Has("q", "quiet", "silent")
 	first := true
-	return eachInput(inv, names, func(name string, r io.Reader) error {
+	return cli.EachInput(inv, names, func(name string, r io.Reader) error {
 		if headers {
 			if !first {
 				fmt.Fprintln(inv.Stdout)
@@ -259,17 +272,17 @@ func lsTime(t, now time.Time) string {
 }
 
 func ls(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 2)
+		return cli.Usage(inv, err, 2)
 	}
-	long := o.has("l")
-	all, almost := o.has("a", "all"), o.has("A", "almost-all")
-	human := o.has("h", "human-readable")
-	dirSelf := o.has("d", "directory")
-	byTime, reverse, bySize := o.has("t"), o.has("r", "reverse"), o.has("S")
+	long := o.Has("l")
+	all, almost := o.Has("a", "all"), o.Has("A", "almost-all")
+	human := o.Has("h", "human-readable")
+	dirSelf := o.Has("d", "directory")
+	byTime, reverse, bySize := o.Has("t"), o.Has("r", "reverse"), o.Has("S")
 	now := inv.Shell.Now()
-	targets := o.args
+	targets := o.Args
 	if len(targets) == 0 {
 		targets = []string{"."}
 	}
@@ -378,50 +391,62 @@ func ls(_ context.Context, inv *shell.Invocation) int {
 	return code
 }
 
-func mkdir(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "m", []string{"mode"}, false)
+// failed reports an operand the utility could not handle as GNU tools do ("<prog>: <what>
+// '<name>': <reason>") and returns the exit status that makes.
+func failed(inv *shell.Invocation, what, name string, err error) int {
+	inv.Errorf("%s '%s': %s", what, name, sandbox.Describe(err))
+	return 1
+}
+
+// outcome reports what became of one operand: a failure as failed does (status 1), a
+// success as the verbose line (doneFormat, with the operand) when verbose is set (status 0).
+func outcome(inv *shell.Invocation, err error, what, name string, verbose bool, doneFormat string) int {
 	if err != nil {
-		return usage(inv, err, 1)
+		return failed(inv, what, name, err)
 	}
-	if len(o.args) == 0 {
-		return usage(inv, errors.New("missing operand"), 1)
+	if verbose {
+		fmt.Fprintf(inv.Stdout, doneFormat, name)
 	}
-	parents, verbose := o.has("p", "parents"), o.has("v", "verbose")
+	return 0
+}
+
+func mkdir(_ context.Context, inv *shell.Invocation) int {
+	o, err := cli.Parse(inv.Args[1:], "m", []string{"mode"}, false)
+	if err != nil {
+		return cli.Usage(inv, err, 1)
+	}
+	if len(o.Args) == 0 {
+		return cli.Usage(inv, errors.New("missing operand"), 1)
+	}
+	parents, verbose := o.Has("p", "parents"), o.Has("v", "verbose")
 	code := 0
-	for _, a := range o.args {
+	for _, a := range o.Args {
 		p := inv.Abs(a)
 		if parents {
 			err = inv.FS().MkdirAll(p, 0o755)
 		} else {
 			err = inv.FS().Mkdir(p, 0o755)
 		}
-		if err != nil {
-			inv.Errorf("cannot create directory '%s': %s", a, sandbox.Describe(err))
-			code = 1
-			continue
-		}
-		if verbose {
-			fmt.Fprintf(inv.Stdout, "mkdir: created directory '%s'\n", a)
-		}
+		code = max(code, outcome(inv, err, "cannot create directory", a, verbose, "mkdir: created directory '%s'\n"))
 	}
 	return code
 }
 
 func rm(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	recursive, force := o.has("r", "R", "recursive"), o.has("f", "force")
-	emptyDirs, verbose := o.has("d", "dir"), o.has("v", "verbose")
-	if len(o.args) == 0 {
+	recursive, force := o.Has("r", "R", "recursive"), o.Has("f", "force")
+	emptyDirs, verbose := o.Has("d", "dir"), o.Has("v", "verbose")
+	if len(o.Args) == 0 {
 		if force {
 			return 0
 		}
-		return usage(inv, errors.New("missing operand"), 1)
+		return cli.Usage(inv, errors.New("missing operand"), 1)
 	}
 	code := 0
-	for _, a := range o.args {
+	for _, a := range o.Args {
 		p := inv.Abs(a)
 		trimmed := strings.TrimRight(a, "/")
 		if base := path.Base(trimmed); trimmed != "" && (base == "." || base == "..") {
@@ -432,8 +457,7 @@ func rm(_ context.Context, inv *shell.Invocation) int {
 		fi, err := inv.FS().Lstat(p)
 		if err != nil {
 			if !force || !errors.Is(err, fs.ErrNotExist) {
-				inv.Errorf("cannot remove '%s': %s", a, sandbox.Describe(err))
-				code = 1
+				code = failed(inv, "cannot remove", a, err)
 			}
 			continue
 		}
@@ -445,28 +469,20 @@ func rm(_ context.Context, inv *shell.Invocation) int {
 		default:
 			err = inv.FS().Remove(p)
 		}
-		if err != nil {
-			inv.Errorf("cannot remove '%s': %s", a, sandbox.Describe(err))
-			code = 1
-			continue
-		}
-		if verbose {
-			fmt.Fprintf(inv.Stdout, "removed '%s'\n", a)
-		}
+		code = max(code, outcome(inv, err, "cannot remove", a, verbose, "removed '%s'\n"))
 	}
 	return code
 }
 
 func rmdir(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
 	code := 0
-	for _, a := range o.args {
+	for _, a := range o.Args {
 		if err := inv.FS().Remove(inv.Abs(a)); err != nil {
-			inv.Errorf("failed to remove '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "failed to remove", a, err)
 		}
 	}
 	return code
@@ -555,13 +571,13 @@ func parseTouchStamp(s string, now time.Time) (time.Time, bool) {
 }
 
 func touch(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "dtr", []string{"date", "reference"}, false)
+	o, err := cli.Parse(inv.Args[1:], "dtr", []string{"date", "reference"}, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
 	now := inv.Shell.Now()
 	when := now
-	if v, ok := o.val("d", "date"); ok {
+	if v, ok := o.Val("d", "date"); ok {
 		t, ok := parseWhen(v, now)
 		if !ok {
 			inv.Errorf("invalid date format '%s'", v)
@@ -569,7 +585,7 @@ func touch(_ context.Context, inv *shell.Invocation) int {
 		}
 		when = t
 	}
-	if v, ok := o.val("t"); ok {
+	if v, ok := o.Val("t"); ok {
 		t, ok := parseTouchStamp(v, now)
 		if !ok {
 			inv.Errorf("invalid date format '%s'", v)
@@ -577,35 +593,32 @@ func touch(_ context.Context, inv *shell.Invocation) int {
 		}
 		when = t
 	}
-	if v, ok := o.val("r", "reference"); ok {
+	if v, ok := o.Val("r", "reference"); ok {
 		fi, err := inv.FS().Stat(inv.Abs(v))
 		if err != nil {
-			inv.Errorf("failed to get attributes of '%s': %s", v, sandbox.Describe(err))
-			return 1
+			return failed(inv, "failed to get attributes of", v, err)
 		}
 		when = fi.ModTime()
 	}
-	if len(o.args) == 0 {
-		return usage(inv, errors.New("missing file operand"), 1)
+	if len(o.Args) == 0 {
+		return cli.Usage(inv, errors.New("missing file operand"), 1)
 	}
 	code := 0
-	for _, a := range o.args {
+	for _, a := range o.Args {
 		p := inv.Abs(a)
 		if _, err := inv.FS().Stat(p); err != nil {
-			if o.has("c", "no-create") {
+			if o.Has("c", "no-create") {
 				continue
 			}
 			f, err := inv.FS().OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
 			if err != nil {
-				inv.Errorf("cannot touch '%s': %s", a, sandbox.Describe(err))
-				code = 1
+				code = failed(inv, "cannot touch", a, err)
 				continue
 			}
 			f.Close()
 		}
 		if err := inv.FS().Chtimes(p, when, when); err != nil {
-			inv.Errorf("setting times of '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "setting times of", a, err)
 		}
 	}
 	return code
@@ -684,44 +697,47 @@ func destFor(inv *shell.Invocation, src, dst string, many bool) (string, error) 
 }
 
 func cp(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	recursive := o.has("r", "R", "a", "recursive", "archive")
-	preserve := o.has("p", "a", "archive")
-	if len(o.args) < 2 {
-		return usage(inv, errors.New("missing destination file operand"), 1)
-	}
-	srcs, dst := o.args[:len(o.args)-1], o.args[len(o.args)-1]
-	code := 0
-	for _, s := range srcs {
-		target, err := destFor(inv, s, dst, len(srcs) > 1)
-		if err != nil {
-			inv.Errorf("%v", err)
-			return 1
-		}
+	recursive := o.Has("r", "R", "a", "recursive", "archive")
+	preserve := o.Has("p", "a", "archive")
+	return eachSource(inv, o.Args, func(s, _, target string) int {
 		if err := copyTree(inv.FS(), inv.Abs(s), target, recursive, preserve); err != nil {
 			if errors.Is(err, errOmitDir) {
 				inv.Errorf("-r not specified; omitting directory '%s'", s)
 			} else {
 				inv.Errorf("cannot stat '%s': %s", s, sandbox.Describe(err))
 			}
-			code = 1
+			return 1
 		}
-	}
-	return code
+		return 0
+	})
 }
 
 func mv(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	if len(o.args) < 2 {
-		return usage(inv, errors.New("missing destination file operand"), 1)
+	return eachSource(inv, o.Args, func(s, dst, target string) int {
+		if err := inv.FS().Rename(inv.Abs(s), target); err != nil {
+			inv.Errorf("cannot move '%s' to '%s': %s", s, dst, sandbox.Describe(err))
+			return 1
+		}
+		return 0
+	})
+}
+
+// eachSource runs op for every SOURCE of `cp|mv SOURCE... DEST` with DEST and the source's
+// target (DEST itself, or inside it when DEST is a directory); op returns the source's
+// status, and the worst one is the command's.
+func eachSource(inv *shell.Invocation, args []string, op func(src, dst, target string) int) int {
+	if len(args) < 2 {
+		return cli.Usage(inv, errors.New("missing destination file operand"), 1)
 	}
-	srcs, dst := o.args[:len(o.args)-1], o.args[len(o.args)-1]
+	srcs, dst := args[:len(args)-1], args[len(args)-1]
 	code := 0
 	for _, s := range srcs {
 		target, err := destFor(inv, s, dst, len(srcs) > 1)
@@ -729,35 +745,32 @@ func mv(_ context.Context, inv *shell.Invocation) int {
 			inv.Errorf("%v", err)
 			return 1
 		}
-		if err := inv.FS().Rename(inv.Abs(s), target); err != nil {
-			inv.Errorf("cannot move '%s' to '%s': %s", s, dst, sandbox.Describe(err))
-			code = 1
-		}
+		code = max(code, op(s, dst, target))
 	}
 	return code
 }
 
 func ln(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	if len(o.args) == 0 {
-		return usage(inv, errors.New("missing file operand"), 1)
+	if len(o.Args) == 0 {
+		return cli.Usage(inv, errors.New("missing file operand"), 1)
 	}
-	target := o.args[0]
+	target := o.Args[0]
 	link := path.Base(target)
-	if len(o.args) > 1 {
-		link = o.args[1]
+	if len(o.Args) > 1 {
+		link = o.Args[1]
 	}
 	lp := inv.Abs(link)
-	if fi, err := inv.FS().Stat(lp); err == nil && fi.IsDir() && !o.has("n", "no-dereference", "T") {
+	if fi, err := inv.FS().Stat(lp); err == nil && fi.IsDir() && !o.Has("n", "no-dereference", "T") {
 		lp = path.Join(lp, path.Base(target))
 	}
-	if o.has("f", "force") {
+	if o.Has("f", "force") {
 		_ = inv.FS().Remove(lp)
 	}
-	if o.has("s", "symbolic") {
+	if o.Has("s", "symbolic") {
 		err = inv.FS().Symlink(target, lp)
 	} else {
 		err = inv.FS().Link(inv.Abs(target), lp)
@@ -798,28 +811,9 @@ func statTimes(fi fs.FileInfo) (atime, ctime time.Time) {
 }
 
 func statFormat(format string, name string, fi fs.FileInfo) string {
-	var b strings.Builder
 	atime, ctime := statTimes(fi)
-	for i := 0; i < len(format); i++ {
-		c := format[i]
-		if c == '\\' && i+1 < len(format) {
-			i++
-			switch format[i] {
-			case 'n':
-				b.WriteByte('\n')
-			case 't':
-				b.WriteByte('\t')
-			default:
-				b.WriteByte(format[i])
-			}
-			continue
-		}
-		if c != '%' || i+1 >= len(format) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		switch format[i] {
+	return cli.Expand(format, true, func(b *strings.Builder, c byte) bool {
+		switch c {
 		case 'n', 'N':
 			b.WriteString(name)
 		case 's':
@@ -852,45 +846,41 @@ func statFormat(format string, name string, fi fs.FileInfo) string {
 			b.WriteString(strconv.FormatUint(nlink(fi), 10))
 		case 'b':
 			b.WriteString(strconv.FormatInt((fi.Size()+511)/512, 10))
-		case '%':
-			b.WriteByte('%')
 		default:
-			b.WriteByte('%')
-			b.WriteByte(format[i])
+			return false
 		}
-	}
-	return b.String()
+		return true
+	})
 }
 
 func stat(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "cf", []string{"format", "printf"}, false)
+	o, err := cli.Parse(inv.Args[1:], "cf", []string{"format", "printf"}, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	if len(o.args) == 0 {
-		return usage(inv, errors.New("missing operand"), 1)
+	if len(o.Args) == 0 {
+		return cli.Usage(inv, errors.New("missing operand"), 1)
 	}
-	format, hasFormat := o.val("c", "format")
-	if v, ok := o.val("printf"); ok {
+	format, hasFormat := o.Val("c", "format")
+	if v, ok := o.Val("printf"); ok {
 		format, hasFormat = v, true
 	}
 	code := 0
-	for _, a := range o.args {
+	for _, a := range o.Args {
 		p := inv.Abs(a)
 		var fi fs.FileInfo
-		if o.has("L", "dereference") {
+		if o.Has("L", "dereference") {
 			fi, err = inv.FS().Stat(p)
 		} else {
 			fi, err = inv.FS().Lstat(p)
 		}
 		if err != nil {
-			inv.Errorf("cannot statx '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "cannot statx", a, err)
 			continue
 		}
 		if hasFormat {
 			out := statFormat(format, a, fi)
-			if _, ok := o.val("printf"); !ok {
+			if _, ok := o.Val("printf"); !ok {
 				out += "\n"
 			}
 			io.WriteString(inv.Stdout, out)
@@ -921,13 +911,13 @@ func inode(fi fs.FileInfo) uint64 {
 }
 
 func readlink(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
 	code := 0
-	for _, a := range o.args {
-		if o.has("f", "e", "m", "canonicalize") {
+	for _, a := range o.Args {
+		if o.Has("f", "e", "m", "canonicalize") {
 			fmt.Fprintln(inv.Stdout, canonical(inv, inv.Abs(a)))
 			continue
 		}
@@ -983,7 +973,7 @@ func realpath(_ context.Context, inv *shell.Invocation) int {
 
 func basename(_ context.Context, inv *shell.Invocation) int {
 	if len(inv.Args) < 2 {
-		return usage(inv, errors.New("missing operand"), 1)
+		return cli.Usage(inv, errors.New("missing operand"), 1)
 	}
 	b := path.Base(inv.Args[1])
 	if len(inv.Args) > 2 {
@@ -995,7 +985,7 @@ func basename(_ context.Context, inv *shell.Invocation) int {
 
 func dirname(_ context.Context, inv *shell.Invocation) int {
 	if len(inv.Args) < 2 {
-		return usage(inv, errors.New("missing operand"), 1)
+		return cli.Usage(inv, errors.New("missing operand"), 1)
 	}
 	for _, a := range inv.Args[1:] {
 		fmt.Fprintln(inv.Stdout, path.Dir(a))
@@ -1004,17 +994,17 @@ func dirname(_ context.Context, inv *shell.Invocation) int {
 }
 
 func tee(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
 	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-	if o.has("a", "append") {
+	if o.Has("a", "append") {
 		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
 	}
 	writers := []io.Writer{inv.Stdout}
 	code := 0
-	for _, a := range o.args {
+	for _, a := range o.Args {
 		f, err := inv.FS().OpenFile(inv.Abs(a), flag, 0o644)
 		if err != nil {
 			code = inv.PathError(a, err)
@@ -1037,7 +1027,7 @@ func chmod(_ context.Context, inv *shell.Invocation) int {
 		args = args[1:]
 	}
 	if len(args) < 2 {
-		return usage(inv, errors.New("missing operand"), 1)
+		return cli.Usage(inv, errors.New("missing operand"), 1)
 	}
 	spec := args[0]
 	code := 0
@@ -1045,8 +1035,7 @@ func chmod(_ context.Context, inv *shell.Invocation) int {
 		p := inv.Abs(a)
 		fi, err := inv.FS().Stat(p)
 		if err != nil {
-			inv.Errorf("cannot access '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "cannot access", a, err)
 			continue
 		}
 		mode, ok := applyMode(fi.Mode().Perm(), spec)
@@ -1055,8 +1044,7 @@ func chmod(_ context.Context, inv *shell.Invocation) int {
 			return 1
 		}
 		if err := inv.FS().Chmod(p, mode); err != nil {
-			inv.Errorf("changing permissions of '%s': %s", a, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "changing permissions of", a, err)
 		}
 		_ = recursive
 	}
@@ -1111,20 +1099,19 @@ func chown(_ context.Context, inv *shell.Invocation) int {
 			continue
 		}
 		if _, err := inv.FS().Lstat(inv.Abs(a)); err != nil {
-			inv.Errorf("cannot access '%s': %s", a, sandbox.Describe(err))
-			return 1
+			return failed(inv, "cannot access", a, err)
 		}
 	}
 	return 0
 }
 
 func du(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "d", []string{"max-depth"}, false)
+	o, err := cli.Parse(inv.Args[1:], "d", []string{"max-depth"}, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	human, summary := o.has("h", "human-readable"), o.has("s", "summarize")
-	targets := o.args
+	human, summary := o.Has("h", "human-readable"), o.Has("s", "summarize")
+	targets := o.Args
 	if len(targets) == 0 {
 		targets = []string{"."}
 	}
@@ -1160,8 +1147,7 @@ func du(_ context.Context, inv *shell.Invocation) int {
 	}
 	for _, t := range targets {
 		if _, err := inv.FS().Lstat(inv.Abs(t)); err != nil {
-			inv.Errorf("cannot access '%s': %s", t, sandbox.Describe(err))
-			code = 1
+			code = failed(inv, "cannot access", t, err)
 			continue
 		}
 		walk(inv.Abs(t), t, 0)
@@ -1175,7 +1161,7 @@ func hashsum(_ context.Context, inv *shell.Invocation) int {
 		newHash = func() hash.Hash { return md5.New() }
 	}
 	names := inv.Args[1:]
-	return eachInput(inv, names, func(name string, r io.Reader) error {
+	return cli.EachInput(inv, names, func(name string, r io.Reader) error {
 		h := newHash()
 		if _, err := io.Copy(h, r); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package coreutils
+package files
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils/cli"
 	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
@@ -300,7 +301,7 @@ func (p *findParser) primary(t string) (findExpr, error) {
 		if err != nil {
 			return nil, err
 		}
-		n, ok := atoi(v)
+		n, ok := cli.Atoi(v)
 		if !ok {
 			//lint:ignore ST1005 GNU find's message, verbatim
 			return nil, fmt.Errorf("Expected a positive decimal integer argument to %s, but got '%s'", t, v)

@@ -1,9 +1,10 @@
-package labsim
+package lab
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/oikos-hq/oikos/shared/duration"
@@ -80,8 +81,8 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// wait applies Delay and Hang before a command; false means ctx ended first.
-func (f Fault) wait(ctx context.Context) bool {
+// Wait applies Delay and Hang before a command; false means ctx ended first.
+func (f Fault) Wait(ctx context.Context) bool {
 	if f.Delay > 0 {
 		t := time.NewTimer(f.Delay)
 		select {
@@ -96,4 +97,32 @@ func (f Fault) wait(ctx context.Context) bool {
 		return false
 	}
 	return ctx.Err() == nil
+}
+
+// dropKey carries the current connection's drop function to the programs that enter a guest
+// (pct exec, qm guest exec), which need it for the guest's DisconnectMidOutput fault.
+type dropKey struct{}
+
+// WithDrop returns ctx carrying drop, the function that closes the SSH connection running
+// the command.
+func WithDrop(ctx context.Context, drop func()) context.Context {
+	return context.WithValue(ctx, dropKey{}, drop)
+}
+
+// DropConn closes the SSH connection running the command in ctx, if any.
+func DropConn(ctx context.Context) {
+	if f, ok := ctx.Value(dropKey{}).(func()); ok {
+		f()
+	}
+}
+
+// WriteHalfAndDrop sends the first half of out (at least one byte of a non-empty output) and
+// then closes the TCP connection under the session.
+func WriteHalfAndDrop(w io.Writer, out []byte, drop func()) {
+	n := len(out) / 2
+	if n == 0 && len(out) > 0 {
+		n = 1
+	}
+	_, _ = w.Write(out[:n])
+	drop()
 }

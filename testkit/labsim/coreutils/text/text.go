@@ -1,10 +1,13 @@
-package coreutils
+// Package text holds the simulated filters: wc, grep (egrep, fgrep), sort, uniq, cut, tr,
+// seq and sed.
+package text
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"regexp"
 	"sort"
@@ -13,15 +16,24 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils/cli"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 )
 
+// Register adds the text utilities to reg.
+func Register(reg shell.Registry) {
+	maps.Copy(reg, shell.Registry{
+		"wc": wc, "grep": grep, "egrep": grep, "fgrep": grep, "sort": sortProg, "uniq": uniq,
+		"cut": cut, "tr": tr, "sed": sed, "seq": seq,
+	})
+}
+
 func wc(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	showL, showW, showC, showM := o.has("l", "lines"), o.has("w", "words"), o.has("c", "bytes"), o.has("m", "chars")
+	showL, showW, showC, showM := o.Has("l", "lines"), o.Has("w", "words"), o.Has("c", "bytes"), o.Has("m", "chars")
 	if !showL && !showW && !showC && !showM {
 		showL, showW, showC = true, true, true
 	}
@@ -31,8 +43,8 @@ func wc(_ context.Context, inv *shell.Invocation) int {
 	}
 	var rows []counts
 	var total counts
-	stdin := len(o.args) == 0
-	code := eachInput(inv, o.args, func(name string, r io.Reader) error {
+	stdin := len(o.Args) == 0
+	code := cli.EachInput(inv, o.Args, func(name string, r io.Reader) error {
 		data, err := io.ReadAll(r)
 		if err != nil {
 			return err
@@ -145,16 +157,16 @@ func compileRegex(pattern string, extended, fixed, fold, word, line bool) (*rege
 }
 
 func grep(ctx context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "efmABC", []string{"regexp", "file", "max-count"}, false)
+	o, err := cli.Parse(inv.Args[1:], "efmABC", []string{"regexp", "file", "max-count"}, false)
 	if err != nil {
-		return usage(inv, err, 2)
+		return cli.Usage(inv, err, 2)
 	}
 	var patterns []string
-	if v, ok := o.vals["e"]; ok {
+	if v, ok := o.Vals["e"]; ok {
 		patterns = append(patterns, v...)
 	}
-	patterns = append(patterns, o.vals["regexp"]...)
-	files := o.args
+	patterns = append(patterns, o.Vals["regexp"]...)
+	files := o.Args
 	if len(patterns) == 0 {
 		if len(files) == 0 {
 			fmt.Fprintf(inv.Stderr, "Usage: grep [OPTION]... PATTERNS [FILE]...\n")
@@ -166,25 +178,25 @@ func grep(ctx context.Context, inv *shell.Invocation) int {
 	for _, p := range patterns {
 		expanded = append(expanded, strings.Split(p, "\n")...)
 	}
-	extended := o.has("E", "extended-regexp") || inv.Name() == "egrep"
-	fixed := o.has("F", "fixed-strings") || inv.Name() == "fgrep"
+	extended := o.Has("E", "extended-regexp") || inv.Name() == "egrep"
+	fixed := o.Has("F", "fixed-strings") || inv.Name() == "fgrep"
 	var res []*regexp.Regexp
 	for _, p := range expanded {
-		re, err := compileRegex(p, extended, fixed, o.has("i", "ignore-case"), o.has("w", "word-regexp"), o.has("x", "line-regexp"))
+		re, err := compileRegex(p, extended, fixed, o.Has("i", "ignore-case"), o.Has("w", "word-regexp"), o.Has("x", "line-regexp"))
 		if err != nil {
 			inv.Errorf("invalid regular expression: %v", err)
 			return 2
 		}
 		res = append(res, re)
 	}
-	invert, count, quiet := o.has("v", "invert-match"), o.has("c", "count"), o.has("q", "quiet", "silent")
-	listFiles, number, only := o.has("l", "files-with-matches"), o.has("n", "line-number"), o.has("o", "only-matching")
-	silent := o.has("s", "no-messages")
+	invert, count, quiet := o.Has("v", "invert-match"), o.Has("c", "count"), o.Has("q", "quiet", "silent")
+	listFiles, number, only := o.Has("l", "files-with-matches"), o.Has("n", "line-number"), o.Has("o", "only-matching")
+	silent := o.Has("s", "no-messages")
 	maxCount := -1
-	if v, ok := o.val("m", "max-count"); ok {
-		maxCount, _ = atoi(v)
+	if v, ok := o.Val("m", "max-count"); ok {
+		maxCount, _ = cli.Atoi(v)
 	}
-	recursive := o.has("r", "R", "recursive")
+	recursive := o.Has("r", "R", "recursive")
 	if recursive && len(files) == 0 {
 		files = []string{"."}
 	}
@@ -195,8 +207,8 @@ func grep(ctx context.Context, inv *shell.Invocation) int {
 		}
 		files = all
 	}
-	withName := (len(files) > 1 || recursive) && !o.has("h", "no-filename")
-	if o.has("H", "with-filename") {
+	withName := (len(files) > 1 || recursive) && !o.Has("h", "no-filename")
+	if o.Has("H", "with-filename") {
 		withName = true
 	}
 	matched := false
@@ -208,7 +220,7 @@ func grep(ctx context.Context, inv *shell.Invocation) int {
 		if ctx.Err() != nil {
 			return 130
 		}
-		r, err := openInput(inv, name)
+		r, err := cli.OpenInput(inv, name)
 		if err != nil {
 			if !silent {
 				inv.PathError(name, err)
@@ -221,7 +233,7 @@ func grep(ctx context.Context, inv *shell.Invocation) int {
 			label = "(standard input)"
 		}
 		n, hits := 0, 0
-		err = scanLines(r, func(line string) bool {
+		err = cli.ScanLines(r, func(line string) bool {
 			n++
 			hit := false
 			for _, re := range res {
@@ -260,7 +272,7 @@ func grep(ctx context.Context, inv *shell.Invocation) int {
 		})
 		r.Close()
 		if err != nil {
-			if errors.Is(err, errIsDir) {
+			if errors.Is(err, cli.ErrIsDir) {
 				inv.Errorf("%s: Is a directory", name)
 			}
 			code = 2
@@ -372,22 +384,22 @@ func humanNumber(s string) float64 {
 }
 
 func sortProg(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "ktoS", []string{"key", "field-separator", "output"}, false)
+	o, err := cli.Parse(inv.Args[1:], "ktoS", []string{"key", "field-separator", "output"}, false)
 	if err != nil {
-		return usage(inv, err, 2)
+		return cli.Usage(inv, err, 2)
 	}
 	var lines []string
-	code := eachInput(inv, o.args, func(_ string, r io.Reader) error {
-		ls, _, err := readLines(r)
+	code := cli.EachInput(inv, o.Args, func(_ string, r io.Reader) error {
+		ls, _, err := cli.ReadLines(r)
 		lines = append(lines, ls...)
 		return err
 	})
 	if code != 0 {
 		return 2
 	}
-	sep, _ := o.val("t", "field-separator")
+	sep, _ := o.Val("t", "field-separator")
 	start, end := 0, 0
-	if k, ok := o.val("k", "key"); ok {
+	if k, ok := o.Val("k", "key"); ok {
 		a, b, _ := strings.Cut(k, ",")
 		a = strings.TrimRight(a, "bdfhnrMV")
 		b = strings.TrimRight(b, "bdfhnrMV")
@@ -397,17 +409,17 @@ func sortProg(_ context.Context, inv *shell.Invocation) int {
 		if i := strings.IndexByte(b, '.'); i >= 0 {
 			b = b[:i]
 		}
-		start, _ = atoi(a)
-		end, _ = atoi(b)
+		start, _ = cli.Atoi(a)
+		end, _ = cli.Atoi(b)
 		if strings.ContainsAny(k, "n") {
-			o.flags["n"] = true
+			o.Flags["n"] = true
 		}
 		if strings.ContainsAny(k, "r") && !strings.Contains(k, ",") {
-			o.flags["r"] = true
+			o.Flags["r"] = true
 		}
 	}
-	numeric, human, fold := o.has("n", "numeric-sort"), o.has("h", "human-numeric-sort"), o.has("f", "ignore-case")
-	reverse, unique := o.has("r", "reverse"), o.has("u", "unique")
+	numeric, human, fold := o.Has("n", "numeric-sort"), o.Has("h", "human-numeric-sort"), o.Has("f", "ignore-case")
+	reverse, unique := o.Has("r", "reverse"), o.Has("u", "unique")
 	less := func(a, b string) int {
 		ka, kb := sortKey(a, sep, start, end), sortKey(b, sep, start, end)
 		if fold {
@@ -454,7 +466,7 @@ func sortProg(_ context.Context, inv *shell.Invocation) int {
 		lines = out
 	}
 	w := inv.Stdout
-	if dst, ok := o.val("o", "output"); ok {
+	if dst, ok := o.Val("o", "output"); ok {
 		var b strings.Builder
 		for _, l := range lines {
 			b.WriteString(l + "\n")
@@ -471,18 +483,18 @@ func sortProg(_ context.Context, inv *shell.Invocation) int {
 }
 
 func uniq(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "fs", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "fs", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	count, dupOnly, uniqOnly, fold := o.has("c", "count"), o.has("d", "repeated"), o.has("u", "unique"), o.has("i", "ignore-case")
+	count, dupOnly, uniqOnly, fold := o.Has("c", "count"), o.Has("d", "repeated"), o.Has("u", "unique"), o.Has("i", "ignore-case")
 	var lines []string
 	var in []string
-	if len(o.args) > 0 {
-		in = o.args[:1]
+	if len(o.Args) > 0 {
+		in = o.Args[:1]
 	}
-	if code := eachInput(inv, in, func(_ string, r io.Reader) error {
-		ls, _, err := readLines(r)
+	if code := cli.EachInput(inv, in, func(_ string, r io.Reader) error {
+		ls, _, err := cli.ReadLines(r)
 		lines = ls
 		return err
 	}); code != 0 {
@@ -523,19 +535,19 @@ func parseList(s string) (func(int) bool, bool) {
 		var r rng
 		var ok bool
 		if !isRange {
-			if r.a, ok = atoi(a); !ok || r.a < 1 {
+			if r.a, ok = cli.Atoi(a); !ok || r.a < 1 {
 				return nil, false
 			}
 			r.b = r.a
 		} else {
 			r.a, r.b = 1, math.MaxInt
 			if a != "" {
-				if r.a, ok = atoi(a); !ok {
+				if r.a, ok = cli.Atoi(a); !ok {
 					return nil, false
 				}
 			}
 			if b != "" {
-				if r.b, ok = atoi(b); !ok {
+				if r.b, ok = cli.Atoi(b); !ok {
 					return nil, false
 				}
 			}
@@ -553,26 +565,26 @@ func parseList(s string) (func(int) bool, bool) {
 }
 
 func cut(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "dfcb", []string{"delimiter", "fields", "characters", "bytes"}, false)
+	o, err := cli.Parse(inv.Args[1:], "dfcb", []string{"delimiter", "fields", "characters", "bytes"}, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
 	delim := "\t"
-	if d, ok := o.val("d", "delimiter"); ok {
+	if d, ok := o.Val("d", "delimiter"); ok {
 		delim = d
 		if delim == "" {
 			delim = "\t"
 		}
 	}
-	onlyDelim := o.has("s", "only-delimited")
-	if f, ok := o.val("f", "fields"); ok {
+	onlyDelim := o.Has("s", "only-delimited")
+	if f, ok := o.Val("f", "fields"); ok {
 		sel, ok := parseList(f)
 		if !ok {
 			inv.Errorf("invalid field value '%s'", f)
 			return 1
 		}
-		return eachInput(inv, o.args, func(_ string, r io.Reader) error {
-			return scanLines(r, func(line string) bool {
+		return cli.EachInput(inv, o.Args, func(_ string, r io.Reader) error {
+			return cli.ScanLines(r, func(line string) bool {
 				if !strings.Contains(line, delim) {
 					if !onlyDelim {
 						fmt.Fprintln(inv.Stdout, line)
@@ -591,9 +603,9 @@ func cut(_ context.Context, inv *shell.Invocation) int {
 			})
 		})
 	}
-	list, ok := o.val("c", "characters")
+	list, ok := o.Val("c", "characters")
 	if !ok {
-		list, ok = o.val("b", "bytes")
+		list, ok = o.Val("b", "bytes")
 	}
 	if !ok {
 		inv.Errorf("you must specify a list of bytes, characters, or fields")
@@ -604,8 +616,8 @@ func cut(_ context.Context, inv *shell.Invocation) int {
 		inv.Errorf("invalid byte/character position '%s'", list)
 		return 1
 	}
-	return eachInput(inv, o.args, func(_ string, r io.Reader) error {
-		return scanLines(r, func(line string) bool {
+	return cli.EachInput(inv, o.Args, func(_ string, r io.Reader) error {
+		return cli.ScanLines(r, func(line string) bool {
 			var b strings.Builder
 			for i, c := range []rune(line) {
 				if sel(i + 1) {
@@ -673,23 +685,23 @@ func expandSet(s string) []rune {
 }
 
 func tr(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "", nil, false)
+	o, err := cli.Parse(inv.Args[1:], "", nil, false)
 	if err != nil {
-		return usage(inv, err, 1)
+		return cli.Usage(inv, err, 1)
 	}
-	del, squeeze, complement := o.has("d", "delete"), o.has("s", "squeeze-repeats"), o.has("c", "C", "complement")
-	if len(o.args) == 0 || (!del && !squeeze && len(o.args) < 2) {
-		return usage(inv, errors.New("missing operand"), 1)
+	del, squeeze, complement := o.Has("d", "delete"), o.Has("s", "squeeze-repeats"), o.Has("c", "C", "complement")
+	if len(o.Args) == 0 || (!del && !squeeze && len(o.Args) < 2) {
+		return cli.Usage(inv, errors.New("missing operand"), 1)
 	}
-	set1 := expandSet(o.args[0])
+	set1 := expandSet(o.Args[0])
 	in1 := map[rune]bool{}
 	for _, c := range set1 {
 		in1[c] = true
 	}
 	inSet1 := func(c rune) bool { return in1[c] != complement }
 	var set2 []rune
-	if len(o.args) > 1 {
-		set2 = expandSet(o.args[1])
+	if len(o.Args) > 1 {
+		set2 = expandSet(o.Args[1])
 	}
 	mapping := map[rune]rune{}
 	if !del && len(set2) > 0 && !complement {
@@ -741,18 +753,18 @@ func tr(_ context.Context, inv *shell.Invocation) int {
 }
 
 func seq(_ context.Context, inv *shell.Invocation) int {
-	o, err := parseOpts(inv.Args[1:], "sf", []string{"separator"}, false)
+	o, err := cli.Parse(inv.Args[1:], "sf", []string{"separator"}, false)
 	if err != nil {
 		// "seq -5 5": a negative first operand is not an option.
-		o = opts{flags: map[string]bool{}, vals: map[string][]string{}, args: inv.Args[1:]}
+		o = cli.Opts{Flags: map[string]bool{}, Vals: map[string][]string{}, Args: inv.Args[1:]}
 	}
 	sep := "\n"
-	if s, ok := o.val("s", "separator"); ok {
+	if s, ok := o.Val("s", "separator"); ok {
 		sep = s
 	}
-	nums := make([]float64, len(o.args))
+	nums := make([]float64, len(o.Args))
 	isFloat := false
-	for i, a := range o.args {
+	for i, a := range o.Args {
 		f, err := strconv.ParseFloat(a, 64)
 		if err != nil {
 			inv.Errorf("invalid floating point argument: '%s'", a)
@@ -772,7 +784,7 @@ func seq(_ context.Context, inv *shell.Invocation) int {
 	case 3:
 		first, inc, last = nums[0], nums[1], nums[2]
 	default:
-		return usage(inv, errors.New("missing operand"), 1)
+		return cli.Usage(inv, errors.New("missing operand"), 1)
 	}
 	if inc == 0 {
 		inv.Errorf("invalid Zero increment value: '0'")
