@@ -18,7 +18,6 @@ var (
 	newReceiver = notifytest.NewReceiver
 	of          = notifytest.Of
 	decode      = notifytest.Decode
-	op          = notifytest.Op
 )
 
 type env = notifytest.Env
