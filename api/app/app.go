@@ -29,6 +29,8 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
 	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/notifyapi"
+	"github.com/oikos-hq/oikos/api/internal/notifyworker"
 	"github.com/oikos-hq/oikos/api/internal/onboard"
 	"github.com/oikos-hq/oikos/api/internal/seed"
 	"github.com/oikos-hq/oikos/api/internal/websession"
@@ -64,7 +66,7 @@ type Server struct {
 	bus       *eventbus.Bus
 	registrar *execution.Registrar
 	// notifications delivers notifications from the outbox (nil when OIKOS_NOTIFY_ENABLED is off).
-	notifications *notify.Notifier
+	notifications *notifyworker.Notifier
 	chat          *chatapi.API
 	http          *httpapi.Server
 	cancel        context.CancelFunc
@@ -213,14 +215,14 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	if !web.Built() {
 		log.Warn().Msg("the dashboard is not built into this api (api/web/dist is empty); / explains how to build it")
 	}
-	notifyStore := notify.NewStore(notify.StoreOptions{Pool: pool, KnownType: func(t string) bool {
+	notifyService := notify.NewService(notify.ServiceOptions{Pool: pool, KnownType: func(t string) bool {
 		_, ok := o.Type(t)
 		return ok
 	}})
-	var notifications *notify.Notifier
+	var notifications *notifyworker.Notifier
 	wakeNotifications := func() {}
 	if cfg.NotifyEnabled {
-		if notifications, err = notify.New(notify.Options{Pool: pool, Bus: bus, Logger: log, PublicURL: cfg.PublicURL,
+		if notifications, err = notifyworker.New(notifyworker.Options{Pool: pool, Bus: bus, Logger: log, PublicURL: cfg.PublicURL,
 			IsA: o.IsA, Retry: cfg.NotifyRetry, Metrics: health.Metrics}); err != nil {
 			return fail(err)
 		}
@@ -241,7 +243,7 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 			metricsapi.New(metricsapi.Deps{Pool: pool, Logger: log}).Routes(),
 			onboarding.Routes(),
 			chatAPI.Routes(),
-			notify.NewAPI(notify.Deps{Store: notifyStore, PublicURL: cfg.PublicURL, Logger: log, Woken: wakeNotifications}).Routes(),
+			notifyapi.New(notifyapi.Deps{Service: notifyService, PublicURL: cfg.PublicURL, Logger: log, Woken: wakeNotifications}).Routes(),
 		),
 	})
 	registrar, err := execution.NewRegistrar(execution.RegistrarOptions{Bus: bus, Pool: pool, Graph: svc, Logger: log})

@@ -7,7 +7,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/chatapi"
-	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/notifyworker"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/shared/config"
 	"github.com/oikos-hq/oikos/shared/duration"
@@ -65,7 +65,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		SessionTTL:    r.Duration("OIKOS_SESSION_TTL", websession.DefaultTTL),
 		PublicURL:     strings.TrimRight(r.String("OIKOS_PUBLIC_URL", DefaultPublicURL), "/"),
 		NotifyEnabled: r.Bool("OIKOS_NOTIFY_ENABLED", true),
-		NotifyRetry:   notify.DefaultRetry,
+		NotifyRetry:   notifyworker.DefaultRetry,
 	}
 	if v := r.String("OIKOS_NOTIFY_RETRY", ""); v != "" {
 		c.NotifyRetry = nil

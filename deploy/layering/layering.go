@@ -104,8 +104,6 @@ var PGXAllowlist = map[string]bool{
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/metricsapi": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/notify": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/onboard": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/readmodel": true,

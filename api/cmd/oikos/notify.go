@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/notifyapi"
+	"github.com/oikos-hq/oikos/api/internal/notifytarget"
 
 	"github.com/oikos-hq/oikos/shared/apiclient"
 )
@@ -136,7 +138,7 @@ func notifyTest(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintln(env.Stderr, "oikos notify test: a channel is tested as it is configured; --webhook and --secret-* go with a URL")
 			return 2
 		}
-		var res notify.TestResult
+		var res notifyapi.TestResult
 		if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.TestNotificationChannel(ctx, raw) }, &res); err != nil {
 			fmt.Fprintf(env.Stderr, "oikos notify test: not sent to channel %s: %v\n", raw, err)
 			return exitOf(err)
@@ -157,14 +159,14 @@ func notifyTest(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "oikos notify test: --secret-env and --secret-file go with --webhook")
 		return 2
 	case *webhook:
-		body.Kind, body.SecretRef = apiclient.Ptr(apiclient.NotificationTestKind(notify.ChannelWebhook)), &ref
+		body.Kind, body.SecretRef = apiclient.Ptr(apiclient.NotificationTestKind(notifytarget.ChannelWebhook)), &ref
 	}
-	var res notify.TestResult
+	var res notifyapi.TestResult
 	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.TestNotification(ctx, body) }, &res); err != nil {
-		fmt.Fprintf(env.Stderr, "oikos notify test: not sent to %s: %v\n", notify.RedactURL(raw), err)
+		fmt.Fprintf(env.Stderr, "oikos notify test: not sent to %s: %v\n", notifytarget.RedactURL(raw), err)
 		return exitOf(err)
 	}
-	fmt.Fprintf(env.Stdout, "sent to %s\n", notify.RedactURL(raw))
+	fmt.Fprintf(env.Stdout, "sent to %s\n", notifytarget.RedactURL(raw))
 	return 0
 }
 
@@ -222,7 +224,7 @@ func notifyAdd(ctx context.Context, env *cliEnv, args []string) int {
 	case !*webhook && ref != "":
 		return bad("--secret-env and --secret-file go with --webhook (a shoutrrr URL carries its own credentials)")
 	case *webhook:
-		in["kind"], in["secret_ref"] = notify.ChannelWebhook, ref
+		in["kind"], in["secret_ref"] = notifytarget.ChannelWebhook, ref
 	}
 	if len(on) == 0 {
 		on = notify.DefaultKinds

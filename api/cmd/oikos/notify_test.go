@@ -19,6 +19,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/notifyapi"
 	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -38,9 +39,9 @@ func newNotifyAPI(t *testing.T, apiEnv map[string]string) *notifyAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := notify.NewStore(notify.StoreOptions{Pool: db.Pool, Secrets: notify.Secrets{Getenv: func(k string) string { return apiEnv[k] }}})
+	service := notify.NewService(notify.ServiceOptions{Pool: db.Pool, Secrets: notify.Secrets{Getenv: func(k string) string { return apiEnv[k] }}})
 	e := echo.New()
-	request.Mount(e.Group("/api/v1"), tokens, zerolog.Nop(), notify.NewAPI(notify.Deps{Store: store, Logger: zerolog.Nop(),
+	request.Mount(e.Group("/api/v1"), tokens, zerolog.Nop(), notifyapi.New(notifyapi.Deps{Service: service, Logger: zerolog.Nop(),
 		PublicURL: "https://oikos.example"}).Routes()...)
 	ts := httptest.NewServer(e)
 	t.Cleanup(ts.Close)

@@ -22,6 +22,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
 	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/notifyapi"
 	"github.com/oikos-hq/oikos/api/internal/onboard"
 	apirequest "github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/websession"
@@ -42,7 +43,7 @@ func appRoutes(t *testing.T, exec *execution.Service, pool *pgxpool.Pool, g *gra
 	t.Cleanup(chatAPI.Stop)
 	return slices.Concat(execapi.New(execapi.Deps{Service: exec, Logger: zerolog.Nop()}).Routes(),
 		metricsapi.New(metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()}).Routes(), chatAPI.Routes(),
-		notify.NewAPI(notify.Deps{Store: notify.NewStore(notify.StoreOptions{Pool: pool}), Logger: zerolog.Nop()}).Routes(),
+		notifyapi.New(notifyapi.Deps{Service: notify.NewService(notify.ServiceOptions{Pool: pool}), Logger: zerolog.Nop()}).Routes(),
 		onboard.New(onboard.Deps{Pool: pool, Graph: g, Logger: zerolog.Nop()}).Routes())
 }
 

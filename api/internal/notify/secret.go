@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
-	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/api/internal/notifytarget"
+	"github.com/oikos-hq/oikos/api/internal/storage/notifystore"
 )
 
 // A channel names its URL and its signing secret by reference (E5), never by value:
@@ -61,8 +61,8 @@ type Secrets struct {
 	ReadFile func(string) ([]byte, error)
 }
 
-// Resolve returns the value ref stands for, reading stored values through q.
-func (s Secrets) Resolve(ctx context.Context, q pg.Querier, ref string) (string, error) {
+// Resolve returns the value ref stands for, reading stored values through db.
+func (s Secrets) Resolve(ctx context.Context, db *notifystore.Store, ref string) (string, error) {
 	scheme, name, err := parseRef(ref)
 	if err != nil {
 		return "", err
@@ -98,32 +98,28 @@ func (s Secrets) Resolve(ctx context.Context, q pg.Querier, ref string) (string,
 		}
 		return v, nil
 	default:
-		var v string
-		err := q.QueryRow(ctx, `SELECT value FROM notification_secrets WHERE id = $1`, name).Scan(&v)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return "", fmt.Errorf("%w stored:%s: no such stored secret", ErrSecret, name)
-		}
+		v, ok, err := db.StoredSecret(ctx, name)
 		if err != nil {
 			return "", fmt.Errorf("%w stored:%s: %w", ErrSecret, name, err)
+		}
+		if !ok {
+			return "", fmt.Errorf("%w stored:%s: no such stored secret", ErrSecret, name)
 		}
 		return v, nil
 	}
 }
 
 // storeSecret keeps an inline value in notification_secrets and returns its reference.
-func storeSecret(ctx context.Context, q pg.Querier, value string) (string, error) {
-	id, err := uuid.NewV7()
+func storeSecret(ctx context.Context, db *notifystore.Store, value string) (string, error) {
+	id, err := db.StoreSecret(ctx, value)
 	if err != nil {
 		return "", err
 	}
-	if _, err := q.Exec(ctx, `INSERT INTO notification_secrets (id, value) VALUES ($1, $2)`, id, value); err != nil {
-		return "", fmt.Errorf("store secret: %w", err)
-	}
-	return refStored + ":" + id.String(), nil
+	return refStored + ":" + id, nil
 }
 
 // dropSecret deletes the stored value a reference names, if it names one.
-func dropSecret(ctx context.Context, q pg.Querier, ref *string) error {
+func dropSecret(ctx context.Context, db *notifystore.Store, ref *string) error {
 	if ref == nil {
 		return nil
 	}
@@ -131,8 +127,24 @@ func dropSecret(ctx context.Context, q pg.Querier, ref *string) error {
 	if err != nil || scheme != refStored {
 		return nil
 	}
-	if _, err := q.Exec(ctx, `DELETE FROM notification_secrets WHERE id = $1`, name); err != nil {
-		return fmt.Errorf("drop stored secret: %w", err)
+	return db.DropSecret(ctx, name)
+}
+
+// ResolveTarget resolves a channel's references for one send.
+func ResolveTarget(ctx context.Context, db *notifystore.Store, s Secrets, kind, urlRef string, secretRef *string) (notifytarget.Target, error) {
+	t := notifytarget.Target{Kind: kind}
+	u, err := s.Resolve(ctx, db, urlRef)
+	if err != nil {
+		return t, err
 	}
-	return nil
+	t.URL = u
+	if secretRef != nil {
+		if t.Secret, err = s.Resolve(ctx, db, *secretRef); err != nil {
+			return t, err
+		}
+	}
+	if kind == notifytarget.ChannelWebhook && t.Secret == "" {
+		return t, errors.New("the webhook has no signing secret")
+	}
+	return t, nil
 }

@@ -1,4 +1,4 @@
-package notify
+package notifyrender
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oikos-hq/oikos/api/internal/notify"
 	"github.com/oikos-hq/oikos/shared/signals"
 )
 
@@ -16,7 +17,7 @@ import (
 // maxAffectedListed is how many affected entities an incident's message names.
 const maxAffectedListed = 5
 
-func renderIncident(typ string, p signals.IncidentEvent, base string) Notification {
+func renderIncident(typ string, p signals.IncidentEvent, base string) notify.Notification {
 	root := p.Root
 	if root == "" {
 		root = "an entity"
@@ -38,7 +39,7 @@ func renderIncident(typ string, p signals.IncidentEvent, base string) Notificati
 	fmt.Fprintf(&b, "%s\n", summary)
 	sev := p.Severity
 	if sev == "" {
-		sev = SeverityWarning
+		sev = notify.SeverityWarning
 	}
 	fmt.Fprintf(&b, "Root cause: %s (%s)\n", root, sev)
 	if p.Reason != "" {
@@ -80,7 +81,7 @@ func renderIncident(typ string, p signals.IncidentEvent, base string) Notificati
 		link = base + "/entities/" + url.PathEscape(p.Root)
 	}
 	b.WriteString(link)
-	return Notification{Title: title, Body: b.String(), Link: link}
+	return notify.Notification{Title: title, Body: b.String(), Link: link}
 }
 
 // ApproveCommand is the CLI line that approves an approval: a destructive one needs its
@@ -92,7 +93,7 @@ func ApproveCommand(approvalID, target, riskClass string) string {
 	return "oikos approve " + approvalID
 }
 
-func renderApproval(p approval, base string) Notification {
+func renderApproval(p approval, base string) notify.Notification {
 	risk := p.RiskClass
 	if risk == "" {
 		risk = "unclassified"
@@ -113,10 +114,10 @@ func renderApproval(p approval, base string) Notification {
 	fmt.Fprintf(&b, "Decide in Operations: %s\n", link)
 	fmt.Fprintf(&b, "or run: %s\n", ApproveCommand(p.ApprovalID, p.Target, p.RiskClass))
 	fmt.Fprintf(&b, "deny: oikos deny %s", p.ApprovalID)
-	return Notification{Title: title, Body: b.String(), Link: link}
+	return notify.Notification{Title: title, Body: b.String(), Link: link}
 }
 
-func renderDrift(p drift, base string) Notification {
+func renderDrift(p drift, base string) notify.Notification {
 	title := fmt.Sprintf("Drift: %d missing, %d ghost", p.Missing, p.Ghost)
 	link := base + "/"
 	var b strings.Builder
@@ -131,10 +132,10 @@ func renderDrift(p drift, base string) Notification {
 	}
 	b.WriteString("Details: oikos drift\n")
 	b.WriteString(link)
-	return Notification{Title: title, Body: b.String(), Link: link}
+	return notify.Notification{Title: title, Body: b.String(), Link: link}
 }
 
-func renderHostKey(p raised, base string) Notification {
+func renderHostKey(p raised, base string) notify.Notification {
 	addr := strings.TrimPrefix(p.DedupKey, hostKeySignal+":")
 	title := "SSH host key changed: " + addr
 	link := base + "/signals"
@@ -144,16 +145,16 @@ func renderHostKey(p raised, base string) Notification {
 	}
 	b.WriteString("Oikos refuses to connect until the new key is verified and re-pinned.\n")
 	b.WriteString(link)
-	return Notification{Title: title, Body: b.String(), Link: link}
+	return notify.Notification{Title: title, Body: b.String(), Link: link}
 }
 
-// testNotification is the message of a channel test.
-func testNotification(base, channel string) Notification {
+// TestNotification is the message of a channel test.
+func TestNotification(base, channel string) notify.Notification {
 	base = strings.TrimRight(base, "/")
 	who := "this channel"
 	if channel != "" {
 		who = "channel " + channel
 	}
-	return Notification{Kind: KindTest, Severity: SeverityInfo, Title: "Oikos test notification",
+	return notify.Notification{Kind: notify.KindTest, Severity: notify.SeverityInfo, Title: "Oikos test notification",
 		Body: fmt.Sprintf("If you can read this, Oikos can notify %s.\n%s/", who, base), Link: base + "/"}
 }

@@ -9,18 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/oikos-hq/oikos/api/internal/apierr"
-	"github.com/oikos-hq/oikos/shared/audit"
-	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/api/internal/notifytarget"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/notifystore"
 	"github.com/oikos-hq/oikos/shared/signals"
 )
 
-// Audit actions and event types of the store's mutations.
+// Audit actions and event types of the service's mutations.
 const (
 	ActionChannelCreate = "notification_channel.create"
 	ActionChannelUpdate = "notification_channel.update"
@@ -45,26 +41,6 @@ func FailingKey(channelID string) string { return SignalFailing + ":" + channelI
 // minSecretLen is the shortest webhook signing secret accepted: an HMAC key a person could
 // guess signs nothing.
 const minSecretLen = 16
-
-// Channel is a channel as the api shows it: never its URL or secret, only their references
-// and the URL's scheme and host.
-type Channel struct {
-	ID         string     `json:"id"`
-	Name       string     `json:"name"`
-	Kind       string     `json:"kind"`
-	URL        string     `json:"url"`
-	URLRef     string     `json:"url_ref"`
-	SecretRef  *string    `json:"secret_ref"`
-	QuietStart *string    `json:"quiet_start"`
-	QuietEnd   *string    `json:"quiet_end"`
-	Timezone   string     `json:"timezone"`
-	Enabled    bool       `json:"enabled"`
-	CreatedAt  time.Time  `json:"created_at"`
-	UpdatedAt  time.Time  `json:"updated_at"`
-	LastOKAt   *time.Time `json:"last_ok_at"`
-	LastError  *string    `json:"last_error"`
-	Rules      []Rule     `json:"rules"`
-}
 
 // ChannelInput creates a channel. Exactly one of URL (a value, stored by the api and never
 // shown again) and URLRef (env:NAME or file:/path, read at every send) is given; a webhook
@@ -109,140 +85,52 @@ type RuleInput struct {
 	Enabled     *bool    `json:"enabled"`
 }
 
-// Meta is who changes something, through which request: what the audit row and the event
-// record.
-type Meta struct {
-	Actor, Method, Path, CorrelationID string
-}
-
-// Store keeps channels and rules. Every mutation writes its audit row and its event in its
-// own transaction.
-type Store struct {
-	pool    *pgxpool.Pool
+// Service keeps channels and rules: it checks what an operator sends and writes it through
+// the storage layer. Every mutation writes its audit row and its event in its own
+// transaction.
+type Service struct {
+	db      *notifystore.Store
 	secrets Secrets
 	// knownType reports whether a rule may name an entity type (nil: any).
 	knownType func(string) bool
 	now       func() time.Time
 }
 
-// StoreOptions configure a Store.
-type StoreOptions struct {
-	Pool    *pgxpool.Pool
+// ServiceOptions configure a Service.
+type ServiceOptions struct {
+	Pool    *storage.Pool
 	Secrets Secrets
 	// KnownType, when set, refuses rules naming an entity type it does not know.
 	KnownType func(string) bool
 	Now       func() time.Time
 }
 
-// NewStore returns a store.
-func NewStore(o StoreOptions) *Store {
+// NewService returns a service.
+func NewService(o ServiceOptions) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Store{pool: o.Pool, secrets: o.Secrets, knownType: o.KnownType, now: o.Now}
-}
-
-const channelColumns = `c.id::text, c.name, c.kind, c.url_redacted, c.url_ref, c.secret_ref,
-	to_char(c.quiet_start, 'HH24:MI'), to_char(c.quiet_end, 'HH24:MI'), c.timezone, c.enabled,
-	c.created_at, c.updated_at, c.last_ok_at, c.last_error`
-
-func scanChannel(row pgx.Row) (Channel, error) {
-	var c Channel
-	err := row.Scan(&c.ID, &c.Name, &c.Kind, &c.URL, &c.URLRef, &c.SecretRef, &c.QuietStart, &c.QuietEnd, &c.Timezone,
-		&c.Enabled, &c.CreatedAt, &c.UpdatedAt, &c.LastOKAt, &c.LastError)
-	c.Rules = []Rule{}
-	return c, err
-}
-
-const ruleColumns = `r.id::text, r.channel_id::text, c.name, r.kinds, r.min_severity, r.entity_types, r.tags,
-	r.enabled, r.created_at`
-
-func scanRule(row pgx.Row) (Rule, error) {
-	var r Rule
-	err := row.Scan(&r.ID, &r.ChannelID, &r.Channel, &r.Kinds, &r.MinSeverity, &r.EntityTypes, &r.Tags, &r.Enabled,
-		&r.CreatedAt)
-	return r, err
-}
-
-// channelWhere matches a channel by id or by name.
-const channelWhere = ` WHERE (c.id::text = $1 OR c.name = $1)`
-
-// getChannel reads one channel, with its rules; lock takes the row for update.
-func getChannel(ctx context.Context, q pg.Querier, ref string, lock bool) (Channel, error) {
-	sql := `SELECT ` + channelColumns + ` FROM notification_channels c` + channelWhere
-	if lock {
-		sql += ` FOR UPDATE`
-	}
-	c, err := scanChannel(q.QueryRow(ctx, sql, ref))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Channel{}, fmt.Errorf("%w: notification channel %q", apierr.ErrNotFound, ref)
-	}
-	if err != nil {
-		return Channel{}, fmt.Errorf("read notification channel: %w", err)
-	}
-	rules, err := listRules(ctx, q, c.ID)
-	if err != nil {
-		return Channel{}, err
-	}
-	c.Rules = rules
-	return c, nil
+	return &Service{db: notifystore.New(o.Pool), secrets: o.Secrets, knownType: o.KnownType, now: o.Now}
 }
 
 // Channel returns one channel by id or name.
-func (s *Store) Channel(ctx context.Context, ref string) (Channel, error) {
-	return getChannel(ctx, s.pool, ref, false)
+func (s *Service) Channel(ctx context.Context, ref string) (Channel, error) {
+	return s.db.Channel(ctx, ref, false)
 }
 
 // Channels lists every channel, by name, with its rules.
-func (s *Store) Channels(ctx context.Context) ([]Channel, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+channelColumns+` FROM notification_channels c ORDER BY c.name`)
-	if err != nil {
-		return nil, fmt.Errorf("list notification channels: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Channel, error) { return scanChannel(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list notification channels: %w", err)
-	}
-	rules, err := listRules(ctx, s.pool, "")
-	if err != nil {
-		return nil, err
-	}
-	for i := range out {
-		for _, r := range rules {
-			if r.ChannelID == out[i].ID {
-				out[i].Rules = append(out[i].Rules, r)
-			}
-		}
-	}
-	return out, nil
-}
+func (s *Service) Channels(ctx context.Context) ([]Channel, error) { return s.db.Channels(ctx) }
 
 // Rules lists the rules, of one channel (id or name) or of all ("").
-func (s *Store) Rules(ctx context.Context, channel string) ([]Rule, error) {
+func (s *Service) Rules(ctx context.Context, channel string) ([]Rule, error) {
 	if channel == "" {
-		return listRules(ctx, s.pool, "")
+		return s.db.Rules(ctx, "")
 	}
-	c, err := getChannel(ctx, s.pool, channel, false)
+	c, err := s.db.Channel(ctx, channel, false)
 	if err != nil {
 		return nil, err
 	}
 	return c.Rules, nil
-}
-
-func listRules(ctx context.Context, q pg.Querier, channelID string) ([]Rule, error) {
-	rows, err := q.Query(ctx, `SELECT `+ruleColumns+` FROM notification_rules r JOIN notification_channels c ON c.id = r.channel_id
-		WHERE $1 = '' OR r.channel_id::text = $1 ORDER BY c.name, r.created_at, r.id`, channelID)
-	if err != nil {
-		return nil, fmt.Errorf("list notification rules: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Rule, error) { return scanRule(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list notification rules: %w", err)
-	}
-	if out == nil {
-		out = []Rule{}
-	}
-	return out, nil
 }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -257,8 +145,14 @@ type spec struct {
 	enabled               bool
 }
 
+// row is the channel's row with the references to write.
+func (sp spec) row(urlRef string, secretRef *string) notifystore.ChannelRow {
+	return notifystore.ChannelRow{Name: sp.name, Kind: sp.kind, URLRef: urlRef, URLRedacted: sp.redacted,
+		SecretRef: secretRef, QuietStart: sp.quietStart, QuietEnd: sp.quietEnd, Timezone: sp.tz, Enabled: sp.enabled}
+}
+
 // checkURL checks a channel's URL, given inline or by reference, and returns it resolved.
-func (s *Store) checkURL(ctx context.Context, q pg.Querier, kind, inline, ref string) (string, error) {
+func (s *Service) checkURL(ctx context.Context, db *notifystore.Store, kind, inline, ref string) (string, error) {
 	inline, ref = strings.TrimSpace(inline), strings.TrimSpace(ref)
 	switch {
 	case inline == "" && ref == "":
@@ -266,7 +160,7 @@ func (s *Store) checkURL(ctx context.Context, q pg.Querier, kind, inline, ref st
 	case inline != "" && ref != "":
 		return "", apierr.Invalid("url", "send url or url_ref, not both")
 	case inline != "":
-		if err := ValidateURL(kind, inline); err != nil {
+		if err := notifytarget.ValidateURL(kind, inline); err != nil {
 			return "", apierr.Invalid("url", "%v", err)
 		}
 		return inline, nil
@@ -274,11 +168,11 @@ func (s *Store) checkURL(ctx context.Context, q pg.Querier, kind, inline, ref st
 	if strings.HasPrefix(ref, refStored+":") {
 		return "", apierr.Invalid("url_ref", "stored: references are made by the api; send the value itself as url")
 	}
-	raw, err := s.secrets.Resolve(ctx, q, ref)
+	raw, err := s.secrets.Resolve(ctx, db, ref)
 	if err != nil {
 		return "", apierr.Invalid("url_ref", "%v", err)
 	}
-	if err := ValidateURL(kind, raw); err != nil {
+	if err := notifytarget.ValidateURL(kind, raw); err != nil {
 		return "", apierr.Invalid("url_ref", "%s names a URL that %v", ref, err)
 	}
 	return raw, nil
@@ -286,9 +180,9 @@ func (s *Store) checkURL(ctx context.Context, q pg.Querier, kind, inline, ref st
 
 // checkSecret checks a webhook's signing secret (inline or by reference); a shoutrrr channel
 // takes none.
-func (s *Store) checkSecret(ctx context.Context, q pg.Querier, kind, inline, ref string) error {
+func (s *Service) checkSecret(ctx context.Context, db *notifystore.Store, kind, inline, ref string) error {
 	ref = strings.TrimSpace(ref)
-	if kind != ChannelWebhook {
+	if kind != notifytarget.ChannelWebhook {
 		if inline != "" || ref != "" {
 			return apierr.Invalid("secret", "only a webhook channel is signed; a shoutrrr URL carries its own credentials")
 		}
@@ -308,7 +202,7 @@ func (s *Store) checkSecret(ctx context.Context, q pg.Querier, kind, inline, ref
 	if strings.HasPrefix(ref, refStored+":") {
 		return apierr.Invalid("secret_ref", "stored: references are made by the api; send the value itself as secret")
 	}
-	v, err := s.secrets.Resolve(ctx, q, ref)
+	v, err := s.secrets.Resolve(ctx, db, ref)
 	if err != nil {
 		return apierr.Invalid("secret_ref", "%v", err)
 	}
@@ -345,7 +239,7 @@ func checkQuiet(start, end, tz string) (s, e *string, err error) {
 }
 
 // checkRule checks a rule; field prefixes its members' names ("rules[0]." inside a channel).
-func (s *Store) checkRule(in RuleInput, field string) (RuleInput, error) {
+func (s *Service) checkRule(in RuleInput, field string) (RuleInput, error) {
 	var errs []error
 	if len(in.Kinds) == 0 {
 		errs = append(errs, apierr.Invalid(field+"kinds", "name at least one of %s", strings.Join(Kinds, ", ")))
@@ -389,22 +283,22 @@ func clean(vs []string) []string {
 
 // CreateChannel creates a channel and the rules it comes with. Errors: *apierr.FieldError
 // (ErrInvalid) naming what to fix, ErrDuplicate for a name taken.
-func (s *Store) CreateChannel(ctx context.Context, m Meta, in ChannelInput) (Channel, error) {
+func (s *Service) CreateChannel(ctx context.Context, m Meta, in ChannelInput) (Channel, error) {
 	if in.Kind == "" {
-		in.Kind = ChannelShoutrrr
+		in.Kind = notifytarget.ChannelShoutrrr
 	}
 	var errs []error
 	name := strings.TrimSpace(in.Name)
 	if !namePattern.MatchString(name) {
 		errs = append(errs, apierr.Invalid("name", "must be 1-64 of A-Z a-z 0-9 . _ - starting with a letter or digit"))
 	}
-	if !slices.Contains(ChannelKinds, in.Kind) {
-		errs = append(errs, apierr.Invalid("kind", "%q is not one of %s", in.Kind, strings.Join(ChannelKinds, ", ")))
+	if !slices.Contains(notifytarget.ChannelKinds, in.Kind) {
+		errs = append(errs, apierr.Invalid("kind", "%q is not one of %s", in.Kind, strings.Join(notifytarget.ChannelKinds, ", ")))
 		return Channel{}, errors.Join(errs...)
 	}
-	raw, err := s.checkURL(ctx, s.pool, in.Kind, in.URL, in.URLRef)
+	raw, err := s.checkURL(ctx, s.db, in.Kind, in.URL, in.URLRef)
 	errs = append(errs, err)
-	errs = append(errs, s.checkSecret(ctx, s.pool, in.Kind, in.Secret, in.SecretRef))
+	errs = append(errs, s.checkSecret(ctx, s.db, in.Kind, in.Secret, in.SecretRef))
 	tz := strings.TrimSpace(in.Timezone)
 	if tz == "" {
 		tz = "UTC"
@@ -419,48 +313,38 @@ func (s *Store) CreateChannel(ctx context.Context, m Meta, in ChannelInput) (Cha
 	if err := errors.Join(errs...); err != nil {
 		return Channel{}, err
 	}
-	sp := spec{name: name, kind: in.Kind, tz: tz, redacted: RedactURL(raw), quietStart: qs, quietEnd: qe, enabled: true,
+	sp := spec{name: name, kind: in.Kind, tz: tz, redacted: notifytarget.RedactURL(raw), quietStart: qs, quietEnd: qe, enabled: true,
 		url: strings.TrimSpace(in.URL), urlRef: strings.TrimSpace(in.URLRef), secret: in.Secret,
 		secretRef: strings.TrimSpace(in.SecretRef)}
 	if in.Enabled != nil {
 		sp.enabled = *in.Enabled
 	}
 	var out Channel
-	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.db.InTx(ctx, func(tx *notifystore.Store) error {
 		urlRef, secretRef, err := storeInline(ctx, tx, sp)
 		if err != nil {
 			return err
 		}
-		id, err := uuid.NewV7()
+		now := s.now()
+		id, err := tx.InsertChannel(ctx, sp.row(urlRef, secretRef), now)
 		if err != nil {
 			return err
 		}
-		now := s.now()
-		_, err = tx.Exec(ctx, `INSERT INTO notification_channels
-			(id, name, kind, url_ref, url_redacted, secret_ref, quiet_start, quiet_end, timezone, enabled, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7::time, $8::time, $9, $10, $11, $11)`,
-			id, sp.name, sp.kind, urlRef, sp.redacted, secretRef, sp.quietStart, sp.quietEnd, sp.tz, sp.enabled, now)
-		if pg.IsUniqueViolation(err, "notification_channels_name_key") {
-			return &apierr.FieldError{Field: "name", Reason: fmt.Sprintf("a channel named %q exists already", sp.name), Err: apierr.ErrDuplicate}
-		}
-		if err != nil {
-			return fmt.Errorf("create notification channel: %w", err)
-		}
 		for _, r := range rules {
-			if _, err := insertRule(ctx, tx, id.String(), r, now); err != nil {
+			if _, err := tx.InsertRule(ctx, id, ruleRow(r), now); err != nil {
 				return err
 			}
 		}
-		if out, err = getChannel(ctx, tx, id.String(), false); err != nil {
+		if out, err = tx.Channel(ctx, id, false); err != nil {
 			return err
 		}
-		return record(ctx, tx, m, ActionChannelCreate, EventChannelCreated, nil, out)
+		return tx.Record(ctx, m, ActionChannelCreate, EventChannelCreated, nil, out)
 	})
 	return out, err
 }
 
 // storeInline stores a spec's inline URL and secret and returns the references to write.
-func storeInline(ctx context.Context, q pg.Querier, sp spec) (urlRef string, secretRef *string, err error) {
+func storeInline(ctx context.Context, q *notifystore.Store, sp spec) (urlRef string, secretRef *string, err error) {
 	urlRef = sp.urlRef
 	if sp.url != "" {
 		if urlRef, err = storeSecret(ctx, q, sp.url); err != nil {
@@ -482,10 +366,10 @@ func storeInline(ctx context.Context, q pg.Querier, sp spec) (urlRef string, sec
 
 // UpdateChannel applies a patch; what it does not name stays. Errors as CreateChannel's,
 // and ErrNotFound.
-func (s *Store) UpdateChannel(ctx context.Context, m Meta, ref string, p ChannelPatch) (Channel, error) {
+func (s *Service) UpdateChannel(ctx context.Context, m Meta, ref string, p ChannelPatch) (Channel, error) {
 	var out Channel
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		before, err := getChannel(ctx, tx, ref, true)
+	err := s.db.InTx(ctx, func(tx *notifystore.Store) error {
+		before, err := tx.Channel(ctx, ref, true)
 		if err != nil {
 			return err
 		}
@@ -507,7 +391,7 @@ func (s *Store) UpdateChannel(ctx context.Context, m Meta, ref string, p Channel
 			if err != nil {
 				errs = append(errs, err)
 			} else {
-				sp.redacted, sp.url, sp.urlRef = RedactURL(raw), strings.TrimSpace(deref(p.URL)), strings.TrimSpace(deref(p.URLRef))
+				sp.redacted, sp.url, sp.urlRef = notifytarget.RedactURL(raw), strings.TrimSpace(deref(p.URL)), strings.TrimSpace(deref(p.URLRef))
 				dropped = append(dropped, &before.URLRef)
 			}
 		}
@@ -549,14 +433,8 @@ func (s *Store) UpdateChannel(ctx context.Context, m Meta, ref string, p Channel
 		if sp.secret != "" || sp.secretRef != "" {
 			secretRef = newSecretRef
 		}
-		_, err = tx.Exec(ctx, `UPDATE notification_channels SET name = $2, url_ref = $3, url_redacted = $4, secret_ref = $5,
-			quiet_start = $6::time, quiet_end = $7::time, timezone = $8, enabled = $9, updated_at = $10 WHERE id = $1`,
-			before.ID, sp.name, urlRef, sp.redacted, secretRef, sp.quietStart, sp.quietEnd, sp.tz, sp.enabled, s.now())
-		if pg.IsUniqueViolation(err, "notification_channels_name_key") {
-			return &apierr.FieldError{Field: "name", Reason: fmt.Sprintf("a channel named %q exists already", sp.name), Err: apierr.ErrDuplicate}
-		}
-		if err != nil {
-			return fmt.Errorf("update notification channel: %w", err)
+		if err := tx.UpdateChannel(ctx, before.ID, sp.row(urlRef, secretRef), s.now()); err != nil {
+			return err
 		}
 		// A value the operator replaced is not kept.
 		for _, d := range dropped {
@@ -564,10 +442,10 @@ func (s *Store) UpdateChannel(ctx context.Context, m Meta, ref string, p Channel
 				return err
 			}
 		}
-		if out, err = getChannel(ctx, tx, before.ID, false); err != nil {
+		if out, err = tx.Channel(ctx, before.ID, false); err != nil {
 			return err
 		}
-		return record(ctx, tx, m, ActionChannelUpdate, EventChannelUpdated, before, out)
+		return tx.Record(ctx, m, ActionChannelUpdate, EventChannelUpdated, before, out)
 	})
 	return out, err
 }
@@ -581,31 +459,31 @@ func deref(s *string) string {
 
 // DeleteChannel deletes a channel with its rules, deliveries and stored values, and resolves
 // its failing signal (a channel that is gone fails no more).
-func (s *Store) DeleteChannel(ctx context.Context, m Meta, ref string) (Channel, error) {
+func (s *Service) DeleteChannel(ctx context.Context, m Meta, ref string) (Channel, error) {
 	var before Channel
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(tx *notifystore.Store) error {
 		var err error
-		if before, err = getChannel(ctx, tx, ref, true); err != nil {
+		if before, err = tx.Channel(ctx, ref, true); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM notification_channels WHERE id = $1`, before.ID); err != nil {
-			return fmt.Errorf("delete notification channel: %w", err)
+		if err := tx.DeleteChannel(ctx, before.ID); err != nil {
+			return err
 		}
 		for _, r := range []*string{&before.URLRef, before.SecretRef} {
 			if err := dropSecret(ctx, tx, r); err != nil {
 				return err
 			}
 		}
-		if _, err := signals.New(s.now).As(m.Actor).Resolve(ctx, tx, FailingKey(before.ID), "the channel was deleted"); err != nil {
+		if _, err := tx.ResolveSignal(ctx, signals.New(s.now).As(m.Actor), FailingKey(before.ID), "the channel was deleted"); err != nil {
 			return err
 		}
-		return record(ctx, tx, m, ActionChannelDelete, EventChannelDeleted, before, nil)
+		return tx.Record(ctx, m, ActionChannelDelete, EventChannelDeleted, before, nil)
 	})
 	return before, err
 }
 
 // CreateRule adds a rule to a channel (named by id or name in in.Channel).
-func (s *Store) CreateRule(ctx context.Context, m Meta, in RuleInput) (Rule, error) {
+func (s *Service) CreateRule(ctx context.Context, m Meta, in RuleInput) (Rule, error) {
 	var errs []error
 	if strings.TrimSpace(in.Channel) == "" {
 		errs = append(errs, apierr.Invalid("channel", "is required: the channel's id or name"))
@@ -616,88 +494,55 @@ func (s *Store) CreateRule(ctx context.Context, m Meta, in RuleInput) (Rule, err
 		return Rule{}, err
 	}
 	var out Rule
-	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		c, err := getChannel(ctx, tx, strings.TrimSpace(in.Channel), true)
+	err = s.db.InTx(ctx, func(tx *notifystore.Store) error {
+		c, err := tx.Channel(ctx, strings.TrimSpace(in.Channel), true)
 		if errors.Is(err, apierr.ErrNotFound) {
 			return apierr.Invalid("channel", "no notification channel %q", in.Channel)
 		}
 		if err != nil {
 			return err
 		}
-		if out, err = insertRule(ctx, tx, c.ID, in, s.now()); err != nil {
+		if out, err = tx.InsertRule(ctx, c.ID, ruleRow(in), s.now()); err != nil {
 			return err
 		}
-		return record(ctx, tx, m, ActionRuleCreate, EventRuleCreated, nil, out)
+		return tx.Record(ctx, m, ActionRuleCreate, EventRuleCreated, nil, out)
 	})
 	return out, err
 }
 
-func insertRule(ctx context.Context, q pg.Querier, channelID string, in RuleInput, now time.Time) (Rule, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return Rule{}, err
-	}
-	enabled := in.Enabled == nil || *in.Enabled
-	r, err := scanRule(q.QueryRow(ctx, `WITH r AS (
-		INSERT INTO notification_rules (id, channel_id, kinds, min_severity, entity_types, tags, enabled, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *)
-		SELECT `+ruleColumns+` FROM r JOIN notification_channels c ON c.id = r.channel_id`,
-		id, channelID, in.Kinds, in.MinSeverity, in.EntityTypes, in.Tags, enabled, now))
-	if err != nil {
-		return Rule{}, fmt.Errorf("create notification rule: %w", err)
-	}
-	return r, nil
+// ruleRow is a checked rule's row; a rule is enabled unless it says otherwise.
+func ruleRow(in RuleInput) notifystore.RuleRow {
+	return notifystore.RuleRow{Kinds: in.Kinds, MinSeverity: in.MinSeverity, EntityTypes: in.EntityTypes, Tags: in.Tags,
+		Enabled: in.Enabled == nil || *in.Enabled}
 }
 
 // DeleteRule deletes a rule. ErrNotFound when there is none.
-func (s *Store) DeleteRule(ctx context.Context, m Meta, id string) (Rule, error) {
+func (s *Service) DeleteRule(ctx context.Context, m Meta, id string) (Rule, error) {
 	var before Rule
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.db.InTx(ctx, func(tx *notifystore.Store) error {
 		var err error
-		before, err = scanRule(tx.QueryRow(ctx, `WITH r AS (DELETE FROM notification_rules WHERE id::text = $1 RETURNING *)
-			SELECT `+ruleColumns+` FROM r JOIN notification_channels c ON c.id = r.channel_id`, id))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: notification rule %q", apierr.ErrNotFound, id)
+		if before, err = tx.DeleteRule(ctx, id); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("delete notification rule: %w", err)
-		}
-		return record(ctx, tx, m, ActionRuleDelete, EventRuleDeleted, before, nil)
+		return tx.Record(ctx, m, ActionRuleDelete, EventRuleDeleted, before, nil)
 	})
 	return before, err
 }
 
-// record writes a mutation's audit row and event in tx. Before and after are the api's
-// views (a channel's references and redacted URL, never its values).
-func record(ctx context.Context, tx pgx.Tx, m Meta, action, event string, before, after any) error {
-	row := audit.Row{Actor: m.Actor, Action: action, Method: m.Method, Path: m.Path, CorrelationID: m.CorrelationID}
-	if before != nil {
-		row.Before = before
+// Target resolves a channel's references for a send now (a channel test).
+func (s *Service) Target(ctx context.Context, ref string) (Channel, notifytarget.Target, error) {
+	c, err := s.db.Channel(ctx, ref, false)
+	if err != nil {
+		return Channel{}, notifytarget.Target{}, err
 	}
-	if after != nil {
-		row.After = after
-	}
-	if err := audit.Write(ctx, tx, row); err != nil {
-		return err
-	}
-	payload := after
-	if payload == nil {
-		payload = before
-	}
-	if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: event, CorrelationID: m.CorrelationID, Actor: m.Actor}, payload); err != nil {
-		return fmt.Errorf("event %s: %w", event, err)
-	}
-	return nil
+	t, err := ResolveTarget(ctx, s.db, s.secrets, c.Kind, c.URLRef, c.SecretRef)
+	return c, t, err
 }
 
-// Target resolves a channel's references for a send now (a channel test).
-func (s *Store) Target(ctx context.Context, ref string) (Channel, Target, error) {
-	c, err := getChannel(ctx, s.pool, ref, false)
-	if err != nil {
-		return Channel{}, Target{}, err
-	}
-	t, err := resolveTarget(ctx, s.pool, s.secrets, c.Kind, c.URLRef, c.SecretRef)
-	return c, t, err
+// Deliveries lists deliveries newest first, each with its attempts in order; next is the
+// cursor of the following page ("" on the last).
+func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) (items []Delivery, next string, err error) {
+	return s.db.Deliveries(ctx, f)
 }
 
 // TestInput is a channel that is not stored: the target of POST /notifications/test.
@@ -710,21 +555,21 @@ type TestInput struct {
 }
 
 // CheckTarget checks a test's target as a channel's would be checked and resolves it.
-func (s *Store) CheckTarget(ctx context.Context, in TestInput) (Target, error) {
+func (s *Service) CheckTarget(ctx context.Context, in TestInput) (notifytarget.Target, error) {
 	if in.Kind == "" {
-		in.Kind = ChannelShoutrrr
+		in.Kind = notifytarget.ChannelShoutrrr
 	}
-	if !slices.Contains(ChannelKinds, in.Kind) {
-		return Target{}, apierr.Invalid("kind", "%q is not one of %s", in.Kind, strings.Join(ChannelKinds, ", "))
+	if !slices.Contains(notifytarget.ChannelKinds, in.Kind) {
+		return notifytarget.Target{}, apierr.Invalid("kind", "%q is not one of %s", in.Kind, strings.Join(notifytarget.ChannelKinds, ", "))
 	}
-	raw, err := s.checkURL(ctx, s.pool, in.Kind, in.URL, in.URLRef)
-	if err := errors.Join(err, s.checkSecret(ctx, s.pool, in.Kind, in.Secret, in.SecretRef)); err != nil {
-		return Target{}, err
+	raw, err := s.checkURL(ctx, s.db, in.Kind, in.URL, in.URLRef)
+	if err := errors.Join(err, s.checkSecret(ctx, s.db, in.Kind, in.Secret, in.SecretRef)); err != nil {
+		return notifytarget.Target{}, err
 	}
-	t := Target{Kind: in.Kind, URL: raw, Secret: in.Secret}
+	t := notifytarget.Target{Kind: in.Kind, URL: raw, Secret: in.Secret}
 	if in.SecretRef != "" {
-		if t.Secret, err = s.secrets.Resolve(ctx, s.pool, in.SecretRef); err != nil {
-			return Target{}, apierr.Invalid("secret_ref", "%v", err)
+		if t.Secret, err = s.secrets.Resolve(ctx, s.db, in.SecretRef); err != nil {
+			return notifytarget.Target{}, apierr.Invalid("secret_ref", "%v", err)
 		}
 	}
 	return t, nil

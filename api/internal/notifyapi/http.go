@@ -1,4 +1,7 @@
-package notify
+// Package notifyapi is the HTTP surface of notifications (under /api/v1): channels, rules,
+// deliveries and test sends. It checks the caller's role and hands everything else to the
+// notify service.
+package notifyapi
 
 import (
 	"context"
@@ -10,15 +13,18 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/notifyrender"
+	"github.com/oikos-hq/oikos/api/internal/notifytarget"
 	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/ids"
 )
 
 // Deps are what the HTTP surface needs.
 type Deps struct {
-	Store *Store
+	Service *notify.Service
 	// Sender sends test messages (default: a Transport).
-	Sender Sender
+	Sender notifytarget.Sender
 	// PublicURL is where the dashboard is, for the test message's link.
 	PublicURL string
 	Logger    zerolog.Logger
@@ -32,13 +38,13 @@ type API struct {
 	log zerolog.Logger
 }
 
-// NewAPI builds the surface.
-func NewAPI(d Deps) *API {
-	if d.Store == nil {
-		panic("notify: NewAPI needs the store")
+// New builds the surface.
+func New(d Deps) *API {
+	if d.Service == nil {
+		panic("notifyapi: New needs the service")
 	}
 	if d.Sender == nil {
-		d.Sender = &Transport{Logger: d.Logger}
+		d.Sender = &notifytarget.Transport{Logger: d.Logger}
 	}
 	return &API{d: d, log: d.Logger.With().Str("component", "notify").Logger()}
 }
@@ -75,13 +81,13 @@ func operator(h echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func meta(c echo.Context) Meta {
+func meta(c echo.Context) notify.Meta {
 	m := request.MetaOf(c)
-	return Meta{Actor: m.Actor, Method: m.Method, Path: m.Path, CorrelationID: m.CorrelationID}
+	return notify.Meta{Actor: m.Actor, Method: m.Method, Path: m.Path, CorrelationID: m.CorrelationID}
 }
 
 func (a *API) listChannels(c echo.Context) error {
-	chs, err := a.d.Store.Channels(c.Request().Context())
+	chs, err := a.d.Service.Channels(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -93,7 +99,7 @@ func (a *API) getChannel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ch, err := a.d.Store.Channel(c.Request().Context(), id)
+	ch, err := a.d.Service.Channel(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -101,11 +107,11 @@ func (a *API) getChannel(c echo.Context) error {
 }
 
 func (a *API) createChannel(c echo.Context) error {
-	var in ChannelInput
+	var in notify.ChannelInput
 	if err := request.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	ch, err := a.d.Store.CreateChannel(c.Request().Context(), meta(c), in)
+	ch, err := a.d.Service.CreateChannel(c.Request().Context(), meta(c), in)
 	if err != nil {
 		return err
 	}
@@ -118,11 +124,11 @@ func (a *API) updateChannel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var p ChannelPatch
+	var p notify.ChannelPatch
 	if err := request.DecodeJSON(c, &p); err != nil {
 		return err
 	}
-	ch, err := a.d.Store.UpdateChannel(c.Request().Context(), meta(c), id, p)
+	ch, err := a.d.Service.UpdateChannel(c.Request().Context(), meta(c), id, p)
 	if err != nil {
 		return err
 	}
@@ -137,7 +143,7 @@ func (a *API) deleteChannel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.d.Store.DeleteChannel(c.Request().Context(), meta(c), id); err != nil {
+	if _, err := a.d.Service.DeleteChannel(c.Request().Context(), meta(c), id); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -151,17 +157,17 @@ type TestResult struct {
 
 // send delivers a test message now and answers it; a failure is a 502 whose detail is the
 // redacted error. Nothing is stored.
-func (a *API) send(c echo.Context, t Target, channel string) error {
-	n := testNotification(a.d.PublicURL, channel)
+func (a *API) send(c echo.Context, t notifytarget.Target, channel string) error {
+	n := notifyrender.TestNotification(a.d.PublicURL, channel)
 	id := "test:" + request.CorrelationID(c)
-	code, err := a.d.Sender.Send(c.Request().Context(), t, Message{ID: id, Kind: n.Kind, Severity: n.Severity,
-		Title: n.Title, Body: n.Body, Link: n.Link, Event: EventRef{Type: KindTest}, Payload: []byte(`{}`)})
+	code, err := a.d.Sender.Send(c.Request().Context(), t, notifytarget.Message{ID: id, Kind: n.Kind, Severity: n.Severity,
+		Title: n.Title, Body: n.Body, Link: n.Link, Event: notifytarget.EventRef{Type: notify.KindTest}, Payload: []byte(`{}`)})
 	if err != nil {
 		if c.Request().Context().Err() != nil {
 			return context.Cause(c.Request().Context())
 		}
-		msg := RedactError(err, t.URL, t.Secret)
-		a.log.Info().Str("url", RedactURL(t.URL)).Str("error", msg).Str("channel", channel).Msg("test notification not delivered")
+		msg := notifytarget.RedactError(err, t.URL, t.Secret)
+		a.log.Info().Str("url", notifytarget.RedactURL(t.URL)).Str("error", msg).Str("channel", channel).Msg("test notification not delivered")
 		return request.Errorf(http.StatusBadGateway, "notification-failed", "", "the test notification was not delivered: %s", msg)
 	}
 	res := TestResult{OK: true}
@@ -176,23 +182,23 @@ func (a *API) testChannel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ch, t, err := a.d.Store.Target(c.Request().Context(), id)
+	ch, t, err := a.d.Service.Target(c.Request().Context(), id)
 	if err != nil {
 		if ch.ID == "" {
 			return err
 		}
 		return request.Errorf(http.StatusBadGateway, "notification-failed", "", "the test notification was not delivered: %s",
-			RedactError(err))
+			notifytarget.RedactError(err))
 	}
 	return a.send(c, t, ch.Name)
 }
 
 func (a *API) test(c echo.Context) error {
-	var in TestInput
+	var in notify.TestInput
 	if err := request.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	t, err := a.d.Store.CheckTarget(c.Request().Context(), in)
+	t, err := a.d.Service.CheckTarget(c.Request().Context(), in)
 	if err != nil {
 		return err
 	}
@@ -200,7 +206,7 @@ func (a *API) test(c echo.Context) error {
 }
 
 func (a *API) listRules(c echo.Context) error {
-	rules, err := a.d.Store.Rules(c.Request().Context(), strings.TrimSpace(c.QueryParam("channel")))
+	rules, err := a.d.Service.Rules(c.Request().Context(), strings.TrimSpace(c.QueryParam("channel")))
 	if err != nil {
 		return err
 	}
@@ -208,11 +214,11 @@ func (a *API) listRules(c echo.Context) error {
 }
 
 func (a *API) createRule(c echo.Context) error {
-	var in RuleInput
+	var in notify.RuleInput
 	if err := request.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	r, err := a.d.Store.CreateRule(c.Request().Context(), meta(c), in)
+	r, err := a.d.Service.CreateRule(c.Request().Context(), meta(c), in)
 	if err != nil {
 		return err
 	}
@@ -224,7 +230,7 @@ func (a *API) deleteRule(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := a.d.Store.DeleteRule(c.Request().Context(), meta(c), id); err != nil {
+	if _, err := a.d.Service.DeleteRule(c.Request().Context(), meta(c), id); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -239,10 +245,10 @@ func (a *API) listDeliveries(c echo.Context) error {
 		return request.BadRequest("cursor", "malformed cursor; pass next_cursor from the previous page unchanged")
 	}
 	statuses := request.ListParam(c, "status")
-	if err := request.OneOf("status", statuses, Statuses); err != nil {
+	if err := request.OneOf("status", statuses, notify.Statuses); err != nil {
 		return err
 	}
-	items, next, err := a.d.Store.Deliveries(c.Request().Context(), DeliveryFilter{
+	items, next, err := a.d.Service.Deliveries(c.Request().Context(), notify.DeliveryFilter{
 		Channel: strings.TrimSpace(c.QueryParam("channel")), Statuses: statuses, Limit: limit, After: after})
 	if err != nil {
 		return err

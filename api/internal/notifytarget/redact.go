@@ -1,4 +1,4 @@
-package notify
+package notifytarget
 
 import (
 	"net/url"

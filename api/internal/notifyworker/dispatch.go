@@ -1,4 +1,4 @@
-package notify
+package notifyworker
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/notifyrender"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/notifystore"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
@@ -22,14 +22,14 @@ const DefaultCursor = "notify"
 
 // DispatcherOptions configure a Dispatcher.
 type DispatcherOptions struct {
-	Pool *pgxpool.Pool
+	Pool *storage.Pool
 	// Bus wakes the dispatcher when an event it reads is committed; nil: it polls only.
 	Bus    *eventbus.Bus
 	Logger zerolog.Logger
 	// PublicURL is where the dashboard is, for the messages' links.
 	PublicURL string
 	// IsA matches a rule's entity types against subtypes (the ontology's is-a); nil: names.
-	IsA IsA
+	IsA notify.IsA
 	// Now stamps deliveries (time.Now when nil): a new delivery is due at once.
 	Now func() time.Time
 	// Poll is the safety net: the outbox is read this often without a wake-up (default 5 s).
@@ -50,6 +50,7 @@ type DispatcherOptions struct {
 // cursor moves only with the deliveries it stands for, so a restart loses nothing.
 type Dispatcher struct {
 	o    DispatcherOptions
+	db   *notifystore.Store
 	life startstop.Lifecycle
 	wake chan struct{}
 
@@ -75,7 +76,7 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 	if o.Cursor == "" {
 		o.Cursor = DefaultCursor
 	}
-	d := &Dispatcher{o: o, wake: make(chan struct{}, 1)}
+	d := &Dispatcher{o: o, db: notifystore.New(o.Pool), wake: make(chan struct{}, 1)}
 	d.cond = sync.NewCond(&d.mu)
 	return d, nil
 }
@@ -83,25 +84,14 @@ func NewDispatcher(o DispatcherOptions) (*Dispatcher, error) {
 // Start positions the cursor (on the first start ever at the newest event: history is not
 // notified) and runs the loop until Stop.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	var cursor int64
-	err := pg.InTx(ctx, d.o.Pool, func(tx pgx.Tx) error {
-		last, err := eventbus.LastID(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO notification_cursor (name, last_event_id) VALUES ($1, $2)
-			ON CONFLICT (name) DO NOTHING`, d.o.Cursor, last); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, `SELECT last_event_id FROM notification_cursor WHERE name = $1`, d.o.Cursor).Scan(&cursor)
-	})
+	cursor, err := d.db.PositionCursor(ctx, d.o.Cursor)
 	if err != nil {
 		return fmt.Errorf("notify: position cursor: %w", err)
 	}
 	d.setCursor(cursor)
 	var sub *eventbus.Subscription
 	if d.o.Bus != nil {
-		sub = d.o.Bus.Subscribe(64, sourceEvents...)
+		sub = d.o.Bus.Subscribe(64, notifyrender.SourceEvents...)
 	}
 	err = d.life.Start(ctx, d.o.Logger, "notify-dispatcher", func(ctx context.Context) {
 		if sub != nil {
@@ -165,35 +155,28 @@ func (d *Dispatcher) loop(ctx context.Context) {
 	}
 }
 
-// target is one rule of an enabled channel, as matching needs it.
-type target struct {
-	rule      Rule
-	channelID string
-}
-
 // Drain handles one batch of events after the cursor and returns how many it read.
 func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
 	var n, queued int
 	var last int64
-	err := pg.InTx(ctx, d.o.Pool, func(tx pgx.Tx) error {
+	err := d.db.InTx(ctx, func(tx *notifystore.Store) error {
 		n, queued, last = 0, 0, 0
-		var cursor int64
 		// The row lock serialises two apis' dispatchers: each batch is read once.
-		if err := tx.QueryRow(ctx, `SELECT last_event_id FROM notification_cursor WHERE name = $1 FOR UPDATE`,
-			d.o.Cursor).Scan(&cursor); err != nil {
-			return fmt.Errorf("read cursor: %w", err)
+		cursor, err := tx.LockCursor(ctx, d.o.Cursor)
+		if err != nil {
+			return err
 		}
-		events, err := eventbus.ReadAfter(ctx, tx, cursor, d.o.Batch, sourceEvents)
+		events, err := tx.EventsAfter(ctx, cursor, d.o.Batch, notifyrender.SourceEvents)
 		if err != nil || len(events) == 0 {
 			last = cursor
 			return err
 		}
 		n, last = len(events), events[len(events)-1].ID
-		rules, err := enabledRules(ctx, tx)
+		rules, err := tx.EnabledRules(ctx)
 		if err != nil {
 			return err
 		}
-		b := &pgx.Batch{}
+		var batch []notifystore.NewDelivery
 		now := d.o.Now()
 		for _, e := range events {
 			if len(rules) == 0 {
@@ -203,24 +186,24 @@ func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
-			note, ok := FromEvent(e, d.o.PublicURL, entityType)
+			note, ok := notifyrender.FromEvent(e, d.o.PublicURL, entityType)
 			if !ok {
 				continue
 			}
+			// The first matching rule of each channel is named.
 			seen := map[string]bool{}
 			for _, r := range rules {
-				if seen[r.channelID] || !r.rule.Matches(note, d.o.IsA) {
+				if seen[r.ChannelID] || !notify.Matches(r, note, d.o.IsA) {
 					continue
 				}
-				seen[r.channelID] = true
-				if err := queueDelivery(b, e, note, r, now); err != nil {
-					return err
-				}
+				seen[r.ChannelID] = true
+				batch = append(batch, notifystore.NewDelivery{Key: fmt.Sprintf("%d:%s", e.ID, r.ChannelID),
+					ChannelID: r.ChannelID, RuleID: r.ID, Event: e, Kind: note.Kind, Severity: note.Severity,
+					Title: note.Title, Body: note.Body, Link: note.Link, Due: now})
 				queued++
 			}
 		}
-		b.Queue(`UPDATE notification_cursor SET last_event_id = $2, updated_at = now() WHERE name = $1`, d.o.Cursor, last)
-		return tx.SendBatch(ctx, b).Close()
+		return tx.QueueDeliveries(ctx, batch, d.o.Cursor, last)
 	})
 	if err != nil {
 		return 0, err
@@ -233,50 +216,11 @@ func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
 }
 
 // entityType is the type of a host key signal's machine, which the event carries only by id.
-func (d *Dispatcher) entityType(ctx context.Context, q pg.Querier, e eventbus.Event) (string, error) {
-	if e.Type != eventSignalRaised || e.EntityID == "" {
+func (d *Dispatcher) entityType(ctx context.Context, tx *notifystore.Store, e eventbus.Event) (string, error) {
+	if e.Type != notifyrender.EventSignalRaised || e.EntityID == "" {
 		return "", nil
 	}
-	var typ string
-	err := q.QueryRow(ctx, `SELECT type FROM entities WHERE id = $1`, e.EntityID).Scan(&typ)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
-	}
-	return typ, err
-}
-
-func enabledRules(ctx context.Context, q pg.Querier) ([]target, error) {
-	rows, err := q.Query(ctx, `SELECT `+ruleColumns+` FROM notification_rules r JOIN notification_channels c ON c.id = r.channel_id
-		WHERE r.enabled AND c.enabled ORDER BY c.name, r.created_at, r.id`)
-	if err != nil {
-		return nil, fmt.Errorf("load notification rules: %w", err)
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (target, error) {
-		r, err := scanRule(row)
-		return target{rule: r, channelID: r.ChannelID}, err
-	})
-}
-
-func queueDelivery(b *pgx.Batch, e eventbus.Event, n Notification, t target, now time.Time) error {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return err
-	}
-	var entity *string
-	if e.EntityID != "" {
-		entity = &e.EntityID
-	}
-	payload := e.Payload
-	if len(payload) == 0 {
-		payload = []byte(`{}`)
-	}
-	b.Queue(`INSERT INTO notification_deliveries (id, idempotency_key, channel_id, rule_id, event_id, event_type, event_at,
-		entity_id, kind, severity, title, body, link, payload, next_attempt_at, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
-		ON CONFLICT (idempotency_key) DO NOTHING`,
-		id, fmt.Sprintf("%d:%s", e.ID, t.channelID), t.channelID, t.rule.ID, e.ID, e.Type, e.At, entity, n.Kind,
-		n.Severity, n.Title, n.Body, n.Link, []byte(payload), now)
-	return nil
+	return tx.EntityType(ctx, e.EntityID)
 }
 
 func (d *Dispatcher) setCursor(id int64) {

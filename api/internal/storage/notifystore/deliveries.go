@@ -1,4 +1,4 @@
-package notify
+package notifystore
 
 import (
 	"context"
@@ -7,17 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 )
-
-// Delivery statuses.
-const (
-	StatusPending    = "pending"
-	StatusSent       = "sent"
-	StatusFailed     = "failed"
-	StatusSuppressed = "suppressed"
-)
-
-// Statuses lists them.
-var Statuses = []string{StatusPending, StatusSent, StatusFailed, StatusSuppressed}
 
 // Delivery is one notification of one event to one channel, as the api shows it.
 type Delivery struct {
@@ -60,11 +49,24 @@ type DeliveryFilter struct {
 	After    string
 }
 
+const (
+	// Ids are uuid v7, so their order is the order of creation.
+	qDeliveries = `SELECT d.id::text, d.idempotency_key, d.channel_id::text, c.name, d.rule_id::text,
+		d.event_id, d.event_type, d.kind, d.severity, d.title, d.body, d.link, d.status, d.attempts,
+		CASE WHEN d.status = 'pending' THEN d.next_attempt_at END, d.created_at, d.sent_at, d.last_error
+		FROM notification_deliveries d JOIN notification_channels c ON c.id = d.channel_id
+		WHERE ($1 = '' OR d.channel_id::text = $1) AND (cardinality($2::text[]) = 0 OR d.status = ANY($2))
+		  AND ($3 = '' OR d.id < $3::uuid)
+		ORDER BY d.id DESC LIMIT $4`
+	qAttempts = `SELECT delivery_id::text, at, ok, status_code, error, duration_ms
+		FROM notification_attempts WHERE delivery_id = ANY($1::uuid[]) ORDER BY id`
+)
+
 // Deliveries lists deliveries newest first, each with its attempts in order; next is the
 // cursor of the following page ("" on the last).
 func (s *Store) Deliveries(ctx context.Context, f DeliveryFilter) (items []Delivery, next string, err error) {
 	if f.Channel != "" {
-		c, err := getChannel(ctx, s.pool, f.Channel, false)
+		c, err := s.Channel(ctx, f.Channel, false)
 		if err != nil {
 			return nil, "", err
 		}
@@ -73,14 +75,7 @@ func (s *Store) Deliveries(ctx context.Context, f DeliveryFilter) (items []Deliv
 	if f.Statuses == nil {
 		f.Statuses = []string{}
 	}
-	// Ids are uuid v7, so their order is the order of creation.
-	rows, err := s.pool.Query(ctx, `SELECT d.id::text, d.idempotency_key, d.channel_id::text, c.name, d.rule_id::text,
-		d.event_id, d.event_type, d.kind, d.severity, d.title, d.body, d.link, d.status, d.attempts,
-		CASE WHEN d.status = 'pending' THEN d.next_attempt_at END, d.created_at, d.sent_at, d.last_error
-		FROM notification_deliveries d JOIN notification_channels c ON c.id = d.channel_id
-		WHERE ($1 = '' OR d.channel_id::text = $1) AND (cardinality($2::text[]) = 0 OR d.status = ANY($2))
-		  AND ($3 = '' OR d.id < $3::uuid)
-		ORDER BY d.id DESC LIMIT $4`, f.Channel, f.Statuses, f.After, f.Limit+1)
+	rows, err := s.db.Query(ctx, qDeliveries, f.Channel, f.Statuses, f.After, f.Limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("list notification deliveries: %w", err)
 	}
@@ -107,8 +102,7 @@ func (s *Store) Deliveries(ctx context.Context, f DeliveryFilter) (items []Deliv
 	for i, d := range items {
 		ids[i], at[d.ID] = d.ID, i
 	}
-	rows, err = s.pool.Query(ctx, `SELECT delivery_id::text, at, ok, status_code, error, duration_ms
-		FROM notification_attempts WHERE delivery_id = ANY($1::uuid[]) ORDER BY id`, ids)
+	rows, err = s.db.Query(ctx, qAttempts, ids)
 	if err != nil {
 		return nil, "", fmt.Errorf("list notification attempts: %w", err)
 	}

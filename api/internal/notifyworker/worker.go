@@ -1,4 +1,4 @@
-package notify
+package notifyworker
 
 import (
 	"context"
@@ -9,14 +9,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/notifytarget"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/notifystore"
 	"github.com/oikos-hq/oikos/shared/ids"
 	"github.com/oikos-hq/oikos/shared/metrics"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/signals"
 	"github.com/oikos-hq/oikos/shared/startstop"
 )
@@ -30,10 +31,10 @@ const Actor = "api"
 
 // WorkerOptions configure a Worker.
 type WorkerOptions struct {
-	Pool    *pgxpool.Pool
+	Pool    *storage.Pool
 	Logger  zerolog.Logger
-	Sender  Sender // default: a Transport
-	Secrets Secrets
+	Sender  notifytarget.Sender // default: a Transport
+	Secrets notify.Secrets
 	// Retry is the back-off after each failed attempt; a delivery gets len(Retry)+1 attempts
 	// (default DefaultRetry).
 	Retry []time.Duration
@@ -78,9 +79,9 @@ const (
 	ResultReleased   = "released"
 )
 
-func (w *Worker) observe(c claimed, result string, attempt int, msg string) {
+func (w *Worker) observe(c notifystore.Claimed, result string, attempt int, msg string) {
 	if w.o.Observe != nil {
-		w.o.Observe(Outcome{DeliveryID: c.id, ChannelID: c.channelID, Channel: c.channel, Kind: c.kind, Result: result,
+		w.o.Observe(Outcome{DeliveryID: c.ID, ChannelID: c.ChannelID, Channel: c.Channel, Kind: c.Kind, Result: result,
 			Attempt: attempt, Error: msg})
 	}
 }
@@ -92,6 +93,7 @@ func (w *Worker) observe(c claimed, result string, attempt int, msg string) {
 // notification_channel_failing signal, which the channel's next success resolves.
 type Worker struct {
 	o       WorkerOptions
+	db      *notifystore.Store
 	life    startstop.Lifecycle
 	wake    chan struct{}
 	signals *signals.Store
@@ -111,7 +113,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 		o.Now = time.Now
 	}
 	if o.Sender == nil {
-		o.Sender = &Transport{Logger: o.Logger}
+		o.Sender = &notifytarget.Transport{Logger: o.Logger}
 	}
 	if o.Retry == nil {
 		o.Retry = DefaultRetry
@@ -125,7 +127,7 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if o.Lease <= 0 {
 		o.Lease = time.Minute
 	}
-	return &Worker{o: o, wake: make(chan struct{}, 1), busy: map[string]bool{},
+	return &Worker{o: o, db: notifystore.New(o.Pool), wake: make(chan struct{}, 1), busy: map[string]bool{},
 		signals: signals.New(o.Now).As(Actor),
 		attempts: metrics.Register(o.Metrics, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "oikos_api_notification_attempt_duration_seconds",
@@ -187,27 +189,12 @@ func (w *Worker) untilDue(ctx context.Context) time.Duration {
 	if free <= 0 {
 		return w.o.Poll
 	}
-	var due *time.Time
-	err := w.o.Pool.QueryRow(ctx, `SELECT min(next_attempt_at) FROM notification_deliveries
-		WHERE status = 'pending' AND NOT (channel_id = ANY($1::uuid[]))`, busy).Scan(&due)
+	due, err := w.db.NextDue(ctx, busy)
 	if err != nil || due == nil {
 		return w.o.Poll
 	}
 	// A floor keeps a delivery that is due but locked by another claimer from spinning the loop.
 	return min(max(due.Sub(w.o.Now()), 10*time.Millisecond), w.o.Poll)
-}
-
-// claimed is a delivery leased for one attempt, with its channel.
-type claimed struct {
-	id, key, channelID, channel, kind, severity, title, body, link string
-	payload                                                        json.RawMessage
-	event                                                          EventRef
-	attempts                                                       int
-	channelKind, urlRef                                            string
-	secretRef, quietStart, quietEnd                                *string
-	timezone                                                       string
-	enabled                                                        bool
-	lease                                                          time.Time
 }
 
 // claim leases due deliveries, one per free channel, and starts their sends.
@@ -220,43 +207,24 @@ func (w *Worker) claim(ctx context.Context) error {
 	// The lease doubles as the claim's token: an update that finds another next_attempt_at
 	// lost the delivery to another claimer after the lease ran out.
 	lease := now.Add(w.o.Lease).Truncate(time.Microsecond)
-	var got []claimed
-	err := pg.InTx(ctx, w.o.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id::text, channel_id::text FROM notification_deliveries
-			WHERE status = 'pending' AND next_attempt_at <= $1 AND NOT (channel_id = ANY($2::uuid[]))
-			ORDER BY next_attempt_at, id LIMIT 100 FOR UPDATE SKIP LOCKED`, now, busy)
+	var got []notifystore.Claimed
+	err := w.db.InTx(ctx, func(tx *notifystore.Store) error {
+		due, err := tx.DueDeliveries(ctx, now, busy)
 		if err != nil {
 			return err
 		}
 		var pick []string
 		seen := map[string]bool{}
-		var id, ch string
-		_, err = pgx.ForEachRow(rows, []any{&id, &ch}, func() error {
-			if !seen[ch] && len(pick) < free {
-				seen[ch] = true
-				pick = append(pick, id)
+		for _, d := range due {
+			if !seen[d.ChannelID] && len(pick) < free {
+				seen[d.ChannelID] = true
+				pick = append(pick, d.ID)
 			}
+		}
+		if len(pick) == 0 {
 			return nil
-		})
-		if err != nil || len(pick) == 0 {
-			return err
 		}
-		rows, err = tx.Query(ctx, `UPDATE notification_deliveries d SET next_attempt_at = $2
-			FROM notification_channels c WHERE d.id = ANY($1::uuid[]) AND c.id = d.channel_id
-			RETURNING d.id::text, d.idempotency_key, d.channel_id::text, c.name, d.kind, d.severity, d.title, d.body, d.link,
-				d.payload, d.event_id, d.event_type, d.event_at, coalesce(d.entity_id::text, ''), d.attempts,
-				c.kind, c.url_ref, c.secret_ref, to_char(c.quiet_start, 'HH24:MI'), to_char(c.quiet_end, 'HH24:MI'),
-				c.timezone, c.enabled`, pick, lease)
-		if err != nil {
-			return err
-		}
-		got, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
-			c := claimed{lease: lease}
-			err := r.Scan(&c.id, &c.key, &c.channelID, &c.channel, &c.kind, &c.severity, &c.title, &c.body, &c.link,
-				&c.payload, &c.event.ID, &c.event.Type, &c.event.At, &c.event.EntityID, &c.attempts,
-				&c.channelKind, &c.urlRef, &c.secretRef, &c.quietStart, &c.quietEnd, &c.timezone, &c.enabled)
-			return c, err
-		})
+		got, err = tx.Lease(ctx, pick, lease)
 		return err
 	})
 	if err != nil {
@@ -264,12 +232,12 @@ func (w *Worker) claim(ctx context.Context) error {
 	}
 	for _, c := range got {
 		w.mu.Lock()
-		w.busy[c.channelID] = true
+		w.busy[c.ChannelID] = true
 		w.mu.Unlock()
 		started := w.life.Go("notify-send", func(ctx context.Context) {
 			defer func() {
 				w.mu.Lock()
-				delete(w.busy, c.channelID)
+				delete(w.busy, c.ChannelID)
 				w.mu.Unlock()
 				w.Wake()
 			}()
@@ -278,7 +246,7 @@ func (w *Worker) claim(ctx context.Context) error {
 		if !started {
 			// Stopping: the lease runs out and the delivery is due again.
 			w.mu.Lock()
-			delete(w.busy, c.channelID)
+			delete(w.busy, c.ChannelID)
 			w.mu.Unlock()
 		}
 	}
@@ -286,17 +254,17 @@ func (w *Worker) claim(ctx context.Context) error {
 }
 
 // errLost is a claim another claimer took over after its lease ran out.
-var errLost = errors.New("the delivery's lease ran out and another claimer has it")
+var errLost = notifystore.ErrLost
 
 // deliver makes one attempt at c, or suppresses or defers it.
-func (w *Worker) deliver(ctx context.Context, c claimed) {
-	log := w.o.Logger.With().Str("delivery", c.id).Str("channel", c.channel).Str("kind", c.kind).Logger()
+func (w *Worker) deliver(ctx context.Context, c notifystore.Claimed) {
+	log := w.o.Logger.With().Str("delivery", c.ID).Str("channel", c.Channel).Str("kind", c.Kind).Logger()
 	// What is written after the attempt must be written even when the api is stopping: an
 	// attempt that was made and not recorded would be made again.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	now := w.o.Now()
-	if !c.enabled {
+	if !c.Enabled {
 		w.settle(wctx, log, c, "the channel is disabled")
 		return
 	}
@@ -306,28 +274,29 @@ func (w *Worker) deliver(ctx context.Context, c claimed) {
 		w.settle(wctx, log, c, reason)
 		return
 	}
-	if c.quietStart != nil && c.quietEnd != nil {
-		if q, err := ParseQuiet(*c.quietStart, *c.quietEnd, c.timezone); err == nil {
+	if c.QuietStart != nil && c.QuietEnd != nil {
+		if q, err := notify.ParseQuiet(*c.QuietStart, *c.QuietEnd, c.Timezone); err == nil {
 			if end, in := q.Until(now); in {
 				// Nothing is dropped: it is sent when the window ends.
-				if w.guarded(wctx, log, c, `UPDATE notification_deliveries SET next_attempt_at = $3 WHERE `+leased, end) {
+				if w.guarded(log, w.db.Defer(wctx, c, end)) {
 					w.observe(c, ResultDeferred, 0, "")
 				}
 				return
 			}
 		}
 	}
-	target, err := resolveTarget(wctx, w.o.Pool, w.o.Secrets, c.channelKind, c.urlRef, c.secretRef)
+	target, err := notify.ResolveTarget(wctx, w.db, w.o.Secrets, c.ChannelKind, c.URLRef, c.SecretRef)
 	start := time.Now()
 	code := 0
 	if err == nil {
-		code, err = w.o.Sender.Send(ctx, target, Message{ID: c.key, Kind: c.kind, Severity: c.severity, Title: c.title,
-			Body: c.body, Link: c.link, Event: c.event, Payload: c.payload})
+		code, err = w.o.Sender.Send(ctx, target, notifytarget.Message{ID: c.Key, Kind: c.Kind, Severity: c.Severity,
+			Title: c.Title, Body: c.Body, Link: c.Link, Payload: c.Payload,
+			Event: notifytarget.EventRef{ID: c.EventID, Type: c.EventType, At: c.EventAt, EntityID: c.EntityID}})
 	}
 	elapsed := time.Since(start)
 	if err != nil && ctx.Err() != nil {
 		// Stopped mid-send: due again at once, at the next start, without an attempt counted.
-		if w.guarded(wctx, log, c, `UPDATE notification_deliveries SET next_attempt_at = $3 WHERE `+leased, now) {
+		if w.guarded(log, w.db.Defer(wctx, c, now)) {
 			w.observe(c, ResultReleased, 0, "")
 		}
 		return
@@ -336,8 +305,8 @@ func (w *Worker) deliver(ctx context.Context, c claimed) {
 	if err != nil {
 		outcome = "failed"
 	}
-	w.attempts.WithLabelValues(c.channelKind, outcome).Observe(elapsed.Seconds())
-	msg := clip(RedactError(err, target.URL, target.Secret))
+	w.attempts.WithLabelValues(c.ChannelKind, outcome).Observe(elapsed.Seconds())
+	msg := clip(notifytarget.RedactError(err, target.URL, target.Secret))
 	result, err := w.record(wctx, c, code, msg, elapsed)
 	if errors.Is(err, errLost) {
 		// Deleted with its channel, or taken over after the lease ran out.
@@ -349,9 +318,9 @@ func (w *Worker) deliver(ctx context.Context, c claimed) {
 		return
 	}
 	if msg != "" {
-		log.Warn().Str("error", msg).Int("attempt", c.attempts+1).Str("result", result).Msg("notification not delivered")
+		log.Warn().Str("error", msg).Int("attempt", c.Attempts+1).Str("result", result).Msg("notification not delivered")
 	}
-	w.observe(c, result, c.attempts+1, msg)
+	w.observe(c, result, c.Attempts+1, msg)
 }
 
 // maxError bounds a stored error: enough to act on, not a receiver's whole error page.
@@ -366,16 +335,9 @@ func clip(s string) string {
 	return s
 }
 
-// leased is the condition of every write after a claim: the delivery is still pending and
-// still ours ($1 its id, $2 the lease).
-const leased = `id = $1 AND status = 'pending' AND next_attempt_at = $2`
-
-// guarded runs one leased update ($3 onward are args) and reports whether it applied.
-func (w *Worker) guarded(ctx context.Context, log zerolog.Logger, c claimed, sql string, args ...any) bool {
-	tag, err := w.o.Pool.Exec(ctx, sql, append([]any{c.id, c.lease}, args...)...)
-	if err == nil && tag.RowsAffected() == 0 {
-		err = errLost
-	}
+// guarded reports whether a leased update (the store's writes after a claim: the delivery
+// still pending and still ours) applied, and logs why not.
+func (w *Worker) guarded(log zerolog.Logger, err error) bool {
 	if err != nil {
 		log.Warn().Err(err).Msg("notifications: could not update a delivery")
 		return false
@@ -384,8 +346,8 @@ func (w *Worker) guarded(ctx context.Context, log zerolog.Logger, c claimed, sql
 }
 
 // settle suppresses a delivery: recorded with its reason, never sent.
-func (w *Worker) settle(ctx context.Context, log zerolog.Logger, c claimed, reason string) {
-	if w.guarded(ctx, log, c, `UPDATE notification_deliveries SET status = 'suppressed', last_error = $3 WHERE `+leased, reason) {
+func (w *Worker) settle(ctx context.Context, log zerolog.Logger, c notifystore.Claimed, reason string) {
+	if w.guarded(log, w.db.Suppress(ctx, c, reason)) {
 		w.observe(c, ResultSuppressed, 0, reason)
 	}
 }
@@ -394,29 +356,24 @@ func (w *Worker) settle(ctx context.Context, log zerolog.Logger, c claimed, reas
 // signal) is muted, or resolved while a mute still ran (an operator who muted it does not
 // want to hear about it), or acknowledged and this is only an update. The incident itself
 // is never touched.
-func (w *Worker) silenced(ctx context.Context, c claimed, now time.Time) (string, error) {
-	if !strings.HasPrefix(c.kind, "incident.") {
+func (w *Worker) silenced(ctx context.Context, c notifystore.Claimed, now time.Time) (string, error) {
+	if !strings.HasPrefix(c.Kind, "incident.") {
 		return "", nil
 	}
 	var p struct {
 		IncidentID string `json:"incident_id"`
 	}
-	if json.Unmarshal(c.payload, &p) != nil || !ids.IsUUID(p.IncidentID) {
+	if json.Unmarshal(c.Payload, &p) != nil || !ids.IsUUID(p.IncidentID) {
 		return "", nil
 	}
-	var status string
-	var until *time.Time
-	err := w.o.Pool.QueryRow(ctx, `SELECT status, muted_until FROM signals WHERE id = $1::uuid`, p.IncidentID).Scan(&status, &until)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
+	status, until, found, err := w.db.Incident(ctx, p.IncidentID)
+	if err != nil || !found {
 		return "", err
 	}
 	switch {
 	case until != nil && until.After(now) && (status == "muted" || status == "resolved"):
 		return "the incident is muted until " + until.UTC().Format(time.RFC3339), nil
-	case status == "acknowledged" && c.kind == KindIncidentUpdated:
+	case status == "acknowledged" && c.Kind == notify.KindIncidentUpdated:
 		return "the incident is acknowledged", nil
 	}
 	return "", nil
@@ -425,9 +382,9 @@ func (w *Worker) silenced(ctx context.Context, c claimed, now time.Time) (string
 // record writes an attempt and its consequences in one transaction: the delivery sent, due
 // again after the next back-off, or failed; the channel's last success or error; its failing
 // signal raised (after the last attempt) or resolved (on a success).
-func (w *Worker) record(ctx context.Context, c claimed, code int, errMsg string, elapsed time.Duration) (string, error) {
+func (w *Worker) record(ctx context.Context, c notifystore.Claimed, code int, errMsg string, elapsed time.Duration) (string, error) {
 	now := w.o.Now()
-	attempts := c.attempts + 1
+	attempts := c.Attempts + 1
 	ok := errMsg == ""
 	result := ResultFailed
 	switch {
@@ -436,78 +393,49 @@ func (w *Worker) record(ctx context.Context, c claimed, code int, errMsg string,
 	case attempts <= len(w.o.Retry):
 		result = ResultRetry
 	}
-	err := pg.InTx(ctx, w.o.Pool, func(tx pgx.Tx) error {
-		var tag interface{ RowsAffected() int64 }
+	err := w.db.InTx(ctx, func(tx *notifystore.Store) error {
 		var err error
 		switch result {
 		case ResultSent:
-			tag, err = tx.Exec(ctx, `UPDATE notification_deliveries SET status = 'sent', attempts = $3, sent_at = $4,
-				last_error = NULL WHERE `+leased, c.id, c.lease, attempts, now)
+			err = tx.MarkSent(ctx, c, attempts, now)
 		case ResultRetry:
-			tag, err = tx.Exec(ctx, `UPDATE notification_deliveries SET attempts = $3, next_attempt_at = $4, last_error = $5
-				WHERE `+leased, c.id, c.lease, attempts, now.Add(w.o.Retry[attempts-1]), errMsg)
+			err = tx.MarkRetry(ctx, c, attempts, now.Add(w.o.Retry[attempts-1]), errMsg)
 		default:
-			tag, err = tx.Exec(ctx, `UPDATE notification_deliveries SET status = 'failed', attempts = $3, last_error = $4
-				WHERE `+leased, c.id, c.lease, attempts, errMsg)
+			err = tx.MarkFailed(ctx, c, attempts, errMsg)
 		}
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return errLost
-		}
-		var status *int
-		var errText *string
+		a := notifystore.AttemptRow{DeliveryID: c.ID, At: now, OK: ok, Duration: elapsed}
 		if code != 0 {
-			status = &code
+			a.StatusCode = &code
 		}
 		if !ok {
-			errText = &errMsg
+			a.Error = &errMsg
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO notification_attempts (delivery_id, at, ok, status_code, error, duration_ms)
-			VALUES ($1, $2, $3, $4, $5, $6)`, c.id, now, ok, status, errText, elapsed.Milliseconds()); err != nil {
+		if err := tx.InsertAttempt(ctx, a); err != nil {
 			return err
 		}
 		if ok {
-			if _, err := tx.Exec(ctx, `UPDATE notification_channels SET last_ok_at = $2, last_error = NULL WHERE id = $1`,
-				c.channelID, now); err != nil {
+			if err := tx.ChannelOK(ctx, c.ChannelID, now); err != nil {
 				return err
 			}
-			_, err := w.signals.Resolve(ctx, tx, FailingKey(c.channelID), "a delivery to the channel succeeded")
+			_, err := tx.ResolveSignal(ctx, w.signals, notify.FailingKey(c.ChannelID), "a delivery to the channel succeeded")
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE notification_channels SET last_error = $2 WHERE id = $1`, c.channelID, errMsg); err != nil {
+		if err := tx.ChannelFailed(ctx, c.ChannelID, errMsg); err != nil {
 			return err
 		}
 		if attempts <= len(w.o.Retry) {
 			return nil
 		}
-		_, err = w.signals.Raise(ctx, tx, signals.Signal{
-			Kind: SignalFailing, DedupKey: FailingKey(c.channelID), Severity: signals.SeverityWarning,
-			Summary: fmt.Sprintf("notification channel %s is failing: %s", c.channel, errMsg),
-			Details: map[string]any{"channel_id": c.channelID, "channel": c.channel, "delivery_id": c.id,
-				"kind": c.kind, "attempts": attempts, "error": errMsg},
+		_, err = tx.RaiseSignal(ctx, w.signals, signals.Signal{
+			Kind: notify.SignalFailing, DedupKey: notify.FailingKey(c.ChannelID), Severity: signals.SeverityWarning,
+			Summary: fmt.Sprintf("notification channel %s is failing: %s", c.Channel, errMsg),
+			Details: map[string]any{"channel_id": c.ChannelID, "channel": c.Channel, "delivery_id": c.ID,
+				"kind": c.Kind, "attempts": attempts, "error": errMsg},
 		})
 		return err
 	})
 	return result, err
-}
-
-// resolveTarget resolves a channel's references for one send.
-func resolveTarget(ctx context.Context, q pg.Querier, s Secrets, kind, urlRef string, secretRef *string) (Target, error) {
-	t := Target{Kind: kind}
-	u, err := s.Resolve(ctx, q, urlRef)
-	if err != nil {
-		return t, err
-	}
-	t.URL = u
-	if secretRef != nil {
-		if t.Secret, err = s.Resolve(ctx, q, *secretRef); err != nil {
-			return t, err
-		}
-	}
-	if kind == ChannelWebhook && t.Secret == "" {
-		return t, errors.New("the webhook has no signing secret")
-	}
-	return t, nil
 }

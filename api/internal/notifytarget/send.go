@@ -1,4 +1,4 @@
-package notify
+package notifytarget
 
 import (
 	"context"
@@ -27,6 +27,10 @@ const (
 
 // ChannelKinds lists them.
 var ChannelKinds = []string{ChannelShoutrrr, ChannelWebhook}
+
+// severityCritical is notify.SeverityCritical (the severity vocabulary is shared/signals'),
+// the one an ntfy message goes out at high priority for.
+const severityCritical = "critical"
 
 // SendTimeout bounds one attempt.
 const SendTimeout = 10 * time.Second
@@ -165,7 +169,7 @@ func (t *Transport) shoutrrrOnce(raw string, m Message) error {
 	if keys["click"] && m.Link != "" && !q.Has("click") {
 		params["click"] = m.Link
 	}
-	if strings.HasPrefix(strings.ToLower(raw), "ntfy:") && m.Severity == SeverityCritical && !q.Has("priority") {
+	if strings.HasPrefix(strings.ToLower(raw), "ntfy:") && m.Severity == severityCritical && !q.Has("priority") {
 		params["priority"] = "high"
 	}
 	// A service that accepts a client gets ours (bounded, connections reused) unless its URL

@@ -1,4 +1,4 @@
-package notify_test
+package notifyapi_test
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/apitest"
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/notifyapi"
+	"github.com/oikos-hq/oikos/api/internal/notifyworker"
 	"github.com/oikos-hq/oikos/api/internal/request"
 )
 
@@ -30,16 +32,16 @@ func newSurface(t *testing.T) *surface {
 	t.Helper()
 	e := newEnv(t)
 	ont := apitest.SeedOntology(t)
-	e.store = notify.NewStore(notify.StoreOptions{Pool: e.pool, Secrets: e.secrets(), KnownType: func(s string) bool {
+	e.Service = notify.NewService(notify.ServiceOptions{Pool: e.Pool, Secrets: e.Secrets(), KnownType: func(s string) bool {
 		_, ok := ont.Type(s)
 		return ok
 	}})
-	tokens := auth.NewStore(e.pool)
-	api := notify.NewAPI(notify.Deps{Store: e.store, PublicURL: "https://oikos.example", Logger: e.logger})
+	tokens := auth.NewStore(e.Pool)
+	api := notifyapi.New(notifyapi.Deps{Service: e.Service, PublicURL: "https://oikos.example", Logger: e.Logger})
 	ech := echo.New()
 	g := ech.Group("/api/v1")
 	g.Use(request.Correlation)
-	request.Mount(g, tokens, e.logger, api.Routes()...)
+	request.Mount(g, tokens, e.Logger, api.Routes()...)
 	ts := httptest.NewServer(ech)
 	t.Cleanup(ts.Close)
 	mk := func(name string, role auth.Role) *client {
@@ -135,18 +137,18 @@ func TestHTTPSurface(t *testing.T) {
 	s := newSurface(t)
 	e := s.e
 	ntfy, hook := newReceiver(t), newReceiver(t)
-	e.vars.Set("HOOK_SECRET", hookSecret)
+	e.Vars.Set("HOOK_SECRET", hookSecret)
 	changes := func() int {
-		return e.count(`SELECT (SELECT count(*) FROM notification_channels) + (SELECT count(*) FROM notification_rules) +
+		return e.Count(`SELECT (SELECT count(*) FROM notification_channels) + (SELECT count(*) FROM notification_rules) +
 			(SELECT count(*) FROM audit_log) + (SELECT count(*) FROM events WHERE type LIKE 'notification.%')`)
 	}
-	good := map[string]any{"name": "phone", "url": ntfy.ntfy("alerts"), "quiet_start": "22:00", "quiet_end": "07:00",
+	good := map[string]any{"name": "phone", "url": ntfy.Ntfy("alerts"), "quiet_start": "22:00", "quiet_end": "07:00",
 		"timezone": "Europe/Berlin", "rules": []map[string]any{{"kinds": []string{"incident.opened"}, "min_severity": "warning",
 			"entity_types": []string{"guest"}}}}
 
 	s.readonly.do("POST", "/api/v1/notifications/channels", good).expect(t, http.StatusForbidden)
 	s.agent.do("POST", "/api/v1/notifications/channels", good).expect(t, http.StatusForbidden)
-	s.agent.do("POST", "/api/v1/notifications/test", map[string]any{"url": ntfy.ntfy("x")}).expect(t, http.StatusForbidden)
+	s.agent.do("POST", "/api/v1/notifications/test", map[string]any{"url": ntfy.Ntfy("x")}).expect(t, http.StatusForbidden)
 	with := func(k string, v any) map[string]any {
 		m := map[string]any{}
 		for a, b := range good {
@@ -182,10 +184,10 @@ func TestHTTPSurface(t *testing.T) {
 			"rules[0].min_severity"},
 		{with("rules", []map[string]any{{"kinds": []string{"drift.found"}, "entity_types": []string{"toaster"}}}),
 			http.StatusUnprocessableEntity, "rules[0].entity_types"},
-		{map[string]any{"name": "hook", "kind": "webhook", "url": hook.srv.URL}, http.StatusUnprocessableEntity, "secret"},
+		{map[string]any{"name": "hook", "kind": "webhook", "url": hook.Srv.URL}, http.StatusUnprocessableEntity, "secret"},
 		{map[string]any{"name": "hook", "kind": "webhook", "url": "ftp://h/x", "secret_ref": "env:HOOK_SECRET"},
 			http.StatusUnprocessableEntity, "url"},
-		{map[string]any{"name": "hook", "kind": "webhook", "url": hook.srv.URL, "secret": "short"}, http.StatusUnprocessableEntity, "secret"},
+		{map[string]any{"name": "hook", "kind": "webhook", "url": hook.Srv.URL, "secret": "short"}, http.StatusUnprocessableEntity, "secret"},
 	} {
 		p := s.operator.do("POST", "/api/v1/notifications/channels", c.body).problem(t, c.status, c.field)
 		if strings.Contains(p.Detail, "alerts") {
@@ -198,14 +200,14 @@ func TestHTTPSurface(t *testing.T) {
 
 	var ch notify.Channel
 	decode(t, s.operator.do("POST", "/api/v1/notifications/channels", good).expect(t, http.StatusCreated).body, &ch)
-	if ch.URL != fmt.Sprintf("ntfy://%s/…", ntfy.srv.Listener.Addr()) || len(ch.Rules) != 1 || *ch.QuietStart != "22:00" {
+	if ch.URL != fmt.Sprintf("ntfy://%s/…", ntfy.Srv.Listener.Addr()) || len(ch.Rules) != 1 || *ch.QuietStart != "22:00" {
 		t.Errorf("created %+v", ch)
 	}
 	s.operator.do("POST", "/api/v1/notifications/channels", good).problem(t, http.StatusConflict, "name")
 	var hookCh notify.Channel
 	decode(t, s.operator.do("POST", "/api/v1/notifications/channels", map[string]any{"name": "hook", "kind": "webhook",
-		"url": hook.srv.URL + "/in?key=k", "secret_ref": "env:HOOK_SECRET"}).expect(t, http.StatusCreated).body, &hookCh)
-	if hookCh.URL != "http://"+hook.srv.Listener.Addr().String()+"/…" || hookCh.SecretRef == nil || *hookCh.SecretRef != "env:HOOK_SECRET" {
+		"url": hook.Srv.URL + "/in?key=k", "secret_ref": "env:HOOK_SECRET"}).expect(t, http.StatusCreated).body, &hookCh)
+	if hookCh.URL != "http://"+hook.Srv.Listener.Addr().String()+"/…" || hookCh.SecretRef == nil || *hookCh.SecretRef != "env:HOOK_SECRET" {
 		t.Errorf("webhook channel %+v", hookCh)
 	}
 
@@ -232,15 +234,15 @@ func TestHTTPSurface(t *testing.T) {
 	}
 	var patched notify.Channel
 	decode(t, s.operator.do("PATCH", "/api/v1/notifications/channels/phone", map[string]any{"quiet_start": "", "quiet_end": "",
-		"url": ntfy.ntfy("other")}).expect(t, http.StatusOK).body, &patched)
+		"url": ntfy.Ntfy("other")}).expect(t, http.StatusOK).body, &patched)
 	if patched.QuietStart != nil || patched.URLRef == ch.URLRef || patched.Timezone != "Europe/Berlin" {
 		t.Errorf("patched %+v", patched)
 	}
 	// The replaced URL is not kept (the other stored value is the webhook's URL).
-	if n := e.count(`SELECT count(*) FROM notification_secrets WHERE 'stored:' || id = $1`, ch.URLRef); n != 0 {
+	if n := e.Count(`SELECT count(*) FROM notification_secrets WHERE 'stored:' || id = $1`, ch.URLRef); n != 0 {
 		t.Error("the replaced URL is still stored")
 	}
-	if n := e.count(`SELECT count(*) FROM notification_secrets`); n != 2 {
+	if n := e.Count(`SELECT count(*) FROM notification_secrets`); n != 2 {
 		t.Errorf("%d stored URLs, want 2", n)
 	}
 
@@ -270,22 +272,22 @@ func TestHTTPSurface(t *testing.T) {
 
 	// Test sends: a channel, a URL, a webhook that answers 500 (its error is redacted).
 	s.operator.do("POST", "/api/v1/notifications/channels/phone/test", nil).expect(t, http.StatusOK)
-	if got := ntfy.next(t); got.Path != "/other" || got.Header.Get("Title") != "Oikos test notification" {
+	if got := ntfy.Next(t); got.Path != "/other" || got.Header.Get("Title") != "Oikos test notification" {
 		t.Errorf("channel test reached %s with title %q", got.Path, got.Header.Get("Title"))
 	}
 	before = changes()
-	s.operator.do("POST", "/api/v1/notifications/test", map[string]any{"url": ntfy.ntfy("adhoc")}).expect(t, http.StatusOK)
-	if got := ntfy.next(t); got.Path != "/adhoc" || !strings.Contains(string(got.Body), "https://oikos.example/") {
+	s.operator.do("POST", "/api/v1/notifications/test", map[string]any{"url": ntfy.Ntfy("adhoc")}).expect(t, http.StatusOK)
+	if got := ntfy.Next(t); got.Path != "/adhoc" || !strings.Contains(string(got.Body), "https://oikos.example/") {
 		t.Errorf("test reached %s: %s", got.Path, got.Body)
 	}
-	var ok notify.TestResult
+	var ok notifyapi.TestResult
 	decode(t, s.operator.do("POST", "/api/v1/notifications/channels/hook/test", nil).expect(t, http.StatusOK).body, &ok)
 	if !ok.OK || ok.StatusCode == nil || *ok.StatusCode != 200 {
 		t.Errorf("webhook test %+v", ok)
 	}
-	hook.next(t)
-	hook.status.Store(http.StatusInternalServerError)
-	p := s.operator.do("POST", "/api/v1/notifications/test", map[string]any{"kind": "webhook", "url": hook.srv.URL + "/in?key=topsecretkey",
+	hook.Next(t)
+	hook.Status.Store(http.StatusInternalServerError)
+	p := s.operator.do("POST", "/api/v1/notifications/test", map[string]any{"kind": "webhook", "url": hook.Srv.URL + "/in?key=topsecretkey",
 		"secret": "0123456789abcdef0123"}).problem(t, http.StatusBadGateway, "")
 	if !strings.Contains(p.Detail, "500") || strings.Contains(p.Detail, "topsecretkey") {
 		t.Errorf("502 detail %q", p.Detail)
@@ -293,40 +295,40 @@ func TestHTTPSurface(t *testing.T) {
 	s.operator.do("POST", "/api/v1/notifications/test", map[string]any{"url": "ntfyy://x"}).problem(t, http.StatusUnprocessableEntity, "url")
 	s.operator.do("POST", "/api/v1/notifications/test", map[string]any{"url_ref": "env:NOT_SET"}).
 		problem(t, http.StatusUnprocessableEntity, "url_ref")
-	if changes() != before || e.count(`SELECT count(*) FROM notification_deliveries`) != 0 {
+	if changes() != before || e.Count(`SELECT count(*) FROM notification_deliveries`) != 0 {
 		t.Error("a test send stored something")
 	}
 
 	// Deleting: the channel, its rules, its stored URL.
 	s.operator.do("DELETE", "/api/v1/notifications/channels/phone", nil).expect(t, http.StatusNoContent)
 	s.readonly.do("GET", "/api/v1/notifications/channels/phone", nil).expect(t, http.StatusNotFound)
-	if n := e.count(`SELECT count(*) FROM notification_secrets WHERE 'stored:' || id = $1`, patched.URLRef); n != 0 {
+	if n := e.Count(`SELECT count(*) FROM notification_secrets WHERE 'stored:' || id = $1`, patched.URLRef); n != 0 {
 		t.Error("the deleted channel's URL is still stored")
 	}
 	for action, want := range map[string]int{"notification_channel.create": 2, "notification_channel.update": 1,
 		"notification_channel.delete": 1, "notification_rule.create": 1, "notification_rule.delete": 1} {
-		if n := e.count(`SELECT count(*) FROM audit_log a JOIN events v ON v.correlation_id = a.correlation_id AND v.actor = a.actor
+		if n := e.Count(`SELECT count(*) FROM audit_log a JOIN events v ON v.correlation_id = a.correlation_id AND v.actor = a.actor
 			WHERE a.action = $1 AND a.actor = 'op' AND a.method <> ''`, action); n != want {
 			t.Errorf("%s: %d audit rows with their event, want %d", action, n, want)
 		}
 	}
 
 	// Deliveries as they are listed, sent and pending after a failed attempt, match the spec.
-	e.retry = []time.Duration{time.Hour}
+	e.Retry = []time.Duration{time.Hour}
 	sink, failing := newReceiver(t), newReceiver(t)
-	failing.status.Store(http.StatusServiceUnavailable)
+	failing.Status.Store(http.StatusServiceUnavailable)
 	for _, c := range []map[string]any{
-		{"name": "sink", "url": sink.ntfy("sink")},
-		{"name": "failing", "kind": "webhook", "url": failing.srv.URL, "secret_ref": "env:HOOK_SECRET"},
+		{"name": "sink", "url": sink.Ntfy("sink")},
+		{"name": "failing", "kind": "webhook", "url": failing.Srv.URL, "secret_ref": "env:HOOK_SECRET"},
 	} {
 		c["rules"] = []map[string]any{{"kinds": []string{"approval.requested"}}}
 		s.operator.do("POST", "/api/v1/notifications/channels", c).expect(t, http.StatusCreated)
 	}
-	e.start()
-	e.appendEvent("approval.requested", "", map[string]any{"approval_id": "a-1", "execution_id": "x-1", "target": "lxc:web",
+	e.Start()
+	e.AppendEvent("approval.requested", "", map[string]any{"approval_id": "a-1", "execution_id": "x-1", "target": "lxc:web",
 		"action": "run", "command": "systemctl restart caddy", "risk_class": "config_mutation"})
-	e.outcome(of("sink", notify.ResultSent))
-	e.outcome(of("failing", notify.ResultRetry))
+	e.Outcome(of("sink", notifyworker.ResultSent))
+	e.Outcome(of("failing", notifyworker.ResultRetry))
 	var page struct{ Items []notify.Delivery }
 	decode(t, s.readonly.do("GET", "/api/v1/notifications/deliveries", nil).expect(t, http.StatusOK).body, &page)
 	if len(page.Items) != 2 {
@@ -372,7 +374,7 @@ func TestRoutesMatchTheSpec(t *testing.T) {
 			inSpec[op] = true
 		}
 	}
-	routes := notify.NewAPI(notify.Deps{Store: notify.NewStore(notify.StoreOptions{})}).Routes()
+	routes := notifyapi.New(notifyapi.Deps{Service: notify.NewService(notify.ServiceOptions{})}).Routes()
 	served := map[string]bool{}
 	for _, r := range routes {
 		parts := strings.Split(r.Path, "/")

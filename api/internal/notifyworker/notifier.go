@@ -1,25 +1,27 @@
-package notify
+package notifyworker
 
 import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/notify"
+	"github.com/oikos-hq/oikos/api/internal/notifytarget"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
 // Options configure a Notifier: the dispatcher's and the worker's options in one.
 type Options struct {
-	Pool      *pgxpool.Pool
+	Pool      *storage.Pool
 	Bus       *eventbus.Bus
 	Logger    zerolog.Logger
 	PublicURL string
-	IsA       IsA
-	Secrets   Secrets
-	Sender    Sender
+	IsA       notify.IsA
+	Secrets   notify.Secrets
+	Sender    notifytarget.Sender
 	Retry     []time.Duration
 	Now       func() time.Time
 	// Poll is both parts' safety-net interval (default 5 s).
