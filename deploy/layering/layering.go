@@ -100,15 +100,9 @@ var PGXAllowlist = map[string]bool{
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/graph": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/httpapi": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/metricsapi": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/notify": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/onboard": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/readmodel": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/seed": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package

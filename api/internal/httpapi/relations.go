@@ -10,9 +10,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/ids"
-	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/topology"
 )
 
@@ -144,7 +144,7 @@ const (
 
 // blastRadiusAnswer is the answer of GET /entities/{ref}/blast-radius.
 type blastRadiusAnswer struct {
-	Root  storage.Entity         `json:"root"`
+	Root  storage.Entity       `json:"root"`
 	Depth int                  `json:"depth"`
 	Items []readmodel.Affected `json:"items"`
 	// Forward and Reverse name the edge types walked (see readmodel.BlastForward).
