@@ -31,6 +31,26 @@ var Queries = map[string]string{
 	// The root of RootAndAffected, read with the base layer's entity SELECT.
 	"storage.EntitySQL/byID": rootByID,
 
+	"qTopologyEvents": qTopologyEvents,
+	"qTopologyCursor": qTopologyCursor,
+	"qTopologyEdges":  qTopologyEdges,
+
+	"qExportSnapshot": qExportSnapshot,
+	"qExportNow":      qExportNow,
+	"qExportEntities": qExportEntities,
+	"qExportEdges":    qExportEdges,
+
+	"qSeedEntitiesAll": qSeedEntitiesAll,
+	"qSeedEntitiesIn":  qSeedEntitiesIn,
+	"qSeedEdgesAll":    qSeedEdgesAll,
+	"qSeedEdgesIn":     qSeedEdgesIn,
+	"qSeedDocsAll":     qSeedDocsAll,
+	"qSeedDocsIn":      qSeedDocsIn,
+	// The heads: their variants above are the statements sent.
+	"qSeedEntities/head": qSeedEntitiesAll,
+	"qSeedEdges/head":    qSeedEdgesAll,
+	"qSeedDocs/head":     qSeedDocsAll,
+
 	"qSearch/min":     sqlOf(searchSQL(SearchFilter{Q: "x", Limit: 1})),
 	"qSearch/all":     sqlOf(searchSQL(SearchFilter{Q: "x", Kinds: []string{"runbook"}, After: &SearchCursor{Rank: 0.5, Slug: "runbook:x"}, Limit: 1})),
 	"qSearchPlanner":  qSearchPlanner,
