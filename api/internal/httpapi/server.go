@@ -3,7 +3,7 @@
 // and /metrics.
 //
 // Handlers are thin: mutations of the graph go through api/internal/graph (the one mutation
-// path, G5), reads through api/internal/readmodel; no handler holds SQL. Every route, the
+// path, G5), reads through api/internal/storage/readmodel; no handler holds SQL. Every route, the
 // feature packages' (Deps.Routes) included, is a request.Route mounted by request.Mount, so
 // all share one guard and one error handling, and every error becomes an RFC 9457 problem in
 // one function (request.ToProblem). Every response carries X-Correlation-ID, which also lands
