@@ -2,7 +2,6 @@ package readmodel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -91,12 +90,6 @@ const (
 //
 // The Reader must run on the pool (it begins the snapshot on it).
 func (r *Reader) GraphAudit(ctx context.Context, stuckAfter time.Duration) (GraphAuditReport, error) {
-	db, ok := r.db.(interface {
-		BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
-	})
-	if !ok {
-		return GraphAuditReport{}, errors.New("graph audit: the reader does not run on a pool")
-	}
 	if stuckAfter <= 0 {
 		stuckAfter = defaultStuckProbeMinimum
 	}
@@ -105,7 +98,7 @@ func (r *Reader) GraphAudit(ctx context.Context, stuckAfter time.Duration) (Grap
 	for _, k := range FindingKinds {
 		rep.Counts[k.Kind] = 0
 	}
-	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := r.snapshot(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("graph audit: %w", err)
 	}

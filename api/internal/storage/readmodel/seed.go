@@ -99,16 +99,22 @@ func (r *Reader) SeedState(ctx context.Context, slugs []string) ([]SeedEntity, [
 // InSnapshot runs fn with a Reader on one repeatable-read, read-only transaction, so that
 // all its reads agree with each other. The Reader must run on the pool.
 func (r *Reader) InSnapshot(ctx context.Context, fn func(r *Reader) error) error {
-	db, ok := r.db.(interface {
-		BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
-	})
-	if !ok {
-		return errors.New("snapshot: the reader does not run on a pool")
-	}
-	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := r.snapshot(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	return fn(&Reader{db: tx, ontFunc: r.ontFunc})
+}
+
+// snapshot begins a repeatable-read, read-only transaction on the reader's pool; the caller
+// rolls it back.
+func (r *Reader) snapshot(ctx context.Context) (pgx.Tx, error) {
+	db, ok := r.db.(interface {
+		BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+	})
+	if !ok {
+		return nil, errors.New("the reader does not run on a pool")
+	}
+	return db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 }

@@ -2,7 +2,6 @@ package readmodel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -75,13 +74,7 @@ type TopologyEdge struct {
 // outbox's newest event id and up to limit current edges of the types, calling each for
 // every edge (an error of each stops the read). The Reader must run on the pool.
 func (r *Reader) TopologySnapshot(ctx context.Context, types []string, limit int, each func(TopologyEdge) error) (changes, cursor int64, err error) {
-	db, ok := r.db.(interface {
-		BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
-	})
-	if !ok {
-		return 0, 0, errors.New("topology snapshot: the reader does not run on a pool")
-	}
-	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := r.snapshot(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("begin: %w", err)
 	}
