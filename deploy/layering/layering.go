@@ -90,27 +90,11 @@ var PGXAllowlist = map[string]bool{
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/chat": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/checksync": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/discover": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/execution": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/export": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/graph": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/httpapi": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/metricsapi": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/onboard": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/readmodel": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/seed": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/topology": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/websession": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package

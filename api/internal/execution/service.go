@@ -33,6 +33,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
@@ -46,7 +47,7 @@ import (
 type Graph interface {
 	// Ontology is the current ontology (target kinds are decided through is-a).
 	Ontology() *ontology.Ontology
-	ApplyBulk(ctx context.Context, tx pgx.Tx, m graph.Meta, o *ontology.Ontology, p graph.BulkPlan) (graph.BulkResult, error)
+	ApplyBulk(ctx context.Context, tx storage.DB, m graph.Meta, o *ontology.Ontology, p graph.BulkPlan) (graph.BulkResult, error)
 }
 
 // Options configure a Service.

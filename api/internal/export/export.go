@@ -45,13 +45,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // ExcludedRoots are the types (with their subtypes) that are not fleet: knowledge, which
@@ -132,93 +132,41 @@ func FleetTypes(o *ontology.Ontology, names []string) ([]string, error) {
 
 // Read reads the fleet (of the given types and their subtypes; all when types is empty) in
 // one consistent snapshot.
-func Read(ctx context.Context, db pg.TxBeginner, o *ontology.Ontology, types []string) (*Fleet, error) {
+func Read(ctx context.Context, db storage.DB, o *ontology.Ontology, types []string) (*Fleet, error) {
 	allowed, err := FleetTypes(o, types)
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{Types: types, Entities: []Entity{}, Edges: []Edge{}}
-	err = pg.InTx(ctx, db, func(tx pgx.Tx) error {
-		// Entities and edges from the same snapshot: no edge to an entity the first query
-		// did not see.
-		if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&f.At); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		if f.Entities, err = readEntities(ctx, tx, allowed); err != nil {
-			return err
-		}
-		f.Edges, err = readEdges(ctx, tx, o, allowed)
-		return err
-	})
+	at, ents, edges, err := readmodel.New(db, nil).FleetSnapshot(ctx, allowed, destroyed, AboutEdge)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("export: %w", err)
 	}
-	return f, nil
-}
-
-func readEntities(ctx context.Context, tx pgx.Tx, types []string) ([]Entity, error) {
-	rows, err := tx.Query(ctx, `SELECT e.type, e.name, e.state, e.attributes::text FROM entities e
-		WHERE e.type = ANY($1) AND e.state <> $2`, types, destroyed)
-	if err != nil {
-		return nil, fmt.Errorf("export: read entities: %w", err)
-	}
-	defer rows.Close()
-	out := []Entity{}
-	for rows.Next() {
-		var e Entity
-		var raw string
-		if err := rows.Scan(&e.Type, &e.Name, &e.State, &raw); err != nil {
-			return nil, fmt.Errorf("export: read entities: %w", err)
-		}
-		if e.Attributes, err = decodeAttributes(raw); err != nil {
+	f := &Fleet{Types: types, At: at, Entities: make([]Entity, 0, len(ents)), Edges: make([]Edge, 0, len(edges))}
+	for _, r := range ents {
+		e := Entity{Type: r.Type, Name: r.Name, State: r.State}
+		if e.Attributes, err = decodeAttributes(r.Attributes); err != nil {
 			return nil, fmt.Errorf("export: attributes of %s: %w", e.Slug(), err)
 		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("export: read entities: %w", err)
+		f.Entities = append(f.Entities, e)
 	}
 	// Sorted here, byte-wise, not by the database's collation: the same fleet gives the
 	// same file whatever the server's locale.
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Type != out[j].Type {
-			return out[i].Type < out[j].Type
+	sort.Slice(f.Entities, func(i, j int) bool {
+		a, b := f.Entities[i], f.Entities[j]
+		if a.Type != b.Type {
+			return a.Type < b.Type
 		}
-		return out[i].Name < out[j].Name
+		return a.Name < b.Name
 	})
-	return out, nil
-}
-
-func readEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, types []string) ([]Edge, error) {
-	// Both ends must be exported entities (see the package comment).
-	rows, err := tx.Query(ctx, `SELECT r.type, s.slug, t.slug FROM relationships r
-		JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-		WHERE r.valid_to IS NULL AND r.type <> $1
-		  AND s.type = ANY($2) AND t.type = ANY($2) AND s.state <> $3 AND t.state <> $3`, AboutEdge, types, destroyed)
-	if err != nil {
-		return nil, fmt.Errorf("export: read relationships: %w", err)
-	}
-	defer rows.Close()
-	out := []Edge{}
-	for rows.Next() {
-		var e Edge
-		if err := rows.Scan(&e.Type, &e.Source, &e.Target); err != nil {
-			return nil, fmt.Errorf("export: read relationships: %w", err)
-		}
+	for _, r := range edges {
 		// A relationship type the ontology no longer declares would fail the seed.
-		if _, ok := o.RelationshipType(e.Type); !ok {
+		if _, ok := o.RelationshipType(r.Type); !ok {
 			continue
 		}
-		out = append(out, e)
+		f.Edges = append(f.Edges, Edge(r))
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("export: read relationships: %w", err)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
+	sort.Slice(f.Edges, func(i, j int) bool {
+		a, b := f.Edges[i], f.Edges[j]
 		if a.Source != b.Source {
 			return a.Source < b.Source
 		}
@@ -227,7 +175,7 @@ func readEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, types []str
 		}
 		return a.Target < b.Target
 	})
-	return out, nil
+	return f, nil
 }
 
 // decodeAttributes decodes a jsonb object keeping every number's text (json.Number). A
@@ -313,7 +261,7 @@ func (f *Fleet) YAML() ([]byte, error) {
 }
 
 // Write reads the fleet and renders it: Read then YAML.
-func Write(ctx context.Context, db pg.TxBeginner, o *ontology.Ontology, types []string) ([]byte, error) {
+func Write(ctx context.Context, db storage.DB, o *ontology.Ontology, types []string) ([]byte, error) {
 	f, err := Read(ctx, db, o, types)
 	if err != nil {
 		return nil, err

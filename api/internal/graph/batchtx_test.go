@@ -7,39 +7,6 @@ import (
 	"testing"
 )
 
-// TestUpdateAttributesSQLRefusesAMiss: the statement that writes the entity and its audit row
-// fails, rather than writing the audit row alone, when the update matches no row, so the
-// COMMIT pipelined behind it never runs.
-func TestUpdateAttributesSQLRefusesAMiss(t *testing.T) {
-	t.Parallel()
-	s, pool := newService(t)
-	e := mustCreate(t, s, "service", "api", map[string]any{"unit": "api.service"})
-	before := snapshotDB(t, pool)
-	for _, tc := range []struct {
-		name, id string
-		version  int64
-	}{
-		{"stale version", e.ID, e.Version + 5},
-		{"no such entity", "0192f3a4-0000-7000-8000-0000000000ff", 1},
-	} {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		row, err := auditOf(Meta{Actor: "tester", Method: "PATCH", Path: "/p", CorrelationID: "corr"}, "entity.update", tc.id,
-			json.RawMessage(`{}`), json.RawMessage(`{}`)).Args()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = tx.Exec(ctx, updateAttributesSQL, append([]any{tc.id, map[string]any{"unit": "x"}, tc.version}, row...)...)
-		_ = tx.Rollback(ctx)
-		if err == nil || !strings.Contains(err.Error(), "actor") {
-			t.Errorf("%s: the update+audit statement gave %v, want the NOT NULL actor violation", tc.name, err)
-		}
-	}
-	sameDB(t, before, snapshotDB(t, pool))
-}
-
 // TestBatchTxReleasesCleanly: PATCHes that stop after the first round trip (not found,
 // version conflict, invalid, no-op) roll back their own transaction, so the pooled
 // connection comes back idle and is reused, and nothing is written.

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -10,15 +11,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/graphstore"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // The bulk path applies thousands of changes (the seed ingest) in the caller's transaction
@@ -79,47 +78,52 @@ type BulkResult struct {
 // the stored one is not written), knowledge upserted, and edges created when no current
 // edge exists. Every write gets its own audit row and event, as on the single path. Checks
 // are not derived here; call SyncChecksBulk afterwards with the entities concerned.
-func (s *Service) ApplyBulk(ctx context.Context, tx pgx.Tx, m Meta, o *ontology.Ontology, p BulkPlan) (BulkResult, error) {
+func (s *Service) ApplyBulk(ctx context.Context, tx storage.DB, m Meta, o *ontology.Ontology, p BulkPlan) (BulkResult, error) {
 	var res BulkResult
 	if err := checkMeta(m); err != nil {
 		return res, err
 	}
-	var now time.Time
-	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+	st := s.on(tx)
+	now, err := st.Now(ctx)
+	if err != nil {
 		return res, fmt.Errorf("bulk: %w", err)
 	}
 	out := &outbox{m: m}
-	var err error
-	if res.Created, err = s.bulkCreate(ctx, tx, o, p.Creates, out); err != nil {
+	if res.Created, err = s.bulkCreate(ctx, st, o, p.Creates, out); err != nil {
 		return res, err
 	}
-	if res.Updated, err = s.bulkPatch(ctx, tx, o, p.Patches, out); err != nil {
+	if res.Updated, err = s.bulkPatch(ctx, st, o, p.Patches, out); err != nil {
 		return res, err
 	}
-	if res.KnowledgeCreated, res.KnowledgeUpdated, err = s.bulkKnowledge(ctx, tx, o, p.Knowledge, out); err != nil {
+	if res.KnowledgeCreated, res.KnowledgeUpdated, err = s.bulkKnowledge(ctx, st, o, p.Knowledge, out); err != nil {
 		return res, err
 	}
-	if res.EdgesCreated, err = s.bulkEdges(ctx, tx, o, p.Edges, now, out); err != nil {
+	if res.EdgesCreated, err = s.bulkEdges(ctx, st, o, p.Edges, now, out); err != nil {
 		return res, err
 	}
-	return res, out.flush(ctx, tx)
+	return res, out.flush(ctx, st)
 }
 
-func pgID(u uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: u, Valid: true} }
-
-func parseID(s string) (pgtype.UUID, error) {
+func parseID(s string) (uuid.UUID, error) {
 	u, err := uuid.Parse(s)
 	if err != nil {
-		return pgtype.UUID{}, fmt.Errorf("bad id %q: %w", s, err)
+		return uuid.UUID{}, fmt.Errorf("bad id %q: %w", s, err)
 	}
-	return pgID(u), nil
+	return u, nil
 }
 
-func (s *Service) bulkCreate(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, creates []NewEntity, out *outbox) (int, error) {
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (s *Service) bulkCreate(ctx context.Context, st *graphstore.Store, o *ontology.Ontology, creates []NewEntity, out *outbox) (int, error) {
 	if len(creates) == 0 {
 		return 0, nil
 	}
-	rows := make([][]any, 0, len(creates))
+	rows := make([]graphstore.EntityRow, 0, len(creates))
 	for _, c := range creates {
 		in := CreateEntityInput{Type: c.Type, Name: c.Name, State: c.State, Attributes: dropNil(c.Attributes)}
 		slug := c.Type + ":" + c.Name
@@ -139,7 +143,7 @@ func (s *Service) bulkCreate(ctx context.Context, tx pgx.Tx, o *ontology.Ontolog
 		if err != nil {
 			return 0, fmt.Errorf("generate id: %w", err)
 		}
-		rows = append(rows, []any{pgID(u), slug, c.Type, c.Name, state, raw})
+		rows = append(rows, graphstore.EntityRow{ID: u, Slug: slug, Type: c.Type, Name: c.Name, State: state, Attributes: raw})
 		sn := snap(Entity{ID: u.String(), Slug: slug, Type: c.Type, Name: c.Name, State: state, Attributes: attrs, Version: 1})
 		if err := out.audit("entity.create", sn.ID, nil, sn); err != nil {
 			return 0, err
@@ -148,9 +152,8 @@ func (s *Service) bulkCreate(ctx context.Context, tx pgx.Tx, o *ontology.Ontolog
 			return 0, err
 		}
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"entities"}, []string{"id", "slug", "type", "name", "state", "attributes"},
-		pgx.CopyFromRows(rows)); err != nil {
-		if pg.IsUniqueViolation(err, "") {
+	if err := st.CopyEntities(ctx, rows); err != nil {
+		if errors.Is(err, ErrDuplicate) {
 			return 0, &ValidationError{Field: "name", Reason: "an entity being created already exists (created concurrently?)", Err: ErrDuplicate}
 		}
 		return 0, fmt.Errorf("bulk insert entities: %w", err)
@@ -168,28 +171,7 @@ func dropNil(attrs map[string]any) map[string]any {
 	return out
 }
 
-// loadEntitiesBySlug reads entities by slug (locked when lock is set), keyed by slug.
-func loadEntitiesBySlug(ctx context.Context, tx pgx.Tx, slugs []string, lock bool) (map[string]Entity, error) {
-	sql := `SELECT ` + storage.EntityColumns + storage.EntityFrom + `WHERE e.slug = ANY($1) ORDER BY e.id`
-	if lock {
-		sql += ` FOR NO KEY UPDATE OF e`
-	}
-	rows, err := tx.Query(ctx, sql, slugs)
-	if err != nil {
-		return nil, fmt.Errorf("read entities: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, storage.CollectEntity)
-	if err != nil {
-		return nil, fmt.Errorf("read entities: %w", err)
-	}
-	out := make(map[string]Entity, len(list))
-	for _, e := range list {
-		out[e.Slug] = e
-	}
-	return out, nil
-}
-
-func (s *Service) bulkPatch(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, patches []AttributePatch, out *outbox) (int, error) {
+func (s *Service) bulkPatch(ctx context.Context, st *graphstore.Store, o *ontology.Ontology, patches []AttributePatch, out *outbox) (int, error) {
 	if len(patches) == 0 {
 		return 0, nil
 	}
@@ -197,11 +179,11 @@ func (s *Service) bulkPatch(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 	for i, p := range patches {
 		slugs[i] = p.Slug
 	}
-	cur, err := loadEntitiesBySlug(ctx, tx, slugs, true)
+	cur, err := st.EntitiesBySlug(ctx, slugs, true)
 	if err != nil {
 		return 0, err
 	}
-	var ids []pgtype.UUID
+	var ids []uuid.UUID
 	var attrsCol [][]byte
 	type change struct {
 		before Entity
@@ -246,8 +228,7 @@ func (s *Service) bulkPatch(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE entities e SET attributes = v.attributes, version = e.version + 1, updated_at = now()
-		FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::jsonb[]) AS attributes) v WHERE e.id = v.id`, ids, attrsCol); err != nil {
+	if err := st.UpdateAttributesBulk(ctx, ids, attrsCol); err != nil {
 		return 0, fmt.Errorf("bulk update entities: %w", err)
 	}
 	for _, c := range changes {
@@ -262,7 +243,7 @@ func (s *Service) bulkPatch(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 	return len(changes), nil
 }
 
-func (s *Service) bulkKnowledge(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, docs []KnowledgeWrite, out *outbox) (int, int, error) {
+func (s *Service) bulkKnowledge(ctx context.Context, st *graphstore.Store, o *ontology.Ontology, docs []KnowledgeWrite, out *outbox) (int, int, error) {
 	if len(docs) == 0 {
 		return 0, 0, nil
 	}
@@ -270,12 +251,13 @@ func (s *Service) bulkKnowledge(ctx context.Context, tx pgx.Tx, o *ontology.Onto
 	for i, d := range docs {
 		slugs[i] = d.Slug
 	}
-	existing, err := loadKnowledgeBySlug(ctx, tx, slugs)
+	existing, err := st.KnowledgeBySlug(ctx, slugs)
 	if err != nil {
 		return 0, 0, err
 	}
-	var entityRows, docRows [][]any
-	updates := &pgx.Batch{}
+	var entityRows []graphstore.EntityRow
+	var docRows []graphstore.KnowledgeRow
+	var updates []graphstore.KnowledgeUpdate
 	created, updated := 0, 0
 	for _, d := range docs {
 		in := KnowledgeInput{Slug: d.Slug, Kind: d.Kind, Title: d.Title, Body: d.Body, Tags: nonNil(d.Tags)}
@@ -291,10 +273,7 @@ func (s *Service) bulkKnowledge(ctx context.Context, tx pgx.Tx, o *ontology.Onto
 			if cur.Title == in.Title && cur.Body == in.Body && slices.Equal(cur.Tags, in.Tags) && cur.Kind == in.Kind {
 				continue
 			}
-			updates.Queue(`INSERT INTO knowledge_entities (entity_id, kind, title, body, tags) VALUES ($1, $2, $3, $4, $5)
-				ON CONFLICT (entity_id) DO UPDATE SET kind = excluded.kind, title = excluded.title, body = excluded.body,
-					tags = excluded.tags, updated_at = now()`, cur.ID, in.Kind, in.Title, in.Body, in.Tags)
-			updates.Queue(`UPDATE entities SET version = version + 1, updated_at = now() WHERE id = $1`, cur.ID)
+			updates = append(updates, graphstore.KnowledgeUpdate{ID: cur.ID, KnowledgeText: knowledgeText(in)})
 			before := knowledgeDoc{ID: cur.ID, Slug: cur.Slug, Kind: cur.Kind, Title: cur.Title, Body: cur.Body, Tags: cur.Tags, Version: cur.Version}
 			after := knowledgeDoc{ID: cur.ID, Slug: cur.Slug, Kind: in.Kind, Title: in.Title, Body: in.Body, Tags: in.Tags, Version: cur.Version + 1}
 			if err := out.audit("knowledge.upsert", cur.ID, before, after); err != nil {
@@ -310,8 +289,9 @@ func (s *Service) bulkKnowledge(ctx context.Context, tx pgx.Tx, o *ontology.Onto
 				return 0, 0, fmt.Errorf("generate id: %w", err)
 			}
 			t, _ := o.Type(in.Kind)
-			entityRows = append(entityRows, []any{pgID(u), in.Slug, in.Kind, name, t.DefaultState, []byte(`{}`)})
-			docRows = append(docRows, []any{pgID(u), in.Kind, in.Title, in.Body, in.Tags})
+			entityRows = append(entityRows, graphstore.EntityRow{ID: u, Slug: in.Slug, Type: in.Kind, Name: name, State: t.DefaultState,
+				Attributes: []byte(`{}`)})
+			docRows = append(docRows, graphstore.KnowledgeRow{EntityID: u, KnowledgeText: knowledgeText(in)})
 			after := knowledgeDoc{ID: u.String(), Slug: in.Slug, Kind: in.Kind, Title: in.Title, Body: in.Body, Tags: in.Tags, Version: 1}
 			if err := out.audit("knowledge.upsert", after.ID, nil, after); err != nil {
 				return 0, 0, err
@@ -323,26 +303,20 @@ func (s *Service) bulkKnowledge(ctx context.Context, tx pgx.Tx, o *ontology.Onto
 		}
 	}
 	if len(entityRows) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"entities"}, []string{"id", "slug", "type", "name", "state", "attributes"},
-			pgx.CopyFromRows(entityRows)); err != nil {
+		if err := st.CopyEntities(ctx, entityRows); err != nil {
 			return 0, 0, fmt.Errorf("bulk insert knowledge entities: %w", err)
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"knowledge_entities"}, []string{"entity_id", "kind", "title", "body", "tags"},
-			pgx.CopyFromRows(docRows)); err != nil {
+		if err := st.CopyKnowledge(ctx, docRows); err != nil {
 			return 0, 0, fmt.Errorf("bulk insert knowledge: %w", err)
 		}
 	}
-	if updates.Len() > 0 {
-		if err := tx.SendBatch(ctx, updates).Close(); err != nil {
-			return 0, 0, fmt.Errorf("bulk update knowledge: %w", err)
-		}
+	if err := st.UpdateKnowledgeBulk(ctx, updates); err != nil {
+		return 0, 0, fmt.Errorf("bulk update knowledge: %w", err)
 	}
 	return created, updated, nil
 }
 
-type edgeKey struct{ source, typ, target string }
-
-func (s *Service) bulkEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, edges []NewEdge, now time.Time, out *outbox) (int, error) {
+func (s *Service) bulkEdges(ctx context.Context, st *graphstore.Store, o *ontology.Ontology, edges []NewEdge, now time.Time, out *outbox) (int, error) {
 	if len(edges) == 0 {
 		return 0, nil
 	}
@@ -350,7 +324,7 @@ func (s *Service) bulkEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 	for _, e := range edges {
 		slugSet[e.Source], slugSet[e.Target] = true, true
 	}
-	ents, err := loadEntitiesBySlug(ctx, tx, sortedSet(slugSet), false)
+	ents, err := st.EntitiesBySlug(ctx, sortedSet(slugSet), false)
 	if err != nil {
 		return 0, err
 	}
@@ -359,18 +333,15 @@ func (s *Service) bulkEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 		ids = append(ids, e.ID)
 	}
 	// Current edges out of the sources concerned: one read instead of one per edge.
-	rows, err := tx.Query(ctx, `SELECT source_id::text, type, target_id::text FROM relationships
-		WHERE valid_to IS NULL AND source_id = ANY($1::uuid[])`, ids)
+	current, err := st.CurrentEdgesFrom(ctx, ids)
 	if err != nil {
 		return 0, fmt.Errorf("read relationships: %w", err)
 	}
-	have := map[edgeKey]bool{}
-	var k edgeKey
-	_, err = pgx.ForEachRow(rows, []any{&k.source, &k.typ, &k.target}, func() error { have[k] = true; return nil })
-	if err != nil {
-		return 0, fmt.Errorf("read relationships: %w", err)
+	have := make(map[graphstore.Edge]bool, len(current))
+	for _, k := range current {
+		have[k] = true
 	}
-	var copyRows [][]any
+	var copyRows []graphstore.EdgeRow
 	for _, e := range edges {
 		src, ok := ents[e.Source]
 		if !ok {
@@ -388,7 +359,7 @@ func (s *Service) bulkEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 			return 0, fmt.Errorf("relationship %s -%s-> %s: %w", e.Source, e.Type, e.Target,
 				&ValidationError{Field: "type", Reason: err.Error(), Err: err})
 		}
-		key := edgeKey{src.ID, e.Type, dst.ID}
+		key := graphstore.Edge{Source: src.ID, Type: e.Type, Target: dst.ID}
 		if have[key] {
 			continue
 		}
@@ -405,7 +376,7 @@ func (s *Service) bulkEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 		if err != nil {
 			return 0, err
 		}
-		copyRows = append(copyRows, []any{pgID(u), e.Type, srcID, dstID, []byte(`{}`), now})
+		copyRows = append(copyRows, graphstore.EdgeRow{ID: u, Type: e.Type, Source: srcID, Target: dstID, ValidFrom: now})
 		r := Relationship{ID: u.String(), Type: e.Type, SourceID: src.ID, SourceSlug: src.Slug, TargetID: dst.ID,
 			TargetSlug: dst.Slug, Attributes: map[string]any{}, ValidFrom: now}
 		if err := out.audit("relationship.create", src.ID, nil, r); err != nil {
@@ -418,32 +389,10 @@ func (s *Service) bulkEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 	if len(copyRows) == 0 {
 		return 0, nil
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"relationships"}, []string{"id", "type", "source_id", "target_id", "attributes", "valid_from"},
-		pgx.CopyFromRows(copyRows)); err != nil {
+	if err := st.CopyRelationships(ctx, copyRows); err != nil {
 		return 0, fmt.Errorf("bulk insert relationships: %w", err)
 	}
 	return len(copyRows), nil
-}
-
-// loadKnowledgeBySlug reads existing knowledge entities (locked), keyed by slug.
-func loadKnowledgeBySlug(ctx context.Context, tx pgx.Tx, slugs []string) (map[string]Knowledge, error) {
-	rows, err := tx.Query(ctx, `SELECT e.id::text, e.slug, e.type, e.version, coalesce(k.kind, ''), coalesce(k.title, ''),
-			coalesce(k.body, ''), coalesce(k.tags, '{}')
-		FROM entities e LEFT JOIN knowledge_entities k ON k.entity_id = e.id
-		WHERE e.slug = ANY($1) ORDER BY e.id FOR NO KEY UPDATE OF e`, slugs)
-	if err != nil {
-		return nil, fmt.Errorf("read knowledge: %w", err)
-	}
-	out := map[string]Knowledge{}
-	var k Knowledge
-	_, err = pgx.ForEachRow(rows, []any{&k.ID, &k.Slug, &k.Type, &k.Version, &k.Kind, &k.Title, &k.Body, &k.Tags}, func() error {
-		out[k.Slug] = k
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read knowledge: %w", err)
-	}
-	return out, nil
 }
 
 func sortedSet(m map[string]bool) []string {
@@ -458,11 +407,12 @@ func sortedSet(m map[string]bool) []string {
 // SyncChecksBulk re-derives the checks of the entities with the given slugs in tx (one
 // read of the graph facts for all of them) and announces the change once. It returns how
 // many check definitions were written.
-func (s *Service) SyncChecksBulk(ctx context.Context, tx pgx.Tx, m Meta, o *ontology.Ontology, slugs []string) (int, error) {
+func (s *Service) SyncChecksBulk(ctx context.Context, tx storage.DB, m Meta, o *ontology.Ontology, slugs []string) (int, error) {
 	if err := checkMeta(m); err != nil {
 		return 0, err
 	}
-	ents, err := loadEntitiesBySlug(ctx, tx, slugs, false)
+	st := s.on(tx)
+	ents, err := st.EntitiesBySlug(ctx, slugs, false)
 	if err != nil {
 		return 0, err
 	}
@@ -470,11 +420,11 @@ func (s *Service) SyncChecksBulk(ctx context.Context, tx pgx.Tx, m Meta, o *onto
 	for _, slug := range sortedKeys(ents) {
 		targets = append(targets, target(ents[slug]))
 	}
-	ch, err := s.check.SyncMany(ctx, tx, o, targets)
+	ch, err := st.SyncChecksMany(ctx, o, targets)
 	if err != nil {
 		return 0, fmt.Errorf("derive checks: %w", err)
 	}
-	if err := announceChecks(ctx, tx, m, "", ch); err != nil {
+	if err := st.AnnounceChecks(ctx, eventOf(m, "checks.changed", ""), ch); err != nil {
 		return 0, err
 	}
 	return ch.Count(), nil
@@ -514,11 +464,11 @@ func (o *outbox) event(typ, entityID string, payload any) error {
 // flush writes the collected rows: the audit rows by COPY (audit.Rows), the events by
 // eventbus.AppendMany, which takes the outbox's append lock for the rest of the transaction
 // before it COPYs them, so ids still become visible in commit order.
-func (o *outbox) flush(ctx context.Context, tx pgx.Tx) error {
-	if err := o.audits.Copy(ctx, tx); err != nil {
+func (o *outbox) flush(ctx context.Context, st *graphstore.Store) error {
+	if err := st.CopyAudit(ctx, &o.audits); err != nil {
 		return fmt.Errorf("bulk audit: %w", err)
 	}
-	if _, err := eventbus.AppendMany(ctx, tx, o.events); err != nil {
+	if err := st.AppendEvents(ctx, o.events); err != nil {
 		return fmt.Errorf("bulk events: %w", err)
 	}
 	return nil

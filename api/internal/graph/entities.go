@@ -7,19 +7,13 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"slices"
 	"strings"
-	"time"
 	"unicode"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/oikos-hq/oikos/api/internal/checksync"
-	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/api/internal/storage"
-	"github.com/oikos-hq/oikos/shared/audit"
+	"github.com/oikos-hq/oikos/api/internal/storage/checksync"
+	"github.com/oikos-hq/oikos/api/internal/storage/graphstore"
 	"github.com/oikos-hq/oikos/shared/checks"
-	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
 )
 
@@ -34,7 +28,7 @@ var dependentEdgeTypes = []string{"depends-on", "runs-on", "routes-to"}
 
 // GetEntity returns an entity by slug or id, with its health.
 func (s *Service) GetEntity(ctx context.Context, ref string) (Entity, error) {
-	return storage.GetEntity(ctx, s.pool, ref, false)
+	return s.store.GetEntity(ctx, ref, false)
 }
 
 // snapshot is the audited view of an entity, as its audit rows and entity.created events
@@ -168,21 +162,21 @@ func (s *Service) CreateEntity(ctx context.Context, m Meta, in CreateEntityInput
 	}
 	var out Entity
 	var replay *Replay
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(st *graphstore.Store) error {
 		var idem *idempotency
 		if m.IdempotencyKey != "" {
 			var err error
-			idem, replay, err = beginIdempotent(ctx, tx, m, in)
+			idem, replay, err = beginIdempotent(ctx, st, m, in)
 			if err != nil || replay != nil {
 				return err
 			}
 		}
 		var err error
-		if out, err = s.CreateEntityTx(ctx, tx, m, in); err != nil {
+		if out, err = s.createEntity(ctx, st, m, in); err != nil {
 			return err
 		}
 		if idem != nil {
-			return idem.finish(ctx, tx, 201, out)
+			return idem.finish(ctx, st, 201, out)
 		}
 		return nil
 	})
@@ -194,7 +188,11 @@ func (s *Service) CreateEntity(ctx context.Context, m Meta, in CreateEntityInput
 
 // CreateEntityTx is CreateEntity (without idempotency) inside the caller's transaction, for
 // services whose own rows must commit together with the entity (executions).
-func (s *Service) CreateEntityTx(ctx context.Context, tx pgx.Tx, m Meta, in CreateEntityInput) (Entity, error) {
+func (s *Service) CreateEntityTx(ctx context.Context, tx storage.DB, m Meta, in CreateEntityInput) (Entity, error) {
+	return s.createEntity(ctx, s.on(tx), m, in)
+}
+
+func (s *Service) createEntity(ctx context.Context, st *graphstore.Store, m Meta, in CreateEntityInput) (Entity, error) {
 	if err := checkMeta(m); err != nil {
 		return Entity{}, err
 	}
@@ -212,39 +210,38 @@ func (s *Service) CreateEntityTx(ctx context.Context, tx pgx.Tx, m Meta, in Crea
 		return Entity{}, err
 	}
 	slug := in.Type + ":" + in.Name
-	tag, err := tx.Exec(ctx, `INSERT INTO entities (id, slug, type, name, state, attributes)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (slug) DO NOTHING`, id, slug, in.Type, in.Name, state, attrs)
-	if err != nil {
-		return Entity{}, fmt.Errorf("insert entity %s: %w", slug, err)
+	if err := st.InsertEntity(ctx, id, slug, in.Type, in.Name, state, attrs); err != nil {
+		if errors.Is(err, ErrDuplicate) {
+			return Entity{}, &ValidationError{Field: "name", Reason: fmt.Sprintf("an entity %s already exists", slug), Err: ErrDuplicate}
+		}
+		return Entity{}, err
 	}
-	if tag.RowsAffected() == 0 {
-		return Entity{}, &ValidationError{Field: "name", Reason: fmt.Sprintf("an entity %s already exists", slug), Err: ErrDuplicate}
-	}
-	created, err := storage.GetEntity(ctx, tx, id, false)
+	created, err := st.GetEntity(ctx, id, false)
 	if err != nil {
 		return Entity{}, err
 	}
-	if err := writeAudit(ctx, tx, m, "entity.create", id, nil, snap(created)); err != nil {
+	if err := writeAudit(ctx, st, m, "entity.create", id, nil, snap(created)); err != nil {
 		return Entity{}, err
 	}
-	if err := appendEvent(ctx, tx, m, "entity.created", id, snap(created)); err != nil {
+	if err := appendEvent(ctx, st, m, "entity.created", id, snap(created)); err != nil {
 		return Entity{}, err
 	}
-	if err := s.syncChecks(ctx, tx, m, o, created); err != nil {
+	if err := s.syncChecks(ctx, st, m, o, created); err != nil {
 		return Entity{}, err
 	}
 	// Re-read: check derivation may have given it an entity_status row.
-	return storage.GetEntity(ctx, tx, id, false)
+	return st.GetEntity(ctx, id, false)
 }
 
 // UpdateAttributes shallow-merges attrs into the entity's attributes (a null value deletes
 // the key). With expectedVersion, a different current version is ErrVersionConflict. An
 // update that changes nothing writes nothing.
 //
-// It runs in its own transaction in two round trips to the database: the first begins the
-// transaction, locks and reads the entity and reads its check definitions; the second writes
-// the entity, its audit row, its re-derived checks and its events, and commits. The outbox
-// lock (ADR 0002) is so held only while the server executes the end of the second batch.
+// It runs in its own transaction in two round trips to the database
+// (graphstore.Store.UpdateAttributes): the first begins the transaction, locks and reads the
+// entity and reads its check definitions; the second writes the entity, its audit row, its
+// re-derived checks and its events, and commits. The outbox lock (ADR 0002) is so held only
+// while the server executes the end of the second batch.
 func (s *Service) UpdateAttributes(ctx context.Context, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
 	if err := checkMeta(m); err != nil {
 		return Entity{}, err
@@ -252,152 +249,67 @@ func (s *Service) UpdateAttributes(ctx context.Context, m Meta, ref string, attr
 	if err := refuseSchedulerOwned(attrs); err != nil {
 		return Entity{}, err
 	}
-	var out Entity
-	err := s.inBatchTx(ctx, func(t *batchTx) error {
-		var err error
-		out, err = s.updateAttributes(ctx, t, m, ref, attrs, expectedVersion)
-		return err
-	})
-	if err != nil {
-		return Entity{}, err
-	}
-	return out, nil
+	return s.updateAttributes(ctx, s.store, m, ref, attrs, expectedVersion)
 }
 
 // UpdateAttributesTx is UpdateAttributes inside the caller's transaction (the outbox lock is
 // then held until the caller commits).
-func (s *Service) UpdateAttributesTx(ctx context.Context, tx pgx.Tx, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
+func (s *Service) UpdateAttributesTx(ctx context.Context, tx storage.DB, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
 	if err := checkMeta(m); err != nil {
 		return Entity{}, err
 	}
 	if err := refuseSchedulerOwned(attrs); err != nil {
 		return Entity{}, err
 	}
-	return s.updateAttributes(ctx, &batchTx{q: tx}, m, ref, attrs, expectedVersion)
+	return s.updateAttributes(ctx, s.on(tx), m, ref, attrs, expectedVersion)
 }
 
-// updateAttributesSQL writes the entity and its audit row in one statement ($1-$3 the
-// update's, then audit.Row.Args). The audit row takes its actor from the updated row
-// (audit.GuardedInsert), so an update that matched nothing fails on the NOT NULL actor and
-// aborts the transaction: the COMMIT queued behind it in the same batch then never runs. The
-// row lock taken by the first batch makes a miss impossible; the statement does not rely on
-// it.
-var updateAttributesSQL = `WITH changed AS (
-		UPDATE entities SET attributes = $2, version = version + 1, updated_at = now()
-		WHERE id = $1 AND version = $3 RETURNING id)
-	` + audit.GuardedInsert("changed", 4)
-
-// updateAttributes is the one implementation of an attribute update, in t's transaction.
-func (s *Service) updateAttributes(ctx context.Context, t *batchTx, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
+// updateAttributes is the one implementation of an attribute update: st pipelines it (on
+// the pool, in a transaction of its own; on a transaction, in it) and this decides, between
+// its round trips, what the locked entity becomes.
+func (s *Service) updateAttributes(ctx context.Context, st *graphstore.Store, m Meta, ref string, attrs map[string]any, expectedVersion *int64) (Entity, error) {
 	patch, err := normalizeAttrs(attrs)
 	if err != nil {
 		return Entity{}, err
 	}
 	o := s.Ontology()
-
-	// Round trip 1: lock and read the entity (and the transaction's timestamp, which the
-	// update will write as updated_at), then read its check definitions.
-	var cur Entity
-	var hasStatus bool
-	var now time.Time
-	first := t.batch()
-	if touchesAny(attrs, checks.HolderAttributes) {
-		// This may change the checks of the backup targets the entity holds: lock them
-		// with it, in id order (see holderAttributesChanged below).
-		checksync.QueueLockHeld(first, ref, ids.IsUUID(ref))
-	}
-	first.Queue(storage.EntitySQL(ref, true, `, st.entity_id IS NOT NULL, now()`), ref).QueryRow(func(row pgx.Row) error {
-		var err error
-		cur, err = storage.ScanEntity(row, &hasStatus, &now)
-		return storage.EntityReadError(ref, err)
+	// An update that may change the checks of the backup targets the entity holds locks
+	// them with it, in id order.
+	lockHeld := touchesAny(attrs, checks.HolderAttributes)
+	return st.UpdateAttributes(ctx, o, ref, lockHeld, func(l graphstore.Locked) (*graphstore.AttrUpdate, error) {
+		cur := l.Entity
+		if expectedVersion != nil && *expectedVersion != cur.Version {
+			return nil, fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, cur.Slug, cur.Version, *expectedVersion)
+		}
+		if cur.Type == checkType {
+			return nil, invalid("type", ErrInvalid, "check entities are derived; change the monitored entity instead")
+		}
+		if err := o.ValidateAttributes(cur.Type, patch, false); err != nil {
+			return nil, attributeError(err)
+		}
+		merged := maps.Clone(cur.Attributes)
+		for k, v := range patch {
+			if v == nil {
+				delete(merged, k)
+			} else {
+				merged[k] = v
+			}
+		}
+		if reflect.DeepEqual(merged, cur.Attributes) {
+			return nil, nil // nothing changes: no version bump, no audit, no event
+		}
+		next := cur
+		next.Attributes, next.Version, next.UpdatedAt = merged, cur.Version+1, l.Now
+		payload := map[string]any{"slug": cur.Slug, "type": cur.Type, "version": next.Version, "attributes": patch}
+		return &graphstore.AttrUpdate{Next: next, Audit: auditOf(m, "entity.update", cur.ID, snap(cur), snap(next)),
+			Event: eventOf(m, "entity.updated", cur.ID), Payload: payload, Checks: eventOf(m, "checks.changed", cur.ID)}, nil
 	})
-	prefetched := checksync.QueuePrefetch(first, ref, ids.IsUUID(ref))
-	if err := t.send(ctx, first); err != nil {
-		return Entity{}, err
-	}
-
-	if expectedVersion != nil && *expectedVersion != cur.Version {
-		return Entity{}, fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, cur.Slug, cur.Version, *expectedVersion)
-	}
-	if cur.Type == checkType {
-		return Entity{}, invalid("type", ErrInvalid, "check entities are derived; change the monitored entity instead")
-	}
-	if err := o.ValidateAttributes(cur.Type, patch, false); err != nil {
-		return Entity{}, attributeError(err)
-	}
-	merged := maps.Clone(cur.Attributes)
-	for k, v := range patch {
-		if v == nil {
-			delete(merged, k)
-		} else {
-			merged[k] = v
-		}
-	}
-	if reflect.DeepEqual(merged, cur.Attributes) {
-		return cur, nil // nothing changes: no version bump, no audit, no event
-	}
-	next := cur
-	next.Attributes, next.Version, next.UpdatedAt = merged, cur.Version+1, now
-
-	// Round trip 2: the entity and its audit row, the checks re-derived from the new
-	// attributes, the events last (they take the outbox lock), and COMMIT.
-	row, err := auditOf(m, "entity.update", cur.ID, snap(cur), snap(next)).Args()
-	if err != nil {
-		return Entity{}, err
-	}
-	w := &pgx.Batch{}
-	w.Queue(updateAttributesSQL, append([]any{cur.ID, merged, cur.Version}, row...)...)
-	changes, statusCreated, err := s.check.SyncPrefetched(ctx, t.q, o, target(next), prefetched, hasStatus, w)
-	if err != nil {
-		return Entity{}, fmt.Errorf("derive checks of %s: %w", cur.Slug, err)
-	}
-	if holderAttributesChanged(cur.Attributes, merged) {
-		// The backup targets this entity holds derive their checks from these attributes:
-		// write the entity now, then re-derive theirs (rare: an os change of a holder).
-		if err := t.send(ctx, w); err != nil {
-			return Entity{}, fmt.Errorf("update %s: %w", cur.Slug, err)
-		}
-		w = &pgx.Batch{}
-		held, err := s.check.SyncHeldBackups(ctx, t.q, o, cur.ID)
-		if err != nil {
-			return Entity{}, fmt.Errorf("derive checks of the backups %s holds: %w", cur.Slug, err)
-		}
-		changes.Merge(held)
-	}
-	if statusCreated {
-		// The entity is monitored now: answer with the status row the batch creates.
-		w.Queue(`SELECT health, reason, last_check_at FROM entity_status WHERE entity_id = $1`, cur.ID).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&next.Health, &next.HealthReason, &next.LastCheckAt)
-		})
-	}
-	payload := map[string]any{"slug": cur.Slug, "type": cur.Type, "version": next.Version, "attributes": patch}
-	if err := queueEvent(w, m, "entity.updated", cur.ID, payload); err != nil {
-		return Entity{}, err
-	}
-	if err := queueChecksChanged(w, m, cur.ID, changes); err != nil {
-		return Entity{}, err
-	}
-	if err := t.finish(ctx, w); err != nil {
-		return Entity{}, fmt.Errorf("update %s: %w", cur.Slug, err)
-	}
-	return next, nil
 }
 
 // touchesAny reports whether attrs names one of keys.
 func touchesAny(attrs map[string]any, keys []string) bool {
 	for _, k := range keys {
 		if _, ok := attrs[k]; ok {
-			return true
-		}
-	}
-	return false
-}
-
-// holderAttributesChanged reports whether an attribute derivation reads of a backup holder
-// differs between before and after.
-func holderAttributesChanged(before, after map[string]any) bool {
-	for _, k := range checks.HolderAttributes {
-		if !reflect.DeepEqual(before[k], after[k]) {
 			return true
 		}
 	}
@@ -414,9 +326,9 @@ func (s *Service) SetState(ctx context.Context, m Meta, ref, state string, expec
 		return Entity{}, invalid("state", ErrInvalid, "state is required")
 	}
 	var out Entity
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(st *graphstore.Store) error {
 		var err error
-		out, err = s.SetStateTx(ctx, tx, m, ref, state, expectedVersion)
+		out, err = s.setState(ctx, st, m, ref, state, expectedVersion)
 		return err
 	})
 	if err != nil {
@@ -426,7 +338,11 @@ func (s *Service) SetState(ctx context.Context, m Meta, ref, state string, expec
 }
 
 // SetStateTx is SetState inside the caller's transaction.
-func (s *Service) SetStateTx(ctx context.Context, tx pgx.Tx, m Meta, ref, state string, expectedVersion *int64) (Entity, error) {
+func (s *Service) SetStateTx(ctx context.Context, tx storage.DB, m Meta, ref, state string, expectedVersion *int64) (Entity, error) {
+	return s.setState(ctx, s.on(tx), m, ref, state, expectedVersion)
+}
+
+func (s *Service) setState(ctx context.Context, st *graphstore.Store, m Meta, ref, state string, expectedVersion *int64) (Entity, error) {
 	if err := checkMeta(m); err != nil {
 		return Entity{}, err
 	}
@@ -434,7 +350,7 @@ func (s *Service) SetStateTx(ctx context.Context, tx pgx.Tx, m Meta, ref, state 
 		return Entity{}, invalid("state", ErrInvalid, "state is required")
 	}
 	o := s.Ontology()
-	cur, err := storage.GetEntity(ctx, tx, ref, true)
+	cur, err := st.GetEntity(ctx, ref, true)
 	if err != nil {
 		return Entity{}, err
 	}
@@ -448,51 +364,44 @@ func (s *Service) SetStateTx(ctx context.Context, tx pgx.Tx, m Meta, ref, state 
 	if cur.State == state {
 		return cur, nil
 	}
-	if err := checkPreconditions(ctx, tx, cur, state, pre); err != nil {
+	if err := checkPreconditions(ctx, st, cur, state, pre); err != nil {
 		return Entity{}, err
 	}
 	next := cur
-	err = tx.QueryRow(ctx, `UPDATE entities SET state = $2, version = version + 1, updated_at = now()
-		WHERE id = $1 AND version = $3 RETURNING version, updated_at`, cur.ID, state, cur.Version).Scan(&next.Version, &next.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
+	next.Version, next.UpdatedAt, err = st.SetState(ctx, cur.ID, state, cur.Version)
+	if errors.Is(err, ErrVersionConflict) {
 		return Entity{}, fmt.Errorf("%w: %s changed concurrently", ErrVersionConflict, cur.Slug)
 	}
 	if err != nil {
 		return Entity{}, fmt.Errorf("set state of %s: %w", cur.Slug, err)
 	}
 	next.State = state
-	if err := writeAudit(ctx, tx, m, "entity.state", cur.ID, snap(cur), snap(next)); err != nil {
+	if err := writeAudit(ctx, st, m, "entity.state", cur.ID, snap(cur), snap(next)); err != nil {
 		return Entity{}, err
 	}
 	payload := map[string]any{"slug": cur.Slug, "type": cur.Type, "version": next.Version, "from": cur.State, "to": state}
-	if err := appendEvent(ctx, tx, m, "entity.state_changed", cur.ID, payload); err != nil {
+	if err := appendEvent(ctx, st, m, "entity.state_changed", cur.ID, payload); err != nil {
 		return Entity{}, err
 	}
-	if err := s.syncChecks(ctx, tx, m, o, next); err != nil {
+	if err := s.syncChecks(ctx, st, m, o, next); err != nil {
 		return Entity{}, err
 	}
-	return storage.GetEntity(ctx, tx, cur.ID, false)
+	return st.GetEntity(ctx, cur.ID, false)
 }
 
 // checkPreconditions evaluates a transition's preconditions inside the transaction, so no
 // dependent can appear between the check and the change.
-func checkPreconditions(ctx context.Context, tx pgx.Tx, e Entity, to string, pre []string) error {
+func checkPreconditions(ctx context.Context, st *graphstore.Store, e Entity, to string, pre []string) error {
 	for _, p := range pre {
 		switch {
 		case p == ontology.PreconditionNoLiveDependents:
-			rows, err := tx.Query(ctx, `SELECT s.slug, r.type FROM relationships r JOIN entities s ON s.id = r.source_id
-				WHERE r.target_id = $1 AND r.valid_to IS NULL AND r.type = ANY($2) AND s.state <> 'destroyed'
-				ORDER BY s.slug LIMIT 5`, e.ID, dependentEdgeTypes)
+			live, err := st.LiveDependents(ctx, e.ID, dependentEdgeTypes)
 			if err != nil {
 				return fmt.Errorf("check dependents of %s: %w", e.Slug, err)
 			}
-			deps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-				var slug, typ string
-				err := r.Scan(&slug, &typ)
-				return slug + " " + typ + " it", err
-			})
-			if err != nil {
-				return fmt.Errorf("check dependents of %s: %w", e.Slug, err)
+			deps := make([]string, len(live))
+			for i, d := range live {
+				deps[i] = d.Slug + " " + d.Type + " it"
 			}
 			if len(deps) > 0 {
 				return &ValidationError{Field: "state", Err: ErrPreconditionFailed,
@@ -520,10 +429,10 @@ func target(e Entity) checks.Target {
 	return checks.Target{ID: e.ID, Slug: e.Slug, Type: e.Type, Name: e.Name, State: e.State, Attributes: e.Attributes}
 }
 
-// syncChecks re-derives the checks of es in tx and, when definitions changed, appends a
-// checks.changed event and NOTIFYs oikos_checks (delivered at commit).
-func (s *Service) syncChecks(ctx context.Context, tx pgx.Tx, m Meta, o *ontology.Ontology, es ...Entity) error {
-	all, err := s.deriveChecks(ctx, tx, o, es...)
+// syncChecks re-derives the checks of es in st's transaction and, when definitions changed,
+// appends a checks.changed event and NOTIFYs oikos_checks (delivered at commit).
+func (s *Service) syncChecks(ctx context.Context, st *graphstore.Store, m Meta, o *ontology.Ontology, es ...Entity) error {
+	all, err := s.deriveChecks(ctx, st, o, es...)
 	if err != nil {
 		return err
 	}
@@ -531,83 +440,15 @@ func (s *Service) syncChecks(ctx context.Context, tx pgx.Tx, m Meta, o *ontology
 	if len(es) == 1 {
 		entityID = es[0].ID
 	}
-	return announceChecks(ctx, tx, m, entityID, all)
+	return st.AnnounceChecks(ctx, eventOf(m, "checks.changed", entityID), all)
 }
 
 // deriveChecks re-derives and writes the checks of es without announcing them, so a caller
 // can append its own event first.
-func (s *Service) deriveChecks(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, es ...Entity) (checksync.Changes, error) {
-	var all checksync.Changes
-	for _, e := range es {
-		ch, err := s.check.Sync(ctx, tx, o, target(e))
-		if err != nil {
-			return checksync.Changes{}, fmt.Errorf("derive checks of %s: %w", e.Slug, err)
-		}
-		all.Merge(ch)
+func (s *Service) deriveChecks(ctx context.Context, st *graphstore.Store, o *ontology.Ontology, es ...Entity) (checksync.Changes, error) {
+	ts := make([]checks.Target, len(es))
+	for i, e := range es {
+		ts[i] = target(e)
 	}
-	return all, nil
-}
-
-// maxListedChecks bounds the slugs a checks.changed event lists; a first seed changes
-// thousands and SSE clients only need to know that they should reload.
-const maxListedChecks = 200
-
-// checksChanged is the payload of a checks.changed event.
-type checksChanged struct {
-	Added     int      `json:"added"`
-	Updated   int      `json:"updated"`
-	Disabled  int      `json:"disabled"`
-	Checks    []string `json:"checks"`
-	Targets   []string `json:"targets"`
-	Truncated bool     `json:"truncated,omitempty"`
-}
-
-// announceChecks writes the checks.changed event and the oikos_checks NOTIFY, only when
-// definitions changed: the scheduler reloads on it, so a no-op must stay silent.
-func announceChecks(ctx context.Context, tx pgx.Tx, m Meta, entityID string, ch checksync.Changes) error {
-	p, note, ok, err := checksChangedEvent(ch)
-	if err != nil || !ok {
-		return err
-	}
-	if err := appendEvent(ctx, tx, m, "checks.changed", entityID, p); err != nil {
-		return err
-	}
-	if err := eventbus.Notify(ctx, tx, eventbus.ChannelChecks, note); err != nil {
-		return fmt.Errorf("notify oikos_checks: %w", err)
-	}
-	return nil
-}
-
-// queueChecksChanged is announceChecks for a batch: the NOTIFY, then the event.
-func queueChecksChanged(b *pgx.Batch, m Meta, entityID string, ch checksync.Changes) error {
-	p, note, ok, err := checksChangedEvent(ch)
-	if err != nil || !ok {
-		return err
-	}
-	eventbus.QueueNotify(b, eventbus.ChannelChecks, note)
-	return queueEvent(b, m, "checks.changed", entityID, p)
-}
-
-// checksChangedEvent is the checks.changed payload and the oikos_checks NOTIFY payload for
-// ch; ok is false when no definition changed.
-func checksChangedEvent(ch checksync.Changes) (p checksChanged, note string, ok bool, err error) {
-	if !ch.Changed() {
-		return p, "", false, nil
-	}
-	slices.Sort(ch.Targets)
-	ch.Targets = slices.Compact(ch.Targets)
-	p = checksChanged{Added: len(ch.Added), Updated: len(ch.Updated), Disabled: len(ch.Disabled)}
-	p.Checks = slices.Concat(ch.Added, ch.Updated, ch.Disabled)
-	p.Targets = ch.Targets
-	if len(p.Checks) > maxListedChecks {
-		p.Checks, p.Truncated = p.Checks[:maxListedChecks], true
-	}
-	if len(p.Targets) > maxListedChecks {
-		p.Targets, p.Truncated = p.Targets[:maxListedChecks], true
-	}
-	b, err := json.Marshal(map[string]int{"changed": ch.Count()})
-	if err != nil {
-		return p, "", false, fmt.Errorf("notify oikos_checks: %w", err)
-	}
-	return p, string(b), true, nil
+	return st.SyncChecks(ctx, o, ts...)
 }

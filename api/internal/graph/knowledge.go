@@ -7,11 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/graphstore"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // KnowledgeKinds are the kinds a knowledge entity may have; each is also its entity type.
@@ -85,12 +83,11 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 	}
 	var out Knowledge
 	var created bool
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(st *graphstore.Store) error {
 		// The document and the entity it is about are locked together in id order (as
 		// every path that locks two entities does), so this never deadlocks with a
 		// relationship change or a seed ingest holding one of them.
-		if _, err := tx.Exec(ctx, `SELECT id FROM entities WHERE slug = ANY($1) ORDER BY id FOR NO KEY UPDATE`,
-			[]string{in.Slug, in.About}); err != nil {
+		if err := st.LockSlugs(ctx, []string{in.Slug, in.About}); err != nil {
 			return fmt.Errorf("lock %s: %w", in.Slug, err)
 		}
 		var about Entity
@@ -98,37 +95,37 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 			// Locked now, before the document's event takes the outbox lock: the about edge
 			// re-derives the checks of its ends under their row locks, and waiting for one
 			// while holding the outbox lock could deadlock with a PATCH of that entity.
-			if about, err = storage.GetEntity(ctx, tx, in.About, true); err != nil {
+			if about, err = st.GetEntity(ctx, in.About, true); err != nil {
 				return fieldNotFound("about", err)
 			}
 			if err := o.ValidateEdge(aboutEdge, in.Kind, about.Type); err != nil {
 				return &ValidationError{Field: "about", Reason: err.Error(), Err: err}
 			}
 		}
-		cur, err := storage.GetKnowledge(ctx, tx, in.Slug, true)
+		cur, err := st.GetKnowledge(ctx, in.Slug, true)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			created = true
-			if err := s.insertKnowledge(ctx, tx, m, o, in, name); err != nil {
+			if err := s.insertKnowledge(ctx, st, m, o, in, name); err != nil {
 				return err
 			}
 		case err != nil:
 			return err
 		default:
-			if err := s.updateKnowledge(ctx, tx, m, cur, in); err != nil {
+			if err := s.updateKnowledge(ctx, st, m, cur, in); err != nil {
 				return err
 			}
 		}
-		doc, err := storage.GetEntity(ctx, tx, in.Slug, false)
+		doc, err := st.GetEntity(ctx, in.Slug, false)
 		if err != nil {
 			return err
 		}
 		if in.About != "" {
-			if _, _, err := s.insertEdge(ctx, tx, m, aboutEdge, doc, about, map[string]any{}); err != nil {
+			if _, _, err := s.insertEdge(ctx, st, m, aboutEdge, doc, about, map[string]any{}); err != nil {
 				return err
 			}
 		}
-		out, err = storage.GetKnowledge(ctx, tx, in.Slug, false)
+		out, err = st.GetKnowledge(ctx, in.Slug, false)
 		return err
 	})
 	if err != nil {
@@ -137,53 +134,47 @@ func (s *Service) UpsertKnowledge(ctx context.Context, m Meta, in KnowledgeInput
 	return out, created, nil
 }
 
-func (s *Service) insertKnowledge(ctx context.Context, tx pgx.Tx, m Meta, o *ontology.Ontology, in KnowledgeInput, name string) error {
+func (s *Service) insertKnowledge(ctx context.Context, st *graphstore.Store, m Meta, o *ontology.Ontology, in KnowledgeInput, name string) error {
 	id, err := newID()
 	if err != nil {
 		return err
 	}
 	t, _ := o.Type(in.Kind)
-	if _, err := tx.Exec(ctx, `INSERT INTO entities (id, slug, type, name, state, attributes) VALUES ($1, $2, $3, $4, $5, '{}')`,
-		id, in.Slug, in.Kind, name, t.DefaultState); err != nil {
-		if pg.IsUniqueViolation(err, "") {
+	if err := st.InsertKnowledge(ctx, id, in.Slug, name, t.DefaultState, knowledgeText(in)); err != nil {
+		if errors.Is(err, ErrDuplicate) {
 			return &ValidationError{Field: "slug", Reason: fmt.Sprintf("%s was created concurrently", in.Slug), Err: ErrDuplicate}
 		}
-		return fmt.Errorf("insert %s: %w", in.Slug, err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO knowledge_entities (entity_id, kind, title, body, tags) VALUES ($1, $2, $3, $4, $5)`,
-		id, in.Kind, in.Title, in.Body, in.Tags); err != nil {
-		return fmt.Errorf("insert %s: %w", in.Slug, err)
-	}
-	after := knowledgeDoc{ID: id, Slug: in.Slug, Kind: in.Kind, Title: in.Title, Body: in.Body, Tags: in.Tags, Version: 1}
-	if err := writeAudit(ctx, tx, m, "knowledge.upsert", id, nil, after); err != nil {
 		return err
 	}
-	return appendEvent(ctx, tx, m, "knowledge.upserted", id, knowledgeEvent(after, true))
+	after := knowledgeDoc{ID: id, Slug: in.Slug, Kind: in.Kind, Title: in.Title, Body: in.Body, Tags: in.Tags, Version: 1}
+	if err := writeAudit(ctx, st, m, "knowledge.upsert", id, nil, after); err != nil {
+		return err
+	}
+	return appendEvent(ctx, st, m, "knowledge.upserted", id, knowledgeEvent(after, true))
 }
 
-func (s *Service) updateKnowledge(ctx context.Context, tx pgx.Tx, m Meta, cur Knowledge, in KnowledgeInput) error {
+// knowledgeText is the text an upsert writes.
+func knowledgeText(in KnowledgeInput) graphstore.KnowledgeText {
+	return graphstore.KnowledgeText{Kind: in.Kind, Title: in.Title, Body: in.Body, Tags: in.Tags}
+}
+
+func (s *Service) updateKnowledge(ctx context.Context, st *graphstore.Store, m Meta, cur Knowledge, in KnowledgeInput) error {
 	if cur.Type != in.Kind {
 		return invalid("kind", ErrInvalid, "%s is a %s, not a %s", cur.Slug, cur.Type, in.Kind)
 	}
 	if cur.Title == in.Title && cur.Body == in.Body && slices.Equal(cur.Tags, in.Tags) && cur.Kind == in.Kind {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO knowledge_entities (entity_id, kind, title, body, tags) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (entity_id) DO UPDATE SET kind = excluded.kind, title = excluded.title, body = excluded.body,
-			tags = excluded.tags, updated_at = now()`, cur.ID, in.Kind, in.Title, in.Body, in.Tags); err != nil {
-		return fmt.Errorf("update %s: %w", cur.Slug, err)
-	}
-	var version int64
-	if err := tx.QueryRow(ctx, `UPDATE entities SET version = version + 1, updated_at = now() WHERE id = $1 RETURNING version`,
-		cur.ID).Scan(&version); err != nil {
-		return fmt.Errorf("update %s: %w", cur.Slug, err)
+	version, err := st.UpdateKnowledge(ctx, cur.ID, cur.Slug, knowledgeText(in))
+	if err != nil {
+		return err
 	}
 	before := knowledgeDoc{ID: cur.ID, Slug: cur.Slug, Kind: cur.Kind, Title: cur.Title, Body: cur.Body, Tags: cur.Tags, Version: cur.Version}
 	after := knowledgeDoc{ID: cur.ID, Slug: cur.Slug, Kind: in.Kind, Title: in.Title, Body: in.Body, Tags: in.Tags, Version: version}
-	if err := writeAudit(ctx, tx, m, "knowledge.upsert", cur.ID, before, after); err != nil {
+	if err := writeAudit(ctx, st, m, "knowledge.upsert", cur.ID, before, after); err != nil {
 		return err
 	}
-	return appendEvent(ctx, tx, m, "knowledge.upserted", cur.ID, knowledgeEvent(after, false))
+	return appendEvent(ctx, st, m, "knowledge.upserted", cur.ID, knowledgeEvent(after, false))
 }
 
 // knowledgeEvent is the knowledge.upserted payload; the body stays out of the outbox.

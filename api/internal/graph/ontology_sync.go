@@ -2,11 +2,9 @@ package graph
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/graphstore"
 	"github.com/oikos-hq/oikos/shared/ontology"
 )
 
@@ -17,9 +15,9 @@ import (
 // have them.
 func (s *Service) SyncOntology(ctx context.Context, o *ontology.Ontology) (bool, error) {
 	var changed bool
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(st *graphstore.Store) error {
 		var err error
-		changed, err = s.SyncOntologyTx(ctx, tx, o)
+		changed, err = st.SyncOntology(ctx, o)
 		return err
 	})
 	if err != nil {
@@ -39,76 +37,6 @@ func (s *Service) SetOntology(o *ontology.Ontology) {
 
 // SyncOntologyTx is SyncOntology inside the caller's transaction (the seed ingest); it does
 // not adopt o (see SetOntology).
-func (s *Service) SyncOntologyTx(ctx context.Context, tx pgx.Tx, o *ontology.Ontology) (bool, error) {
-	if o == nil {
-		return false, fmt.Errorf("sync ontology: no ontology")
-	}
-	b := &pgx.Batch{}
-	for _, t := range o.Types() {
-		attrs := t.Attributes
-		if attrs == nil {
-			attrs = map[string]ontology.AttributeSpec{}
-		}
-		schema, err := json.Marshal(attrs)
-		if err != nil {
-			return false, fmt.Errorf("sync ontology: type %s attributes: %w", t.Name, err)
-		}
-		transitions, err := json.Marshal(nonNil(t.Transitions))
-		if err != nil {
-			return false, fmt.Errorf("sync ontology: type %s transitions: %w", t.Name, err)
-		}
-		monitoring, err := json.Marshal(nonNil(t.Monitoring))
-		if err != nil {
-			return false, fmt.Errorf("sync ontology: type %s monitoring: %w", t.Name, err)
-		}
-		var parent *string
-		if t.Parent != "" {
-			parent = &t.Parent
-		}
-		// The WHERE makes an equal row a no-op: nothing is written and no row is returned.
-		b.Queue(`INSERT INTO entity_types AS et (name, parent, abstract, description, attribute_schema, required, states,
-				default_state, transitions, monitoring, monitoring_none)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-			ON CONFLICT (name) DO UPDATE SET parent = excluded.parent, abstract = excluded.abstract,
-				description = excluded.description, attribute_schema = excluded.attribute_schema, required = excluded.required,
-				states = excluded.states, default_state = excluded.default_state, transitions = excluded.transitions,
-				monitoring = excluded.monitoring, monitoring_none = excluded.monitoring_none, updated_at = now()
-			WHERE (et.parent, et.abstract, et.description, et.attribute_schema, et.required, et.states, et.default_state,
-					et.transitions, et.monitoring, et.monitoring_none)
-				IS DISTINCT FROM (excluded.parent, excluded.abstract, excluded.description, excluded.attribute_schema,
-					excluded.required, excluded.states, excluded.default_state, excluded.transitions, excluded.monitoring,
-					excluded.monitoring_none)`,
-			t.Name, parent, t.Abstract, t.Description, schema, nonNil(t.Required), nonNil(t.States), t.DefaultState,
-			transitions, monitoring, t.MonitoringNone)
-	}
-	for _, r := range o.RelationshipTypes() {
-		b.Queue(`INSERT INTO relationship_types AS rt (name, description, sources, targets) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (name) DO UPDATE SET description = excluded.description, sources = excluded.sources,
-				targets = excluded.targets, updated_at = now()
-			WHERE (rt.description, rt.sources, rt.targets) IS DISTINCT FROM (excluded.description, excluded.sources, excluded.targets)`,
-			r.Name, r.Description, nonNil(r.Sources), nonNil(r.Targets))
-	}
-	res := tx.SendBatch(ctx, b)
-	var changed bool
-	for i := 0; i < b.Len(); i++ {
-		tag, err := res.Exec()
-		if err != nil {
-			_ = res.Close()
-			return false, fmt.Errorf("sync ontology: %w", err)
-		}
-		if tag.RowsAffected() > 0 {
-			changed = true
-		}
-	}
-	if err := res.Close(); err != nil {
-		return false, fmt.Errorf("sync ontology: %w", err)
-	}
-	return changed, nil
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
+func (s *Service) SyncOntologyTx(ctx context.Context, tx storage.DB, o *ontology.Ontology) (bool, error) {
+	return s.on(tx).SyncOntology(ctx, o)
 }

@@ -17,18 +17,14 @@ import (
 	"sync/atomic"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
-	"github.com/oikos-hq/oikos/api/internal/checksync"
 	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/graphstore"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // Sentinel errors: the api's (api/internal/apierr), under the names this package's callers
@@ -77,7 +73,7 @@ type Meta struct {
 	IdempotencyKey string
 }
 
-// Entity, Relationship and Knowledge are the api's row types (api/internal/store): the
+// Entity, Relationship and Knowledge are the api's row types (api/internal/storage): the
 // graph returns exactly what the reads return.
 type (
 	// Entity is one node of the graph, with the health the scheduler recorded for it.
@@ -124,8 +120,8 @@ type Replay struct {
 
 // Options configure a Service.
 type Options struct {
-	// Pool is where the graph lives.
-	Pool *pgxpool.Pool
+	// Pool is where the graph lives (its SQL is api/internal/storage/graphstore's).
+	Pool *storage.Pool
 	// Ontology validates mutations until SyncOntology / SetOntology replace it.
 	Ontology *ontology.Ontology
 	// Logger receives derivation warnings.
@@ -134,10 +130,10 @@ type Options struct {
 
 // Service is the graph's mutation and lookup path. It is safe for concurrent use.
 type Service struct {
-	pool  *pgxpool.Pool
+	pool  *storage.Pool
+	store *graphstore.Store
 	onto  atomic.Pointer[ontology.Ontology]
 	log   zerolog.Logger
-	check *checksync.Syncer
 }
 
 // New builds a Service. The ontology is the one mutations are validated against;
@@ -149,7 +145,7 @@ func New(opts Options) (*Service, error) {
 	if opts.Ontology == nil {
 		return nil, errors.New("graph: an ontology is required")
 	}
-	s := &Service{pool: opts.Pool, log: opts.Logger, check: checksync.New(opts.Logger)}
+	s := &Service{pool: opts.Pool, store: graphstore.New(opts.Pool, opts.Logger), log: opts.Logger}
 	s.onto.Store(opts.Ontology)
 	return s, nil
 }
@@ -158,7 +154,7 @@ func New(opts Options) (*Service, error) {
 func (s *Service) Ontology() *ontology.Ontology { return s.onto.Load() }
 
 // Pool returns the pool the service writes through (the seed ingest reads with it).
-func (s *Service) Pool() *pgxpool.Pool { return s.pool }
+func (s *Service) Pool() *storage.Pool { return s.pool }
 
 // newID returns a uuid v7: time-ordered, so ids of entities created together sort together
 // and index inserts stay local.
@@ -187,102 +183,25 @@ func auditOf(m Meta, action, entityID string, before, after any) audit.Row {
 		EntityID: entityID, Before: before, After: after}
 }
 
-// writeAudit appends one audit row in tx (shared/audit).
-func writeAudit(ctx context.Context, tx pgx.Tx, m Meta, action, entityID string, before, after any) error {
-	return audit.Write(ctx, tx, auditOf(m, action, entityID, before, after))
+// eventOf is the outbox event of type typ a mutation m made about entityID.
+func eventOf(m Meta, typ, entityID string) eventbus.Event {
+	return eventbus.Event{Type: typ, EntityID: entityID, CorrelationID: m.CorrelationID, Actor: m.Actor}
 }
 
-// appendEvent writes the mutation's event to the outbox in tx.
-func appendEvent(ctx context.Context, tx pgx.Tx, m Meta, typ, entityID string, payload any) error {
-	_, err := eventbus.Append(ctx, tx, eventbus.Event{Type: typ, EntityID: entityID,
-		CorrelationID: m.CorrelationID, Actor: m.Actor}, payload)
-	return err
+// writeAudit appends one audit row in st's transaction (shared/audit).
+func writeAudit(ctx context.Context, st *graphstore.Store, m Meta, action, entityID string, before, after any) error {
+	return st.WriteAudit(ctx, auditOf(m, action, entityID, before, after))
 }
 
-// queueEvent is appendEvent for a batch (see eventbus.Queue).
-func queueEvent(b *pgx.Batch, m Meta, typ, entityID string, payload any) error {
-	return eventbus.Queue(b, eventbus.Event{Type: typ, EntityID: entityID, CorrelationID: m.CorrelationID, Actor: m.Actor}, payload, nil)
+// appendEvent writes the mutation's event to the outbox in st's transaction.
+func appendEvent(ctx context.Context, st *graphstore.Store, m Meta, typ, entityID string, payload any) error {
+	return st.AppendEvent(ctx, eventOf(m, typ, entityID), payload)
 }
 
 // inTx runs fn in a transaction on the service's pool.
-func (s *Service) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pg.InTx(ctx, s.pool, fn)
+func (s *Service) inTx(ctx context.Context, fn func(st *graphstore.Store) error) error {
+	return s.store.InTx(ctx, fn)
 }
 
-// batchTx is the transaction a pipelined mutation runs in: a caller's transaction, or one of
-// its own on a pooled connection whose BEGIN rides in the first batch sent and whose COMMIT
-// rides in the batch sent by finish. A mutation written against it therefore has one
-// implementation for both, and costs no round trip for BEGIN or COMMIT when it owns the
-// transaction.
-type batchTx struct {
-	// q is the caller's transaction, or the connection the own transaction runs on.
-	q pg.Querier
-	// conn is set when the transaction is batchTx's own.
-	conn *pgxpool.Conn
-	// begun: a batch carrying BEGIN was sent; committed: the COMMIT batch succeeded.
-	begun, committed bool
-}
-
-// batch returns a new batch; in an own transaction not yet begun, it starts with BEGIN.
-func (t *batchTx) batch() *pgx.Batch {
-	b := &pgx.Batch{}
-	if t.conn != nil && !t.begun {
-		b.BeginTx(pgx.TxOptions{})
-	}
-	return b
-}
-
-// send sends b and reads all its results (the queued callbacks run in order).
-func (t *batchTx) send(ctx context.Context, b *pgx.Batch) error {
-	if t.conn != nil && !t.begun {
-		if len(b.QueuedQueries) == 0 || b.QueuedQueries[0].SQL != "begin" {
-			return errors.New("graph: the first batch of an own transaction must come from batch()")
-		}
-		t.begun = true
-	}
-	return t.q.SendBatch(ctx, b).Close()
-}
-
-// finish sends the mutation's last batch; in an own transaction COMMIT is queued at its end,
-// after the outbox appends, so the outbox lock is released by the same batch that took it.
-// In PostgreSQL's pipeline a failed statement makes the server skip the rest of the batch,
-// so COMMIT runs only if everything before it succeeded. The callbacks queued before COMMIT
-// must therefore fail only when the server reported an error: one that failed on its own
-// would report a change as failed that the server had already committed.
-func (t *batchTx) finish(ctx context.Context, b *pgx.Batch) error {
-	if t.conn == nil {
-		return t.send(ctx, b)
-	}
-	if !t.begun {
-		return errors.New("graph: finish before the transaction began")
-	}
-	b.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
-		if tag.String() == "ROLLBACK" {
-			return pgx.ErrTxCommitRollback
-		}
-		return nil
-	})
-	if err := t.send(ctx, b); err != nil {
-		return err
-	}
-	t.committed = true
-	return nil
-}
-
-// inBatchTx runs fn in an own batchTx on a pooled connection. Whatever fn did not commit
-// (an error, a no-op that stopped early, a panic) is rolled back before the connection goes
-// back to the pool.
-func (s *Service) inBatchTx(ctx context.Context, fn func(t *batchTx) error) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer conn.Release() // a connection still inside a transaction is closed, not reused
-	t := &batchTx{q: conn, conn: conn}
-	defer func() {
-		if t.begun && !t.committed && conn.Conn().PgConn().TxStatus() != 'I' {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
-		}
-	}()
-	return fn(t)
-}
+// on is the graph's store on a caller's transaction.
+func (s *Service) on(tx storage.DB) *graphstore.Store { return s.store.On(tx) }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/auth"
-	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 )
 
 // whoAmI is GET /whoami: whom the request's token stands for.

@@ -9,8 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/oikos-hq/oikos/api/internal/graph"
-	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 )
 
 // attrPrefix marks an attribute filter in the entity list's query: attr.vmid=101.

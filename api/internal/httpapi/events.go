@@ -9,8 +9,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 )
 
 // idCursor parses a cursor that holds an event or audit id.
@@ -91,7 +91,7 @@ func (s *Server) graphAudit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rep, err := s.reader.GraphAudit(c.Request().Context(), s.deps.Pool, stuck)
+	rep, err := s.reader.GraphAudit(c.Request().Context(), stuck)
 	if err != nil {
 		return err
 	}

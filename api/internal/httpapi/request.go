@@ -8,8 +8,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/oikos-hq/oikos/api/internal/graph"
-	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 )
 
 // meta builds the graph service's Meta for this request: who, through what, and the

@@ -3,7 +3,7 @@
 // and /metrics.
 //
 // Handlers are thin: mutations of the graph go through api/internal/graph (the one mutation
-// path, G5), reads through api/internal/readmodel; no handler holds SQL. Every route, the
+// path, G5), reads through api/internal/storage/readmodel; no handler holds SQL. Every route, the
 // feature packages' (Deps.Routes) included, is a request.Route mounted by request.Mount, so
 // all share one guard and one error handling, and every error becomes an RFC 9457 problem in
 // one function (request.ToProblem). Every response carries X-Correlation-ID, which also lands
@@ -17,7 +17,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
@@ -25,8 +24,9 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/discover"
 	"github.com/oikos-hq/oikos/api/internal/graph"
-	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/topology"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/api/internal/webui"
@@ -38,7 +38,7 @@ import (
 
 // Deps are what the HTTP surface needs; the composition root (api/internal/app) builds them.
 type Deps struct {
-	Pool  *pgxpool.Pool
+	Pool  *storage.Pool
 	Graph *graph.Service
 	// Ontology is used when Graph is nil or has none; normally the graph service's current
 	// ontology is read on every request, so a re-seeded ontology takes effect at once.

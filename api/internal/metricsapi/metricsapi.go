@@ -21,15 +21,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/auth"
-	"github.com/oikos-hq/oikos/api/internal/readmodel"
 	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
@@ -46,7 +45,7 @@ const (
 
 // Deps are what the handlers need.
 type Deps struct {
-	Pool   *pgxpool.Pool
+	Pool   *storage.Pool
 	Logger zerolog.Logger
 	// DriftWait is how long ?refresh=true waits for the scheduler (default 60 s).
 	DriftWait time.Duration

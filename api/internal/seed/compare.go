@@ -9,7 +9,7 @@ import (
 	"sort"
 
 	"github.com/oikos-hq/oikos/api/internal/graph"
-	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 	"github.com/oikos-hq/oikos/shared/seedfile"
 )
 
@@ -37,80 +37,24 @@ type state struct {
 }
 
 // readState reads the entities with the given slugs (all but checks when slugs is nil), the
-// current edges out of them, and their knowledge text: three queries, whatever the size.
-func readState(ctx context.Context, q pg.Querier, slugs []string) (*state, error) {
-	st := &state{entities: map[string]dbEntity{}, docs: map[string]dbDoc{}, edges: map[edge]bool{}}
-	filter, args := `e.type <> 'check'`, []any{}
-	if slugs != nil {
-		filter, args = `e.slug = ANY($1)`, []any{slugs}
-	}
-	rows, err := q.Query(ctx, `SELECT e.slug, e.type, e.state, e.attributes FROM entities e WHERE `+filter, args...)
+// current edges out of them, and their knowledge text (readmodel.SeedState).
+func readState(ctx context.Context, r *readmodel.Reader, slugs []string) (*state, error) {
+	ents, edges, docs, err := r.SeedState(ctx, slugs)
 	if err != nil {
-		return nil, fmt.Errorf("seed: read entities: %w", err)
+		return nil, fmt.Errorf("seed: %w", err)
 	}
-	for rows.Next() {
-		var slug string
-		var e dbEntity
-		if err := rows.Scan(&slug, &e.Type, &e.State, &e.Attributes); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("seed: read entities: %w", err)
-		}
-		if e.Attributes == nil {
-			e.Attributes = map[string]any{}
-		}
-		st.entities[slug] = e
+	st := &state{entities: make(map[string]dbEntity, len(ents)), docs: make(map[string]dbDoc, len(docs)),
+		edges: make(map[edge]bool, len(edges))}
+	for _, e := range ents {
+		st.entities[e.Slug] = dbEntity{Type: e.Type, State: e.State, Attributes: e.Attributes}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("seed: read entities: %w", err)
+	for _, e := range edges {
+		st.edges[edge(e)] = true
 	}
-
-	rows, err = q.Query(ctx, `SELECT s.slug, r.type, t.slug FROM relationships r
-		JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
-		WHERE r.valid_to IS NULL AND `+replaceAlias(filter, "s"), args...)
-	if err != nil {
-		return nil, fmt.Errorf("seed: read relationships: %w", err)
-	}
-	for rows.Next() {
-		var e edge
-		if err := rows.Scan(&e.Source, &e.Type, &e.Target); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("seed: read relationships: %w", err)
-		}
-		st.edges[e] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("seed: read relationships: %w", err)
-	}
-
-	rows, err = q.Query(ctx, `SELECT e.slug, k.kind, k.title, k.body, k.tags FROM knowledge_entities k
-		JOIN entities e ON e.id = k.entity_id WHERE `+filter, args...)
-	if err != nil {
-		return nil, fmt.Errorf("seed: read knowledge: %w", err)
-	}
-	for rows.Next() {
-		var slug string
-		var d dbDoc
-		if err := rows.Scan(&slug, &d.Kind, &d.Title, &d.Body, &d.Tags); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("seed: read knowledge: %w", err)
-		}
-		st.docs[slug] = d
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("seed: read knowledge: %w", err)
+	for _, d := range docs {
+		st.docs[d.Slug] = dbDoc{Kind: d.Kind, Title: d.Title, Body: d.Body, Tags: d.Tags}
 	}
 	return st, nil
-}
-
-// replaceAlias rewrites the entity filter for the relationship query's source alias.
-func replaceAlias(filter, alias string) string {
-	if filter == `e.type <> 'check'` {
-		return alias + `.type <> 'check'`
-	}
-	return alias + `.slug = ANY($1)`
 }
 
 // DiffItem is one difference between the seeds and the database.

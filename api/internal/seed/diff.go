@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 	"github.com/oikos-hq/oikos/shared/ontology"
 	"github.com/oikos-hq/oikos/shared/seedfile"
 )
@@ -15,19 +14,22 @@ import (
 // entities, edges and documents the database lacks, seeded values that differ, and
 // entities and edges the database holds that no seed declares (derived checks, executions
 // and tasks excepted). It reads one consistent snapshot.
-func Diff(ctx context.Context, pool *pgxpool.Pool, o *ontology.Ontology, inv *seedfile.Inventory, kn *seedfile.KnowledgeSet) (DiffReport, error) {
+func Diff(ctx context.Context, pool *storage.Pool, o *ontology.Ontology, inv *seedfile.Inventory, kn *seedfile.KnowledgeSet) (DiffReport, error) {
 	if err := Validate(o, inv, kn); err != nil {
 		return DiffReport{}, err
 	}
 	inv, kn = orEmpty(inv, kn)
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	var st *state
+	var readErr error
+	err := readmodel.New(pool, nil).InSnapshot(ctx, func(r *readmodel.Reader) error {
+		st, readErr = readState(ctx, r, nil)
+		return readErr
+	})
+	if readErr != nil {
+		return DiffReport{}, readErr
+	}
 	if err != nil {
 		return DiffReport{}, fmt.Errorf("seed diff: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	st, err := readState(ctx, tx, nil)
-	if err != nil {
-		return DiffReport{}, err
 	}
 	c := compare(inv, kn, st)
 	c.diff.Extra = extras(inv, kn, st)

@@ -19,12 +19,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/graphstore"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/seedfile"
 )
 
@@ -143,9 +144,10 @@ func Ingest(ctx context.Context, svc *graph.Service, o *ontology.Ontology, inv *
 	}
 	m := graph.Meta{Actor: actor, CorrelationID: corr}
 	var rep Report
-	err = pg.InTx(ctx, svc.Pool(), func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(seedLockKey)); err != nil {
-			return fmt.Errorf("seed: lock: %w", err)
+	err = storage.InTx(ctx, svc.Pool(), func(tx storage.DB) error {
+		st := graphstore.On(tx)
+		if err := st.AdvisoryLock(ctx, int64(seedLockKey)); err != nil {
+			return fmt.Errorf("seed: %w", err)
 		}
 		var err error
 		if rep.OntologyChanged, err = svc.SyncOntologyTx(ctx, tx, o); err != nil {
@@ -157,14 +159,14 @@ func Ingest(ctx context.Context, svc *graph.Service, o *ontology.Ontology, inv *
 		// the ingest reads it or waits for the ingest, so the ingest never derives checks from
 		// a stale read, and its row locks are never taken in an order that could deadlock
 		// against a mutation holding the outbox lock.
-		if _, err := tx.Exec(ctx, `SELECT id FROM entities WHERE slug = ANY($1) ORDER BY id FOR NO KEY UPDATE`, slugs); err != nil {
+		if err := st.LockSlugs(ctx, slugs); err != nil {
 			return fmt.Errorf("seed: lock entities: %w", err)
 		}
-		st, err := readState(ctx, tx, slugs)
+		state, err := readState(ctx, readmodel.New(tx, nil), slugs)
 		if err != nil {
 			return err
 		}
-		p := compare(inv, kn, st)
+		p := compare(inv, kn, state)
 		res, err := svc.ApplyBulk(ctx, tx, m, o, p.bulk)
 		if err != nil {
 			return fmt.Errorf("seed: %w", err)

@@ -1,10 +1,11 @@
 // Package storage is the api's one layer of rows: the types every surface answers with
 // (Entity, Relationship, Knowledge), the one column list and scanner of each, and the lookups
-// by ref that the reads (api/internal/readmodel, metricsapi through it) and the graph's
-// mutation path (api/internal/graph, inside its transactions, with row locks) share. An
+// by ref that the reads (api/internal/storage/readmodel, metricsapi through it) and the
+// graph's mutation path (api/internal/storage/graphstore, inside its transactions, with row
+// locks) share. An
 // entity is read the same way, into the same struct, whoever reads it.
 //
-// Every statement is a named, parameterised function or constant here or in readmodel;
+// Every statement is a named, parameterised function or constant here or in a package below;
 // handler packages hold no SQL. docs/adr/0007-store-layer.md says why and how to add a query.
 //
 // Failures are the api's sentinels (api/internal/apierr): a missing row is ErrNotFound,

@@ -23,11 +23,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 	"github.com/oikos-hq/oikos/shared/metrics"
 )
 
@@ -51,7 +51,8 @@ const (
 
 // Options configure an Index.
 type Options struct {
-	Pool *pgxpool.Pool
+	// Pool is read through api/internal/storage/readmodel.
+	Pool *storage.Pool
 	// Forward are edge types whose source depends on their target; Reverse those whose
 	// target depends on their source. Other edges are not kept.
 	Forward, Reverse []string
@@ -82,6 +83,8 @@ type Stats struct {
 type Index struct {
 	opts Options
 	dirs map[string]uint8
+	// read runs the index's queries (api/internal/storage/readmodel).
+	read *readmodel.Reader
 	// refresh serialises builds and catch-ups (a buffered channel rather than a mutex, so a
 	// request waiting for one can give up when its context ends).
 	refresh chan struct{}
@@ -108,7 +111,7 @@ func New(opts Options) (*Index, error) {
 	if opts.MaxCatchUp <= 0 {
 		opts.MaxCatchUp = DefaultMaxCatchUp
 	}
-	x := &Index{opts: opts, dirs: map[string]uint8{}, refresh: make(chan struct{}, 1),
+	x := &Index{opts: opts, dirs: map[string]uint8{}, read: readmodel.New(opts.Pool, nil), refresh: make(chan struct{}, 1),
 		builds: metrics.Register(opts.Metrics, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "oikos_api_topology_build_duration_seconds",
 			Help:    "Full builds of the topology index from a snapshot of the dependency edges.",
@@ -162,8 +165,8 @@ func (x *Index) Dependents(ctx context.Context, rootID string, maxDepth int) (Ra
 	}
 	// The count is read after the request started, so every change committed before it
 	// is included; any adjacency at that count or later reflects them all.
-	var changes int64
-	if err := x.opts.Pool.QueryRow(ctx, `SELECT changes FROM topology_version`).Scan(&changes); err != nil {
+	changes, err := x.read.TopologyVersion(ctx)
+	if err != nil {
 		return Radius{}, fmt.Errorf("topology: read version: %w", err)
 	}
 	// One catch-up normally suffices: it reads a count at least as new as this one. The
@@ -248,11 +251,7 @@ type relEvent struct {
 // increase. It returns false when they do not (a write without events, or too many): the
 // caller rebuilds. Only the refresh holder mutates the adjacency, under the write lock.
 func (x *Index) applyEvents(ctx context.Context, a *adjacency) (bool, error) {
-	rows, err := x.opts.Pool.Query(ctx, `SELECT v.changes, e.id, e.type, e.payload
-		FROM topology_version v LEFT JOIN LATERAL (
-			SELECT id, type, payload FROM events WHERE type = ANY($2) AND id > $1 ORDER BY id LIMIT $3
-		) e ON true ORDER BY e.id`,
-		a.cursor, []string{EventCreated, EventEnded}, x.opts.MaxCatchUp+1)
+	changes, read, err := x.read.TopologyEvents(ctx, a.cursor, []string{EventCreated, EventEnded}, x.opts.MaxCatchUp+1)
 	if err != nil {
 		return false, fmt.Errorf("topology: read events: %w", err)
 	}
@@ -261,24 +260,13 @@ func (x *Index) applyEvents(ctx context.Context, a *adjacency) (bool, error) {
 		typ string
 		rel relEvent
 	}
-	var changes int64
-	var evs []ev
-	var id *int64
-	var typ *string
-	var payload []byte
-	_, err = pgx.ForEachRow(rows, []any{&changes, &id, &typ, &payload}, func() error {
-		if id == nil {
-			return nil
-		}
-		e := ev{id: *id, typ: *typ}
-		if err := json.Unmarshal(payload, &e.rel); err != nil {
-			return fmt.Errorf("event %d: %w", *id, err)
+	evs := make([]ev, 0, len(read))
+	for _, r := range read {
+		e := ev{id: r.ID, typ: r.Type}
+		if err := json.Unmarshal(r.Payload, &e.rel); err != nil {
+			return false, fmt.Errorf("topology: read events: event %d: %w", r.ID, err)
 		}
 		evs = append(evs, e)
-		return nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("topology: read events: %w", err)
 	}
 	if len(evs) > x.opts.MaxCatchUp || a.changes+int64(len(evs)) != changes {
 		if len(evs) <= x.opts.MaxCatchUp {
@@ -325,42 +313,18 @@ func (x *Index) applyEvents(ctx context.Context, a *adjacency) (bool, error) {
 // snapshot and replaces the adjacency.
 func (x *Index) rebuild(ctx context.Context) error {
 	t0 := time.Now()
-	tx, err := x.opts.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("topology: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	var changes, cursor int64
-	if err := tx.QueryRow(ctx, `SELECT (SELECT changes FROM topology_version), (SELECT coalesce(max(id), 0) FROM events)`).
-		Scan(&changes, &cursor); err != nil {
-		return fmt.Errorf("topology: read version: %w", err)
-	}
 	types := make([]string, 0, len(x.dirs))
 	for t := range x.dirs {
 		types = append(types, t)
 	}
-	rows, err := tx.Query(ctx, `SELECT id, type, source_id, target_id FROM relationships
-		WHERE valid_to IS NULL AND type = ANY($1) LIMIT $2`, types, x.opts.MaxEdges+1)
-	if err != nil {
-		return fmt.Errorf("topology: read edges: %w", err)
-	}
 	a := newAdjacency(0)
-	a.changes, a.cursor = changes, cursor
-	var id, src, dst UUID
-	var typ string
-	var addErr error
-	_, err = pgx.ForEachRow(rows, []any{&id, &typ, &src, &dst}, func() error {
-		if addErr == nil {
-			addErr = a.add(id, src, dst, x.dirs[typ])
-		}
-		return nil
+	changes, cursor, err := x.read.TopologySnapshot(ctx, types, x.opts.MaxEdges+1, func(e readmodel.TopologyEdge) error {
+		return a.add(e.ID, e.Source, e.Target, x.dirs[e.Type])
 	})
-	if err == nil {
-		err = addErr
-	}
 	if err != nil {
-		return fmt.Errorf("topology: read edges: %w", err)
+		return fmt.Errorf("topology: %w", err)
 	}
+	a.changes, a.cursor = changes, cursor
 	took := time.Since(t0)
 	x.mu.Lock()
 	defer x.mu.Unlock()

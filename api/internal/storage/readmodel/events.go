@@ -89,9 +89,11 @@ type EventFilter struct {
 	Limit  int
 }
 
-// Events returns a page of outbox events. Oldest first (with After) is the catch-up order
-// of /events?since=; newest first (Newest, with Before) is an entity's timeline.
-func (r *Reader) Events(ctx context.Context, f EventFilter) (Page[eventbus.Event], error) {
+// qEvents is the head of an event list (eventsSQL adds the filters and the page).
+const qEvents = `SELECT ` + eventColumns + ` FROM events ev`
+
+// eventsSQL builds the statement of Events.
+func eventsSQL(f EventFilter) (string, args) {
 	var a args
 	var where []string
 	if f.EntityID != "" {
@@ -112,11 +114,17 @@ func (r *Reader) Events(ctx context.Context, f EventFilter) (Page[eventbus.Event
 	if !f.Since.IsZero() {
 		where = append(where, "ev.at >= "+a.add(f.Since))
 	}
-	q := `SELECT ` + eventColumns + ` FROM events ev`
+	q := qEvents
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY " + order + " LIMIT " + a.add(f.Limit+1)
+	return q + " ORDER BY " + order + " LIMIT " + a.add(f.Limit+1), a
+}
+
+// Events returns a page of outbox events. Oldest first (with After) is the catch-up order
+// of /events?since=; newest first (Newest, with Before) is an entity's timeline.
+func (r *Reader) Events(ctx context.Context, f EventFilter) (Page[eventbus.Event], error) {
+	q, a := eventsSQL(f)
 	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
 		return Page[eventbus.Event]{}, fmt.Errorf("list events: %w", err)
@@ -154,8 +162,13 @@ type AuditFilter struct {
 	Limit  int
 }
 
-// Audit returns a page of the audit log, newest first.
-func (r *Reader) Audit(ctx context.Context, f AuditFilter) (Page[AuditEntry], error) {
+// qAudit is the head of an audit list (auditSQL adds the filters and the page).
+const qAudit = `SELECT al.id, al.at, al.actor, al.action, al.method, al.path, al.correlation_id, al.entity_id::text, e.slug,
+		coalesce(al.before, 'null'::jsonb), coalesce(al.after, 'null'::jsonb)
+		FROM audit_log al LEFT JOIN entities e ON e.id = al.entity_id`
+
+// auditSQL builds the statement of Audit.
+func auditSQL(f AuditFilter) (string, args) {
 	var a args
 	var where []string
 	if f.EntityID != "" {
@@ -173,13 +186,16 @@ func (r *Reader) Audit(ctx context.Context, f AuditFilter) (Page[AuditEntry], er
 	if f.Before > 0 {
 		where = append(where, "al.id < "+a.add(f.Before))
 	}
-	q := `SELECT al.id, al.at, al.actor, al.action, al.method, al.path, al.correlation_id, al.entity_id::text, e.slug,
-		coalesce(al.before, 'null'::jsonb), coalesce(al.after, 'null'::jsonb)
-		FROM audit_log al LEFT JOIN entities e ON e.id = al.entity_id`
+	q := qAudit
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY al.id DESC LIMIT " + a.add(f.Limit+1)
+	return q + " ORDER BY al.id DESC LIMIT " + a.add(f.Limit+1), a
+}
+
+// Audit returns a page of the audit log, newest first.
+func (r *Reader) Audit(ctx context.Context, f AuditFilter) (Page[AuditEntry], error) {
+	q, a := auditSQL(f)
 	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
 		return Page[AuditEntry]{}, fmt.Errorf("list audit: %w", err)

@@ -57,7 +57,7 @@ type IncidentFilter struct {
 }
 
 // An open incident counts its current members; a resolved one everyone it held.
-const incidentSelect = `
+const qIncidents = `
 SELECT sg.id::text, sg.status, sg.severity, sg.summary, e.id::text, e.slug, e.type,
        coalesce(es.health, 'unknown'), coalesce(es.reason, ''),
        (SELECT count(*) FROM incident_members m WHERE m.incident_id = sg.id AND m.role = 'affected'
@@ -74,10 +74,10 @@ func scanIncident(row pgx.Row) (Incident, error) {
 	return in, err
 }
 
-// ListIncidents returns incidents, unresolved first, then the most recent.
-func (r *Reader) ListIncidents(ctx context.Context, f IncidentFilter) ([]Incident, error) {
+// incidentsSQL builds the statement of ListIncidents.
+func incidentsSQL(f IncidentFilter) (string, args) {
 	var a args
-	q := incidentSelect
+	q := qIncidents
 	switch f.Status {
 	case "open":
 		q += ` AND sg.status <> 'resolved'`
@@ -88,7 +88,12 @@ func (r *Reader) ListIncidents(ctx context.Context, f IncidentFilter) ([]Inciden
 		p := a.add(f.EntityID)
 		q += ` AND (sg.entity_id = ` + p + `::uuid OR EXISTS (SELECT 1 FROM incident_members m WHERE m.incident_id = sg.id AND m.entity_id = ` + p + `::uuid))`
 	}
-	q += ` ORDER BY (sg.status = 'resolved'), sg.last_seen DESC, sg.id LIMIT ` + a.add(f.Limit)
+	return q + ` ORDER BY (sg.status = 'resolved'), sg.last_seen DESC, sg.id LIMIT ` + a.add(f.Limit), a
+}
+
+// ListIncidents returns incidents, unresolved first, then the most recent.
+func (r *Reader) ListIncidents(ctx context.Context, f IncidentFilter) ([]Incident, error) {
+	q, a := incidentsSQL(f)
 	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
 		return nil, fmt.Errorf("list incidents: %w", err)
@@ -103,21 +108,27 @@ func (r *Reader) ListIncidents(ctx context.Context, f IncidentFilter) ([]Inciden
 	return out, nil
 }
 
+// qIncident reads the incident $1; qIncidentMembers the entities affected through it.
+const (
+	qIncident        = qIncidents + ` AND sg.id = $1::uuid`
+	qIncidentMembers = `
+SELECT m.entity_id::text, e.slug, e.type, m.health, m.reason, m.joined_at, m.left_at
+FROM incident_members m JOIN entities e ON e.id = m.entity_id
+WHERE m.incident_id = $1::uuid AND m.role = 'affected'
+ORDER BY (m.left_at IS NOT NULL), e.slug`
+)
+
 // GetIncident returns one incident with the entities affected through it (current ones
 // first; a resolved incident keeps everyone it held).
 func (r *Reader) GetIncident(ctx context.Context, id string) (Incident, error) {
-	in, err := scanIncident(r.db.QueryRow(ctx, incidentSelect+` AND sg.id = $1::uuid`, id))
+	in, err := scanIncident(r.db.QueryRow(ctx, qIncident, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Incident{}, fmt.Errorf("%w: incident %q", apierr.ErrNotFound, id)
 	}
 	if err != nil {
 		return Incident{}, fmt.Errorf("read incident: %w", err)
 	}
-	rows, err := r.db.Query(ctx, `
-SELECT m.entity_id::text, e.slug, e.type, m.health, m.reason, m.joined_at, m.left_at
-FROM incident_members m JOIN entities e ON e.id = m.entity_id
-WHERE m.incident_id = $1::uuid AND m.role = 'affected'
-ORDER BY (m.left_at IS NOT NULL), e.slug`, id)
+	rows, err := r.db.Query(ctx, qIncidentMembers, id)
 	if err != nil {
 		return Incident{}, fmt.Errorf("read incident members: %w", err)
 	}

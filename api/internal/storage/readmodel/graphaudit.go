@@ -55,14 +55,41 @@ type GraphAuditReport struct {
 	StuckAfterSeconds int64 `json:"stuck_after_seconds"`
 }
 
+// The graph audit's queries (see GraphAudit): $1 is the check types throughout.
+const (
+	// qOrphanChecks: check entities with no check definition.
+	qOrphanChecks = `SELECT e.slug, coalesce(e.attributes->>'target', ''), e.state FROM entities e
+				WHERE e.type = ANY($1) AND e.state <> 'retired'
+				AND NOT EXISTS (SELECT 1 FROM check_defs c WHERE c.entity_id = e.id) ORDER BY e.slug`
+	// qChecksOnRetired: enabled checks on deprecated or destroyed entities.
+	qChecksOnRetired = `SELECT ce.slug, t.slug, t.state FROM check_defs c
+				JOIN entities ce ON ce.id = c.entity_id JOIN entities t ON t.id = c.target_id
+				WHERE c.enabled AND t.state IN ('deprecated', 'destroyed') ORDER BY ce.slug`
+	// qStuckProbes: entities down or unknown for longer than $2 seconds.
+	qStuckProbes = `SELECT e.slug, s.health, to_char(s.changed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+				FROM entity_status s JOIN entities e ON e.id = s.entity_id
+				WHERE s.health IN ('down', 'unknown') AND s.changed_at < now() - make_interval(secs => $2)
+				AND NOT (e.type = ANY($1)) AND e.state <> 'destroyed' ORDER BY e.slug`
+	// qEdgesToDestroyed: current edges into destroyed entities.
+	qEdgesToDestroyed = `SELECT se.slug, te.slug, r.type FROM relationships r
+				JOIN entities se ON se.id = r.source_id JOIN entities te ON te.id = r.target_id
+				WHERE r.valid_to IS NULL AND te.state = 'destroyed' AND se.state <> 'destroyed'
+				AND r.type NOT IN ('targets', 'about', 'involves') ORDER BY se.slug, te.slug, r.type`
+	// qUnmonitored: live entities no enabled check observes (auditUnmonitored).
+	qUnmonitored = `SELECT e.slug, e.type, e.attributes FROM entities e
+		WHERE e.state NOT IN ('destroyed', 'deprecated', 'planned', 'retired') AND NOT (e.type = ANY($1))
+		AND NOT EXISTS (SELECT 1 FROM check_defs c WHERE c.target_id = e.id AND c.enabled)
+		ORDER BY e.slug`
+)
+
 // GraphAudit runs one read-only pass over the graph: orphan check entities, checks that
 // target deprecated or destroyed entities, probes stuck down or unknown for longer than
 // stuckAfter, entities whose type declares monitoring they lack, and current edges that
 // touch destroyed entities. It runs in one repeatable-read snapshot so that the findings
 // agree with each other.
-func (r *Reader) GraphAudit(ctx context.Context, db interface {
-	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
-}, stuckAfter time.Duration) (GraphAuditReport, error) {
+//
+// The Reader must run on the pool (it begins the snapshot on it).
+func (r *Reader) GraphAudit(ctx context.Context, stuckAfter time.Duration) (GraphAuditReport, error) {
 	if stuckAfter <= 0 {
 		stuckAfter = defaultStuckProbeMinimum
 	}
@@ -71,7 +98,7 @@ func (r *Reader) GraphAudit(ctx context.Context, db interface {
 	for _, k := range FindingKinds {
 		rep.Counts[k.Kind] = 0
 	}
-	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := r.snapshot(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("graph audit: %w", err)
 	}
@@ -88,9 +115,7 @@ func (r *Reader) GraphAudit(ctx context.Context, db interface {
 	}
 	queries := []query{
 		{ // A check entity with no check definition is bookkeeping left behind by a removed check.
-			sql: `SELECT e.slug, coalesce(e.attributes->>'target', ''), e.state FROM entities e
-				WHERE e.type = ANY($1) AND e.state <> 'retired'
-				AND NOT EXISTS (SELECT 1 FROM check_defs c WHERE c.entity_id = e.id) ORDER BY e.slug`,
+			sql:  qOrphanChecks,
 			args: []any{checks},
 			make: func(slug, target, state string) Finding {
 				return Finding{Kind: FindingOrphanCheck, Severity: "warning", Entity: slug, Related: target,
@@ -99,9 +124,7 @@ func (r *Reader) GraphAudit(ctx context.Context, db interface {
 			},
 		},
 		{ // An enabled check on a deprecated or destroyed entity probes something that is gone.
-			sql: `SELECT ce.slug, t.slug, t.state FROM check_defs c
-				JOIN entities ce ON ce.id = c.entity_id JOIN entities t ON t.id = c.target_id
-				WHERE c.enabled AND t.state IN ('deprecated', 'destroyed') ORDER BY ce.slug`,
+			sql: qChecksOnRetired,
 			make: func(slug, target, state string) Finding {
 				sev := "warning"
 				if state == "destroyed" {
@@ -112,10 +135,7 @@ func (r *Reader) GraphAudit(ctx context.Context, db interface {
 			},
 		},
 		{ // Down or unknown for longer than stuckAfter: a broken probe or a forgotten outage.
-			sql: `SELECT e.slug, s.health, to_char(s.changed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-				FROM entity_status s JOIN entities e ON e.id = s.entity_id
-				WHERE s.health IN ('down', 'unknown') AND s.changed_at < now() - make_interval(secs => $2)
-				AND NOT (e.type = ANY($1)) AND e.state <> 'destroyed' ORDER BY e.slug`,
+			sql:  qStuckProbes,
 			args: []any{checks, stuckAfter.Seconds()},
 			make: func(slug, health, since string) Finding {
 				return Finding{Kind: FindingStuckProbe, Severity: "warning", Entity: slug,
@@ -123,10 +143,7 @@ func (r *Reader) GraphAudit(ctx context.Context, db interface {
 			},
 		},
 		{ // A current edge touching a destroyed entity keeps a dead thing in every walk.
-			sql: `SELECT se.slug, te.slug, r.type FROM relationships r
-				JOIN entities se ON se.id = r.source_id JOIN entities te ON te.id = r.target_id
-				WHERE r.valid_to IS NULL AND te.state = 'destroyed' AND se.state <> 'destroyed'
-				AND r.type NOT IN ('targets', 'about', 'involves') ORDER BY se.slug, te.slug, r.type`,
+			sql: qEdgesToDestroyed,
 			make: func(src, dst, typ string) Finding {
 				return Finding{Kind: FindingEdgeToDestroyed, Severity: "warning", Entity: src, Related: dst,
 					Detail: fmt.Sprintf("current %s edge points at destroyed %s; end it", typ, dst), Runbook: RunbookEdgeToDestroyed}
@@ -154,10 +171,7 @@ func (r *Reader) GraphAudit(ctx context.Context, db interface {
 // them (MonitoringSpec.AppliesTo, so "http if it has a url" is not a gap without a url) but
 // that no enabled check observes. Types that declare `monitoring: none` never appear.
 func (r *Reader) auditUnmonitored(ctx context.Context, tx pgx.Tx, checks []string, add func(Finding)) error {
-	rows, err := tx.Query(ctx, `SELECT e.slug, e.type, e.attributes FROM entities e
-		WHERE e.state NOT IN ('destroyed', 'deprecated', 'planned', 'retired') AND NOT (e.type = ANY($1))
-		AND NOT EXISTS (SELECT 1 FROM check_defs c WHERE c.target_id = e.id AND c.enabled)
-		ORDER BY e.slug`, checks)
+	rows, err := tx.Query(ctx, qUnmonitored, checks)
 	if err != nil {
 		return fmt.Errorf("graph audit unmonitored: %w", err)
 	}

@@ -25,8 +25,12 @@ type SignalFilter struct {
 	Limit    int
 }
 
-// ListSignals returns a page of signals in id order.
-func (r *Reader) ListSignals(ctx context.Context, f SignalFilter) (Page[Signal], error) {
+// qSignals is the head of the signal list (signalsSQL adds shared/signals' columns, the
+// filters and the page).
+const qSignals = `SELECT `
+
+// signalsSQL builds the statement of ListSignals.
+func signalsSQL(f SignalFilter) (string, args) {
 	var a args
 	where := "TRUE"
 	if len(f.Statuses) > 0 {
@@ -41,7 +45,13 @@ func (r *Reader) ListSignals(ctx context.Context, f SignalFilter) (Page[Signal],
 	if f.After != "" {
 		where += " AND sg.id > " + a.add(f.After) + "::uuid"
 	}
-	rows, err := r.db.Query(ctx, `SELECT `+signals.Columns+signals.From+` WHERE `+where+` ORDER BY sg.id LIMIT `+a.add(f.Limit+1), a...)
+	return qSignals + signals.Columns + signals.From + ` WHERE ` + where + ` ORDER BY sg.id LIMIT ` + a.add(f.Limit+1), a
+}
+
+// ListSignals returns a page of signals in id order.
+func (r *Reader) ListSignals(ctx context.Context, f SignalFilter) (Page[Signal], error) {
+	q, a := signalsSQL(f)
+	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
 		return Page[Signal]{}, fmt.Errorf("list signals: %w", err)
 	}

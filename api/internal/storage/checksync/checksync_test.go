@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/api/internal/checksync"
 	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/storage/checksync"
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/ontology"

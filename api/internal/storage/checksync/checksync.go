@@ -96,7 +96,7 @@ func (s *Syncer) Sync(ctx context.Context, q pg.Querier, o *ontology.Ontology, t
 
 // SyncMany re-derives the checks of many entities in tx (the seed ingest), reading the graph
 // facts derivation needs once up front instead of once per entity.
-func (s *Syncer) SyncMany(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, ts []checks.Target) (Changes, error) {
+func (s *Syncer) SyncMany(ctx context.Context, tx pg.Querier, o *ontology.Ontology, ts []checks.Target) (Changes, error) {
 	targets := make([]checks.Target, 0, len(ts))
 	ids := make([]string, 0, len(ts))
 	for _, t := range ts {
@@ -130,25 +130,41 @@ func (s *Syncer) SyncMany(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, 
 // checks holds its row lock), and taking them all in one ordered sweep, like the ends of an
 // edge, leaves no order in which two writers wait for each other.
 func QueueLockHeld(b *pgx.Batch, ref string, byID bool) {
-	holder := `h.slug = $1`
+	sql := qLockHeldBySlug
 	if byID {
-		holder = `h.id = $1::uuid`
+		sql = qLockHeldByID
 	}
-	b.Queue(`SELECT e.id FROM entities e WHERE e.id IN (
-			SELECT h.id FROM entities h WHERE `+holder+`
+	b.Queue(sql, ref, relBacksUpTo)
+}
+
+// qLockHeld locks the holder $1 and the targets of its current edges of type $2 (holder
+// names it by slug, or by id).
+const (
+	qLockHeldBySlug = qLockHeld + holderBySlug + qLockHeldBackups + holderBySlug + qLockHeldEnd
+	qLockHeldByID   = qLockHeld + holderByID + qLockHeldBackups + holderByID + qLockHeldEnd
+
+	qLockHeld = `SELECT e.id FROM entities e WHERE e.id IN (
+			SELECT h.id FROM entities h WHERE `
+	qLockHeldBackups = `
 			UNION ALL
 			SELECT r.target_id FROM relationships r JOIN entities h ON h.id = r.source_id
-			WHERE `+holder+` AND r.type = $2 AND r.valid_to IS NULL)
-		ORDER BY e.id FOR NO KEY UPDATE OF e`, ref, relBacksUpTo)
-}
+			WHERE `
+	qLockHeldEnd = ` AND r.type = $2 AND r.valid_to IS NULL)
+		ORDER BY e.id FOR NO KEY UPDATE OF e`
+	holderBySlug = `h.slug = $1`
+	holderByID   = `h.id = $1::uuid`
+)
+
+// qHeldBackups reads the targets of the current edges of type $2 from the holder $1.
+const qHeldBackups = `SELECT ` + targetColumns + ` FROM relationships r JOIN entities e ON e.id = r.target_id
+		WHERE r.source_id = $1 AND r.type = $2 AND r.valid_to IS NULL ORDER BY e.slug`
 
 // SyncHeldBackups re-derives, in the caller's transaction, the checks of the backup targets
 // the entity holderID holds (current backs-up-to edges from it). Derivation reads the
 // holder's checks.HolderAttributes, so a change to one of them, once written in the
 // transaction, calls for this; lock the targets first with QueueLockHeld.
 func (s *Syncer) SyncHeldBackups(ctx context.Context, q pg.Querier, o *ontology.Ontology, holderID string) (Changes, error) {
-	rows, err := q.Query(ctx, `SELECT `+targetColumns+` FROM relationships r JOIN entities e ON e.id = r.target_id
-		WHERE r.source_id = $1 AND r.type = $2 AND r.valid_to IS NULL ORDER BY e.slug`, holderID, relBacksUpTo)
+	rows, err := q.Query(ctx, qHeldBackups, holderID, relBacksUpTo)
 	if err != nil {
 		return Changes{}, fmt.Errorf("read held backup targets: %w", err)
 	}
@@ -180,11 +196,11 @@ type Prefetched struct {
 // as a read at sync time would (whoever re-derives this entity's checks holds that lock).
 func QueuePrefetch(b *pgx.Batch, ref string, byID bool) *Prefetched {
 	p := &Prefetched{have: map[string]*existing{}}
-	where := `d.target_id = (SELECT t.id FROM entities t WHERE t.slug = $1)`
+	sql := qPrefetchBySlug
 	if byID {
-		where = `d.target_id = $1::uuid`
+		sql = qPrefetchByID
 	}
-	b.Queue(`SELECT `+existingColumns+` FROM check_defs d JOIN entities e ON e.id = d.entity_id WHERE `+where, ref).
+	b.Queue(sql, ref).
 		Query(func(rows pgx.Rows) error {
 			if err := scanExisting(rows, p.have); err != nil {
 				return err
@@ -194,6 +210,12 @@ func QueuePrefetch(b *pgx.Batch, ref string, byID bool) *Prefetched {
 		})
 	return p
 }
+
+// qPrefetch reads the check definitions of the target $1 (by slug, or by id).
+const (
+	qPrefetchBySlug = qExisting + `d.target_id = (SELECT t.id FROM entities t WHERE t.slug = $1)`
+	qPrefetchByID   = qExisting + `d.target_id = $1::uuid`
+)
 
 // SyncPrefetched is Sync for a target whose check rows p has read, for a caller that sends
 // its own writes in one last batch: the check writes that differ are queued into w, not
@@ -275,12 +297,20 @@ const (
 	// A monitored entity's status row, with the reason its health is unknown until a check
 	// reports; a row no check has reported on yet takes the new reason (the entity gained an
 	// address, so a check can now be derived), and a row with results is left to the scheduler.
-	insertStatusSQL = `INSERT INTO entity_status (entity_id, reason) SELECT * FROM unnest($1::uuid[], $2::text[])
+	qInsertStatus = `INSERT INTO entity_status (entity_id, reason) SELECT * FROM unnest($1::uuid[], $2::text[])
 		ON CONFLICT (entity_id) DO UPDATE SET reason = EXCLUDED.reason
 		WHERE entity_status.last_check_at IS NULL AND entity_status.health = 'unknown' AND entity_status.reason <> EXCLUDED.reason`
-	insertEntitySQL = `INSERT INTO entities (id, slug, type, name, state, attributes) VALUES ($1, $2, $3, $4, $5, $6)`
-	insertDefSQL    = `INSERT INTO check_defs (id, slug, entity_id, target_id, kind, config, interval_seconds, timeout_seconds)
+	qInsertEntity = `INSERT INTO entities (id, slug, type, name, state, attributes) VALUES ($1, $2, $3, $4, $5, $6)`
+	qInsertDef    = `INSERT INTO check_defs (id, slug, entity_id, target_id, kind, config, interval_seconds, timeout_seconds)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+
+	// A check entity derived again (enabled, its attributes rewritten), a definition
+	// rewritten, and a definition no longer derived with its entity (disabled).
+	qEnableCheckEntity = `UPDATE entities SET state = $2, attributes = $3, version = version + 1, updated_at = now() WHERE id = $1`
+	qUpdateDef         = `UPDATE check_defs SET kind = $2, config = $3, interval_seconds = $4, timeout_seconds = $5,
+					enabled = true, updated_at = now() WHERE id = $1`
+	qDisableDef         = `UPDATE check_defs SET enabled = false, updated_at = now() WHERE id = $1 AND enabled`
+	qDisableCheckEntity = `UPDATE entities SET state = $2, version = version + 1, updated_at = now() WHERE id = $1 AND state <> $2`
 )
 
 var (
@@ -297,13 +327,13 @@ const copyThreshold = 32
 func (w *writes) queue(b *pgx.Batch) {
 	if len(w.statusIDs) > 0 {
 		// A row that exists is rewritten only while no check has reported on it.
-		b.Queue(insertStatusSQL, w.statusIDs, w.statusReasons)
+		b.Queue(qInsertStatus, w.statusIDs, w.statusReasons)
 	}
 	for _, r := range w.newEntities {
-		b.Queue(insertEntitySQL, r...)
+		b.Queue(qInsertEntity, r...)
 	}
 	for _, r := range w.newDefs {
-		b.Queue(insertDefSQL, r...)
+		b.Queue(qInsertDef, r...)
 	}
 	for _, u := range w.updates {
 		b.Queue(u.sql, u.args...)
@@ -407,8 +437,7 @@ func (s *Syncer) diff(ctx context.Context, q pg.Querier, o *ontology.Ontology, t
 		default:
 			entityChanged := e.entityState != stateEnabled || !reflect.DeepEqual(e.entityAttrs, d.attrsNorm)
 			if entityChanged {
-				update(`UPDATE entities SET state = $2, attributes = $3, version = version + 1, updated_at = now() WHERE id = $1`,
-					e.entityID, stateEnabled, d.attrsJSON)
+				update(qEnableCheckEntity, e.entityID, stateEnabled, d.attrsJSON)
 			}
 			if !e.hasDef {
 				defID, err := uuid.NewV7()
@@ -424,9 +453,7 @@ func (s *Syncer) diff(ctx context.Context, q pg.Querier, o *ontology.Ontology, t
 			defChanged := !e.enabled || e.kind != d.kind || e.interval != d.intervalSeconds || e.timeout != d.timeoutSeconds ||
 				!reflect.DeepEqual(e.config, d.configNorm)
 			if defChanged {
-				update(`UPDATE check_defs SET kind = $2, config = $3, interval_seconds = $4, timeout_seconds = $5,
-					enabled = true, updated_at = now() WHERE id = $1`,
-					e.defID, d.kind, d.config, d.intervalSeconds, d.timeoutSeconds)
+				update(qUpdateDef, e.defID, d.kind, d.config, d.intervalSeconds, d.timeoutSeconds)
 			}
 			if defChanged || entityChanged {
 				ch.Updated = append(ch.Updated, d.slug)
@@ -451,9 +478,8 @@ func (s *Syncer) diff(ctx context.Context, q pg.Querier, o *ontology.Ontology, t
 		if !e.enabled && e.entityState == stateDisabled {
 			continue
 		}
-		update(`UPDATE check_defs SET enabled = false, updated_at = now() WHERE id = $1 AND enabled`, e.defID)
-		update(`UPDATE entities SET state = $2, version = version + 1, updated_at = now() WHERE id = $1 AND state <> $2`,
-			e.entityID, stateDisabled)
+		update(qDisableDef, e.defID)
+		update(qDisableCheckEntity, e.entityID, stateDisabled)
 		ch.Disabled = append(ch.Disabled, e.slug)
 		touched[slugOfTarget[e.targetID]] = true
 	}
@@ -532,6 +558,17 @@ func normalize(b []byte) (any, error) {
 const existingColumns = `d.id::text, d.slug, d.entity_id::text, d.target_id::text, d.kind, d.config, d.interval_seconds,
 	d.timeout_seconds, d.enabled, d.source, e.state, e.attributes`
 
+// The reads of stored definitions: qExisting is their head (with the check entity), then the
+// definitions of the targets $1, those holding the slugs $1, and the check entities holding
+// the slugs $1 without a definition.
+const (
+	qExisting            = `SELECT ` + existingColumns + ` FROM check_defs d JOIN entities e ON e.id = d.entity_id WHERE `
+	qExistingOf          = qExisting + `d.target_id = ANY($1::uuid[])`
+	qExistingBySlug      = qExisting + `d.slug = ANY($1)`
+	qCheckEntitiesBySlug = `SELECT e.id::text, e.slug, e.state, e.attributes FROM entities e
+		WHERE e.slug = ANY($1) AND NOT EXISTS (SELECT 1 FROM check_defs d WHERE d.entity_id = e.id)`
+)
+
 func scanExisting(rows pgx.Rows, into map[string]*existing) error {
 	defer rows.Close()
 	for rows.Next() {
@@ -560,8 +597,7 @@ func scanExisting(rows pgx.Rows, into map[string]*existing) error {
 // readExisting returns the check definitions of the targets, keyed by slug.
 func readExisting(ctx context.Context, q pg.Querier, targetIDs []string) (map[string]*existing, error) {
 	out := map[string]*existing{}
-	rows, err := q.Query(ctx, `SELECT `+existingColumns+` FROM check_defs d JOIN entities e ON e.id = d.entity_id
-		WHERE d.target_id = ANY($1::uuid[])`, targetIDs)
+	rows, err := q.Query(ctx, qExistingOf, targetIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read check definitions: %w", err)
 	}
@@ -570,16 +606,14 @@ func readExisting(ctx context.Context, q pg.Querier, targetIDs []string) (map[st
 
 // readBySlug adds check entities (with their definition, if any) holding one of slugs.
 func readBySlug(ctx context.Context, q pg.Querier, slugs []string, into map[string]*existing) error {
-	rows, err := q.Query(ctx, `SELECT `+existingColumns+` FROM check_defs d JOIN entities e ON e.id = d.entity_id
-		WHERE d.slug = ANY($1)`, slugs)
+	rows, err := q.Query(ctx, qExistingBySlug, slugs)
 	if err != nil {
 		return fmt.Errorf("read check definitions: %w", err)
 	}
 	if err := scanExisting(rows, into); err != nil {
 		return err
 	}
-	rows, err = q.Query(ctx, `SELECT e.id::text, e.slug, e.state, e.attributes FROM entities e
-		WHERE e.slug = ANY($1) AND NOT EXISTS (SELECT 1 FROM check_defs d WHERE d.entity_id = e.id)`, slugs)
+	rows, err = q.Query(ctx, qCheckEntitiesBySlug, slugs)
 	if err != nil {
 		return fmt.Errorf("read check entities: %w", err)
 	}

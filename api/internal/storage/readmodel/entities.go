@@ -86,6 +86,10 @@ func (r *Reader) ListEntitiesAudited(ctx context.Context, f EntityFilter) (Page[
 	return pageOf(items, f.Limit, func(e AuditedEntity) string { return e.Slug }), nil
 }
 
+// qListEntities is the head of the entity list (entityListSQL adds the extra columns, the
+// FROM, the filters and the page).
+const qListEntities = `SELECT ` + storage.EntityColumns
+
 // entityListSQL builds the entity list's statement for f, with extra columns (starting with a
 // comma) after storage.EntityColumns.
 func entityListSQL(f EntityFilter, extra string) (string, args) {
@@ -113,7 +117,7 @@ func entityListSQL(f EntityFilter, extra string) (string, args) {
 	if f.After != "" {
 		where = append(where, "e.slug > "+a.add(f.After))
 	}
-	q := `SELECT ` + storage.EntityColumns + extra + storage.EntityFrom
+	q := qListEntities + extra + storage.EntityFrom
 	if len(where) > 0 {
 		q += "WHERE " + strings.Join(where, " AND ")
 	}

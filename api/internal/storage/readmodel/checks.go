@@ -59,10 +59,13 @@ type CheckFilter struct {
 	Limit int
 }
 
-// ListChecks returns a page of check definitions, each with its latest result, in check
-// slug order (a check's slug starts with its target's type and name, so a target's checks
-// are listed together).
-func (r *Reader) ListChecks(ctx context.Context, f CheckFilter) (Page[Check], error) {
+// qListChecks is the head of the check list (checksSQL adds the filters and the page).
+const qListChecks = `SELECT d.id::text, d.slug, d.kind, t.slug, t.type, d.config, d.interval_seconds, d.timeout_seconds, d.enabled,
+			d.source, coalesce(cr.health, 'unknown'), coalesce(cr.reason, ''), coalesce(cr.error_class, ''), cr.at, cr.since
+		FROM check_defs d JOIN entities t ON t.id = d.target_id LEFT JOIN check_results cr ON cr.check_id = d.id`
+
+// checksSQL builds the statement of ListChecks.
+func checksSQL(f CheckFilter) (string, args) {
 	var a args
 	var where []string
 	if f.TargetID != "" {
@@ -77,13 +80,18 @@ func (r *Reader) ListChecks(ctx context.Context, f CheckFilter) (Page[Check], er
 	if f.After != "" {
 		where = append(where, "d.slug > "+a.add(f.After))
 	}
-	q := `SELECT d.id::text, d.slug, d.kind, t.slug, t.type, d.config, d.interval_seconds, d.timeout_seconds, d.enabled,
-			d.source, coalesce(cr.health, 'unknown'), coalesce(cr.reason, ''), coalesce(cr.error_class, ''), cr.at, cr.since
-		FROM check_defs d JOIN entities t ON t.id = d.target_id LEFT JOIN check_results cr ON cr.check_id = d.id`
+	q := qListChecks
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY d.slug LIMIT " + a.add(f.Limit+1)
+	return q + " ORDER BY d.slug LIMIT " + a.add(f.Limit+1), a
+}
+
+// ListChecks returns a page of check definitions, each with its latest result, in check
+// slug order (a check's slug starts with its target's type and name, so a target's checks
+// are listed together).
+func (r *Reader) ListChecks(ctx context.Context, f CheckFilter) (Page[Check], error) {
+	q, a := checksSQL(f)
 	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
 		return Page[Check]{}, fmt.Errorf("list checks: %w", err)

@@ -58,13 +58,25 @@ type HealthSummary struct {
 const healthScope = `FROM entity_status s JOIN entities e ON e.id = s.entity_id
 	WHERE NOT (e.type = ANY($1)) AND e.state <> 'destroyed'`
 
+// The health summary's statements: the counts per health, and the entities worst first (all
+// of them, or those in the health states $2).
+const (
+	qHealthCounts = `SELECT CASE WHEN e.state = 'maintenance' THEN 'maintenance' ELSE s.health END AS h, count(*) ` +
+		healthScope + ` GROUP BY h`
+	qHealthEntities   = qHealthEntitiesHead + healthOrder
+	qHealthEntitiesIn = qHealthEntitiesHead + ` AND s.health = ANY($2)` + healthOrder
+
+	qHealthEntitiesHead = `SELECT e.id::text, e.slug, e.type, e.name, e.state, s.health, s.reason, s.last_check_at, s.changed_at ` +
+		healthScope
+	healthOrder = ` ORDER BY array_position(ARRAY['down','degraded','stale','unknown','up'], s.health), e.slug`
+)
+
 // HealthSummary counts the fleet's health and lists the entities in the requested states
 // (all monitored entities when health is empty), worst first, then by slug.
 func (r *Reader) HealthSummary(ctx context.Context, health []string) (HealthSummary, error) {
 	checks := r.checkTypes()
 	out := HealthSummary{Entities: []HealthEntity{}}
-	rows, err := r.db.Query(ctx, `SELECT CASE WHEN e.state = 'maintenance' THEN 'maintenance' ELSE s.health END AS h, count(*) `+
-		healthScope+` GROUP BY h`, checks)
+	rows, err := r.db.Query(ctx, qHealthCounts, checks)
 	if err != nil {
 		return out, fmt.Errorf("health counts: %w", err)
 	}
@@ -80,13 +92,10 @@ func (r *Reader) HealthSummary(ctx context.Context, health []string) (HealthSumm
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("health counts: %w", err)
 	}
-	q := `SELECT e.id::text, e.slug, e.type, e.name, e.state, s.health, s.reason, s.last_check_at, s.changed_at ` + healthScope
-	qargs := []any{checks}
+	q, qargs := qHealthEntities, []any{checks}
 	if len(health) > 0 {
-		q += ` AND s.health = ANY($2)`
-		qargs = append(qargs, health)
+		q, qargs = qHealthEntitiesIn, append(qargs, health)
 	}
-	q += ` ORDER BY array_position(ARRAY['down','degraded','stale','unknown','up'], s.health), e.slug`
 	rows, err = r.db.Query(ctx, q, qargs...)
 	if err != nil {
 		return out, fmt.Errorf("health entities: %w", err)

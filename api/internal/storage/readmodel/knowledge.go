@@ -70,10 +70,30 @@ func ParseSearchCursor(s string) (SearchCursor, error) {
 // the dashboard and the agent see them without any HTML.
 const snippetOptions = `StartSel=**, StopSel=**, MaxWords=24, MinWords=8, MaxFragments=2, FragmentDelimiter=" … "`
 
-// SearchKnowledge ranks knowledge by ts_rank over the weighted title/tags/body vector and
-// returns headline snippets. The headline is computed only for the page's rows (it reads
-// the whole body, so computing it before the limit would cost a body parse per match).
-func (r *Reader) SearchKnowledge(ctx context.Context, f SearchFilter) (Page[SearchHit], error) {
+// qSearch is the head of a knowledge search (searchSQL adds the query's placeholders, the
+// filters and the page), qSearchHits the hits' CTE, qSearchPage the page and its snippets.
+const (
+	qSearch     = `WITH tsq AS (SELECT websearch_to_tsquery('english', `
+	qSearchHits = `) AS q),
+		hits AS (
+			SELECT k.entity_id, e.slug, k.kind, k.title, k.tags, k.body, k.updated_at, ts_rank(k.search, tsq.q) AS rank, tsq.q
+			FROM knowledge_entities k JOIN entities e ON e.id = k.entity_id, tsq
+			WHERE `
+	qSearchPage = `
+		), page AS (
+			SELECT * FROM hits h`
+	qSearchSelect = `
+		)
+		SELECT p.entity_id::text, p.slug, p.kind, p.title, p.tags, p.rank,
+			ts_headline('english', p.body, p.q, `
+	qSearchEnd = `), p.updated_at
+		FROM page p ORDER BY p.rank DESC, p.slug`
+	// qSearchPlanner is set for the search's transaction alone (see SearchKnowledge).
+	qSearchPlanner = `SET LOCAL random_page_cost = 1.1`
+)
+
+// searchSQL builds the statement of SearchKnowledge.
+func searchSQL(f SearchFilter) (string, args) {
 	var a args
 	q := a.add(f.Q)
 	where := []string{"k.search @@ tsq.q"}
@@ -86,17 +106,16 @@ func (r *Reader) SearchKnowledge(ctx context.Context, f SearchFilter) (Page[Sear
 		cond = " WHERE (h.rank < " + rk + "::real OR (h.rank = " + rk + "::real AND h.slug > " + sl + "))"
 	}
 	opts := a.add(snippetOptions)
-	sql := `WITH tsq AS (SELECT websearch_to_tsquery('english', ` + q + `) AS q),
-		hits AS (
-			SELECT k.entity_id, e.slug, k.kind, k.title, k.tags, k.body, k.updated_at, ts_rank(k.search, tsq.q) AS rank, tsq.q
-			FROM knowledge_entities k JOIN entities e ON e.id = k.entity_id, tsq
-			WHERE ` + strings.Join(where, " AND ") + `
-		), page AS (
-			SELECT * FROM hits h` + cond + ` ORDER BY h.rank DESC, h.slug LIMIT ` + a.add(f.Limit+1) + `
-		)
-		SELECT p.entity_id::text, p.slug, p.kind, p.title, p.tags, p.rank,
-			ts_headline('english', p.body, p.q, ` + opts + `), p.updated_at
-		FROM page p ORDER BY p.rank DESC, p.slug`
+	sql := qSearch + q + qSearchHits + strings.Join(where, " AND ") + qSearchPage + cond +
+		` ORDER BY h.rank DESC, h.slug LIMIT ` + a.add(f.Limit+1) + qSearchSelect + opts + qSearchEnd
+	return sql, a
+}
+
+// SearchKnowledge ranks knowledge by ts_rank over the weighted title/tags/body vector and
+// returns headline snippets. The headline is computed only for the page's rows (it reads
+// the whole body, so computing it before the limit would cost a body parse per match).
+func (r *Reader) SearchKnowledge(ctx context.Context, f SearchFilter) (Page[SearchHit], error) {
+	sql, a := searchSQL(f)
 	collect := func(q pg.Querier) ([]SearchHit, error) {
 		// An unnamed statement, planned for this query's words: a cached generic plan
 		// cannot know how selective they are.
@@ -115,7 +134,7 @@ func (r *Reader) SearchKnowledge(ctx context.Context, f SearchFilter) (Page[Sear
 		// only the matches (14 ms against 3 ms on 5,000 documents). A transaction-local
 		// setting fixes the choice for this query alone.
 		err = pg.InTx(ctx, b, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL random_page_cost = 1.1`); err != nil {
+			if _, err := tx.Exec(ctx, qSearchPlanner); err != nil {
 				return err
 			}
 			items, err = collect(tx)
@@ -156,13 +175,16 @@ type KnowledgeRef struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// qListKnowledge lists knowledge of kind $1 (” for all) after slug $2, $3 rows.
+const qListKnowledge = `SELECT e.id::text, e.slug, k.kind, k.title, k.tags, e.state, k.updated_at
+		FROM knowledge_entities k JOIN entities e ON e.id = k.entity_id
+		WHERE ($1 = '' OR k.kind = $1) AND e.slug > $2
+		ORDER BY e.slug LIMIT $3`
+
 // ListKnowledge returns the knowledge base's entries in slug order, of one kind when kind is
 // not "" (the dashboard's browsing list: titles without bodies).
 func (r *Reader) ListKnowledge(ctx context.Context, kind, after string, limit int) (Page[KnowledgeRef], error) {
-	rows, err := r.db.Query(ctx, `SELECT e.id::text, e.slug, k.kind, k.title, k.tags, e.state, k.updated_at
-		FROM knowledge_entities k JOIN entities e ON e.id = k.entity_id
-		WHERE ($1 = '' OR k.kind = $1) AND e.slug > $2
-		ORDER BY e.slug LIMIT $3`, kind, after, limit+1)
+	rows, err := r.db.Query(ctx, qListKnowledge, kind, after, limit+1)
 	if err != nil {
 		return Page[KnowledgeRef]{}, fmt.Errorf("list knowledge: %w", err)
 	}
@@ -184,14 +206,17 @@ func collectRefs(rows pgx.Rows, limit int) (Page[KnowledgeRef], error) {
 	return pageOf(items, limit, func(k KnowledgeRef) string { return k.Slug }), nil
 }
 
-// KnowledgeAbout returns the knowledge with a current `about` edge to the entity, by slug.
-func (r *Reader) KnowledgeAbout(ctx context.Context, entityID, after string, limit int) (Page[KnowledgeRef], error) {
-	rows, err := r.db.Query(ctx, `SELECT e.id::text, e.slug, k.kind, k.title, k.tags, e.state, k.updated_at
+// qKnowledgeAbout lists the knowledge about entity $1 after slug $2, $3 rows.
+const qKnowledgeAbout = `SELECT e.id::text, e.slug, k.kind, k.title, k.tags, e.state, k.updated_at
 		FROM relationships r
 		JOIN entities e ON e.id = r.source_id
 		JOIN knowledge_entities k ON k.entity_id = e.id
 		WHERE r.target_id = $1::uuid AND r.type = 'about' AND r.valid_to IS NULL AND e.slug > $2
-		ORDER BY e.slug LIMIT $3`, entityID, after, limit+1)
+		ORDER BY e.slug LIMIT $3`
+
+// KnowledgeAbout returns the knowledge with a current `about` edge to the entity, by slug.
+func (r *Reader) KnowledgeAbout(ctx context.Context, entityID, after string, limit int) (Page[KnowledgeRef], error) {
+	rows, err := r.db.Query(ctx, qKnowledgeAbout, entityID, after, limit+1)
 	if err != nil {
 		return Page[KnowledgeRef]{}, fmt.Errorf("knowledge about entity: %w", err)
 	}

@@ -1,16 +1,18 @@
-// Package readmodel holds the api's read queries: entity lists and filters, relations, the
-// graph, blast radius, event timelines, the audit log, knowledge search, the health summary,
-// signals, the graph audit, metric series and trends, and drift reports. Each is a named
-// method with parameterised SQL and explicit columns, so every read the HTTP handlers (and
-// later the agent's tools) make is in one place; entities, relationships and knowledge are
-// read with api/internal/store's columns and scanners, the ones the graph's mutation path
-// uses too (docs/adr/0007-store-layer.md).
+// Package readmodel holds the api's read queries, below the storage layer's root
+// (api/internal/storage): entity lists and filters, relations, the graph, blast radius and
+// the topology index's reads, event timelines, the audit log, knowledge search, the health
+// summary, signals, the graph audit, metric series and trends, drift reports, the fleet
+// export and the seed's comparison. Each is a named method over registered statements
+// (queries.go; its test prepares each against the migrated schema), so every read the HTTP
+// handlers and the agent's tools make is in one place; entities, relationships and knowledge
+// are read with api/internal/storage's columns and scanners, the ones the graph's mutation
+// path uses too (docs/adr/0007-store-layer.md).
 //
 // Errors are the api's sentinels (api/internal/apierr): an unknown entity is ErrNotFound, a
 // bad filter value an *apierr.FieldError naming the parameter.
 //
 // Nothing here writes. Writes of the graph (entities, relationships, knowledge) belong to
-// api/internal/graph, and signal changes (the scheduler's raises and resolutions, an
+// api/internal/graph (its SQL in api/internal/storage/graphstore), and signal changes (the scheduler's raises and resolutions, an
 // operator's decisions) to shared/signals; each validates, audits and emits its events in one
 // transaction.
 //

@@ -57,6 +57,25 @@ func (s *Syncer) lookup(ctx context.Context, q pg.Querier, o *ontology.Ontology)
 
 const targetColumns = `e.id::text, e.slug, e.type, e.name, e.state, e.attributes`
 
+// The graph lookups of derivation: a host by slug ($1) or by name ($1) among the types $2;
+// the source of a current edge of type $2 into $1 (hosts, backs-up-to); and, for a whole
+// snapshot, every proxmox host (types $1) and every current hosts ($1) and backs-up-to ($2)
+// edge.
+const (
+	qHostBySlug = `SELECT ` + targetColumns + ` FROM entities e WHERE e.slug = $1 AND e.type = ANY($2)`
+	qHostByName = `SELECT ` + targetColumns + ` FROM entities e WHERE e.name = $1 AND e.type = ANY($2)
+				ORDER BY (e.state = 'destroyed'), e.slug LIMIT 1`
+	qEdgeSource = `SELECT ` + targetColumns + ` FROM relationships r JOIN entities e ON e.id = r.source_id
+		WHERE r.target_id = $1 AND r.type = $2 AND r.valid_to IS NULL
+		ORDER BY (e.state = 'destroyed'), e.slug LIMIT 1`
+	qProxmoxHosts = `SELECT ` + targetColumns + ` FROM entities e WHERE e.type = ANY($1)
+		ORDER BY (e.state = 'destroyed') DESC, e.slug DESC`
+	qHostEdges = `SELECT r.type, r.target_id::text, ` + targetColumns + `
+		FROM relationships r JOIN entities e ON e.id = r.source_id
+		WHERE r.valid_to IS NULL AND r.type IN ($1, $2)
+		ORDER BY (e.state = 'destroyed') DESC, e.slug DESC`
+)
+
 func scanTarget(row pgx.Row) (checks.Target, error) {
 	var t checks.Target
 	err := row.Scan(&t.ID, &t.Slug, &t.Type, &t.Name, &t.State, &t.Attributes)
@@ -67,13 +86,20 @@ func scanTarget(row pgx.Row) (checks.Target, error) {
 // identifier, never input, so it is safe to write into the statement.
 const lookupSavepoint = "oikos_checksync_lookup"
 
+// The savepoint's statements.
+const (
+	qSavepoint         = `SAVEPOINT ` + lookupSavepoint
+	qReleaseSavepoint  = `RELEASE SAVEPOINT ` + lookupSavepoint
+	qRollbackSavepoint = `ROLLBACK TO SAVEPOINT ` + lookupSavepoint + `; RELEASE SAVEPOINT ` + lookupSavepoint
+)
+
 // one runs a single-row query in a savepoint. SAVEPOINT goes first on its own: a query the
 // connection has not prepared yet is parsed (and its tables locked) before anything else in
 // its batch runs, so a failure there must already be inside the savepoint. The query and
 // RELEASE then share a round trip; if the query fails, the server skips RELEASE and one more
 // round trip rolls back to the savepoint. errNoRows means nothing matched.
 func (l *txLookup) one(what string, sql string, args ...any) (checks.Target, error) {
-	if _, err := l.q.Exec(l.ctx, `SAVEPOINT `+lookupSavepoint); err != nil {
+	if _, err := l.q.Exec(l.ctx, qSavepoint); err != nil {
 		return checks.Target{}, fmt.Errorf("%s: savepoint: %w", what, err)
 	}
 	var t checks.Target
@@ -88,9 +114,9 @@ func (l *txLookup) one(what string, sql string, args ...any) (checks.Target, err
 		found = err == nil
 		return err
 	})
-	b.Queue(`RELEASE SAVEPOINT ` + lookupSavepoint)
+	b.Queue(qReleaseSavepoint)
 	if err := l.q.SendBatch(l.ctx, b).Close(); err != nil {
-		if _, uerr := l.q.Exec(l.ctx, `ROLLBACK TO SAVEPOINT `+lookupSavepoint+`; RELEASE SAVEPOINT `+lookupSavepoint); uerr != nil {
+		if _, uerr := l.q.Exec(l.ctx, qRollbackSavepoint); uerr != nil {
 			return checks.Target{}, fmt.Errorf("%s: %w (and rolling back its savepoint: %v)", what, err, uerr)
 		}
 		return checks.Target{}, fmt.Errorf("%s: %w", what, err)
@@ -128,11 +154,10 @@ func (l *txLookup) hostOf(t checks.Target) (checks.Target, bool) {
 		var h checks.Target
 		var err error
 		if slug != "" {
-			h, err = l.one("host by slug", `SELECT `+targetColumns+` FROM entities e WHERE e.slug = $1 AND e.type = ANY($2)`,
+			h, err = l.one("host by slug", qHostBySlug,
 				slug, l.o.Descendants(proxmoxHost))
 		} else {
-			h, err = l.one("host by name", `SELECT `+targetColumns+` FROM entities e WHERE e.name = $1 AND e.type = ANY($2)
-				ORDER BY (e.state = 'destroyed'), e.slug LIMIT 1`, name, l.o.Descendants(proxmoxHost))
+			h, err = l.one("host by name", qHostByName, name, l.o.Descendants(proxmoxHost))
 		}
 		switch {
 		case err == nil:
@@ -141,9 +166,7 @@ func (l *txLookup) hostOf(t checks.Target) (checks.Target, bool) {
 			l.warn(t, "host attribute", err)
 		}
 	}
-	h, err := l.one("hosts edge", `SELECT `+targetColumns+` FROM relationships r JOIN entities e ON e.id = r.source_id
-		WHERE r.target_id = $1 AND r.type = $2 AND r.valid_to IS NULL
-		ORDER BY (e.state = 'destroyed'), e.slug LIMIT 1`, t.ID, relHosts)
+	h, err := l.one("hosts edge", qEdgeSource, t.ID, relHosts)
 	if err != nil {
 		if !errors.Is(err, errNoRows) {
 			l.warn(t, "hosts edge", err)
@@ -159,9 +182,7 @@ func (l *txLookup) BackupHolder(t checks.Target) (checks.Target, bool) {
 }
 
 func (l *txLookup) backupHolder(t checks.Target) (checks.Target, bool) {
-	h, err := l.one("backs-up-to edge", `SELECT `+targetColumns+` FROM relationships r JOIN entities e ON e.id = r.source_id
-		WHERE r.target_id = $1 AND r.type = $2 AND r.valid_to IS NULL
-		ORDER BY (e.state = 'destroyed'), e.slug LIMIT 1`, t.ID, relBacksUpTo)
+	h, err := l.one("backs-up-to edge", qEdgeSource, t.ID, relBacksUpTo)
 	if err != nil {
 		if !errors.Is(err, errNoRows) {
 			l.warn(t, "backs-up-to edge", err)
@@ -194,11 +215,10 @@ type snapshot struct {
 	holderEdge  map[string]checks.Target // backup-target id -> holder
 }
 
-func loadSnapshot(ctx context.Context, tx pgx.Tx, o *ontology.Ontology) (*snapshot, error) {
+func loadSnapshot(ctx context.Context, tx pg.Querier, o *ontology.Ontology) (*snapshot, error) {
 	s := &snapshot{hostsBySlug: map[string]checks.Target{}, hostsByName: map[string]checks.Target{},
 		hostsEdge: map[string]checks.Target{}, holderEdge: map[string]checks.Target{}}
-	rows, err := tx.Query(ctx, `SELECT `+targetColumns+` FROM entities e WHERE e.type = ANY($1)
-		ORDER BY (e.state = 'destroyed') DESC, e.slug DESC`, o.Descendants(proxmoxHost))
+	rows, err := tx.Query(ctx, qProxmoxHosts, o.Descendants(proxmoxHost))
 	if err != nil {
 		return nil, fmt.Errorf("read proxmox hosts: %w", err)
 	}
@@ -211,10 +231,7 @@ func loadSnapshot(ctx context.Context, tx pgx.Tx, o *ontology.Ontology) (*snapsh
 		s.hostsBySlug[h.Slug] = h
 		s.hostsByName[h.Name] = h
 	}
-	rows, err = tx.Query(ctx, `SELECT r.type, r.target_id::text, `+targetColumns+`
-		FROM relationships r JOIN entities e ON e.id = r.source_id
-		WHERE r.valid_to IS NULL AND r.type IN ($1, $2)
-		ORDER BY (e.state = 'destroyed') DESC, e.slug DESC`, relHosts, relBacksUpTo)
+	rows, err = tx.Query(ctx, qHostEdges, relHosts, relBacksUpTo)
 	if err != nil {
 		return nil, fmt.Errorf("read hosts and backs-up-to edges: %w", err)
 	}

@@ -32,8 +32,11 @@ type RelationsFilter struct {
 	Limit        int
 }
 
-// Relations returns a page of the edges of the entity with id entityID, in id order.
-func (r *Reader) Relations(ctx context.Context, entityID string, f RelationsFilter) (Page[storage.Relationship], error) {
+// qRelations is the head of an entity's edge list (relationsSQL adds the filters).
+const qRelations = `SELECT ` + storage.RelationshipColumns + storage.RelationshipFrom + `WHERE `
+
+// relationsSQL builds the statement of Relations.
+func relationsSQL(entityID string, f RelationsFilter) (string, args) {
 	var a args
 	id := a.add(entityID)
 	var where []string
@@ -54,8 +57,12 @@ func (r *Reader) Relations(ctx context.Context, entityID string, f RelationsFilt
 	if f.After != "" {
 		where = append(where, "r.id > "+a.add(f.After)+"::uuid")
 	}
-	q := `SELECT ` + storage.RelationshipColumns + storage.RelationshipFrom +
-		`WHERE ` + strings.Join(where, " AND ") + ` ORDER BY r.id LIMIT ` + a.add(f.Limit+1)
+	return qRelations + strings.Join(where, " AND ") + ` ORDER BY r.id LIMIT ` + a.add(f.Limit+1), a
+}
+
+// Relations returns a page of the edges of the entity with id entityID, in id order.
+func (r *Reader) Relations(ctx context.Context, entityID string, f RelationsFilter) (Page[storage.Relationship], error) {
+	q, a := relationsSQL(entityID, f)
 	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
 		return Page[storage.Relationship]{}, fmt.Errorf("list relations: %w", err)
@@ -106,9 +113,18 @@ type GraphFilter struct {
 	Limit int
 }
 
-// GraphView returns nodes matching the filter and the current edges whose both ends are
-// among them.
-func (r *Reader) GraphView(ctx context.Context, f GraphFilter) (Graph, error) {
+// qGraphNodes and qGraphEdges are the heads of a graph view's two statements
+// (graphNodesSQL and graphEdgesSQL add the filters).
+const (
+	qGraphNodes = `SELECT e.id::text, e.slug, e.type, e.name, e.state, coalesce(s.health, '')
+		FROM entities e LEFT JOIN entity_status s ON s.entity_id = e.id`
+	qGraphEdges = `SELECT r.id::text, r.type, se.slug, te.slug FROM relationships r
+		JOIN entities se ON se.id = r.source_id JOIN entities te ON te.id = r.target_id
+		WHERE r.valid_to IS NULL AND r.source_id = ANY($1::uuid[]) AND r.target_id = ANY($2::uuid[])`
+)
+
+// graphNodesSQL builds the node statement of GraphView.
+func graphNodesSQL(f GraphFilter) (string, args) {
 	var a args
 	var where []string
 	if len(f.Types) > 0 {
@@ -117,12 +133,27 @@ func (r *Reader) GraphView(ctx context.Context, f GraphFilter) (Graph, error) {
 	if !f.IncludeDestroyed {
 		where = append(where, "e.state <> 'destroyed'")
 	}
-	q := `SELECT e.id::text, e.slug, e.type, e.name, e.state, coalesce(s.health, '')
-		FROM entities e LEFT JOIN entity_status s ON s.entity_id = e.id`
+	q := qGraphNodes
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY e.slug LIMIT " + a.add(f.Limit+1)
+	return q + " ORDER BY e.slug LIMIT " + a.add(f.Limit+1), a
+}
+
+// graphEdgesSQL builds the edge statement of GraphView: the current edges between ids.
+func graphEdgesSQL(ids []string, relTypes []string) (string, args) {
+	b := args{ids, ids}
+	eq := qGraphEdges
+	if len(relTypes) > 0 {
+		eq += " AND r.type = ANY(" + b.add(relTypes) + ")"
+	}
+	return eq + " ORDER BY r.id", b
+}
+
+// GraphView returns nodes matching the filter and the current edges whose both ends are
+// among them.
+func (r *Reader) GraphView(ctx context.Context, f GraphFilter) (Graph, error) {
+	q, a := graphNodesSQL(f)
 	rows, err := r.db.Query(ctx, q, a...)
 	if err != nil {
 		return Graph{}, fmt.Errorf("graph nodes: %w", err)
@@ -146,14 +177,7 @@ func (r *Reader) GraphView(ctx context.Context, f GraphFilter) (Graph, error) {
 	for i, n := range g.Nodes {
 		ids[i] = n.ID
 	}
-	var b args
-	eq := `SELECT r.id::text, r.type, se.slug, te.slug FROM relationships r
-		JOIN entities se ON se.id = r.source_id JOIN entities te ON te.id = r.target_id
-		WHERE r.valid_to IS NULL AND r.source_id = ANY(` + b.add(ids) + `::uuid[]) AND r.target_id = ANY(` + b.add(ids) + `::uuid[])`
-	if len(f.RelTypes) > 0 {
-		eq += " AND r.type = ANY(" + b.add(f.RelTypes) + ")"
-	}
-	eq += " ORDER BY r.id"
+	eq, b := graphEdgesSQL(ids, f.RelTypes)
 	rows, err = r.db.Query(ctx, eq, b...)
 	if err != nil {
 		return Graph{}, fmt.Errorf("graph edges: %w", err)
@@ -189,16 +213,9 @@ type Affected struct {
 	Depth int `json:"depth"`
 }
 
-// BlastRadius returns everything that transitively depends on the entity with id rootID, up
-// to maxDepth hops, nearest first. One recursive query doing a breadth-first walk: each
-// step carries the frontier and the set already seen, so every entity is expanded once, at
-// its smallest depth, and cycles end the walk instead of repeating it (a per-row recursion
-// re-expands an entity once for every depth it is reached at). It runs as an unnamed
-// statement so that every call is planned for its root. The api walks in memory instead
-// (api/internal/topology, then AffectedEntities); this query answers when the graph is too
-// large for that, and is the reference the index is tested against.
-func (r *Reader) BlastRadius(ctx context.Context, rootID string, maxDepth int) ([]Affected, error) {
-	rows, err := r.db.Query(ctx, `WITH RECURSIVE bfs(depth, frontier, seen) AS (
+// qBlastRadius is BlastRadius's breadth-first walk ($1 root, $2 forward and $3 reverse edge
+// types, $4 the depth).
+const qBlastRadius = `WITH RECURSIVE bfs(depth, frontier, seen) AS (
 			SELECT 0, ARRAY[$1::uuid], ARRAY[$1::uuid]
 		UNION ALL
 			SELECT b.depth + 1, n.next, b.seen || n.next
@@ -217,7 +234,18 @@ func (r *Reader) BlastRadius(ctx context.Context, rootID string, maxDepth int) (
 		)
 		SELECT e.id::text, e.slug, e.type, e.name, e.state, coalesce(s.health, ''), h.depth
 		FROM hit h JOIN entities e ON e.id = h.id LEFT JOIN entity_status s ON s.entity_id = e.id
-		ORDER BY h.depth, e.slug`, pgx.QueryExecModeExec, rootID, BlastForward, BlastReverse, maxDepth)
+		ORDER BY h.depth, e.slug`
+
+// BlastRadius returns everything that transitively depends on the entity with id rootID, up
+// to maxDepth hops, nearest first. One recursive query doing a breadth-first walk: each
+// step carries the frontier and the set already seen, so every entity is expanded once, at
+// its smallest depth, and cycles end the walk instead of repeating it (a per-row recursion
+// re-expands an entity once for every depth it is reached at). It runs as an unnamed
+// statement so that every call is planned for its root. The api walks in memory instead
+// (api/internal/topology, then AffectedEntities); this query answers when the graph is too
+// large for that, and is the reference the index is tested against.
+func (r *Reader) BlastRadius(ctx context.Context, rootID string, maxDepth int) ([]Affected, error) {
+	rows, err := r.db.Query(ctx, qBlastRadius, pgx.QueryExecModeExec, rootID, BlastForward, BlastReverse, maxDepth)
 	if err != nil {
 		return nil, fmt.Errorf("blast radius: %w", err)
 	}
@@ -256,6 +284,18 @@ func (r *Reader) RootAndAffected(ctx context.Context, rootID string, ids [][16]b
 	return r.affected(ctx, rootID, ids, depths)
 }
 
+// qTopologyVersion reads the count of topology changes (topology_version.changes).
+const qTopologyVersion = `SELECT changes FROM topology_version`
+
+// qAffected reads the summaries of the ids $1 reached after $2 hops. The id = ANY filter is
+// what the plan needs: with only the join to unnest, the planner hashes all of entities (a
+// sequential scan) instead of looking ids up by key.
+const qAffected = `SELECT e.id::text, e.slug, e.type, e.name, e.state, coalesce(s.health, ''), h.depth
+			FROM entities e JOIN unnest($1::uuid[], $2::int[]) AS h(id, depth) ON h.id = e.id
+			LEFT JOIN entity_status s ON s.entity_id = e.id
+			WHERE e.id = ANY($1::uuid[])
+			ORDER BY h.depth, e.slug`
+
 // affected sends the root's read (when rootID is set), the topology version and the
 // affected rows as one batch.
 func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, depths []int32) (root storage.Entity, found bool, out []Affected, version int64, err error) {
@@ -266,15 +306,9 @@ func (r *Reader) affected(ctx context.Context, rootID string, ids [][16]byte, de
 	if rootID != "" {
 		b.Queue(storage.EntitySQL(rootID, false, ""), rootID)
 	}
-	b.Queue(`SELECT changes FROM topology_version`)
+	b.Queue(qTopologyVersion)
 	if len(ids) > 0 {
-		// The id = ANY filter is what the plan needs: with only the join to unnest, the
-		// planner hashes all of entities (a sequential scan) instead of looking ids up by key.
-		b.Queue(`SELECT e.id::text, e.slug, e.type, e.name, e.state, coalesce(s.health, ''), h.depth
-			FROM entities e JOIN unnest($1::uuid[], $2::int[]) AS h(id, depth) ON h.id = e.id
-			LEFT JOIN entity_status s ON s.entity_id = e.id
-			WHERE e.id = ANY($1::uuid[])
-			ORDER BY h.depth, e.slug`, ids, depths)
+		b.Queue(qAffected, ids, depths)
 	}
 	br := r.db.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()

@@ -1,0 +1,17 @@
+package checksync_test
+
+import (
+	"testing"
+
+	"github.com/oikos-hq/oikos/api/internal/storage/checksync"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
+	"github.com/oikos-hq/oikos/testkit/sqlcheck"
+)
+
+// TestQueriesPrepare prepares every registered query against the migrated schema, so a
+// renamed column or table fails here rather than at run time.
+func TestQueriesPrepare(t *testing.T) { sqlcheck.Prepare(t, pgtest.New(t).Pool, checksync.Queries) }
+
+// TestQueriesRegistered parses the package's own source: every constant that starts like a
+// statement must be in Queries, and no statement may be written outside a constant.
+func TestQueriesRegistered(t *testing.T) { sqlcheck.Registered(t, ".", checksync.Queries) }

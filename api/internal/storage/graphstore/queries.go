@@ -1,0 +1,37 @@
+package graphstore
+
+// Queries names every SQL text of the package; storage_test.go prepares each against the
+// migrated schema, and fails on a SQL constant missing here.
+var Queries = map[string]string{
+	"qNow":                          qNow,
+	"qAdvisoryLock":                 qAdvisoryLock,
+	"qLockIdempotencyKey":           qLockIdempotencyKey,
+	"qIdempotencyKey":               qIdempotencyKey,
+	"qStoreIdempotent":              qStoreIdempotent,
+	"qInsertEntity":                 qInsertEntity,
+	"qSetState":                     qSetState,
+	"qLiveDependents":               qLiveDependents,
+	"qLockEntities":                 qLockEntities,
+	"qEntitiesBySlug":               qEntitiesBySlug,
+	"qLockEntitiesBySlug":           qLockEntitiesBySlug,
+	"qLockIDsBySlug":                qLockIDsBySlug,
+	"qUpdateAttributesHead/guarded": qUpdateAttributes,
+	"qStatusOf":                     qStatusOf,
+	"qLockIDs":                      qLockIDs,
+	"qInsertEdge":                   qInsertEdge,
+	"qCurrentEdge":                  qCurrentEdge,
+	"qRelationshipByID":             qRelationshipByID,
+	"qLockRelationship":             qLockRelationship,
+	"qEndRelationship":              qEndRelationship,
+	"qRelationship/byID":            qRelationshipByID,
+	"qInsertKnowledgeEntity":        qInsertKnowledgeEntity,
+	"qInsertKnowledge":              qInsertKnowledge,
+	"qUpsertKnowledge":              qUpsertKnowledge,
+	"qBumpVersion":                  qBumpVersion,
+	"qBumpVersionReturning":         qBumpVersionReturning,
+	"qSyncEntityType":               qSyncEntityType,
+	"qSyncRelationshipType":         qSyncRelationshipType,
+	"qBulkUpdateAttributes":         qBulkUpdateAttributes,
+	"qCurrentEdgesFrom":             qCurrentEdgesFrom,
+	"qLockKnowledgeBySlug":          qLockKnowledgeBySlug,
+}
