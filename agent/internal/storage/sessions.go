@@ -1,4 +1,4 @@
-package store
+package storage
 
 // The sessions read model (agent/internal/sessionsapi): the list of sessions with their
 // counts, one session's transcript with the tool calls of each message, and the deletion of a

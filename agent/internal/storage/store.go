@@ -1,8 +1,8 @@
-// Package store holds the agent's named queries: every statement on the agent's own tables
+// Package storage holds the agent's named queries: every statement on the agent's own tables
 // (agent_sessions, session_messages, tool_calls, plan_steps, session_questions,
 // agent_activity; migrations/sql/00006_agent.sql). Services call these inside their
 // transactions; nothing else in the agent writes SQL. The agent never writes the api's tables.
-package store
+package storage
 
 import (
 	"context"
