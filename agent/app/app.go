@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
@@ -19,6 +18,7 @@ import (
 	"github.com/oikos-hq/oikos/agent/internal/mcpserver"
 	"github.com/oikos-hq/oikos/agent/internal/secrets"
 	"github.com/oikos-hq/oikos/agent/internal/sessionsapi"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/agent/internal/taskwatch"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
@@ -99,11 +99,10 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 		return err
 	}
 
-	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
+	connCfg, err := storage.ListenConfig(cfg.DatabaseURL, "oikos-agent-listener")
 	if err != nil {
 		return err
 	}
-	connCfg.RuntimeParams["application_name"] = "oikos-agent-listener"
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
 	bus := eventbus.NewBus(eventbus.BusOptions{Pool: pool, Notifier: notifier, Logger: log})
 	continuer := loop.NewContinuer(nomos, bus, log)

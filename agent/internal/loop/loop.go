@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	openai "github.com/sashabaranov/go-openai"
 
@@ -77,7 +76,7 @@ type Loop struct {
 	model  *openai.Client
 	reg    *tools.Registry
 	tasks  *tasks.Service
-	pool   *pgxpool.Pool
+	pool   *storage.Pool
 	api    *apiclient.Client
 	log    zerolog.Logger
 	soul   string
@@ -96,7 +95,7 @@ var ErrNoModel = errors.New("no language model is configured: set OIKOS_LLM_BASE
 
 // New builds the loop. Without a model configured it still builds: every turn answers
 // ErrNoModel as an error event.
-func New(cfg Config, reg *tools.Registry, t *tasks.Service, pool *pgxpool.Pool, api *apiclient.Client, log zerolog.Logger) (*Loop, error) {
+func New(cfg Config, reg *tools.Registry, t *tasks.Service, pool *storage.Pool, api *apiclient.Client, log zerolog.Logger) (*Loop, error) {
 	l := &Loop{cfg: cfg, reg: reg, tasks: t, pool: pool, api: api, log: log, soul: defaultSoul, actor: "nomos"}
 	l.defs = l.toolDefs()
 	if cfg.SoulFile != "" {

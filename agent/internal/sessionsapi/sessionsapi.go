@@ -23,14 +23,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // ActorHeader names who asked for a change; the api sets it to the operator's token name
@@ -50,7 +47,7 @@ const maxActorLen = 200
 var errAwaitsApproval = errors.New("the session waits on an approval; deny or let it finish first")
 
 type handler struct {
-	pool  *pgxpool.Pool
+	pool  *storage.Pool
 	token [sha256.Size]byte
 	// open is false when the agent has no token: every request is then refused.
 	open bool
@@ -61,7 +58,7 @@ type handler struct {
 // New returns the handler of the sessions endpoints. token is the agent's own bearer token
 // (OIKOS_AGENT_TOKEN); a request must present exactly it. With an empty token every request
 // is refused with 401.
-func New(pool *pgxpool.Pool, token string, log zerolog.Logger) http.Handler {
+func New(pool *storage.Pool, token string, log zerolog.Logger) http.Handler {
 	h := &handler{pool: pool, token: sha256.Sum256([]byte(token)), open: token != "", log: log, now: time.Now}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /internal/sessions", h.list)
@@ -200,7 +197,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		transcript []storage.TranscriptMessage
 	)
 	// One snapshot for the session, its plan and its transcript.
-	err := pg.InTx(ctx, h.pool, func(tx pgx.Tx) error {
+	err := storage.InTx(ctx, h.pool, func(tx storage.DB) error {
 		if err := storage.ReadSnapshot(ctx, tx); err != nil {
 			return err
 		}
@@ -259,7 +256,7 @@ func (h *handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	var calls []storage.ToolCall
-	err := pg.InTx(ctx, h.pool, func(tx pgx.Tx) error {
+	err := storage.InTx(ctx, h.pool, func(tx storage.DB) error {
 		if err := storage.ReadSnapshot(ctx, tx); err != nil {
 			return err
 		}
@@ -302,7 +299,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 // on the session's locked row. The lock also waits out a task change in flight and keeps a
 // turn from adding messages or calls to the session until the delete commits.
 func (h *handler) deleteSession(ctx context.Context, id, actor, method, path string) error {
-	return pg.InTx(ctx, h.pool, func(tx pgx.Tx) error {
+	return storage.InTx(ctx, h.pool, func(tx storage.DB) error {
 		sess, err := storage.GetSession(ctx, tx, id, true)
 		if err != nil {
 			return err

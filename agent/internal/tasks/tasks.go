@@ -17,13 +17,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // Outcomes of complete_task.
@@ -70,18 +66,18 @@ type Who struct {
 
 // Service runs the task model on the agent's tables.
 type Service struct {
-	pool *pgxpool.Pool
+	pool *storage.Pool
 	now  func() time.Time
 }
 
 // New returns the service.
-func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool, now: time.Now} }
+func New(pool *storage.Pool) *Service { return &Service{pool: pool, now: time.Now} }
 
 // Ensure creates the session on first use (an MCP session on its first tool call, a chat
 // session on its first turn) and returns it.
 func (s *Service) Ensure(ctx context.Context, w Who) (storage.Session, error) {
 	var out storage.Session
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := storage.InTx(ctx, s.pool, func(tx storage.DB) error {
 		sess, created, err := storage.EnsureSession(ctx, tx, w.Session, w.Actor, w.Source)
 		if err != nil {
 			return err
@@ -128,7 +124,7 @@ func (s *Service) SetGoal(ctx context.Context, w Who, goal, task string) (GoalRe
 		return GoalResult{}, invalid("goal is %d bytes; keep it under %d", len(goal), MaxGoalLen)
 	}
 	var res GoalResult
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.Closed() {
 			if err := s.reopen(ctx, tx, sess, ev); err != nil {
 				return "", err
@@ -172,7 +168,7 @@ func (s *Service) ProposePlan(ctx context.Context, w Who, steps []string) (PlanR
 		return PlanResult{}, err
 	}
 	var res PlanResult
-	err = s.change(ctx, w, func(tx pgx.Tx, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+	err = s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.Closed() {
 			if err := s.reopen(ctx, tx, sess, ev); err != nil {
 				return "", err
@@ -214,7 +210,7 @@ func (s *Service) UpdateStep(ctx context.Context, w Who, number int, status, not
 		return storage.Step{}, invalid("status %q: want running, done or skipped", status)
 	}
 	var out storage.Step
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.PlanGeneration == 0 {
 			return "", invalid("there is no plan yet: call propose_plan first")
 		}
@@ -268,7 +264,7 @@ func (s *Service) Complete(ctx context.Context, w Who, outcome, summary string) 
 		return CompleteResult{}, invalid("summary is empty: say what was done and what is left")
 	}
 	var res CompleteResult
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.Closed() {
 			return "", ErrAlreadyComplete
 		}
@@ -321,7 +317,7 @@ func (s *Service) Ask(ctx context.Context, w Who, question string, options []str
 		return Question{}, invalid("question is empty")
 	}
 	var q Question
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		id, err := storage.InsertQuestion(ctx, tx, sess.ID, question, options)
 		if err != nil {
 			return "", err
@@ -338,7 +334,7 @@ func (s *Service) Ask(ctx context.Context, w Who, question string, options []str
 
 // AwaitApproval marks the task as waiting on a pending approval of the api.
 func (s *Service) AwaitApproval(ctx context.Context, w Who, approvalID string) error {
-	return s.change(ctx, w, func(tx pgx.Tx, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+	return s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.Closed() {
 			return "", nil
 		}
@@ -354,7 +350,7 @@ func (s *Service) Resume(ctx context.Context, w Who) error {
 	if err != nil || sess.Status != storage.StatusAwaitingInput || sess.Awaiting != "question" {
 		return err
 	}
-	return s.change(ctx, w, func(tx pgx.Tx, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+	return s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.Status == storage.StatusAwaitingInput && sess.Awaiting == "question" {
 			sess.Status, sess.Awaiting = storage.StatusExecuting, ""
 			return "task.resume", nil
@@ -367,7 +363,7 @@ func (s *Service) Resume(ctx context.Context, w Who) error {
 // waiting on it goes back to executing.
 func (s *Service) Decided(ctx context.Context, session, decidedBy, decision string) error {
 	w := Who{Session: session, Actor: decidedBy}
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.Status != storage.StatusAwaitingInput || sess.Awaiting != "approval" {
 			return "", nil
 		}
@@ -384,7 +380,7 @@ func (s *Service) Decided(ctx context.Context, session, decidedBy, decision stri
 // message); an open task is left as it is.
 func (s *Service) Reopen(ctx context.Context, w Who) (bool, error) {
 	reopened := false
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if !sess.Closed() {
 			return "", nil
 		}
@@ -396,7 +392,7 @@ func (s *Service) Reopen(ctx context.Context, w Who) (bool, error) {
 
 // reopen moves a closed session back to executing: outcome, blocker and closed_at cleared,
 // the old plan's steps replaced (the follow-up proposes a fresh generation).
-func (s *Service) reopen(ctx context.Context, tx pgx.Tx, sess *storage.Session, _ *[]eventbus.Event) error {
+func (s *Service) reopen(ctx context.Context, tx storage.DB, sess *storage.Session, _ *[]eventbus.Event) error {
 	if _, err := storage.ReplaceSteps(ctx, tx, sess.ID, sess.PlanGeneration+1); err != nil {
 		return err
 	}
@@ -430,7 +426,7 @@ func (s *Service) SweepIdle(ctx context.Context, before time.Time, pending Pendi
 			}
 		}
 		w := Who{Session: sess.ID, Actor: "agent-sweep"}
-		err := s.change(ctx, w, func(tx pgx.Tx, cur *storage.Session, ev *[]eventbus.Event) (string, error) {
+		err := s.change(ctx, w, func(tx storage.DB, cur *storage.Session, ev *[]eventbus.Event) (string, error) {
 			if cur.Closed() || cur.Awaiting == "approval" || !cur.UpdatedAt.Before(before) {
 				return "", nil
 			}
@@ -457,8 +453,8 @@ func (s *Service) SweepIdle(ctx context.Context, before time.Time, pending Pendi
 // change runs fn on the session's locked row; when fn names an action, the session is saved
 // with its audit row, a task.status event when the status moved, and fn's events, all in one
 // transaction. An empty action changes nothing.
-func (s *Service) change(ctx context.Context, w Who, fn func(tx pgx.Tx, sess *storage.Session, ev *[]eventbus.Event) (string, error)) error {
-	return pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+func (s *Service) change(ctx context.Context, w Who, fn func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error)) error {
+	return storage.InTx(ctx, s.pool, func(tx storage.DB) error {
 		before, err := storage.GetSession(ctx, tx, w.Session, true)
 		if err != nil {
 			return err
@@ -480,7 +476,7 @@ func (s *Service) change(ctx context.Context, w Who, fn func(tx pgx.Tx, sess *st
 }
 
 // record writes the audit row and the events of a change.
-func (s *Service) record(ctx context.Context, tx pgx.Tx, w Who, action string, before any, after storage.Session, evs ...eventbus.Event) error {
+func (s *Service) record(ctx context.Context, tx storage.DB, w Who, action string, before any, after storage.Session, evs ...eventbus.Event) error {
 	actor := w.Actor
 	if actor == "" {
 		actor = "agent"

@@ -24,7 +24,6 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -120,7 +119,7 @@ type Call struct {
 type Deps struct {
 	API     *apiclient.Client
 	Tasks   *tasks.Service
-	Pool    *pgxpool.Pool
+	Pool    *storage.Pool
 	Fetch   *webfetch.Fetcher // http_get
 	Probe   *webfetch.Fetcher // ping_service (trusted URLs from the graph)
 	Secrets secrets.Backend   // nil: not configured
