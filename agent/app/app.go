@@ -18,7 +18,6 @@ import (
 	"github.com/oikos-hq/oikos/agent/internal/mcpserver"
 	"github.com/oikos-hq/oikos/agent/internal/secrets"
 	"github.com/oikos-hq/oikos/agent/internal/sessionsapi"
-	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/agent/internal/taskwatch"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
@@ -99,7 +98,7 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 		return err
 	}
 
-	connCfg, err := storage.ListenConfig(cfg.DatabaseURL, "oikos-agent-listener")
+	connCfg, err := pg.ListenConfig(cfg.DatabaseURL, "oikos-agent-listener")
 	if err != nil {
 		return err
 	}

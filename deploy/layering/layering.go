@@ -75,10 +75,6 @@ var PGXAllowlist = map[string]bool{
 	"scheduler/internal/fleet/fleettest": true, // test support: writes what the api's ingest would, compiled only into tests
 
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/app": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/cmd/oikos": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/auth": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/chat": true,

@@ -25,14 +25,3 @@ type DB interface {
 func InTx(ctx context.Context, db pg.TxBeginner, fn func(tx DB) error) error {
 	return pg.InTx(ctx, db, func(tx pgx.Tx) error { return fn(tx) })
 }
-
-// ListenConfig parses url into the connection config of a session outside the pool (the
-// eventbus notifier's LISTEN), named applicationName in pg_stat_activity.
-func ListenConfig(url, applicationName string) (*pgx.ConnConfig, error) {
-	c, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, err
-	}
-	c.RuntimeParams["application_name"] = applicationName
-	return c, nil
-}
