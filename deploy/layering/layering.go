@@ -81,8 +81,6 @@ var PGXAllowlist = map[string]bool{
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/checksync": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/discover": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/execution": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/export": true,
@@ -94,8 +92,6 @@ var PGXAllowlist = map[string]bool{
 	"api/internal/metricsapi": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/notify": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/onboard": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/readmodel": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package

@@ -24,6 +24,10 @@ import (
 // to the stores' constructors; nothing outside the storage layer runs SQL on it.
 type Pool = pgxpool.Pool
 
+// Tx is a transaction a store opened (its InTx), handed to the graph service's ...Tx
+// methods so that their writes join it. Code outside the storage layer only passes it on.
+type Tx = pgx.Tx
+
 // DB is what a store runs on: the pool or a transaction (Begin on a transaction opens a
 // savepoint).
 type DB interface {
