@@ -59,20 +59,23 @@ type Package struct {
 // shrinks as it moves (the check fails on an entry that no longer imports pgx: delete it).
 var PGXAllowlist = map[string]bool{
 	// Permanent: database plumbing shared by the daemons, and the test databases.
-	"shared/pg":                          true, // the pool and connection helpers
-	"shared/schema":                      true, // waits for the migrated schema version
-	"shared/eventbus":                    true, // the outbox and LISTEN/NOTIFY bus
-	"shared/audit":                       true, // the audit log table
-	"shared/signals":                     true, // NOTIFY signals between daemons
-	"shared/leasetable":                  true, // the leases table
-	"scheduler/internal/leases":          true, // lease acquisition over the leases table
-	"testkit/pgcluster":                  true, // private PostgreSQL for tests and oikos-local
-	"testkit/pgtest":                     true, // per-test databases
-	"testkit/sqlcheck":                   true, // prepares storage packages' queries in their tests
-	"e2e/internal/stack":                 true, // the e2e harness waits on the outbox's notifications
-	"shared/remote":                      true, // pins SSH host keys (ssh_host_keys), its one writer, for every scheduler replica
-	"scheduler/internal/labtest":         true, // test support: writes what the api's ingest would, compiled only into tests
-	"scheduler/internal/fleet/fleettest": true, // test support: writes what the api's ingest would, compiled only into tests
+	"shared/pg":                 true, // the pool and connection helpers
+	"shared/schema":             true, // waits for the migrated schema version
+	"shared/eventbus":           true, // the outbox and LISTEN/NOTIFY bus
+	"shared/audit":              true, // the audit log table
+	"shared/signals":            true, // NOTIFY signals between daemons
+	"shared/leasetable":         true, // the leases table
+	"scheduler/internal/leases": true, // lease acquisition over the leases table
+	"testkit/pgcluster":         true, // private PostgreSQL for tests and oikos-local
+	"testkit/pgtest":            true, // per-test databases
+	"testkit/sqlcheck":          true, // prepares storage packages' queries in their tests
+	"e2e/internal/stack":        true, // the e2e harness waits on the outbox's notifications
+
+	// Permanent: the one writer of a table two daemons share, and test support compiled only
+	// into tests.
+	"shared/remote":                      true, // pins SSH host keys (ssh_host_keys), their one writer, for every scheduler replica
+	"scheduler/internal/labtest":         true, // test support: writes what the api's ingest would
+	"scheduler/internal/fleet/fleettest": true, // test support: writes what the api's ingest would
 
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/auth": true,
