@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
@@ -99,11 +98,10 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 		return err
 	}
 
-	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
+	connCfg, err := pg.ListenConfig(cfg.DatabaseURL, "oikos-agent-listener")
 	if err != nil {
 		return err
 	}
-	connCfg.RuntimeParams["application_name"] = "oikos-agent-listener"
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
 	bus := eventbus.NewBus(eventbus.BusOptions{Pool: pool, Notifier: notifier, Logger: log})
 	continuer := loop.NewContinuer(nomos, bus, log)

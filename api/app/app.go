@@ -14,8 +14,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
@@ -33,6 +31,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/notifyworker"
 	"github.com/oikos-hq/oikos/api/internal/onboard"
 	"github.com/oikos-hq/oikos/api/internal/seed"
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/api/internal/webui"
 	webassets "github.com/oikos-hq/oikos/api/web"
@@ -61,7 +60,7 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 // Server is a running api.
 type Server struct {
 	addr      net.Addr
-	pool      *pgxpool.Pool
+	pool      *storage.Pool
 	notifier  *eventbus.Notifier
 	bus       *eventbus.Bus
 	registrar *execution.Registrar
@@ -188,11 +187,10 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	if err != nil {
 		return fail(err)
 	}
-	connCfg, err := pgx.ParseConfig(cfg.DatabaseURL)
+	connCfg, err := pg.ListenConfig(cfg.DatabaseURL, "oikos-api-listener")
 	if err != nil {
 		return fail(err)
 	}
-	connCfg.RuntimeParams["application_name"] = "oikos-api-listener"
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
 	bus := eventbus.NewBus(eventbus.BusOptions{Pool: pool, Notifier: notifier, Logger: log})
 	health := daemon.NewHealth()

@@ -57,6 +57,17 @@ func Connect(ctx context.Context, url string, maxConns int32, log zerolog.Logger
 	}
 }
 
+// ListenConfig parses url into the connection config of a session outside the pool (the
+// eventbus notifier's LISTEN), named applicationName in pg_stat_activity.
+func ListenConfig(url, applicationName string) (*pgx.ConnConfig, error) {
+	c, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	c.RuntimeParams["application_name"] = applicationName
+	return c, nil
+}
+
 // Querier is what both a pool and a transaction offer, so store code can run in either.
 type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)

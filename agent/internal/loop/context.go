@@ -8,7 +8,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
 )
 
@@ -31,7 +31,7 @@ func (l *Loop) context(ctx context.Context, session string, notes []string) ([]o
 			sys.WriteString(").\n")
 		}
 		if s.PlanGeneration > 0 {
-			if steps, err := store.Steps(ctx, l.pool, session, s.PlanGeneration); err == nil {
+			if steps, err := storage.Steps(ctx, l.pool, session, s.PlanGeneration); err == nil {
 				for _, st := range steps {
 					fmt.Fprintf(&sys, "  step %d [%s] %s\n", st.Index+1, st.Status, st.Text)
 				}
@@ -39,7 +39,7 @@ func (l *Loop) context(ctx context.Context, session string, notes []string) ([]o
 		}
 	}
 	msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: sys.String()}}
-	hist, err := store.History(ctx, l.pool, session, historyLimit)
+	hist, err := storage.History(ctx, l.pool, session, historyLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -50,11 +50,11 @@ func (l *Loop) context(ctx context.Context, session string, notes []string) ([]o
 		case "note":
 			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: "[Oikos] " + m.Content})
 		case "assistant":
-			if m.Status == store.MessageStreaming {
+			if m.Status == storage.MessageStreaming {
 				continue // this turn's own open message
 			}
 			content := m.Content
-			if m.Status == store.MessageInterrupted {
+			if m.Status == storage.MessageInterrupted {
 				// Also for an answer cut before any of it was stored: the model learns its turn
 				// did not finish rather than seeing the question unanswered.
 				content = strings.TrimLeft(content+"\n[this answer was cut short by a restart; its tool calls may not have finished — check before repeating them]", "\n")

@@ -25,12 +25,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
 	"github.com/oikos-hq/oikos/shared/eventbus"
@@ -77,7 +76,7 @@ type Loop struct {
 	model  *openai.Client
 	reg    *tools.Registry
 	tasks  *tasks.Service
-	pool   *pgxpool.Pool
+	pool   *storage.Pool
 	api    *apiclient.Client
 	log    zerolog.Logger
 	soul   string
@@ -96,7 +95,7 @@ var ErrNoModel = errors.New("no language model is configured: set OIKOS_LLM_BASE
 
 // New builds the loop. Without a model configured it still builds: every turn answers
 // ErrNoModel as an error event.
-func New(cfg Config, reg *tools.Registry, t *tasks.Service, pool *pgxpool.Pool, api *apiclient.Client, log zerolog.Logger) (*Loop, error) {
+func New(cfg Config, reg *tools.Registry, t *tasks.Service, pool *storage.Pool, api *apiclient.Client, log zerolog.Logger) (*Loop, error) {
 	l := &Loop{cfg: cfg, reg: reg, tasks: t, pool: pool, api: api, log: log, soul: defaultSoul, actor: "nomos"}
 	l.defs = l.toolDefs()
 	if cfg.SoulFile != "" {
@@ -136,14 +135,14 @@ func (l *Loop) Configured() bool { return l.model != nil }
 // again the executions open chat sessions handed off: one that ended while the agent was
 // down resumes its session now, the others when their end event arrives.
 func (l *Loop) Recover(ctx context.Context) error {
-	n, err := store.InterruptStreaming(ctx, l.pool)
+	n, err := storage.InterruptStreaming(ctx, l.pool)
 	if err != nil {
 		return err
 	}
 	if n > 0 {
 		l.log.Warn().Int64("messages", n).Msg("turns cut short by a restart marked interrupted")
 	}
-	calls, err := store.HandedOff(ctx, l.pool)
+	calls, err := storage.HandedOff(ctx, l.pool)
 	if err != nil {
 		return err
 	}
@@ -160,7 +159,7 @@ func (l *Loop) Recover(ctx context.Context) error {
 	}
 	l.pending.mu.Unlock()
 	for id, session := range ids {
-		if done, err := store.Reported(ctx, l.pool, session, id); err != nil || done {
+		if done, err := storage.Reported(ctx, l.pool, session, id); err != nil || done {
 			l.pending.mu.Lock()
 			delete(l.pending.byID, id)
 			l.pending.mu.Unlock()
@@ -262,7 +261,7 @@ func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string
 	turnID := uuid.NewString()
 	var notes []string
 	if role == "user" {
-		prevUser, err := store.LastUserAt(ctx, l.pool, req.SessionID)
+		prevUser, err := storage.LastUserAt(ctx, l.pool, req.SessionID)
 		if err != nil {
 			sink(Event{"error", map[string]any{"message": "read the session: " + err.Error()}})
 			return "error"
@@ -275,7 +274,7 @@ func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string
 			l.log.Warn().Err(err).Msg("resume after answer")
 		}
 	}
-	if _, _, err := store.AddMessage(ctx, l.pool, req.SessionID, role, req.Message, turnID, req.MessageID); err != nil {
+	if _, _, err := storage.AddMessage(ctx, l.pool, req.SessionID, role, req.Message, turnID, req.MessageID); err != nil {
 		sink(Event{"error", map[string]any{"message": "store the message: " + err.Error()}})
 		return "error"
 	}
@@ -296,23 +295,23 @@ func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string
 			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem,
 				Content: "You have used every tool iteration of this turn. Without tools, tell the operator where the task stands: what is done, what is left, what you need from them."})
 		}
-		mid, err := store.StartAssistant(ctx, l.pool, req.SessionID, turnID)
+		mid, err := storage.StartAssistant(ctx, l.pool, req.SessionID, turnID)
 		if err != nil {
 			sink(Event{"error", map[string]any{"message": err.Error()}})
 			return "error"
 		}
 		ans, err := l.ask(ctx, msgs, defs, withTools, sink)
 		if err != nil {
-			_ = store.FinishMessage(ctx, l.pool, mid, ans.Content, store.MessageComplete, "error")
-			_ = store.DeleteEmpty(ctx, l.pool, mid)
+			_ = storage.FinishMessage(ctx, l.pool, mid, ans.Content, storage.MessageComplete, "error")
+			_ = storage.DeleteEmpty(ctx, l.pool, mid)
 			sink(Event{"error", map[string]any{"message": err.Error()}})
 			return "error"
 		}
-		if err := store.FinishMessage(ctx, l.pool, mid, ans.Content, store.MessageComplete, ans.Finish); err != nil {
+		if err := storage.FinishMessage(ctx, l.pool, mid, ans.Content, storage.MessageComplete, ans.Finish); err != nil {
 			l.log.Error().Err(err).Msg("store assistant message")
 		}
 		if len(ans.Calls) == 0 {
-			_ = store.DeleteEmpty(ctx, l.pool, mid)
+			_ = storage.DeleteEmpty(ctx, l.pool, mid)
 			return ans.Finish
 		}
 		assistant := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: ans.Content}

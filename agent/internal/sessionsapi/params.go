@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/shared/duration"
 	"github.com/oikos-hq/oikos/shared/ids"
@@ -17,7 +17,7 @@ import (
 // The values the list's filters accept.
 var (
 	outcomes = []string{tasks.OutcomeSuccess, tasks.OutcomePartial, tasks.OutcomeFailed}
-	statuses = []string{store.StatusExecuting, store.StatusAwaitingInput, store.StatusCompleted, store.StatusFailed, store.StatusAbandoned}
+	statuses = []string{storage.StatusExecuting, storage.StatusAwaitingInput, storage.StatusCompleted, storage.StatusFailed, storage.StatusAbandoned}
 	blockers = []string{tasks.BlockerApprovalTimeout, tasks.BlockerUserAbandoned, tasks.BlockerClassifierOverreach,
 		tasks.BlockerModelRefusal, tasks.BlockerToolError}
 )
@@ -39,8 +39,8 @@ func invalid(field, format string, a ...any) error {
 // parseFilter reads the list's query: outcome, status, blocker (each comma-separated and/or
 // repeated), entity_id (a uuid or a slug), since (RFC 3339, or a duration back from now such
 // as 7d, 12h or 90m), limit (1..200, default 50) and cursor (next_cursor of the page before).
-func parseFilter(q url.Values, now time.Time) (store.SessionFilter, error) {
-	f := store.SessionFilter{Limit: store.DefaultSessionLimit}
+func parseFilter(q url.Values, now time.Time) (storage.SessionFilter, error) {
+	f := storage.SessionFilter{Limit: storage.DefaultSessionLimit}
 	var err error
 	if f.Outcomes, err = oneOf(q, "outcome", outcomes); err != nil {
 		return f, err
@@ -64,13 +64,13 @@ func parseFilter(q url.Values, now time.Time) (store.SessionFilter, error) {
 	}
 	if v := strings.TrimSpace(q.Get("limit")); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxSessionLimit {
-			return f, invalid("limit", "%q: want a whole number from 1 to %d", v, store.MaxSessionLimit)
+		if err != nil || n < 1 || n > storage.MaxSessionLimit {
+			return f, invalid("limit", "%q: want a whole number from 1 to %d", v, storage.MaxSessionLimit)
 		}
 		f.Limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
-		c, err := store.ParseSessionCursor(v)
+		c, err := storage.ParseSessionCursor(v)
 		if err != nil {
 			return f, invalid("cursor", "%v", err)
 		}

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 )
 
 // ProblemMediaType is RFC 9457's media type for error bodies.
@@ -42,7 +42,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &fe):
 		problem(w, http.StatusUnprocessableEntity, "Invalid value", fe.Error(), fe.field)
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, storage.ErrNotFound):
 		problem(w, http.StatusNotFound, "Not Found", "no session "+quote(r.PathValue("id")), "")
 	case errors.Is(err, errAwaitsApproval):
 		problem(w, http.StatusConflict, "Conflict", errAwaitsApproval.Error(), "")

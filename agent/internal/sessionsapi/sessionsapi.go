@@ -1,6 +1,6 @@
 // Package sessionsapi serves the agent's sessions on the agent's own HTTP listener, under
 // /internal/sessions; the api proxies them to operators as /api/v1/sessions. It reads the
-// agent's tables through agent/internal/store (no SQL here) and deletes a session with its
+// agent's tables through agent/internal/storage (no SQL here) and deletes a session with its
 // audit row and its event in one transaction.
 //
 //	GET    /internal/sessions                 the list, newest first, by keyset pages
@@ -23,14 +23,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // ActorHeader names who asked for a change; the api sets it to the operator's token name
@@ -50,7 +47,7 @@ const maxActorLen = 200
 var errAwaitsApproval = errors.New("the session waits on an approval; deny or let it finish first")
 
 type handler struct {
-	pool  *pgxpool.Pool
+	pool  *storage.Pool
 	token [sha256.Size]byte
 	// open is false when the agent has no token: every request is then refused.
 	open bool
@@ -61,7 +58,7 @@ type handler struct {
 // New returns the handler of the sessions endpoints. token is the agent's own bearer token
 // (OIKOS_AGENT_TOKEN); a request must present exactly it. With an empty token every request
 // is refused with 401.
-func New(pool *pgxpool.Pool, token string, log zerolog.Logger) http.Handler {
+func New(pool *storage.Pool, token string, log zerolog.Logger) http.Handler {
 	h := &handler{pool: pool, token: sha256.Sum256([]byte(token)), open: token != "", log: log, now: time.Now}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /internal/sessions", h.list)
@@ -125,7 +122,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	page, err := store.ListSessions(r.Context(), h.pool, f)
+	page, err := storage.ListSessions(r.Context(), h.pool, f)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -195,25 +192,25 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	var (
-		sess       store.Session
-		steps      []store.Step
-		transcript []store.TranscriptMessage
+		sess       storage.Session
+		steps      []storage.Step
+		transcript []storage.TranscriptMessage
 	)
 	// One snapshot for the session, its plan and its transcript.
-	err := pg.InTx(ctx, h.pool, func(tx pgx.Tx) error {
-		if err := store.ReadSnapshot(ctx, tx); err != nil {
+	err := storage.InTx(ctx, h.pool, func(tx storage.DB) error {
+		if err := storage.ReadSnapshot(ctx, tx); err != nil {
 			return err
 		}
 		var err error
-		if sess, err = store.GetSession(ctx, tx, id, false); err != nil {
+		if sess, err = storage.GetSession(ctx, tx, id, false); err != nil {
 			return err
 		}
 		if sess.PlanGeneration > 0 {
-			if steps, err = store.Steps(ctx, tx, id, sess.PlanGeneration); err != nil {
+			if steps, err = storage.Steps(ctx, tx, id, sess.PlanGeneration); err != nil {
 				return err
 			}
 		}
-		transcript, err = store.Transcript(ctx, tx, id)
+		transcript, err = storage.Transcript(ctx, tx, id)
 		return err
 	})
 	if err != nil {
@@ -221,7 +218,7 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := detailAnswer{
-		ID: sess.ID, Title: store.SessionTitle(sess, transcript), CreatedAt: sess.CreatedAt.UTC(), ClosedAt: utc(sess.ClosedAt),
+		ID: sess.ID, Title: storage.SessionTitle(sess, transcript), CreatedAt: sess.CreatedAt.UTC(), ClosedAt: utc(sess.ClosedAt),
 		Task:     task{Goal: sess.Goal, Status: sess.Status, Outcome: sess.Outcome, Blocker: sess.Blocker},
 		Plan:     plan{Generation: sess.PlanGeneration, Steps: make([]step, 0, len(steps))},
 		Messages: make([]message, 0, len(transcript)),
@@ -258,16 +255,16 @@ type callsAnswer struct {
 func (h *handler) toolCalls(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	var calls []store.ToolCall
-	err := pg.InTx(ctx, h.pool, func(tx pgx.Tx) error {
-		if err := store.ReadSnapshot(ctx, tx); err != nil {
+	var calls []storage.ToolCall
+	err := storage.InTx(ctx, h.pool, func(tx storage.DB) error {
+		if err := storage.ReadSnapshot(ctx, tx); err != nil {
 			return err
 		}
-		if _, err := store.GetSession(ctx, tx, id, false); err != nil {
+		if _, err := storage.GetSession(ctx, tx, id, false); err != nil {
 			return err
 		}
 		var err error
-		calls, err = store.ToolCalls(ctx, tx, id)
+		calls, err = storage.ToolCalls(ctx, tx, id)
 		return err
 	})
 	if err != nil {
@@ -302,8 +299,8 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 // on the session's locked row. The lock also waits out a task change in flight and keeps a
 // turn from adding messages or calls to the session until the delete commits.
 func (h *handler) deleteSession(ctx context.Context, id, actor, method, path string) error {
-	return pg.InTx(ctx, h.pool, func(tx pgx.Tx) error {
-		sess, err := store.GetSession(ctx, tx, id, true)
+	return storage.InTx(ctx, h.pool, func(tx storage.DB) error {
+		sess, err := storage.GetSession(ctx, tx, id, true)
 		if err != nil {
 			return err
 		}
@@ -311,10 +308,10 @@ func (h *handler) deleteSession(ctx context.Context, id, actor, method, path str
 		// approval for the session, and its decision would then run (or be denied) for a
 		// task nobody can see any more. The operator denies it, or lets it finish, first.
 		// Any other session, open or closed, may be deleted.
-		if sess.Status == store.StatusAwaitingInput && sess.Awaiting == "approval" {
+		if sess.Status == storage.StatusAwaitingInput && sess.Awaiting == "approval" {
 			return errAwaitsApproval
 		}
-		gone, err := store.DeleteSession(ctx, tx, id)
+		gone, err := storage.DeleteSession(ctx, tx, id)
 		if err != nil {
 			return err
 		}

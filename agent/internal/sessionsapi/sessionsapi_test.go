@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -117,7 +117,7 @@ func (f *fixture) task(id, goal, outcome, summary string) tasks.Who {
 
 func (f *fixture) message(session, role, content string) int64 {
 	f.t.Helper()
-	id, err := store.AppendMessage(context.Background(), f.db.Pool, session, role, content, "")
+	id, err := storage.AppendMessage(context.Background(), f.db.Pool, session, role, content, "")
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -129,11 +129,11 @@ func (f *fixture) message(session, role, content string) int64 {
 func (f *fixture) call(session, id string, msg int64, at time.Time, args, result string, isErr, finish bool) {
 	f.t.Helper()
 	ctx := context.Background()
-	if err := store.StartToolCall(ctx, f.db.Pool, store.ToolCall{ID: id, SessionID: session, Name: "tool_" + id, Arguments: json.RawMessage(args)}); err != nil {
+	if err := storage.StartToolCall(ctx, f.db.Pool, storage.ToolCall{ID: id, SessionID: session, Name: "tool_" + id, Arguments: json.RawMessage(args)}); err != nil {
 		f.t.Fatal(err)
 	}
 	if finish {
-		if err := store.FinishToolCall(ctx, f.db.Pool, id, result, isErr, ""); err != nil {
+		if err := storage.FinishToolCall(ctx, f.db.Pool, id, result, isErr, ""); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -146,7 +146,7 @@ func (f *fixture) call(session, id string, msg int64, at time.Time, args, result
 
 func (f *fixture) activity(session, entity, entityID string) {
 	f.t.Helper()
-	if err := store.InsertActivity(context.Background(), f.db.Pool, store.Activity{SessionID: session, Kind: "exec", Summary: "ran", Entity: entity, EntityID: entityID}); err != nil {
+	if err := storage.InsertActivity(context.Background(), f.db.Pool, storage.Activity{SessionID: session, Kind: "exec", Summary: "ran", Entity: entity, EntityID: entityID}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -464,10 +464,10 @@ func TestGetSession(t *testing.T) {
 	if _, err := f.tasks.ProposePlan(ctx, w, jellyfinPlan); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.tasks.UpdateStep(ctx, w, 1, store.StepDone, "config read"); err != nil {
+	if _, err := f.tasks.UpdateStep(ctx, w, 1, storage.StepDone, "config read"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.tasks.UpdateStep(ctx, w, 2, store.StepRunning, ""); err != nil {
+	if _, err := f.tasks.UpdateStep(ctx, w, 2, storage.StepRunning, ""); err != nil {
 		t.Fatal(err)
 	}
 	u := f.message("chat-1", "user", "jellyfin stutters")
@@ -639,7 +639,7 @@ func TestDelete(t *testing.T) {
 	if err != nil || actor != "dana" || method != "DELETE" || path != "/internal/sessions/gone" {
 		t.Fatalf("audit: %q %q %q %v", actor, method, path, err)
 	}
-	var snap store.Session
+	var snap storage.Session
 	if err := json.Unmarshal(before, &snap); err != nil || snap.ID != "gone" || snap.Goal != "Fix jellyfin transcoding on lxc:jellyfin" {
 		t.Errorf("audit before: %s %v", before, err)
 	}

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 )
 
 // A plan's first step gathers what is known before anything changes; its last step writes
@@ -59,7 +59,7 @@ var blockerRules = []struct {
 
 // DeriveBlocker names why a task did not succeed, from the completion summary, the last
 // assistant text and the session's tool calls; "" when nothing says.
-func DeriveBlocker(summary, lastAssistant string, calls []store.ToolCall) string {
+func DeriveBlocker(summary, lastAssistant string, calls []storage.ToolCall) string {
 	text := summary + "\n" + lastAssistant
 	for _, r := range blockerRules {
 		if r.re.MatchString(text) {

@@ -17,13 +17,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // Outcomes of complete_task.
@@ -70,19 +66,19 @@ type Who struct {
 
 // Service runs the task model on the agent's tables.
 type Service struct {
-	pool *pgxpool.Pool
+	pool *storage.Pool
 	now  func() time.Time
 }
 
 // New returns the service.
-func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool, now: time.Now} }
+func New(pool *storage.Pool) *Service { return &Service{pool: pool, now: time.Now} }
 
 // Ensure creates the session on first use (an MCP session on its first tool call, a chat
 // session on its first turn) and returns it.
-func (s *Service) Ensure(ctx context.Context, w Who) (store.Session, error) {
-	var out store.Session
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		sess, created, err := store.EnsureSession(ctx, tx, w.Session, w.Actor, w.Source)
+func (s *Service) Ensure(ctx context.Context, w Who) (storage.Session, error) {
+	var out storage.Session
+	err := storage.InTx(ctx, s.pool, func(tx storage.DB) error {
+		sess, created, err := storage.EnsureSession(ctx, tx, w.Session, w.Actor, w.Source)
 		if err != nil {
 			return err
 		}
@@ -96,24 +92,24 @@ func (s *Service) Ensure(ctx context.Context, w Who) (store.Session, error) {
 }
 
 // Session reads a session.
-func (s *Service) Session(ctx context.Context, id string) (store.Session, error) {
-	return store.GetSession(ctx, s.pool, id, false)
+func (s *Service) Session(ctx context.Context, id string) (storage.Session, error) {
+	return storage.GetSession(ctx, s.pool, id, false)
 }
 
 // Steps lists the current plan of a session.
-func (s *Service) Steps(ctx context.Context, sess store.Session) ([]store.Step, error) {
+func (s *Service) Steps(ctx context.Context, sess storage.Session) ([]storage.Step, error) {
 	if sess.PlanGeneration == 0 {
-		return []store.Step{}, nil
+		return []storage.Step{}, nil
 	}
-	return store.Steps(ctx, s.pool, sess.ID, sess.PlanGeneration)
+	return storage.Steps(ctx, s.pool, sess.ID, sess.PlanGeneration)
 }
 
 // GoalResult is what set_goal answers.
 type GoalResult struct {
-	Session    store.Session     `json:"session"`
-	Superseded string            `json:"superseded_goal,omitempty"`
-	Reopened   bool              `json:"reopened,omitempty"`
-	Prior      []store.PriorTask `json:"prior_tasks"`
+	Session    storage.Session     `json:"session"`
+	Superseded string              `json:"superseded_goal,omitempty"`
+	Reopened   bool                `json:"reopened,omitempty"`
+	Prior      []storage.PriorTask `json:"prior_tasks"`
 }
 
 // SetGoal sets the session's goal (and the slug of the graph's task entity for it). A
@@ -128,7 +124,7 @@ func (s *Service) SetGoal(ctx context.Context, w Who, goal, task string) (GoalRe
 		return GoalResult{}, invalid("goal is %d bytes; keep it under %d", len(goal), MaxGoalLen)
 	}
 	var res GoalResult
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *store.Session, ev *[]eventbus.Event) (string, error) {
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.Closed() {
 			if err := s.reopen(ctx, tx, sess, ev); err != nil {
 				return "", err
@@ -145,7 +141,7 @@ func (s *Service) SetGoal(ctx context.Context, w Who, goal, task string) (GoalRe
 		if task != "" {
 			sess.Task = task
 		}
-		prior, err := store.PriorTasks(ctx, tx, sess.ID, s.now().Add(-priorWindow), 50)
+		prior, err := storage.PriorTasks(ctx, tx, sess.ID, s.now().Add(-priorWindow), 50)
 		if err != nil {
 			return "", err
 		}
@@ -158,10 +154,10 @@ func (s *Service) SetGoal(ctx context.Context, w Who, goal, task string) (GoalRe
 
 // PlanResult is what propose_plan answers.
 type PlanResult struct {
-	Generation int          `json:"generation"`
-	Steps      []store.Step `json:"steps"`
-	Replaced   int64        `json:"replaced_steps,omitempty"`
-	Reopened   bool         `json:"reopened,omitempty"`
+	Generation int            `json:"generation"`
+	Steps      []storage.Step `json:"steps"`
+	Replaced   int64          `json:"replaced_steps,omitempty"`
+	Reopened   bool           `json:"reopened,omitempty"`
 }
 
 // ProposePlan records a new plan generation: the first step researches, the last writes back
@@ -172,7 +168,7 @@ func (s *Service) ProposePlan(ctx context.Context, w Who, steps []string) (PlanR
 		return PlanResult{}, err
 	}
 	var res PlanResult
-	err = s.change(ctx, w, func(tx pgx.Tx, sess *store.Session, ev *[]eventbus.Event) (string, error) {
+	err = s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.Closed() {
 			if err := s.reopen(ctx, tx, sess, ev); err != nil {
 				return "", err
@@ -182,11 +178,11 @@ func (s *Service) ProposePlan(ctx context.Context, w Who, steps []string) (PlanR
 		sess.PlanGeneration++
 		now := s.now()
 		sess.PlanProposedAt = &now
-		n, err := store.ReplaceSteps(ctx, tx, sess.ID, sess.PlanGeneration)
+		n, err := storage.ReplaceSteps(ctx, tx, sess.ID, sess.PlanGeneration)
 		if err != nil {
 			return "", err
 		}
-		if err := store.InsertSteps(ctx, tx, sess.ID, sess.PlanGeneration, clean); err != nil {
+		if err := storage.InsertSteps(ctx, tx, sess.ID, sess.PlanGeneration, clean); err != nil {
 			return "", err
 		}
 		res.Generation, res.Replaced = sess.PlanGeneration, n
@@ -198,27 +194,27 @@ func (s *Service) ProposePlan(ctx context.Context, w Who, steps []string) (PlanR
 	if err != nil {
 		return res, err
 	}
-	res.Steps, err = store.Steps(ctx, s.pool, w.Session, res.Generation)
+	res.Steps, err = storage.Steps(ctx, s.pool, w.Session, res.Generation)
 	return res, err
 }
 
 // stepMoves are the allowed step transitions.
 var stepMoves = map[string][]string{
-	store.StepPending: {store.StepRunning, store.StepDone, store.StepSkipped},
-	store.StepRunning: {store.StepDone, store.StepSkipped},
+	storage.StepPending: {storage.StepRunning, storage.StepDone, storage.StepSkipped},
+	storage.StepRunning: {storage.StepDone, storage.StepSkipped},
 }
 
 // UpdateStep moves step `number` (1-based) of the current plan to status.
-func (s *Service) UpdateStep(ctx context.Context, w Who, number int, status, note string) (store.Step, error) {
-	if status != store.StepRunning && status != store.StepDone && status != store.StepSkipped {
-		return store.Step{}, invalid("status %q: want running, done or skipped", status)
+func (s *Service) UpdateStep(ctx context.Context, w Who, number int, status, note string) (storage.Step, error) {
+	if status != storage.StepRunning && status != storage.StepDone && status != storage.StepSkipped {
+		return storage.Step{}, invalid("status %q: want running, done or skipped", status)
 	}
-	var out store.Step
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *store.Session, ev *[]eventbus.Event) (string, error) {
+	var out storage.Step
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.PlanGeneration == 0 {
 			return "", invalid("there is no plan yet: call propose_plan first")
 		}
-		steps, err := store.Steps(ctx, tx, sess.ID, sess.PlanGeneration)
+		steps, err := storage.Steps(ctx, tx, sess.ID, sess.PlanGeneration)
 		if err != nil {
 			return "", err
 		}
@@ -233,7 +229,7 @@ func (s *Service) UpdateStep(ctx context.Context, w Who, number int, status, not
 		if !ok {
 			return "", invalid("step %d is %s; it cannot become %s (advance the next step instead)", number, st.Status, status)
 		}
-		if err := store.SetStep(ctx, tx, sess.ID, sess.PlanGeneration, number-1, status, strings.TrimSpace(note)); err != nil {
+		if err := storage.SetStep(ctx, tx, sess.ID, sess.PlanGeneration, number-1, status, strings.TrimSpace(note)); err != nil {
 			return "", err
 		}
 		st.Status = status
@@ -251,9 +247,9 @@ func (s *Service) UpdateStep(ctx context.Context, w Who, number int, status, not
 
 // CompleteResult is what complete_task answers.
 type CompleteResult struct {
-	Session       store.Session `json:"session"`
-	ClosedSteps   int64         `json:"closed_steps"`
-	StepsClosedAs string        `json:"steps_closed_as,omitempty"`
+	Session       storage.Session `json:"session"`
+	ClosedSteps   int64           `json:"closed_steps"`
+	StepsClosedAs string          `json:"steps_closed_as,omitempty"`
 }
 
 // Complete ends the task with an outcome and a summary: pending and running steps become done
@@ -268,16 +264,16 @@ func (s *Service) Complete(ctx context.Context, w Who, outcome, summary string) 
 		return CompleteResult{}, invalid("summary is empty: say what was done and what is left")
 	}
 	var res CompleteResult
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *store.Session, ev *[]eventbus.Event) (string, error) {
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.Closed() {
 			return "", ErrAlreadyComplete
 		}
 		if sess.PlanGeneration > 0 {
-			as := store.StepDone
+			as := storage.StepDone
 			if outcome != OutcomeSuccess {
-				as = store.StepSkipped
+				as = storage.StepSkipped
 			}
-			n, err := store.CloseSteps(ctx, tx, sess.ID, sess.PlanGeneration, as)
+			n, err := storage.CloseSteps(ctx, tx, sess.ID, sess.PlanGeneration, as)
 			if err != nil {
 				return "", err
 			}
@@ -285,11 +281,11 @@ func (s *Service) Complete(ctx context.Context, w Who, outcome, summary string) 
 		}
 		blocker := ""
 		if outcome != OutcomeSuccess {
-			last, err := store.LastAssistantText(ctx, tx, sess.ID)
+			last, err := storage.LastAssistantText(ctx, tx, sess.ID)
 			if err != nil {
 				return "", err
 			}
-			calls, err := store.ToolCalls(ctx, tx, sess.ID)
+			calls, err := storage.ToolCalls(ctx, tx, sess.ID)
 			if err != nil {
 				return "", err
 			}
@@ -297,9 +293,9 @@ func (s *Service) Complete(ctx context.Context, w Who, outcome, summary string) 
 		}
 		now := s.now()
 		sess.Outcome, sess.Summary, sess.Blocker, sess.ClosedAt, sess.Awaiting = outcome, summary, blocker, &now, ""
-		sess.Status = store.StatusCompleted
+		sess.Status = storage.StatusCompleted
 		if outcome == OutcomeFailed {
-			sess.Status = store.StatusFailed
+			sess.Status = storage.StatusFailed
 		}
 		return "task.complete", nil
 	})
@@ -321,14 +317,14 @@ func (s *Service) Ask(ctx context.Context, w Who, question string, options []str
 		return Question{}, invalid("question is empty")
 	}
 	var q Question
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *store.Session, ev *[]eventbus.Event) (string, error) {
-		id, err := store.InsertQuestion(ctx, tx, sess.ID, question, options)
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+		id, err := storage.InsertQuestion(ctx, tx, sess.ID, question, options)
 		if err != nil {
 			return "", err
 		}
 		q = Question{ID: id, Question: question, Options: options}
 		if !sess.Closed() && sess.Awaiting != "approval" {
-			sess.Status, sess.Awaiting = store.StatusAwaitingInput, "question"
+			sess.Status, sess.Awaiting = storage.StatusAwaitingInput, "question"
 		}
 		*ev = append(*ev, event(w, "task.question", map[string]any{"session_id": sess.ID, "question_id": id, "question": question}))
 		return "task.ask", nil
@@ -338,11 +334,11 @@ func (s *Service) Ask(ctx context.Context, w Who, question string, options []str
 
 // AwaitApproval marks the task as waiting on a pending approval of the api.
 func (s *Service) AwaitApproval(ctx context.Context, w Who, approvalID string) error {
-	return s.change(ctx, w, func(tx pgx.Tx, sess *store.Session, ev *[]eventbus.Event) (string, error) {
+	return s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if sess.Closed() {
 			return "", nil
 		}
-		sess.Status, sess.Awaiting = store.StatusAwaitingInput, "approval"
+		sess.Status, sess.Awaiting = storage.StatusAwaitingInput, "approval"
 		return "task.await_approval", nil
 	})
 }
@@ -350,13 +346,13 @@ func (s *Service) AwaitApproval(ctx context.Context, w Who, approvalID string) e
 // Resume moves a task that waited on a question back to executing (the caller went on). A
 // task that waits on an approval stays: only the api's decision moves it.
 func (s *Service) Resume(ctx context.Context, w Who) error {
-	sess, err := store.GetSession(ctx, s.pool, w.Session, false)
-	if err != nil || sess.Status != store.StatusAwaitingInput || sess.Awaiting != "question" {
+	sess, err := storage.GetSession(ctx, s.pool, w.Session, false)
+	if err != nil || sess.Status != storage.StatusAwaitingInput || sess.Awaiting != "question" {
 		return err
 	}
-	return s.change(ctx, w, func(tx pgx.Tx, sess *store.Session, ev *[]eventbus.Event) (string, error) {
-		if sess.Status == store.StatusAwaitingInput && sess.Awaiting == "question" {
-			sess.Status, sess.Awaiting = store.StatusExecuting, ""
+	return s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+		if sess.Status == storage.StatusAwaitingInput && sess.Awaiting == "question" {
+			sess.Status, sess.Awaiting = storage.StatusExecuting, ""
 			return "task.resume", nil
 		}
 		return "", nil
@@ -367,14 +363,14 @@ func (s *Service) Resume(ctx context.Context, w Who) error {
 // waiting on it goes back to executing.
 func (s *Service) Decided(ctx context.Context, session, decidedBy, decision string) error {
 	w := Who{Session: session, Actor: decidedBy}
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *store.Session, ev *[]eventbus.Event) (string, error) {
-		if sess.Status != store.StatusAwaitingInput || sess.Awaiting != "approval" {
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
+		if sess.Status != storage.StatusAwaitingInput || sess.Awaiting != "approval" {
 			return "", nil
 		}
-		sess.Status, sess.Awaiting = store.StatusExecuting, ""
+		sess.Status, sess.Awaiting = storage.StatusExecuting, ""
 		return "task.approval_" + decision, nil
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return nil // an approval of a session this agent does not hold (a CLI run, another agent)
 	}
 	return err
@@ -384,7 +380,7 @@ func (s *Service) Decided(ctx context.Context, session, decidedBy, decision stri
 // message); an open task is left as it is.
 func (s *Service) Reopen(ctx context.Context, w Who) (bool, error) {
 	reopened := false
-	err := s.change(ctx, w, func(tx pgx.Tx, sess *store.Session, ev *[]eventbus.Event) (string, error) {
+	err := s.change(ctx, w, func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error) {
 		if !sess.Closed() {
 			return "", nil
 		}
@@ -396,11 +392,11 @@ func (s *Service) Reopen(ctx context.Context, w Who) (bool, error) {
 
 // reopen moves a closed session back to executing: outcome, blocker and closed_at cleared,
 // the old plan's steps replaced (the follow-up proposes a fresh generation).
-func (s *Service) reopen(ctx context.Context, tx pgx.Tx, sess *store.Session, _ *[]eventbus.Event) error {
-	if _, err := store.ReplaceSteps(ctx, tx, sess.ID, sess.PlanGeneration+1); err != nil {
+func (s *Service) reopen(ctx context.Context, tx storage.DB, sess *storage.Session, _ *[]eventbus.Event) error {
+	if _, err := storage.ReplaceSteps(ctx, tx, sess.ID, sess.PlanGeneration+1); err != nil {
 		return err
 	}
-	sess.Status, sess.Awaiting, sess.Outcome, sess.Blocker, sess.Summary, sess.ClosedAt = store.StatusExecuting, "", "", "", "", nil
+	sess.Status, sess.Awaiting, sess.Outcome, sess.Blocker, sess.Summary, sess.ClosedAt = storage.StatusExecuting, "", "", "", "", nil
 	return nil
 }
 
@@ -411,7 +407,7 @@ type PendingApproval func(ctx context.Context, session string) (bool, error)
 // those waiting on an approval: by their own status, or because the api still holds a pending
 // approval for the session. It returns the sessions it closed.
 func (s *Service) SweepIdle(ctx context.Context, before time.Time, pending PendingApproval) ([]string, error) {
-	idle, err := store.IdleSessions(ctx, s.pool, before, 200)
+	idle, err := storage.IdleSessions(ctx, s.pool, before, 200)
 	if err != nil {
 		return nil, err
 	}
@@ -430,17 +426,17 @@ func (s *Service) SweepIdle(ctx context.Context, before time.Time, pending Pendi
 			}
 		}
 		w := Who{Session: sess.ID, Actor: "agent-sweep"}
-		err := s.change(ctx, w, func(tx pgx.Tx, cur *store.Session, ev *[]eventbus.Event) (string, error) {
+		err := s.change(ctx, w, func(tx storage.DB, cur *storage.Session, ev *[]eventbus.Event) (string, error) {
 			if cur.Closed() || cur.Awaiting == "approval" || !cur.UpdatedAt.Before(before) {
 				return "", nil
 			}
 			if cur.PlanGeneration > 0 {
-				if _, err := store.CloseSteps(ctx, tx, cur.ID, cur.PlanGeneration, store.StepSkipped); err != nil {
+				if _, err := storage.CloseSteps(ctx, tx, cur.ID, cur.PlanGeneration, storage.StepSkipped); err != nil {
 					return "", err
 				}
 			}
 			now := s.now()
-			cur.Status, cur.Awaiting, cur.Blocker, cur.ClosedAt = store.StatusAbandoned, "", BlockerUserAbandoned, &now
+			cur.Status, cur.Awaiting, cur.Blocker, cur.ClosedAt = storage.StatusAbandoned, "", BlockerUserAbandoned, &now
 			if cur.Outcome == "" {
 				cur.Outcome = OutcomePartial
 			}
@@ -457,9 +453,9 @@ func (s *Service) SweepIdle(ctx context.Context, before time.Time, pending Pendi
 // change runs fn on the session's locked row; when fn names an action, the session is saved
 // with its audit row, a task.status event when the status moved, and fn's events, all in one
 // transaction. An empty action changes nothing.
-func (s *Service) change(ctx context.Context, w Who, fn func(tx pgx.Tx, sess *store.Session, ev *[]eventbus.Event) (string, error)) error {
-	return pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		before, err := store.GetSession(ctx, tx, w.Session, true)
+func (s *Service) change(ctx context.Context, w Who, fn func(tx storage.DB, sess *storage.Session, ev *[]eventbus.Event) (string, error)) error {
+	return storage.InTx(ctx, s.pool, func(tx storage.DB) error {
+		before, err := storage.GetSession(ctx, tx, w.Session, true)
 		if err != nil {
 			return err
 		}
@@ -469,7 +465,7 @@ func (s *Service) change(ctx context.Context, w Who, fn func(tx pgx.Tx, sess *st
 		if err != nil || action == "" {
 			return err
 		}
-		if err := store.SaveSession(ctx, tx, after); err != nil {
+		if err := storage.SaveSession(ctx, tx, after); err != nil {
 			return err
 		}
 		if before.Status != after.Status {
@@ -480,13 +476,13 @@ func (s *Service) change(ctx context.Context, w Who, fn func(tx pgx.Tx, sess *st
 }
 
 // record writes the audit row and the events of a change.
-func (s *Service) record(ctx context.Context, tx pgx.Tx, w Who, action string, before any, after store.Session, evs ...eventbus.Event) error {
+func (s *Service) record(ctx context.Context, tx storage.DB, w Who, action string, before any, after storage.Session, evs ...eventbus.Event) error {
 	actor := w.Actor
 	if actor == "" {
 		actor = "agent"
 	}
 	var b any
-	if sb, ok := before.(store.Session); ok {
+	if sb, ok := before.(storage.Session); ok {
 		b = sb
 	}
 	if err := audit.Write(ctx, tx, audit.Row{Actor: actor, Action: action, CorrelationID: after.ID, Before: b, After: after}); err != nil {
@@ -505,7 +501,7 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, w Who, action string, b
 	return err
 }
 
-func statusEvent(from string, sess store.Session) eventbus.Event {
+func statusEvent(from string, sess storage.Session) eventbus.Event {
 	return event(Who{}, "task.status", map[string]any{
 		"session_id": sess.ID, "from": from, "status": sess.Status, "awaiting": sess.Awaiting,
 		"outcome": sess.Outcome, "blocker": sess.Blocker, "goal": sess.Goal, "task": sess.Task,
@@ -521,13 +517,13 @@ func event(w Who, typ string, payload any) eventbus.Event {
 }
 
 // mustRead re-reads the session after a change for the answer (the zero value on error).
-func (s *Service) mustRead(ctx context.Context, id string, err error) store.Session {
+func (s *Service) mustRead(ctx context.Context, id string, err error) storage.Session {
 	if err != nil {
-		return store.Session{}
+		return storage.Session{}
 	}
-	sess, rerr := store.GetSession(ctx, s.pool, id, false)
+	sess, rerr := storage.GetSession(ctx, s.pool, id, false)
 	if rerr != nil {
-		return store.Session{}
+		return storage.Session{}
 	}
 	return sess
 }
@@ -544,7 +540,7 @@ func title(goal string) string {
 
 // aboutTargets keeps the prior tasks whose activity concerned an entity the goal names (its
 // slug, or the name after the type prefix, as a whole word).
-func aboutTargets(prior []store.PriorTask, goal string) []store.PriorTask {
+func aboutTargets(prior []storage.PriorTask, goal string) []storage.PriorTask {
 	words := map[string]bool{}
 	for _, w := range strings.FieldsFunc(strings.ToLower(goal), func(r rune) bool {
 		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_' || r == ':' || r == '.')
@@ -552,7 +548,7 @@ func aboutTargets(prior []store.PriorTask, goal string) []store.PriorTask {
 		w = strings.Trim(w, ".:")
 		words[w] = true
 	}
-	out := []store.PriorTask{}
+	out := []storage.PriorTask{}
 	for _, p := range prior {
 		var same []string
 		for _, slug := range p.Targets {
@@ -575,6 +571,6 @@ func aboutTargets(prior []store.PriorTask, goal string) []store.PriorTask {
 
 // AwaitingApproval lists the sessions waiting on an approval (the watcher reconciles them
 // with the api after a restart, when a decision's event may have been missed).
-func (s *Service) AwaitingApproval(ctx context.Context) ([]store.Session, error) {
-	return store.AwaitingApproval(ctx, s.pool, 500)
+func (s *Service) AwaitingApproval(ctx context.Context) ([]storage.Session, error) {
+	return storage.AwaitingApproval(ctx, s.pool, 500)
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
@@ -94,16 +94,16 @@ func TestTaskLifecycle(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM plan_steps WHERE session_id = $1 AND generation = 1 AND status = 'replaced'`, w.Session); n != 3 {
 		t.Fatalf("replaced steps of generation 1: %d", n)
 	}
-	if _, err := s.UpdateStep(ctx, w, 1, store.StepRunning, ""); err != nil {
+	if _, err := s.UpdateStep(ctx, w, 1, storage.StepRunning, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateStep(ctx, w, 1, store.StepDone, "disk fine"); err != nil {
+	if _, err := s.UpdateStep(ctx, w, 1, storage.StepDone, "disk fine"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateStep(ctx, w, 1, store.StepRunning, ""); err == nil || !errors.Is(err, ErrInvalid) {
+	if _, err := s.UpdateStep(ctx, w, 1, storage.StepRunning, ""); err == nil || !errors.Is(err, ErrInvalid) {
 		t.Fatalf("done step moved back to running: %v", err)
 	}
-	if _, err := s.UpdateStep(ctx, w, 9, store.StepDone, ""); !errors.Is(err, ErrInvalid) {
+	if _, err := s.UpdateStep(ctx, w, 9, storage.StepDone, ""); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("step 9: %v", err)
 	}
 
@@ -111,7 +111,7 @@ func TestTaskLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Session.Status != store.StatusCompleted || c.ClosedSteps != 2 || c.StepsClosedAs != store.StepDone || c.Session.ClosedAt == nil {
+	if c.Session.Status != storage.StatusCompleted || c.ClosedSteps != 2 || c.StepsClosedAs != storage.StepDone || c.Session.ClosedAt == nil {
 		t.Fatalf("complete: %+v", c)
 	}
 	// A second completion is refused and changes nothing.
@@ -120,7 +120,7 @@ func TestTaskLifecycle(t *testing.T) {
 		t.Fatalf("second completion: %v", err)
 	}
 	after, _ := s.Session(ctx, w.Session)
-	if after.Outcome != OutcomeSuccess || after.Status != store.StatusCompleted || count(t, db, `SELECT count(*) FROM audit_log WHERE correlation_id = $1`, w.Session) != before {
+	if after.Outcome != OutcomeSuccess || after.Status != storage.StatusCompleted || count(t, db, `SELECT count(*) FROM audit_log WHERE correlation_id = $1`, w.Session) != before {
 		t.Fatalf("second completion changed the session: %+v", after)
 	}
 	// A follow-up plan reopens the task with a fresh generation.
@@ -129,7 +129,7 @@ func TestTaskLifecycle(t *testing.T) {
 		t.Fatalf("reopen by plan: %+v %v", p3, err)
 	}
 	reopened, _ := s.Session(ctx, w.Session)
-	if reopened.Status != store.StatusExecuting || reopened.Outcome != "" || reopened.ClosedAt != nil {
+	if reopened.Status != storage.StatusExecuting || reopened.Outcome != "" || reopened.ClosedAt != nil {
 		t.Fatalf("reopened: %+v", reopened)
 	}
 	// Every status change emitted task.status, in order.
@@ -181,7 +181,7 @@ func TestDeriveBlocker(t *testing.T) {
 			t.Errorf("%q: %q, want %q", text, got, want)
 		}
 	}
-	if got := DeriveBlocker("left for later", "", []store.ToolCall{{IsError: true}}); got != BlockerToolError {
+	if got := DeriveBlocker("left for later", "", []storage.ToolCall{{IsError: true}}); got != BlockerToolError {
 		t.Errorf("last call failed: %q", got)
 	}
 }
@@ -207,7 +207,7 @@ func TestAwaitingApprovalAndSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	sess, _ := s.Session(ctx, waiting.Session)
-	if sess.Status != store.StatusAwaitingInput || sess.Awaiting != "approval" {
+	if sess.Status != storage.StatusAwaitingInput || sess.Awaiting != "approval" {
 		t.Fatalf("waiting: %+v", sess)
 	}
 	// Everything looks idle to a sweep in the future.
@@ -222,11 +222,11 @@ func TestAwaitingApprovalAndSweep(t *testing.T) {
 		t.Fatalf("swept %v", closed)
 	}
 	sess, _ = s.Session(ctx, waiting.Session)
-	if sess.Status != store.StatusAwaitingInput {
+	if sess.Status != storage.StatusAwaitingInput {
 		t.Fatalf("the sweep closed a task waiting on an approval: %+v", sess)
 	}
 	gone, _ := s.Session(ctx, idle.Session)
-	if gone.Status != store.StatusAbandoned || gone.Blocker != BlockerUserAbandoned {
+	if gone.Status != storage.StatusAbandoned || gone.Blocker != BlockerUserAbandoned {
 		t.Fatalf("idle: %+v", gone)
 	}
 	// The decision flips the waiting task back to executing.
@@ -234,7 +234,7 @@ func TestAwaitingApprovalAndSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	sess, _ = s.Session(ctx, waiting.Session)
-	if sess.Status != store.StatusExecuting || sess.Awaiting != "" {
+	if sess.Status != storage.StatusExecuting || sess.Awaiting != "" {
 		t.Fatalf("after decision: %+v", sess)
 	}
 	// A decision about a session the agent does not hold is ignored.
@@ -259,7 +259,7 @@ func TestPriorTasks(t *testing.T) {
 		}
 	}
 	for w, ent := range map[Who]string{old: "lxc:jellyfin", other: "nas:vault"} {
-		if err := store.InsertActivity(ctx, db.Pool, store.Activity{SessionID: w.Session, Kind: "run", Entity: ent}); err != nil {
+		if err := storage.InsertActivity(ctx, db.Pool, storage.Activity{SessionID: w.Session, Kind: "run", Entity: ent}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Complete(ctx, w, OutcomePartial, "chown failed: permission denied"); err != nil {
@@ -301,7 +301,7 @@ func TestConcurrentChanges(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := s.UpdateStep(ctx, w, i, store.StepDone, ""); err != nil {
+			if _, err := s.UpdateStep(ctx, w, i, storage.StepDone, ""); err != nil {
 				t.Error(err)
 			}
 		}()

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 )
 
 // gateKind says which workflow gates apply to a tool.
@@ -93,7 +93,7 @@ func (g *gates) before(ctx context.Context, c *Call) (Result, bool) {
 // (docs/behaviours.md A4). The risk class is the api's own (POST /api/v1/classify), never the
 // model's guess; the api's gate still decides what the run does.
 func (g *gates) planFirst(ctx context.Context, c *Call, a runArgs) (Result, bool) {
-	has, err := store.HasLivePlan(ctx, c.deps.Pool, c.Session.ID)
+	has, err := storage.HasLivePlan(ctx, c.deps.Pool, c.Session.ID)
 	if err != nil {
 		return Errorf("read the session's plan: %v", err), false
 	}

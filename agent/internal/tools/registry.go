@@ -24,13 +24,12 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
 	"github.com/oikos-hq/oikos/agent/internal/secrets"
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/agent/internal/webfetch"
 	"github.com/oikos-hq/oikos/shared/metrics"
@@ -111,7 +110,7 @@ type Call struct {
 	ID      string
 	Tool    *Tool
 	Args    json.RawMessage
-	Session store.Session
+	Session storage.Session
 	deps    *Deps
 	reg     *Registry
 }
@@ -120,7 +119,7 @@ type Call struct {
 type Deps struct {
 	API     *apiclient.Client
 	Tasks   *tasks.Service
-	Pool    *pgxpool.Pool
+	Pool    *storage.Pool
 	Fetch   *webfetch.Fetcher // http_get
 	Probe   *webfetch.Fetcher // ping_service (trusted URLs from the graph)
 	Secrets secrets.Backend   // nil: not configured
@@ -232,7 +231,7 @@ func (r *Registry) Call(ctx context.Context, caller Caller, name string, args js
 		id = uuid.NewString()
 	}
 	c := &Call{Caller: caller, ID: id, Tool: t, Args: clean, Session: sess, deps: &r.deps, reg: r}
-	if err := store.StartToolCall(ctx, r.deps.Pool, store.ToolCall{ID: c.ID, SessionID: caller.Session, Turn: caller.Turn, Name: name,
+	if err := storage.StartToolCall(ctx, r.deps.Pool, storage.ToolCall{ID: c.ID, SessionID: caller.Session, Turn: caller.Turn, Name: name,
 		Arguments: clean, MessageID: caller.Message}); err != nil {
 		outcome = "error"
 		return Errorf("record the call: %v", err)
@@ -248,7 +247,7 @@ func (r *Registry) Call(ctx context.Context, caller Caller, name string, args js
 	// The record outlives a cancelled request: the call happened.
 	rec, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := store.FinishToolCall(rec, r.deps.Pool, c.ID, text, res.IsError, res.Render); err != nil {
+	if err := storage.FinishToolCall(rec, r.deps.Pool, c.ID, text, res.IsError, res.Render); err != nil {
 		r.deps.Log.Error().Err(err).Str("tool", name).Msg("complete tool call row")
 	}
 	entity := res.Entity
@@ -256,8 +255,8 @@ func (r *Registry) Call(ctx context.Context, caller Caller, name string, args js
 		entity = argString(clean, t.entityArg)
 	}
 	if entity != "" || t.Mutates() {
-		a := store.Activity{SessionID: caller.Session, Kind: name, Summary: activitySummary(t, clean, res), Entity: entity}
-		if err := store.InsertActivity(rec, r.deps.Pool, a); err != nil {
+		a := storage.Activity{SessionID: caller.Session, Kind: name, Summary: activitySummary(t, clean, res), Entity: entity}
+		if err := storage.InsertActivity(rec, r.deps.Pool, a); err != nil {
 			r.deps.Log.Error().Err(err).Str("tool", name).Msg("record activity")
 		}
 	}
@@ -281,13 +280,13 @@ func (r *Registry) run(ctx context.Context, c *Call) Result {
 	return res
 }
 
-func (r *Registry) ensure(ctx context.Context, caller Caller) (store.Session, error) {
+func (r *Registry) ensure(ctx context.Context, caller Caller) (storage.Session, error) {
 	if _, ok := r.ensured.Load(caller.Session); ok {
 		s, err := r.deps.Tasks.Session(ctx, caller.Session)
 		if err == nil {
 			return s, nil
 		}
-		if !errors.Is(err, store.ErrNotFound) {
+		if !errors.Is(err, storage.ErrNotFound) {
 			return s, err
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
-	"github.com/oikos-hq/oikos/agent/internal/store"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	api "github.com/oikos-hq/oikos/shared/apiclient"
 )
@@ -78,7 +78,7 @@ func taskTools() []*Tool {
 	step := def("update_plan_step", "Mark a plan step running, done or skipped as you work through the plan.",
 		Hints{Idempotent: true}, "plan",
 		func(s *jsonschema.Schema) {
-			enum(s, "status", store.StepRunning, store.StepDone, store.StepSkipped)
+			enum(s, "status", storage.StepRunning, storage.StepDone, storage.StepSkipped)
 			bounds(s, "step", 1, tasks.MaxSteps)
 		},
 		func(ctx context.Context, c *Call, in stepIn) Result {

@@ -21,9 +21,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
@@ -110,7 +110,7 @@ func dispatch(ctx context.Context, env *cliEnv, args []string) int {
 
 // db opens a pool on OIKOS_DATABASE_URL and migrates it, for the commands that work on the
 // database directly (migrate, seed, token).
-func (e *cliEnv) db(ctx context.Context) (*pgxpool.Pool, error) {
+func (e *cliEnv) db(ctx context.Context) (*storage.Pool, error) {
 	url := e.Getenv("OIKOS_DATABASE_URL")
 	if url == "" {
 		return nil, errors.New("OIKOS_DATABASE_URL is not set")

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/storage"
-	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/api/internal/storage/fleetstore"
 )
 
 // maxAccept bounds how many services one accept creates.
@@ -108,9 +106,9 @@ func (s *Service) Accept(ctx context.Context, m graph.Meta, ref string, r Accept
 		return Accepted{}, err
 	}
 	out := Accepted{Created: []Created{}, Skipped: []Skipped{}}
-	err := pg.InTx(ctx, s.graph.Pool(), func(tx pgx.Tx) error {
+	err := s.store.InTx(ctx, func(store *fleetstore.Store, tx storage.DB) error {
 		out = Accepted{Created: []Created{}, Skipped: []Skipped{}}
-		t, err := storage.GetEntity(ctx, tx, ref, false)
+		t, err := store.Entity(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -123,14 +121,14 @@ func (s *Service) Accept(ctx context.Context, m graph.Meta, ref string, r Accept
 		out.Target = t.Slug
 		// Accepts on one target are serialised, so two of them never both decide a service is
 		// missing and create it twice.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "oikos.discover.accept:"+t.ID); err != nil {
+		if err := store.LockAccept(ctx, t.ID); err != nil {
 			return fmt.Errorf("lock %s: %w", t.Slug, err)
 		}
 		slugs := make([]string, 0, len(r.Services))
 		for _, sv := range r.Services {
 			slugs = append(slugs, serviceType+":"+sv.Name)
 		}
-		st, err := s.readState(ctx, tx, t, slugs)
+		st, err := s.readState(ctx, store, t, slugs)
 		if err != nil {
 			return err
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/storage/fleetstore"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
@@ -68,6 +69,7 @@ type Options struct {
 type Service struct {
 	exec  *execution.Service
 	graph *graph.Service
+	store *fleetstore.Store
 	bus   *eventbus.Bus
 	poll  time.Duration
 	log   zerolog.Logger
@@ -84,7 +86,7 @@ func New(o Options) (*Service, error) {
 			o.Poll = 5 * time.Second
 		}
 	}
-	return &Service{exec: o.Executions, graph: o.Graph, bus: o.Bus, poll: o.Poll,
+	return &Service{exec: o.Executions, graph: o.Graph, store: fleetstore.New(o.Graph.Pool()), bus: o.Bus, poll: o.Poll,
 		log: o.Logger.With().Str("component", "discover").Logger()}, nil
 }
 
@@ -260,7 +262,7 @@ func (s *Service) Propose(ctx context.Context, m graph.Meta, ref string, timeout
 	_, unexplained := Match(plumbUnits, unmatched)
 	d.Unmatched = append(d.Unmatched, unexplained...)
 
-	st, err := s.readState(ctx, s.graph.Pool(), t, candidateSlugs(units, t.Name))
+	st, err := s.readState(ctx, s.store, t, candidateSlugs(units, t.Name))
 	if err != nil {
 		return Discovery{}, err
 	}

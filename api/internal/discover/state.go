@@ -6,10 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oikos-hq/oikos/api/internal/graph"
-	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/api/internal/storage/fleetstore"
 )
 
 // graphState is what the graph already knows of the services on one target.
@@ -31,50 +29,31 @@ func normUnit(u string) string {
 }
 
 // readState reads the services running on target t and where the candidate slugs run.
-func (s *Service) readState(ctx context.Context, q pg.Querier, t graph.Entity, candidates []string) (graphState, error) {
+func (s *Service) readState(ctx context.Context, store *fleetstore.Store, t graph.Entity, candidates []string) (graphState, error) {
 	st := graphState{onByUnit: map[string]string{}, onByName: map[string]string{}, taken: map[string]string{}}
 	types := s.graph.Ontology().Descendants(serviceType)
-	rows, err := q.Query(ctx, `SELECT e.slug, e.name, coalesce(e.attributes->>'unit', '')
-		FROM relationships r JOIN entities e ON e.id = r.source_id
-		WHERE r.target_id = $1::uuid AND r.type = $2 AND r.valid_to IS NULL AND e.type = ANY($3) AND e.state <> 'destroyed'
-		ORDER BY e.slug`, t.ID, runsOn, types)
+	on, err := store.ServicesOn(ctx, t.ID, runsOn, types)
 	if err != nil {
 		return st, fmt.Errorf("read the services on %s: %w", t.Slug, err)
 	}
-	var slug, name, unit string
-	_, err = pgx.ForEachRow(rows, []any{&slug, &name, &unit}, func() error {
-		if u := normUnit(unit); u != "" {
+	for _, v := range on {
+		if u := normUnit(v.Unit); u != "" {
 			if _, ok := st.onByUnit[u]; !ok {
-				st.onByUnit[u] = slug
+				st.onByUnit[u] = v.Slug
 			}
 		}
-		if _, ok := st.onByName[name]; !ok {
-			st.onByName[name] = slug
+		if _, ok := st.onByName[v.Name]; !ok {
+			st.onByName[v.Name] = v.Slug
 		}
-		return nil
-	})
-	if err != nil {
-		return st, fmt.Errorf("read the services on %s: %w", t.Slug, err)
 	}
 	if len(candidates) == 0 {
 		return st, nil
 	}
-	rows, err = q.Query(ctx, `SELECT e.slug, coalesce(string_agg(m.slug, ', ' ORDER BY m.slug), '')
-		FROM entities e
-		LEFT JOIN relationships r ON r.source_id = e.id AND r.type = $2 AND r.valid_to IS NULL
-		LEFT JOIN entities m ON m.id = r.target_id
-		WHERE e.slug = ANY($1) GROUP BY e.slug`, candidates, runsOn)
+	taken, err := store.WhereRun(ctx, candidates, runsOn)
 	if err != nil {
 		return st, fmt.Errorf("read service slugs: %w", err)
 	}
-	var where string
-	_, err = pgx.ForEachRow(rows, []any{&slug, &where}, func() error {
-		st.taken[slug] = where
-		return nil
-	})
-	if err != nil {
-		return st, fmt.Errorf("read service slugs: %w", err)
-	}
+	st.taken = taken
 	return st, nil
 }
 

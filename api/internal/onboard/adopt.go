@@ -10,14 +10,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/fleetstore"
 	"github.com/oikos-hq/oikos/shared/attr"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // guestConfig is drift's GuestConfig as the report stores it.
@@ -155,7 +155,7 @@ func (a *API) adopt(c echo.Context) error {
 		}
 		want[v] = true
 	}
-	known, err := a.graphGuests(ctx, a.d.Pool)
+	known, err := a.graphGuests(ctx, a.store)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func (a *API) adopt(c echo.Context) error {
 	}
 	if len(out.Adopted) > 0 {
 		// The stored report still lists them as missing; a fresh one says they are known.
-		if _, err := requestDrift(ctx, a.d.Pool); err != nil {
+		if _, err := requestDrift(ctx, a.store); err != nil {
 			a.log.Warn().Err(err).Msg("request drift discovery after adopting")
 		}
 	}
@@ -211,62 +211,55 @@ type guestKey struct {
 
 // graphGuests maps every guest the graph has (not destroyed) by host, kind and vmid to its
 // slug; the host comes from the host attribute, else the hosts edge, as drift reads it.
-func (a *API) graphGuests(ctx context.Context, q pg.Querier) (map[guestKey]string, error) {
+func (a *API) graphGuests(ctx context.Context, st *fleetstore.Store) (map[guestKey]string, error) {
 	o := a.d.Graph.Ontology()
-	rows, err := q.Query(ctx, `
-SELECT e.slug, e.type, e.attributes->'vmid', coalesce(e.attributes->>'host', ''),
-       coalesce((SELECT h.slug FROM relationships r JOIN entities h ON h.id = r.source_id
-                 WHERE r.target_id = e.id AND r.type = 'hosts' AND r.valid_to IS NULL ORDER BY r.valid_from LIMIT 1), '')
-FROM entities e WHERE e.state <> 'destroyed' AND e.attributes ? 'vmid'`)
+	guests, err := st.Guests(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := map[guestKey]string{}
-	var slug, typ, hostAttr, hostEdge string
-	var vmidRaw any
-	_, err = pgx.ForEachRow(rows, []any{&slug, &typ, &vmidRaw, &hostAttr, &hostEdge}, func() error {
+	for _, g := range guests {
 		kind := ""
 		switch {
-		case o.IsA(typ, "lxc"):
+		case o.IsA(g.Type, "lxc"):
 			kind = "lxc"
-		case o.IsA(typ, "vm"):
+		case o.IsA(g.Type, "vm"):
 			kind = "vm"
 		default:
-			return nil
+			continue
 		}
-		vmid, err := attr.Int(vmidRaw)
+		vmid, err := attr.Int(g.VMID)
 		if err != nil {
-			return nil
+			continue
 		}
-		host := hostEdge
-		if hostAttr != "" {
-			host = hostAttr
+		host := g.HostEdge
+		if g.HostAttr != "" {
+			host = g.HostAttr
 			if !strings.Contains(host, ":") {
 				host = "proxmox-host:" + host
 			}
 		}
-		out[guestKey{host, kind, vmid}] = slug
-		return nil
-	})
-	return out, err
+		out[guestKey{host, kind, vmid}] = g.Slug
+	}
+	return out, nil
 }
 
 // adoptOnHost creates the guests of one host and their hosts edges in one transaction.
 func (a *API) adoptOnHost(ctx context.Context, m graph.Meta, host string, guests []missingGuest) ([]Adopted, error) {
 	hostName := strings.TrimPrefix(host, "proxmox-host:")
 	var adopted []Adopted
-	err := pg.InTx(ctx, a.d.Pool, func(tx pgx.Tx) error {
+	err := a.store.InTx(ctx, func(st *fleetstore.Store, tx storage.DB) error {
 		adopted = adopted[:0]
 		// Adopts run one at a time, and what the graph has is read under the lock: two
 		// adopts at once must not both create a guest.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(adoptLock)); err != nil {
+		if err := st.LockAdopt(ctx); err != nil {
 			return err
 		}
-		known, err := a.graphGuests(ctx, tx)
+		known, err := a.graphGuests(ctx, st)
 		if err != nil {
 			return err
 		}
-		taken, err := takenNames(ctx, tx)
+		taken, err := takenNames(ctx, st)
 		if err != nil {
 			return err
 		}
@@ -334,12 +327,8 @@ func setIf[T comparable](attrs map[string]any, k string, v T) {
 }
 
 // takenNames are the slugs in use (any state: a destroyed entity keeps its slug).
-func takenNames(ctx context.Context, tx pgx.Tx) (map[string]bool, error) {
-	rows, err := tx.Query(ctx, `SELECT slug FROM entities WHERE type IN ('lxc', 'vm')`)
-	if err != nil {
-		return nil, err
-	}
-	slugs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+func takenNames(ctx context.Context, st *fleetstore.Store) (map[string]bool, error) {
+	slugs, err := st.GuestSlugs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -376,9 +365,6 @@ func guestName(g missingGuest, taken map[string]bool) string {
 	}
 	return name
 }
-
-// adoptLock serialises adopts.
-const adoptLock = 0x6f696b6f73_ad07
 
 // cleanName lower-cases a hostname and keeps letters, digits, dots, dashes and underscores.
 func cleanName(s string) string {

@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/fleetstore"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/hostconnect"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/safego"
 )
 
@@ -34,10 +34,8 @@ func meta(c echo.Context) graph.Meta {
 // active with the facts the scheduler read; a machine that could not be reached stays
 // planned, and its status says why. Safe to call any number of times, from any request.
 func (a *API) finalize(ctx context.Context, id string) error {
-	return pg.InTx(ctx, a.d.Pool, func(tx pgx.Tx) error {
-		var by string
-		cn, err := scanConnectBy(tx.QueryRow(ctx, `SELECT `+connectColumns+`, h.requested_by FROM host_connects h
-JOIN entities e ON e.id = h.entity_id WHERE h.id = $1 FOR UPDATE OF h`, id), &by)
+	return a.store.InTx(ctx, func(st *fleetstore.Store, tx storage.DB) error {
+		cn, by, err := st.ConnectToFinalize(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -52,16 +50,15 @@ JOIN entities e ON e.id = h.entity_id WHERE h.id = $1 FOR UPDATE OF h`, id), &by
 		if cn.Status == hostconnect.StatusFailed {
 			if ent.State == "planned" {
 				reason := "not connected: " + cn.Error
-				if _, err := tx.Exec(ctx, `INSERT INTO entity_status (entity_id, health, reason) VALUES ($1, 'unknown', $2)
-ON CONFLICT (entity_id) DO UPDATE SET health = 'unknown', reason = EXCLUDED.reason`, cn.EntityID, reason); err != nil {
+				if err := st.SetNotConnected(ctx, cn.EntityID, reason); err != nil {
 					return err
 				}
 				payload := map[string]any{"request_id": cn.ID, "entity": ent.Slug, "reason": reason}
-				if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: EventNotConnected, EntityID: cn.EntityID,
+				if _, err := st.AppendEvent(ctx, eventbus.Event{Type: EventNotConnected, EntityID: cn.EntityID,
 					Actor: by, CorrelationID: cn.ID}, payload); err != nil {
 					return err
 				}
-				if err := audit.Write(ctx, tx, audit.Row{Actor: by, Action: EventNotConnected, CorrelationID: cn.ID,
+				if err := st.WriteAudit(ctx, audit.Row{Actor: by, Action: EventNotConnected, CorrelationID: cn.ID,
 					EntityID: cn.EntityID, After: payload}); err != nil {
 					return err
 				}
@@ -79,25 +76,17 @@ ON CONFLICT (entity_id) DO UPDATE SET health = 'unknown', reason = EXCLUDED.reas
 				}
 			}
 			payload := map[string]any{"request_id": cn.ID, "entity": ent.Slug, "facts": cn.Facts, "fingerprint": cn.Fingerprint}
-			if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: hostconnect.EventOnboarded, EntityID: cn.EntityID,
+			if _, err := st.AppendEvent(ctx, eventbus.Event{Type: hostconnect.EventOnboarded, EntityID: cn.EntityID,
 				Actor: by, CorrelationID: cn.ID}, payload); err != nil {
 				return err
 			}
-			if err := audit.Write(ctx, tx, audit.Row{Actor: by, Action: hostconnect.EventOnboarded, CorrelationID: cn.ID,
+			if err := st.WriteAudit(ctx, audit.Row{Actor: by, Action: hostconnect.EventOnboarded, CorrelationID: cn.ID,
 				EntityID: cn.EntityID, After: payload}); err != nil {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `UPDATE host_connects SET finalized_at = now() WHERE id = $1`, cn.ID)
-		return err
+		return st.MarkFinalized(ctx, cn.ID)
 	})
-}
-
-func scanConnectBy(row pgx.Row, by *string) (Connect, error) {
-	var c Connect
-	err := row.Scan(&c.ID, &c.EntityID, &c.Entity, &c.Status, &c.Address, &c.User, &c.Fingerprint, &c.KeyType, &c.Error,
-		&c.Facts, &c.CreatedAt, &c.UpdatedAt, &c.Finalized, by)
-	return c, err
 }
 
 // factAttributes are the machine attributes the facts fill (seeds/ontology.yaml, machine
@@ -135,7 +124,7 @@ type driftRequest struct {
 }
 
 // requestDrift asks the schedulers for a discovery and returns the request id.
-func requestDrift(ctx context.Context, q pg.Querier) (string, error) {
+func requestDrift(ctx context.Context, st *fleetstore.Store) (string, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return "", err
@@ -144,7 +133,7 @@ func requestDrift(ctx context.Context, q pg.Querier) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := eventbus.Notify(ctx, q, eventbus.ChannelDrift, string(payload)); err != nil {
+	if err := st.Notify(ctx, eventbus.ChannelDrift, string(payload)); err != nil {
 		return "", fmt.Errorf("request drift discovery: %w", err)
 	}
 	return id.String(), nil
@@ -153,7 +142,7 @@ func requestDrift(ctx context.Context, q pg.Querier) (string, error) {
 // discover runs a drift discovery now and keeps what it found on host.
 func (a *API) discover(ctx context.Context, host string, deadline time.Time) *Discovery {
 	d := &Discovery{Missing: []json.RawMessage{}}
-	id, err := requestDrift(ctx, a.d.Pool)
+	id, err := requestDrift(ctx, a.store)
 	if err != nil {
 		d.Error = err.Error()
 		return d
@@ -204,23 +193,7 @@ func (a *API) discover(ctx context.Context, host string, deadline time.Time) *Di
 // sshKey answers GET /ssh-key: the public keys the schedulers connect with.
 func (a *API) sshKey(c echo.Context) error {
 	ctx := c.Request().Context()
-	rows, err := a.d.Pool.Query(ctx, `SELECT authorized_key, fingerprint, key_type, scheduler_id, last_seen
-FROM scheduler_keys ORDER BY last_seen DESC`)
-	if err != nil {
-		return err
-	}
-	type key struct {
-		AuthorizedKey string    `json:"authorized_key"`
-		Fingerprint   string    `json:"fingerprint"`
-		KeyType       string    `json:"key_type"`
-		SchedulerID   string    `json:"scheduler_id"`
-		LastSeen      time.Time `json:"last_seen"`
-	}
-	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (key, error) {
-		var k key
-		err := r.Scan(&k.AuthorizedKey, &k.Fingerprint, &k.KeyType, &k.SchedulerID, &k.LastSeen)
-		return k, err
-	})
+	keys, err := a.store.SchedulerKeys(ctx)
 	if err != nil {
 		return err
 	}

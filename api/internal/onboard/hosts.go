@@ -18,20 +18,20 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/fleetstore"
 	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/duration"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/hostconnect"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // Defaults and bounds of the waits.
@@ -42,7 +42,7 @@ const (
 
 // Deps are the API's collaborators. Pool and Graph are required.
 type Deps struct {
-	Pool   *pgxpool.Pool
+	Pool   *storage.Pool
 	Graph  *graph.Service
 	Logger zerolog.Logger
 	// PollEvery is how often a waiting request looks for the scheduler's answer (default 100 ms).
@@ -54,6 +54,7 @@ type API struct {
 	d      Deps
 	log    zerolog.Logger
 	reader *readmodel.Reader
+	store  *fleetstore.Store
 }
 
 // New builds the API.
@@ -62,7 +63,7 @@ func New(d Deps) *API {
 		d.PollEvery = 100 * time.Millisecond
 	}
 	return &API{d: d, log: d.Logger.With().Str("component", "onboard").Logger(),
-		reader: readmodel.New(d.Pool, d.Graph.Ontology)}
+		reader: readmodel.New(d.Pool, d.Graph.Ontology), store: fleetstore.New(d.Pool)}
 }
 
 // Routes are the onboarding routes. Adding a machine and vouching for its host key are an
@@ -160,12 +161,12 @@ func (a *API) addHost(c echo.Context) error {
 	m := meta(c)
 	var ent graph.Entity
 	var connectID string
-	err = pg.InTx(c.Request().Context(), a.d.Pool, func(tx pgx.Tx) error {
+	err = a.store.InTx(c.Request().Context(), func(st *fleetstore.Store, tx storage.DB) error {
 		ctx := c.Request().Context()
 		slug := b.Type + ":" + b.Name
-		cur, err := entityInTx(ctx, tx, slug)
+		cur, err := st.EntityForUpdate(ctx, slug)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		case errors.Is(err, apierr.ErrNotFound):
 			created := maps.Clone(attrs)
 			maps.DeleteFunc(created, func(_ string, v any) bool { return v == nil })
 			if ent, err = a.d.Graph.CreateEntityTx(ctx, tx, m, graph.CreateEntityInput{Type: b.Type, Name: b.Name,
@@ -174,19 +175,19 @@ func (a *API) addHost(c echo.Context) error {
 			}
 		case err != nil:
 			return err
-		case cur.state != "planned":
+		case cur.State != "planned":
 			return request.Errorf(http.StatusConflict, "host-exists", "name",
-				"%s is already in the graph (state %s); a machine is added once", slug, cur.state)
+				"%s is already in the graph (state %s); a machine is added once", slug, cur.State)
 		default:
 			// Adding it again after a failed attempt: the new address, port or user win.
 			if ent, err = a.d.Graph.UpdateAttributesTx(ctx, tx, m, slug, attrs, nil); err != nil {
 				return err
 			}
 		}
-		if err := refuseBusy(ctx, tx, ip.String(), b.Port); err != nil {
+		if err := refuseBusy(ctx, st, ip.String(), b.Port); err != nil {
 			return err
 		}
-		connectID, err = requestConnect(ctx, tx, m, ent.ID, ent.Slug, ip.String(), b.Port, b.User, b.Fingerprint)
+		connectID, err = requestConnect(ctx, st, m, ent.ID, ent.Slug, ip.String(), b.Port, b.User, b.Fingerprint)
 		return err
 	})
 	if err != nil {
@@ -217,9 +218,9 @@ func (a *API) confirmHost(c echo.Context) error {
 	ref := c.Param("ref")
 	m := meta(c)
 	var slug, connectID string
-	err = pg.InTx(ctx, a.d.Pool, func(tx pgx.Tx) error {
-		last, err := latestConnect(ctx, tx, ref, true)
-		if errors.Is(err, pgx.ErrNoRows) {
+	err = a.store.InTx(ctx, func(st *fleetstore.Store, _ storage.DB) error {
+		last, err := st.LatestConnect(ctx, ref, true)
+		if errors.Is(err, apierr.ErrNotFound) {
 			return request.NotFound("no machine %s is being added (POST /api/v1/hosts first)", ref)
 		}
 		if err != nil {
@@ -235,10 +236,10 @@ func (a *API) confirmHost(c echo.Context) error {
 				"%s is not the key %s offered (%s %s); nothing was trusted", b.Fingerprint, last.Address, last.KeyType, last.Fingerprint)
 		}
 		addr, port := splitAddr(last.Address)
-		if err := refuseBusy(ctx, tx, addr, port); err != nil {
+		if err := refuseBusy(ctx, st, addr, port); err != nil {
 			return err
 		}
-		connectID, err = requestConnect(ctx, tx, m, last.EntityID, slug, addr, port, last.User, b.Fingerprint)
+		connectID, err = requestConnect(ctx, st, m, last.EntityID, slug, addr, port, last.User, b.Fingerprint)
 		return err
 	})
 	if err != nil {
@@ -249,8 +250,8 @@ func (a *API) confirmHost(c echo.Context) error {
 
 func (a *API) getHost(c echo.Context) error {
 	ctx := c.Request().Context()
-	last, err := latestConnect(ctx, a.d.Pool, c.Param("ref"), false)
-	if errors.Is(err, pgx.ErrNoRows) {
+	last, err := a.store.LatestConnect(ctx, c.Param("ref"), false)
+	if errors.Is(err, apierr.ErrNotFound) {
 		return request.NotFound("no machine %s was added through POST /api/v1/hosts", c.Param("ref"))
 	}
 	if err != nil {
@@ -265,18 +266,10 @@ func (a *API) getHost(c echo.Context) error {
 // refuseBusy refuses a second connection request for an address while one is unanswered:
 // two dials of one address under two different expectations must never race (the scheduler
 // also claims one per address at a time).
-func refuseBusy(ctx context.Context, tx pgx.Tx, ip string, port int) error {
+func refuseBusy(ctx context.Context, st *fleetstore.Store, ip string, port int) error {
 	addr := netip.AddrPortFrom(netip.MustParseAddr(ip), uint16(port)).String()
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, "host_connects:"+addr); err != nil {
-		return err
-	}
-	var busy string
-	err := tx.QueryRow(ctx, `SELECT e.slug FROM host_connects h JOIN entities e ON e.id = h.entity_id
-WHERE h.address = $1 AND h.status IN ('pending', 'connecting') LIMIT 1`, addr).Scan(&busy)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
+	busy, err := st.LockAddressBusy(ctx, addr)
+	if err != nil || busy == "" {
 		return err
 	}
 	return request.Errorf(http.StatusConflict, "host-connect-busy", "address",
@@ -295,29 +288,29 @@ func waitOf(s string) (time.Duration, error) {
 }
 
 // requestConnect writes a connection request, its event and audit row, and wakes the
-// schedulers, in tx.
-func requestConnect(ctx context.Context, tx pgx.Tx, m graph.Meta, entityID, slug, ip string, port int, user, fingerprint string) (string, error) {
+// schedulers, in st's transaction.
+func requestConnect(ctx context.Context, st *fleetstore.Store, m graph.Meta, entityID, slug, ip string, port int, user, fingerprint string) (string, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return "", err
 	}
 	addr := netip.AddrPortFrom(netip.MustParseAddr(ip), uint16(port)).String()
-	if _, err := tx.Exec(ctx, `INSERT INTO host_connects (id, entity_id, address, ssh_user, expect_fingerprint, requested_by)
-VALUES ($1, $2, $3, $4, $5, $6)`, id.String(), entityID, addr, user, fingerprint, m.Actor); err != nil {
-		return "", fmt.Errorf("request a connection: %w", err)
+	if err := st.InsertConnect(ctx, fleetstore.NewConnect{ID: id.String(), EntityID: entityID, Address: addr, User: user,
+		ExpectFingerprint: fingerprint, RequestedBy: m.Actor}); err != nil {
+		return "", err
 	}
 	payload := map[string]any{"request_id": id.String(), "entity": slug, "address": addr, "user": user,
 		"fingerprint_given": fingerprint != ""}
-	if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: hostconnect.EventRequested, EntityID: entityID,
+	if _, err := st.AppendEvent(ctx, eventbus.Event{Type: hostconnect.EventRequested, EntityID: entityID,
 		Actor: m.Actor, CorrelationID: m.CorrelationID}, payload); err != nil {
 		return "", err
 	}
-	if err := audit.Write(ctx, tx, audit.Row{Actor: m.Actor, Action: hostconnect.EventRequested, Method: m.Method, Path: m.Path,
+	if err := st.WriteAudit(ctx, audit.Row{Actor: m.Actor, Action: hostconnect.EventRequested, Method: m.Method, Path: m.Path,
 		CorrelationID: m.CorrelationID, EntityID: entityID, After: payload}); err != nil {
 		return "", err
 	}
 	// Delivered when tx commits.
-	return id.String(), eventbus.Notify(ctx, tx, hostconnect.Channel, id.String())
+	return id.String(), st.Notify(ctx, hostconnect.Channel, id.String())
 }
 
 func splitAddr(addr string) (string, int) {
@@ -329,54 +322,7 @@ func splitAddr(addr string) (string, int) {
 }
 
 // Connect is a connection request as the api answers it.
-type Connect struct {
-	ID          string            `json:"id"`
-	EntityID    string            `json:"-"`
-	Entity      string            `json:"entity"`
-	Status      string            `json:"status"`
-	Address     string            `json:"address"`
-	User        string            `json:"user"`
-	Fingerprint string            `json:"fingerprint,omitempty"`
-	KeyType     string            `json:"key_type,omitempty"`
-	Error       string            `json:"error,omitempty"`
-	Facts       hostconnect.Facts `json:"facts"`
-	CreatedAt   time.Time         `json:"created_at"`
-	UpdatedAt   time.Time         `json:"updated_at"`
-	Finalized   bool              `json:"finalized"`
-}
-
-const connectColumns = `h.id::text, h.entity_id::text, e.slug, h.status, h.address, h.ssh_user, h.offered_fingerprint,
-h.offered_key_type, h.error, h.facts, h.created_at, h.updated_at, h.finalized_at IS NOT NULL`
-
-func scanConnect(row pgx.Row) (Connect, error) {
-	var c Connect
-	err := row.Scan(&c.ID, &c.EntityID, &c.Entity, &c.Status, &c.Address, &c.User, &c.Fingerprint, &c.KeyType, &c.Error,
-		&c.Facts, &c.CreatedAt, &c.UpdatedAt, &c.Finalized)
-	return c, err
-}
-
-// latestConnect is the newest request for the entity ref (slug or id).
-func latestConnect(ctx context.Context, q pg.Querier, ref string, lock bool) (Connect, error) {
-	sql := `SELECT ` + connectColumns + ` FROM host_connects h JOIN entities e ON e.id = h.entity_id
-WHERE e.slug = $1 OR e.id::text = $1 ORDER BY h.created_at DESC LIMIT 1`
-	if lock {
-		sql += ` FOR UPDATE OF h`
-	}
-	return scanConnect(q.QueryRow(ctx, sql, ref))
-}
-
-func connectByID(ctx context.Context, q pg.Querier, id string) (Connect, error) {
-	return scanConnect(q.QueryRow(ctx, `SELECT `+connectColumns+` FROM host_connects h JOIN entities e ON e.id = h.entity_id
-WHERE h.id = $1`, id))
-}
-
-type entityRow struct{ id, typ, state string }
-
-func entityInTx(ctx context.Context, tx pgx.Tx, slug string) (entityRow, error) {
-	var e entityRow
-	err := tx.QueryRow(ctx, `SELECT id::text, type, state FROM entities WHERE slug = $1 FOR UPDATE`, slug).Scan(&e.id, &e.typ, &e.state)
-	return e, err
-}
+type Connect = fleetstore.Connect
 
 // HostAnswer is what POST /hosts, POST /hosts/{ref}/confirm and GET /hosts/{ref} answer.
 type HostAnswer struct {
@@ -406,7 +352,7 @@ func (a *API) answer(c echo.Context, slug, connectID string, wait time.Duration,
 	if err := a.finalize(ctx, connectID); err != nil {
 		return err
 	}
-	cn, err := connectByID(ctx, a.d.Pool, connectID)
+	cn, err := a.store.ConnectByID(ctx, connectID)
 	if err != nil {
 		return err
 	}
@@ -451,7 +397,7 @@ func (a *API) waitConnect(ctx context.Context, id string, deadline time.Time) (C
 	tick := time.NewTicker(a.d.PollEvery)
 	defer tick.Stop()
 	for {
-		cn, err := connectByID(ctx, a.d.Pool, id)
+		cn, err := a.store.ConnectByID(ctx, id)
 		if err != nil || hostconnect.Terminal(cn.Status) || !time.Now().Before(deadline) {
 			return cn, err
 		}

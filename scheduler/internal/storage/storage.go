@@ -89,12 +89,7 @@ func (s *Store) WriteAudit(ctx context.Context, r audit.Row) error {
 // ListenConfig parses url into the connection config of a session outside the pool (the
 // eventbus notifier's LISTEN, the leases' session), named applicationName in pg_stat_activity.
 func ListenConfig(url, applicationName string) (*pgx.ConnConfig, error) {
-	c, err := pgx.ParseConfig(url)
-	if err != nil {
-		return nil, err
-	}
-	c.RuntimeParams["application_name"] = applicationName
-	return c, nil
+	return pg.ListenConfig(url, applicationName)
 }
 
 var errNotPool = errors.New("storage: a pipelined transaction needs a Store on the pool")

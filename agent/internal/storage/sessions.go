@@ -1,4 +1,4 @@
-package store
+package storage
 
 // The sessions read model (agent/internal/sessionsapi): the list of sessions with their
 // counts, one session's transcript with the tool calls of each message, and the deletion of a
@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/oikos-hq/oikos/shared/ids"
 	"github.com/oikos-hq/oikos/shared/pg"
@@ -104,11 +102,11 @@ type SessionPage struct {
 	Next  *SessionCursor
 }
 
-// listSessionsSQL computes the counts, the duration (closed_at, or now for an open session,
+// qListSessions computes the counts, the duration (closed_at, or now for an open session,
 // minus created_at, in whole seconds) and the first assistant text (the title of a session
 // that has none yet) per row in the same statement, from the (session_id, ...) indexes of
 // session_messages and tool_calls: one round trip per page, however many sessions it holds.
-var listSessionsSQL = `SELECT s.id, s.title, s.status, s.outcome, s.blocker, s.goal, s.created_at, s.closed_at,
+const qListSessions = `SELECT s.id, s.title, s.status, s.outcome, s.blocker, s.goal, s.created_at, s.closed_at,
 	(SELECT count(*) FROM session_messages m WHERE m.session_id = s.id),
 	(SELECT count(*) FROM tool_calls c WHERE c.session_id = s.id),
 	GREATEST(0, floor(extract(epoch FROM COALESCE(s.closed_at, now()) - s.created_at)))::bigint,
@@ -116,9 +114,10 @@ var listSessionsSQL = `SELECT s.id, s.title, s.status, s.outcome, s.blocker, s.g
 		WHERE m.session_id = s.id AND m.role = 'assistant' AND m.content ~ '\S' ORDER BY m.id LIMIT 1), '') ELSE '' END
 	FROM agent_sessions s`
 
-// firstTextSQL is the start of a message's text, titlePrefix characters, enough for a title
-// (titleOf cuts it).
-var firstTextSQL = `left(ltrim(m.content, E' \t\r\n'), ` + strconv.Itoa(titlePrefix) + `)`
+// firstTextSQL is the start of a message's text, titlePrefix (320) characters, enough for a
+// title (titleOf cuts it); a constant so that the statement is one (storage_test.go checks
+// the two agree).
+const firstTextSQL = `left(ltrim(m.content, E' \t\r\n'), 320)`
 
 // ListSessions lists sessions newest first (created_at DESC, id DESC) by keyset pages.
 func ListSessions(ctx context.Context, q pg.Querier, f SessionFilter) (SessionPage, error) {
@@ -129,6 +128,40 @@ func ListSessions(ctx context.Context, q pg.Querier, f SessionFilter) (SessionPa
 	case limit > MaxSessionLimit:
 		limit = MaxSessionLimit
 	}
+	sql, args := listSessionsQuery(f, limit)
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	page := SessionPage{Items: []SessionSummary{}}
+	for rows.Next() {
+		var s SessionSummary
+		var first string
+		if err := rows.Scan(&s.ID, &s.Title, &s.Status, &s.Outcome, &s.Blocker, &s.Goal, &s.CreatedAt, &s.ClosedAt,
+			&s.MessageCount, &s.ToolCallCount, &s.DurationSeconds, &first); err != nil {
+			return SessionPage{}, fmt.Errorf("list sessions: %w", err)
+		}
+		if s.Title == "" {
+			s.Title = titleOf(first)
+		}
+		page.Items = append(page.Items, s)
+	}
+	if err := rows.Err(); err != nil {
+		return SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		last := page.Items[limit-1]
+		page.Next = &SessionCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return page, nil
+}
+
+// listSessionsQuery is qListSessions with f's filters and keyset position, one page of
+// limit (and one more, which says whether a next page exists); queries.go registers the
+// variants it produces.
+func listSessionsQuery(f SessionFilter, limit int) (string, []any) {
 	var where []string
 	var args []any
 	add := func(v any) string {
@@ -159,39 +192,12 @@ func ListSessions(ctx context.Context, q pg.Querier, f SessionFilter) (SessionPa
 	if f.After != nil {
 		where = append(where, "(s.created_at, s.id) < ("+add(f.After.CreatedAt)+"::timestamptz, "+add(f.After.ID)+"::text)")
 	}
-	sql := listSessionsSQL
+	sql := qListSessions
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
 	sql += " ORDER BY s.created_at DESC, s.id DESC LIMIT " + add(limit+1)
-
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	defer rows.Close()
-	page := SessionPage{Items: []SessionSummary{}}
-	for rows.Next() {
-		var s SessionSummary
-		var first string
-		if err := rows.Scan(&s.ID, &s.Title, &s.Status, &s.Outcome, &s.Blocker, &s.Goal, &s.CreatedAt, &s.ClosedAt,
-			&s.MessageCount, &s.ToolCallCount, &s.DurationSeconds, &first); err != nil {
-			return SessionPage{}, fmt.Errorf("list sessions: %w", err)
-		}
-		if s.Title == "" {
-			s.Title = titleOf(first)
-		}
-		page.Items = append(page.Items, s)
-	}
-	if err := rows.Err(); err != nil {
-		return SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		last := page.Items[limit-1]
-		page.Next = &SessionCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-	return page, nil
+	return sql, args
 }
 
 // SessionTitle is a session's title: its own (set from the goal) or, before a goal is set,
@@ -242,9 +248,7 @@ type TranscriptCall struct {
 // (tool_calls.message_id) in started_at order, one entry per call, in one statement. Calls
 // without a message (an MCP session's) belong to no message; ToolCalls lists them.
 func Transcript(ctx context.Context, q pg.Querier, session string) ([]TranscriptMessage, error) {
-	rows, err := q.Query(ctx, `SELECT m.id, m.role, m.content, m.created_at, c.id, c.name, c.arguments, c.result, c.is_error
-		FROM session_messages m LEFT JOIN tool_calls c ON c.message_id = m.id AND c.session_id = m.session_id
-		WHERE m.session_id = $1 ORDER BY m.id, c.started_at, c.id`, session)
+	rows, err := q.Query(ctx, qTranscript, session)
 	if err != nil {
 		return nil, fmt.Errorf("read transcript of %s: %w", session, err)
 	}
@@ -273,6 +277,10 @@ func Transcript(ctx context.Context, q pg.Querier, session string) ([]Transcript
 	return out, nil
 }
 
+const qTranscript = `SELECT m.id, m.role, m.content, m.created_at, c.id, c.name, c.arguments, c.result, c.is_error
+		FROM session_messages m LEFT JOIN tool_calls c ON c.message_id = m.id AND c.session_id = m.session_id
+		WHERE m.session_id = $1 ORDER BY m.id, c.started_at, c.id`
+
 // DeletedSession is what DeleteSession removed with the session (by cascade).
 type DeletedSession struct {
 	Messages  int64 `json:"messages"`
@@ -288,10 +296,7 @@ func DeleteSession(ctx context.Context, q pg.Querier, id string) (DeletedSession
 	var n int64
 	// Every part of the statement sees the same snapshot, so the counts are those before the
 	// delete.
-	err := q.QueryRow(ctx, `WITH gone AS (DELETE FROM agent_sessions WHERE id = $1 RETURNING id)
-		SELECT (SELECT count(*) FROM gone),
-		       (SELECT count(*) FROM session_messages WHERE session_id = $1),
-		       (SELECT count(*) FROM tool_calls WHERE session_id = $1)`, id).Scan(&n, &d.Messages, &d.ToolCalls)
+	err := q.QueryRow(ctx, qDeleteSession, id).Scan(&n, &d.Messages, &d.ToolCalls)
 	if err != nil {
 		return d, fmt.Errorf("delete session %s: %w", id, err)
 	}
@@ -301,11 +306,18 @@ func DeleteSession(ctx context.Context, q pg.Querier, id string) (DeletedSession
 	return d, nil
 }
 
+const qDeleteSession = `WITH gone AS (DELETE FROM agent_sessions WHERE id = $1 RETURNING id)
+		SELECT (SELECT count(*) FROM gone),
+		       (SELECT count(*) FROM session_messages WHERE session_id = $1),
+		       (SELECT count(*) FROM tool_calls WHERE session_id = $1)`
+
 // ReadSnapshot makes tx (just begun, before any query) a read-only REPEATABLE READ
 // transaction, so the several reads of one answer see one snapshot.
-func ReadSnapshot(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`); err != nil {
+func ReadSnapshot(ctx context.Context, tx pg.Querier) error {
+	if _, err := tx.Exec(ctx, qReadSnapshot); err != nil {
 		return fmt.Errorf("read snapshot: %w", err)
 	}
 	return nil
 }
+
+const qReadSnapshot = `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`

@@ -1,4 +1,4 @@
-package store
+package storage
 
 import (
 	"context"
@@ -31,7 +31,7 @@ type Message struct {
 // StartAssistant opens an assistant message of a turn (status streaming) and returns its id.
 func StartAssistant(ctx context.Context, q pg.Querier, session, turn string) (int64, error) {
 	var id int64
-	err := q.QueryRow(ctx, `INSERT INTO session_messages (session_id, role, turn, status) VALUES ($1, 'assistant', $2, 'streaming') RETURNING id`,
+	err := q.QueryRow(ctx, qStartAssistant,
 		session, turn).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("open assistant message: %w", err)
@@ -39,50 +39,61 @@ func StartAssistant(ctx context.Context, q pg.Querier, session, turn string) (in
 	return id, nil
 }
 
+const qStartAssistant = `INSERT INTO session_messages (session_id, role, turn, status) VALUES ($1, 'assistant', $2, 'streaming') RETURNING id`
+
 // FinishMessage stores a message's final text, status and finish reason.
 func FinishMessage(ctx context.Context, q pg.Querier, id int64, content, status, finish string) error {
-	_, err := q.Exec(ctx, `UPDATE session_messages SET content = $2, status = $3, finish_reason = $4 WHERE id = $1`, id, content, status, finish)
+	_, err := q.Exec(ctx, qFinishMessage, id, content, status, finish)
 	return err
 }
+
+const qFinishMessage = `UPDATE session_messages SET content = $2, status = $3, finish_reason = $4 WHERE id = $1`
 
 // DeleteEmpty removes an assistant message that ended with no text and no tool call (an
 // empty turn leaves no empty bubble).
 func DeleteEmpty(ctx context.Context, q pg.Querier, id int64) error {
-	_, err := q.Exec(ctx, `DELETE FROM session_messages m WHERE m.id = $1 AND m.content = ''
-		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.message_id = m.id)`, id)
+	_, err := q.Exec(ctx, qDeleteEmpty, id)
 	return err
 }
+
+const qDeleteEmpty = `DELETE FROM session_messages m WHERE m.id = $1 AND m.content = ''
+		AND NOT EXISTS (SELECT 1 FROM tool_calls c WHERE c.message_id = m.id)`
 
 // InterruptStreaming marks every message still streaming as interrupted (at start: a turn
 // that a restart cut short is recorded as such and never replayed as finished).
 func InterruptStreaming(ctx context.Context, q pg.Querier) (int64, error) {
-	tag, err := q.Exec(ctx, `UPDATE session_messages SET status = 'interrupted', finish_reason = 'interrupted' WHERE status = 'streaming'`)
+	tag, err := q.Exec(ctx, qInterruptStreaming)
 	return tag.RowsAffected(), err
 }
+
+const qInterruptStreaming = `UPDATE session_messages SET status = 'interrupted', finish_reason = 'interrupted' WHERE status = 'streaming'`
 
 // AddMessage stores a finished message of a turn (a user message, a note) and returns its id.
 func AddMessage(ctx context.Context, q pg.Querier, session, role, content, turn, apiMessageID string) (int64, time.Time, error) {
 	var id int64
 	var at time.Time
-	err := q.QueryRow(ctx, `INSERT INTO session_messages (session_id, role, content, turn, api_message_id) VALUES ($1, $2, $3, $4, $5)
-		RETURNING id, created_at`, session, role, content, turn, apiMessageID).Scan(&id, &at)
+	err := q.QueryRow(ctx, qAddMessage, session, role, content, turn, apiMessageID).Scan(&id, &at)
 	return id, at, err
 }
+
+const qAddMessage = `INSERT INTO session_messages (session_id, role, content, turn, api_message_id) VALUES ($1, $2, $3, $4, $5)
+		RETURNING id, created_at`
 
 // LastUserAt is when the session's latest user message was stored (zero when none).
 func LastUserAt(ctx context.Context, q pg.Querier, session string) (time.Time, error) {
 	var at *time.Time
-	err := q.QueryRow(ctx, `SELECT max(created_at) FROM session_messages WHERE session_id = $1 AND role = 'user'`, session).Scan(&at)
+	err := q.QueryRow(ctx, qLastUserAt, session).Scan(&at)
 	if err != nil || at == nil {
 		return time.Time{}, err
 	}
 	return *at, nil
 }
 
+const qLastUserAt = `SELECT max(created_at) FROM session_messages WHERE session_id = $1 AND role = 'user'`
+
 // History is the session's last `limit` messages in order, each with its tool calls.
 func History(ctx context.Context, q pg.Querier, session string, limit int) ([]Message, error) {
-	rows, err := q.Query(ctx, `SELECT id, role, content, turn, status, finish_reason, created_at FROM (
-		SELECT * FROM session_messages WHERE session_id = $1 ORDER BY id DESC LIMIT $2) m ORDER BY id`, session, limit)
+	rows, err := q.Query(ctx, qHistoryMessages, session, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +112,7 @@ func History(ctx context.Context, q pg.Querier, session string, limit int) ([]Me
 	if err := rows.Err(); err != nil || len(out) == 0 {
 		return out, err
 	}
-	crow, err := q.Query(ctx, `SELECT id, message_id, name, arguments, result, is_error FROM tool_calls
-		WHERE session_id = $1 AND message_id >= $2 ORDER BY started_at, id`, session, out[0].ID)
+	crow, err := q.Query(ctx, qHistoryCalls, session, out[0].ID)
 	if err != nil {
 		return nil, err
 	}
@@ -122,15 +132,18 @@ func History(ctx context.Context, q pg.Querier, session string, limit int) ([]Me
 	return out, crow.Err()
 }
 
+const (
+	qHistoryMessages = `SELECT id, role, content, turn, status, finish_reason, created_at FROM (
+		SELECT * FROM session_messages WHERE session_id = $1 ORDER BY id DESC LIMIT $2) m ORDER BY id`
+	qHistoryCalls = `SELECT id, message_id, name, arguments, result, is_error FROM tool_calls
+		WHERE session_id = $1 AND message_id >= $2 ORDER BY started_at, id`
+)
+
 // HandedOff lists, for the open chat sessions, the results of tool calls that left an
 // execution queued or running (render approval or execution) in the last day: after a
 // restart the loop follows them again.
 func HandedOff(ctx context.Context, q pg.Querier) ([]ToolCall, error) {
-	rows, err := q.Query(ctx, `SELECT c.id, c.session_id, c.result, c.render FROM tool_calls c
-		JOIN agent_sessions s ON s.id = c.session_id
-		WHERE s.source = 'chat' AND s.status IN ('executing', 'awaiting_input') AND c.render IN ('approval', 'execution')
-		  AND NOT c.is_error AND c.finished_at > now() - interval '1 day'
-		ORDER BY c.started_at`)
+	rows, err := q.Query(ctx, qHandedOff)
 	if err != nil {
 		return nil, err
 	}
@@ -146,11 +159,19 @@ func HandedOff(ctx context.Context, q pg.Querier) ([]ToolCall, error) {
 	return out, rows.Err()
 }
 
+const qHandedOff = `SELECT c.id, c.session_id, c.result, c.render FROM tool_calls c
+		JOIN agent_sessions s ON s.id = c.session_id
+		WHERE s.source = 'chat' AND s.status IN ('executing', 'awaiting_input') AND c.render IN ('approval', 'execution')
+		  AND NOT c.is_error AND c.finished_at > now() - interval '1 day'
+		ORDER BY c.started_at`
+
 // Reported says whether a session already holds a note about execution id (its end was
 // brought back to the loop).
 func Reported(ctx context.Context, q pg.Querier, session, id string) (bool, error) {
 	var ok bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_messages WHERE session_id = $1 AND role = 'note'
-		AND position($2 in content) > 0)`, session, id).Scan(&ok)
+	err := q.QueryRow(ctx, qReported, session, id).Scan(&ok)
 	return ok, err
 }
+
+const qReported = `SELECT EXISTS (SELECT 1 FROM session_messages WHERE session_id = $1 AND role = 'note'
+		AND position($2 in content) > 0)`

@@ -1,8 +1,8 @@
-// Package store holds the agent's named queries: every statement on the agent's own tables
+// Package storage holds the agent's named queries: every statement on the agent's own tables
 // (agent_sessions, session_messages, tool_calls, plan_steps, session_questions,
 // agent_activity; migrations/sql/00006_agent.sql). Services call these inside their
 // transactions; nothing else in the agent writes SQL. The agent never writes the api's tables.
-package store
+package storage
 
 import (
 	"context"
@@ -82,8 +82,7 @@ func EnsureSession(ctx context.Context, q pg.Querier, id, actor, source string) 
 	if source == "" {
 		source = "chat"
 	}
-	s, err := scanSession(q.QueryRow(ctx, `INSERT INTO agent_sessions (id, actor, source) VALUES ($1, $2, $3)
-		ON CONFLICT (id) DO NOTHING RETURNING `+sessionColumns, id, actor, source))
+	s, err := scanSession(q.QueryRow(ctx, qEnsureSession, id, actor, source))
 	if err == nil {
 		return s, true, nil
 	}
@@ -94,12 +93,15 @@ func EnsureSession(ctx context.Context, q pg.Querier, id, actor, source string) 
 	return s, false, err
 }
 
+const qEnsureSession = `INSERT INTO agent_sessions (id, actor, source) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO NOTHING RETURNING ` + sessionColumns
+
 // GetSession reads a session; lock takes it FOR UPDATE (the task service serialises a
 // session's changes on its row).
 func GetSession(ctx context.Context, q pg.Querier, id string, lock bool) (Session, error) {
-	sql := `SELECT ` + sessionColumns + ` FROM agent_sessions WHERE id = $1`
+	sql := qGetSession
 	if lock {
-		sql += ` FOR UPDATE`
+		sql = qGetSessionForUpdate
 	}
 	s, err := scanSession(q.QueryRow(ctx, sql, id))
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -111,12 +113,15 @@ func GetSession(ctx context.Context, q pg.Querier, id string, lock bool) (Sessio
 	return s, nil
 }
 
+const (
+	qGetSession          = `SELECT ` + sessionColumns + ` FROM agent_sessions WHERE id = $1`
+	qGetSessionForUpdate = qGetSession + ` FOR UPDATE`
+)
+
 // SaveSession writes a session's mutable fields (title, goal, task, status, awaiting, outcome,
 // summary, blocker, plan_generation, closed_at) and bumps updated_at.
 func SaveSession(ctx context.Context, q pg.Querier, s Session) error {
-	tag, err := q.Exec(ctx, `UPDATE agent_sessions SET title = $2, goal = $3, task = $4, status = $5,
-		outcome = $6, summary = $7, blocker = $8, plan_generation = $9, closed_at = $10, awaiting = $11,
-		plan_proposed_at = $12, updated_at = now() WHERE id = $1`, s.ID, s.Title, s.Goal, s.Task, s.Status, s.Outcome, s.Summary, s.Blocker,
+	tag, err := q.Exec(ctx, qSaveSession, s.ID, s.Title, s.Goal, s.Task, s.Status, s.Outcome, s.Summary, s.Blocker,
 		s.PlanGeneration, s.ClosedAt, s.Awaiting, s.PlanProposedAt)
 	if err != nil {
 		return fmt.Errorf("save session %s: %w", s.ID, err)
@@ -127,21 +132,29 @@ func SaveSession(ctx context.Context, q pg.Querier, s Session) error {
 	return nil
 }
 
+const qSaveSession = `UPDATE agent_sessions SET title = $2, goal = $3, task = $4, status = $5,
+		outcome = $6, summary = $7, blocker = $8, plan_generation = $9, closed_at = $10, awaiting = $11,
+		plan_proposed_at = $12, updated_at = now() WHERE id = $1`
+
 // Touch bumps a session's updated_at (the idle sweep's clock).
 func Touch(ctx context.Context, q pg.Querier, id string) error {
-	_, err := q.Exec(ctx, `UPDATE agent_sessions SET updated_at = now() WHERE id = $1`, id)
+	_, err := q.Exec(ctx, qTouch, id)
 	return err
 }
 
+const qTouch = `UPDATE agent_sessions SET updated_at = now() WHERE id = $1`
+
 // IdleSessions lists open sessions not updated since before.
 func IdleSessions(ctx context.Context, q pg.Querier, before time.Time, limit int) ([]Session, error) {
-	rows, err := q.Query(ctx, `SELECT `+sessionColumns+` FROM agent_sessions
-		WHERE status IN ('executing', 'awaiting_input') AND updated_at < $1 ORDER BY updated_at LIMIT $2`, before, limit)
+	rows, err := q.Query(ctx, qIdleSessions, before, limit)
 	if err != nil {
 		return nil, err
 	}
 	return collectSessions(rows)
 }
+
+const qIdleSessions = `SELECT ` + sessionColumns + ` FROM agent_sessions
+		WHERE status IN ('executing', 'awaiting_input') AND updated_at < $1 ORDER BY updated_at LIMIT $2`
 
 func collectSessions(rows pgx.Rows) ([]Session, error) {
 	defer rows.Close()
@@ -171,13 +184,7 @@ type PriorTask struct {
 // was abandoned), newest first, with the entities their activity concerned. The task service
 // keeps those about the targets a new goal names.
 func PriorTasks(ctx context.Context, q pg.Querier, exclude string, since time.Time, limit int) ([]PriorTask, error) {
-	rows, err := q.Query(ctx, `
-		SELECT s.id, s.goal, s.outcome, s.blocker, s.summary, s.closed_at,
-		       COALESCE(array_agg(DISTINCT a.entity) FILTER (WHERE a.entity <> ''), '{}')
-		FROM agent_sessions s LEFT JOIN agent_activity a ON a.session_id = s.id
-		WHERE s.id <> $1 AND s.closed_at >= $2
-		  AND (s.outcome IN ('partial', 'failed') OR s.status IN ('failed', 'abandoned'))
-		GROUP BY s.id ORDER BY s.closed_at DESC LIMIT $3`, exclude, since, limit)
+	rows, err := q.Query(ctx, qPriorTasks, exclude, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("prior tasks: %w", err)
 	}
@@ -192,6 +199,14 @@ func PriorTasks(ctx context.Context, q pg.Querier, exclude string, since time.Ti
 	}
 	return out, rows.Err()
 }
+
+const qPriorTasks = `
+		SELECT s.id, s.goal, s.outcome, s.blocker, s.summary, s.closed_at,
+		       COALESCE(array_agg(DISTINCT a.entity) FILTER (WHERE a.entity <> ''), '{}')
+		FROM agent_sessions s LEFT JOIN agent_activity a ON a.session_id = s.id
+		WHERE s.id <> $1 AND s.closed_at >= $2
+		  AND (s.outcome IN ('partial', 'failed') OR s.status IN ('failed', 'abandoned'))
+		GROUP BY s.id ORDER BY s.closed_at DESC LIMIT $3`
 
 // Step is one row of plan_steps.
 type Step struct {
@@ -208,26 +223,29 @@ func InsertSteps(ctx context.Context, q pg.Querier, session string, generation i
 	for i := range texts {
 		idx[i] = int32(i)
 	}
-	_, err := q.Exec(ctx, `INSERT INTO plan_steps (session_id, generation, idx, text)
-		SELECT $1, $2, i, t FROM unnest($3::int[], $4::text[]) AS u(i, t)`, session, generation, idx, texts)
+	_, err := q.Exec(ctx, qInsertSteps, session, generation, idx, texts)
 	if err != nil {
 		return fmt.Errorf("insert plan steps: %w", err)
 	}
 	return nil
 }
 
+const qInsertSteps = `INSERT INTO plan_steps (session_id, generation, idx, text)
+		SELECT $1, $2, i, t FROM unnest($3::int[], $4::text[]) AS u(i, t)`
+
 // ReplaceSteps marks every step of generations before `generation` that is not already
 // replaced as replaced; it returns how many it marked.
 func ReplaceSteps(ctx context.Context, q pg.Querier, session string, generation int) (int64, error) {
-	tag, err := q.Exec(ctx, `UPDATE plan_steps SET status = 'replaced', updated_at = now()
-		WHERE session_id = $1 AND generation < $2 AND status <> 'replaced'`, session, generation)
+	tag, err := q.Exec(ctx, qReplaceSteps, session, generation)
 	return tag.RowsAffected(), err
 }
 
+const qReplaceSteps = `UPDATE plan_steps SET status = 'replaced', updated_at = now()
+		WHERE session_id = $1 AND generation < $2 AND status <> 'replaced'`
+
 // Steps lists a generation's steps in order.
 func Steps(ctx context.Context, q pg.Querier, session string, generation int) ([]Step, error) {
-	rows, err := q.Query(ctx, `SELECT generation, idx, text, status, note FROM plan_steps
-		WHERE session_id = $1 AND generation = $2 ORDER BY idx`, session, generation)
+	rows, err := q.Query(ctx, qSteps, session, generation)
 	if err != nil {
 		return nil, err
 	}
@@ -243,10 +261,12 @@ func Steps(ctx context.Context, q pg.Querier, session string, generation int) ([
 	return out, rows.Err()
 }
 
+const qSteps = `SELECT generation, idx, text, status, note FROM plan_steps
+		WHERE session_id = $1 AND generation = $2 ORDER BY idx`
+
 // SetStep changes one step's status (and note, when non-empty).
 func SetStep(ctx context.Context, q pg.Querier, session string, generation, index int, status, note string) error {
-	tag, err := q.Exec(ctx, `UPDATE plan_steps SET status = $4, note = CASE WHEN $5 = '' THEN note ELSE $5 END,
-		updated_at = now() WHERE session_id = $1 AND generation = $2 AND idx = $3`, session, generation, index, status, note)
+	tag, err := q.Exec(ctx, qSetStep, session, generation, index, status, note)
 	if err != nil {
 		return err
 	}
@@ -256,12 +276,17 @@ func SetStep(ctx context.Context, q pg.Querier, session string, generation, inde
 	return nil
 }
 
+const qSetStep = `UPDATE plan_steps SET status = $4, note = CASE WHEN $5 = '' THEN note ELSE $5 END,
+		updated_at = now() WHERE session_id = $1 AND generation = $2 AND idx = $3`
+
 // CloseSteps moves a generation's pending and running steps to status; it returns how many.
 func CloseSteps(ctx context.Context, q pg.Querier, session string, generation int, status string) (int64, error) {
-	tag, err := q.Exec(ctx, `UPDATE plan_steps SET status = $3, updated_at = now()
-		WHERE session_id = $1 AND generation = $2 AND status IN ('pending', 'running')`, session, generation, status)
+	tag, err := q.Exec(ctx, qCloseSteps, session, generation, status)
 	return tag.RowsAffected(), err
 }
+
+const qCloseSteps = `UPDATE plan_steps SET status = $3, updated_at = now()
+		WHERE session_id = $1 AND generation = $2 AND status IN ('pending', 'running')`
 
 // InsertQuestion records a question to the operator and returns its id.
 func InsertQuestion(ctx context.Context, q pg.Querier, session, question string, options []string) (int64, error) {
@@ -273,10 +298,12 @@ func InsertQuestion(ctx context.Context, q pg.Querier, session, question string,
 		return 0, err
 	}
 	var id int64
-	err = q.QueryRow(ctx, `INSERT INTO session_questions (session_id, question, options) VALUES ($1, $2, $3) RETURNING id`,
+	err = q.QueryRow(ctx, qInsertQuestion,
 		session, question, opts).Scan(&id)
 	return id, err
 }
+
+const qInsertQuestion = `INSERT INTO session_questions (session_id, question, options) VALUES ($1, $2, $3) RETURNING id`
 
 // ToolCall is one row of tool_calls.
 type ToolCall struct {
@@ -303,7 +330,7 @@ func StartToolCall(ctx context.Context, q pg.Querier, c ToolCall) error {
 	if c.MessageID != 0 {
 		msg = c.MessageID
 	}
-	_, err := q.Exec(ctx, `INSERT INTO tool_calls (id, session_id, turn, name, arguments, message_id) VALUES ($1, $2, $3, $4, $5, $6)`,
+	_, err := q.Exec(ctx, qStartToolCall,
 		c.ID, c.SessionID, c.Turn, c.Name, []byte(args), msg)
 	if err != nil {
 		return fmt.Errorf("record tool call: %w", err)
@@ -311,9 +338,11 @@ func StartToolCall(ctx context.Context, q pg.Querier, c ToolCall) error {
 	return nil
 }
 
+const qStartToolCall = `INSERT INTO tool_calls (id, session_id, turn, name, arguments, message_id) VALUES ($1, $2, $3, $4, $5, $6)`
+
 // FinishToolCall completes a call's row with its result.
 func FinishToolCall(ctx context.Context, q pg.Querier, id, result string, isError bool, render string) error {
-	_, err := q.Exec(ctx, `UPDATE tool_calls SET result = $2, is_error = $3, render = $4, finished_at = now() WHERE id = $1`,
+	_, err := q.Exec(ctx, qFinishToolCall,
 		id, result, isError, render)
 	if err != nil {
 		return fmt.Errorf("complete tool call: %w", err)
@@ -321,10 +350,11 @@ func FinishToolCall(ctx context.Context, q pg.Querier, id, result string, isErro
 	return nil
 }
 
+const qFinishToolCall = `UPDATE tool_calls SET result = $2, is_error = $3, render = $4, finished_at = now() WHERE id = $1`
+
 // ToolCalls lists a session's calls in order.
 func ToolCalls(ctx context.Context, q pg.Querier, session string) ([]ToolCall, error) {
-	rows, err := q.Query(ctx, `SELECT id, session_id, turn, name, arguments, result, is_error, render, started_at, finished_at
-		FROM tool_calls WHERE session_id = $1 ORDER BY started_at, id`, session)
+	rows, err := q.Query(ctx, qToolCalls, session)
 	if err != nil {
 		return nil, err
 	}
@@ -342,6 +372,9 @@ func ToolCalls(ctx context.Context, q pg.Querier, session string) ([]ToolCall, e
 	return out, rows.Err()
 }
 
+const qToolCalls = `SELECT id, session_id, turn, name, arguments, result, is_error, render, started_at, finished_at
+		FROM tool_calls WHERE session_id = $1 ORDER BY started_at, id`
+
 // Activity is one row of agent_activity.
 type Activity struct {
 	SessionID string    `json:"session_id"`
@@ -358,7 +391,7 @@ func InsertActivity(ctx context.Context, q pg.Querier, a Activity) error {
 	if a.EntityID != "" {
 		id = a.EntityID
 	}
-	_, err := q.Exec(ctx, `INSERT INTO agent_activity (session_id, kind, summary, entity, entity_id) VALUES ($1, $2, $3, $4, $5)`,
+	_, err := q.Exec(ctx, qInsertActivity,
 		a.SessionID, a.Kind, truncate(a.Summary, 500), a.Entity, id)
 	if err != nil {
 		return fmt.Errorf("record activity: %w", err)
@@ -366,10 +399,11 @@ func InsertActivity(ctx context.Context, q pg.Querier, a Activity) error {
 	return nil
 }
 
+const qInsertActivity = `INSERT INTO agent_activity (session_id, kind, summary, entity, entity_id) VALUES ($1, $2, $3, $4, $5)`
+
 // ActivityOf lists a session's activity in order.
 func ActivityOf(ctx context.Context, q pg.Querier, session string) ([]Activity, error) {
-	rows, err := q.Query(ctx, `SELECT session_id, at, kind, summary, entity, COALESCE(entity_id::text, '')
-		FROM agent_activity WHERE session_id = $1 ORDER BY id`, session)
+	rows, err := q.Query(ctx, qActivityOf, session)
 	if err != nil {
 		return nil, err
 	}
@@ -385,25 +419,32 @@ func ActivityOf(ctx context.Context, q pg.Querier, session string) ([]Activity, 
 	return out, rows.Err()
 }
 
+const qActivityOf = `SELECT session_id, at, kind, summary, entity, COALESCE(entity_id::text, '')
+		FROM agent_activity WHERE session_id = $1 ORDER BY id`
+
 // LastAssistantText is the newest assistant message of a session (” when none); the blocker
 // of a task is derived from it.
 func LastAssistantText(ctx context.Context, q pg.Querier, session string) (string, error) {
 	var s string
-	err := q.QueryRow(ctx, `SELECT content FROM session_messages WHERE session_id = $1 AND role = 'assistant'
-		ORDER BY id DESC LIMIT 1`, session).Scan(&s)
+	err := q.QueryRow(ctx, qLastAssistantText, session).Scan(&s)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
 	return s, err
 }
 
+const qLastAssistantText = `SELECT content FROM session_messages WHERE session_id = $1 AND role = 'assistant'
+		ORDER BY id DESC LIMIT 1`
+
 // AppendMessage stores one transcript message and returns its id.
 func AppendMessage(ctx context.Context, q pg.Querier, session, role, content, apiMessageID string) (int64, error) {
 	var id int64
-	err := q.QueryRow(ctx, `INSERT INTO session_messages (session_id, role, content, api_message_id) VALUES ($1, $2, $3, $4) RETURNING id`,
+	err := q.QueryRow(ctx, qAppendMessage,
 		session, role, content, apiMessageID).Scan(&id)
 	return id, err
 }
+
+const qAppendMessage = `INSERT INTO session_messages (session_id, role, content, api_message_id) VALUES ($1, $2, $3, $4) RETURNING id`
 
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -422,17 +463,21 @@ func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 // replaced (a reopened task's old plan no longer counts).
 func HasLivePlan(ctx context.Context, q pg.Querier, session string) (bool, error) {
 	var ok bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM plan_steps p JOIN agent_sessions s ON s.id = p.session_id
-		WHERE p.session_id = $1 AND p.generation = s.plan_generation AND p.status <> 'replaced')`, session).Scan(&ok)
+	err := q.QueryRow(ctx, qHasLivePlan, session).Scan(&ok)
 	return ok, err
 }
 
+const qHasLivePlan = `SELECT EXISTS (SELECT 1 FROM plan_steps p JOIN agent_sessions s ON s.id = p.session_id
+		WHERE p.session_id = $1 AND p.generation = s.plan_generation AND p.status <> 'replaced')`
+
 // AwaitingApproval lists the open sessions waiting on an approval.
 func AwaitingApproval(ctx context.Context, q pg.Querier, limit int) ([]Session, error) {
-	rows, err := q.Query(ctx, `SELECT `+sessionColumns+` FROM agent_sessions
-		WHERE status = 'awaiting_input' AND awaiting = 'approval' ORDER BY updated_at LIMIT $1`, limit)
+	rows, err := q.Query(ctx, qAwaitingApproval, limit)
 	if err != nil {
 		return nil, err
 	}
 	return collectSessions(rows)
 }
+
+const qAwaitingApproval = `SELECT ` + sessionColumns + ` FROM agent_sessions
+		WHERE status = 'awaiting_input' AND awaiting = 'approval' ORDER BY updated_at LIMIT $1`
