@@ -86,10 +86,6 @@ var PGXAllowlist = map[string]bool{
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/cmd/oikos": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/auth": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/chat": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/checksync": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/discover": true,
@@ -113,8 +109,6 @@ var PGXAllowlist = map[string]bool{
 	"api/internal/seed": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/topology": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/websession": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"scheduler/internal/fleet/fleettest": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
