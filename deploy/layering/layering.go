@@ -90,8 +90,6 @@ var PGXAllowlist = map[string]bool{
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/discover": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/execution": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/export": true,
 	// TODO(#29 storage): move SQL into the daemon's storage package
 	"api/internal/graph": true,

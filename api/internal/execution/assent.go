@@ -7,10 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/chat"
+	"github.com/oikos-hq/oikos/api/internal/storage/execstore"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/policy/assent"
 )
@@ -79,21 +78,15 @@ func (s *Service) AssentToPlan(ctx context.Context, m Meta, sessionID, messageID
 
 func (s *Service) assentToPlan(ctx context.Context, m Meta, sessionID, messageID string) (PlanAssent, error) {
 	var out PlanAssent
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var proposedAt *time.Time
-		var gen int
-		err := tx.QueryRow(ctx, `SELECT plan_proposed_at, plan_generation FROM agent_sessions WHERE id = $1`, sessionID).
-			Scan(&proposedAt, &gen)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
-		}
+	err := s.inTx(ctx, func(tx *execstore.Store) error {
+		proposedAt, gen, err := tx.SessionPlan(ctx, sessionID)
 		if err != nil {
-			return fmt.Errorf("read the plan of session %s: %w", sessionID, err)
+			return err
 		}
 		if gen <= 0 || proposedAt == nil {
 			return &RefusedError{Code: "no_plan", Reason: fmt.Sprintf("session %s has no plan proposed; there is nothing to assent to", sessionID)}
 		}
-		msg, err := chat.Load(ctx, tx, messageID)
+		msg, err := chat.Load(ctx, tx.DB(), messageID)
 		if errors.Is(err, apierr.ErrNotFound) {
 			return refusePlan("message %q is not a chat message the api recorded", messageID)
 		}
@@ -110,7 +103,7 @@ func (s *Service) assentToPlan(ctx context.Context, m Meta, sessionID, messageID
 				msg.ID, msg.CreatedAt.UTC().Format(time.RFC3339Nano), gen, sessionID, proposedAt.UTC().Format(time.RFC3339Nano))
 		}
 		use := chat.Use{MessageID: msg.ID, PlanGeneration: gen, UsedBy: m.Actor}
-		used, err := chat.Used(ctx, tx, use)
+		used, err := chat.Used(ctx, tx.DB(), use)
 		if err != nil {
 			return err
 		}
@@ -121,7 +114,7 @@ func (s *Service) assentToPlan(ctx context.Context, m Meta, sessionID, messageID
 			return refusePlan("message %s is not an assent to the plan: only a message of the assent words alone "+
 				"(yes, ok, go ahead, approve, proceed, continue) assents", msg.ID)
 		}
-		prev, err := chat.PreviousAt(ctx, tx, msg)
+		prev, err := chat.PreviousAt(ctx, tx.DB(), msg)
 		if err != nil {
 			return err
 		}
@@ -129,7 +122,7 @@ func (s *Service) assentToPlan(ctx context.Context, m Meta, sessionID, messageID
 			return refusePlan("plan generation %d of session %s was proposed before the operator's previous message; an assent answers only the immediately preceding answer",
 				gen, sessionID)
 		}
-		fresh, err := chat.MarkUsed(ctx, tx, use)
+		fresh, err := chat.MarkUsed(ctx, tx.DB(), use)
 		if err != nil {
 			return err
 		}
@@ -143,9 +136,8 @@ func (s *Service) assentToPlan(ctx context.Context, m Meta, sessionID, messageID
 		w := Window{ID: id, Kind: "assent", SessionID: sessionID}
 		// The window of a config_mutation's approval (openWindow), opened by the operator who
 		// wrote the message; no approval stands behind it.
-		err = tx.QueryRow(ctx, `INSERT INTO approval_windows (id, kind, session_id, opened_by, via, expires_at)
-			VALUES ($1, 'assent', $2, $3, $4, now() + make_interval(secs => $5)) RETURNING expires_at`,
-			id, sessionID, msg.TokenName, ViaChatAssent, AssentWindow.Seconds()).Scan(&w.ExpiresAt)
+		w.ExpiresAt, err = tx.OpenWindow(ctx, execstore.NewWindow{ID: id, Kind: "assent", SessionID: sessionID,
+			OpenedBy: msg.TokenName, Via: ViaChatAssent, Length: AssentWindow})
 		if err != nil {
 			return fmt.Errorf("open the assent window of %s: %w", sessionID, err)
 		}
@@ -156,8 +148,8 @@ func (s *Service) assentToPlan(ctx context.Context, m Meta, sessionID, messageID
 		if err := writeAudit(ctx, tx, m, sessionID, "plan.assented", "", nil, p); err != nil {
 			return err
 		}
-		if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: "plan.assented", CorrelationID: sessionID, Actor: m.Actor}, p); err != nil {
-			return fmt.Errorf("event plan.assented: %w", err)
+		if err := tx.AppendEvent(ctx, eventbus.Event{Type: "plan.assented", CorrelationID: sessionID, Actor: m.Actor}, p); err != nil {
+			return err
 		}
 		out = PlanAssent{SessionID: sessionID, Window: w, Generation: gen}
 		return nil

@@ -7,11 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/chat"
 	"github.com/oikos-hq/oikos/api/internal/ids"
+	"github.com/oikos-hq/oikos/api/internal/storage/execstore"
 	"github.com/oikos-hq/oikos/shared/policy"
 	"github.com/oikos-hq/oikos/shared/policy/assent"
 )
@@ -118,15 +117,15 @@ func refusePlan(format string, args ...any) error {
 // by this via (a loose assent never a destructive one, a typed confirmation only naming the
 // target). An approval no longer pending answers as any late decision does (409). It returns
 // the message.
-func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Message, error) {
-	msg, err := chat.Load(ctx, tx, d.MessageID)
+func proveRelay(ctx context.Context, tx *execstore.Store, a Approval, d Decision) (chat.Message, error) {
+	msg, err := chat.Load(ctx, tx.DB(), d.MessageID)
 	if errors.Is(err, apierr.ErrNotFound) {
 		return chat.Message{}, refuseRelay("message %q is not a chat message the api recorded", d.MessageID)
 	}
 	if err != nil {
 		return chat.Message{}, err
 	}
-	session := a.session()
+	session := a.Session()
 	switch {
 	case session == "":
 		return msg, refuseRelay("approval %s belongs to no session; a chat message grants only approvals of its own session", a.ID)
@@ -139,7 +138,7 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 		return msg, refuseRelay("message %s (%s) is not newer than approval %s (requested %s); an assent grants only what was asked before it",
 			msg.ID, msg.CreatedAt.UTC().Format(time.RFC3339Nano), a.ID, a.RequestedAt.UTC().Format(time.RFC3339Nano))
 	}
-	used, err := chat.Used(ctx, tx, chat.Use{MessageID: msg.ID, ApprovalID: a.ID})
+	used, err := chat.Used(ctx, tx.DB(), chat.Use{MessageID: msg.ID, ApprovalID: a.ID})
 	if err != nil {
 		return msg, err
 	}
@@ -149,7 +148,7 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 	if a.Status != ApprovalPending {
 		return msg, conflict(a, d.Decision)
 	}
-	pending, err := pendingBefore(ctx, tx, session, msg.CreatedAt)
+	pending, err := tx.PendingBefore(ctx, session, msg.CreatedAt)
 	if err != nil {
 		return msg, err
 	}
@@ -177,7 +176,7 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 		if g.Via == assent.ViaTypedConfirmation {
 			return msg, nil
 		}
-		prev, err := chat.PreviousAt(ctx, tx, msg)
+		prev, err := chat.PreviousAt(ctx, tx.DB(), msg)
 		if err != nil {
 			return msg, err
 		}
@@ -193,29 +192,6 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 		how = fmt.Sprintf("it is destructive, so only the typed confirmation %q grants it", phrase)
 	}
 	return msg, refuseRelay("message %s does not grant approval %s (%s on %s): %s", msg.ID, a.ID, target.Class, target.TargetSlug, how)
-}
-
-// pendingBefore lists the session's pending approvals requested before at, oldest first, as
-// shared/policy's detection takes them: the approvals the message could answer.
-func pendingBefore(ctx context.Context, tx pgx.Tx, session string, at time.Time) ([]assent.PendingApproval, error) {
-	rows, err := tx.Query(ctx, `SELECT a.id::text, x.target_slug, x.risk_class, x.command
-		FROM approvals a JOIN executions x ON x.id = a.execution_id
-		WHERE a.session_id = $1 AND a.status = 'pending' AND a.requested_at < $2
-		ORDER BY a.requested_at, a.id`, session, at)
-	if err != nil {
-		return nil, fmt.Errorf("pending approvals of %s: %w", session, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (assent.PendingApproval, error) {
-		var p assent.PendingApproval
-		var class string
-		err := r.Scan(&p.ID, &p.TargetSlug, &class, &p.Command)
-		p.Class = policy.Class(class)
-		return p, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pending approvals of %s: %w", session, err)
-	}
-	return out, nil
 }
 
 // refusedKind reports whether err is a refusal the caller caused (a 4xx), which a relay
@@ -252,19 +228,12 @@ type relayRefusal struct {
 // refusal stands.
 func (s *Service) auditRefusal(ctx context.Context, m Meta, action, correlation, entityID string, after any) {
 	ctx = context.WithoutCancel(ctx)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx *execstore.Store) error {
 		return writeAudit(ctx, tx, m, correlation, action, entityID, nil, after)
 	})
 	if err != nil {
 		s.log.Error().Err(err).Str("actor", m.Actor).Str("action", action).Msg("audit of a refused relay failed")
 	}
-}
-
-// decisionRow is the approval and its execution, locked for the decision.
-type decisionRow struct {
-	approvalStatus string
-	execStatus     string
-	riskClass      string
 }
 
 // Decide applies an operator's decision to an approval: approve (the execution becomes
@@ -305,26 +274,19 @@ func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decis
 // and target as soon as they are read, for the audit row of a refused relay.
 func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string, d Decision, relay bool, session, entityID *string) (DecisionResult, error) {
 	var out DecisionResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx *execstore.Store) error {
 		// Lock the execution first: the scheduler's claim skips locked rows, so a revoke
 		// cannot race a claim, and a second decision waits here and then sees the first.
-		var row decisionRow
-		var execID string
-		err := tx.QueryRow(ctx, `SELECT x.id::text, x.status, x.risk_class, a.status
-			FROM approvals a JOIN executions x ON x.id = a.execution_id
-			WHERE a.id = $1::uuid FOR UPDATE OF x, a`, approvalID).
-			Scan(&execID, &row.execStatus, &row.riskClass, &row.approvalStatus)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
-		}
-		if err != nil {
-			return fmt.Errorf("lock approval %s: %w", approvalID, err)
-		}
-		before, err := loadApproval(ctx, tx, approvalID)
+		row, err := tx.LockDecision(ctx, approvalID)
 		if err != nil {
 			return err
 		}
-		*session, *entityID = before.session(), before.TargetID
+		execID := row.ExecutionID
+		before, err := tx.Approval(ctx, approvalID)
+		if err != nil {
+			return err
+		}
+		*session, *entityID = before.Session(), before.TargetID
 		decider := m.Actor
 		var relayer *string
 		if relay {
@@ -334,9 +296,9 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 			}
 			decider, relayer = msg.TokenName, &m.Actor
 		}
-		if d.Decision == DecisionApprove && row.riskClass == string(policy.Destructive) &&
+		if d.Decision == DecisionApprove && row.RiskClass == string(policy.Destructive) &&
 			d.Via != ViaTypedConfirmation && d.Via != ViaButton {
-			return &RefusedError{Code: "destructive_needs_confirmation", RiskClass: row.riskClass,
+			return &RefusedError{Code: "destructive_needs_confirmation", RiskClass: row.RiskClass,
 				Reason: fmt.Sprintf("execution %s is destructive: approve it with a typed confirmation naming %s, or the button; %s is not enough",
 					execID, before.Target, strings.ReplaceAll(d.Via, "_", " "))}
 		}
@@ -354,19 +316,16 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 		}
 		// The one conditional transition. risk_class is copied from the execution: the
 		// decision records the class the gate computed, never a constant.
-		tag, err := tx.Exec(ctx, `UPDATE approvals a SET status = $2, decided_by = $3, relayed_by = $9, decided_at = now(),
-				via = $4, message_id = $5, reason = $6, risk_class = x.risk_class
-			FROM executions x
-			WHERE a.id = $1::uuid AND x.id = a.execution_id AND a.status = ANY($7) AND x.status = ANY($8)`,
-			approvalID, newApproval, decider, d.Via, msgID, d.Reason, fromApproval, fromExec, relayer)
+		moved, err := tx.DecideApproval(ctx, execstore.Decided{ApprovalID: approvalID, Status: newApproval, DecidedBy: decider,
+			RelayedBy: relayer, Via: d.Via, MessageID: msgID, Reason: d.Reason, FromApproval: fromApproval, FromExecution: fromExec})
 		if err != nil {
-			return fmt.Errorf("decide approval %s: %w", approvalID, err)
+			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if !moved {
 			return conflict(before, d.Decision)
 		}
 		if relay {
-			fresh, err := chat.MarkUsed(ctx, tx, chat.Use{MessageID: d.MessageID, ApprovalID: approvalID, UsedBy: m.Actor})
+			fresh, err := chat.MarkUsed(ctx, tx.DB(), chat.Use{MessageID: d.MessageID, ApprovalID: approvalID, UsedBy: m.Actor})
 			if err != nil {
 				return err
 			}
@@ -378,19 +337,16 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 		if d.Decision == DecisionApprove {
 			authorised = AuthorisedApproval
 		}
-		tag, err = tx.Exec(ctx, `UPDATE executions SET status = $2, updated_at = now(),
-				authorised_by = CASE WHEN $3 = '' THEN authorised_by ELSE $3 END
-			WHERE id = $1::uuid AND status = ANY($4)`, execID, newExec, authorised, fromExec)
-		if err != nil {
-			return fmt.Errorf("move execution %s: %w", execID, err)
-		}
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("move execution %s to %s: it is no longer %s", execID, newExec, strings.Join(fromExec, " or "))
-		}
-		if out.Execution, err = loadExecution(ctx, tx, execID, true); err != nil {
+		if moved, err = tx.MoveExecution(ctx, execID, newExec, authorised, fromExec); err != nil {
 			return err
 		}
-		if out.Approval, err = loadApproval(ctx, tx, approvalID); err != nil {
+		if !moved {
+			return fmt.Errorf("move execution %s to %s: it is no longer %s", execID, newExec, strings.Join(fromExec, " or "))
+		}
+		if out.Execution, err = tx.Execution(ctx, execID, true); err != nil {
+			return err
+		}
+		if out.Approval, err = tx.Approval(ctx, approvalID); err != nil {
 			return err
 		}
 		if d.Decision == DecisionApprove {
@@ -400,12 +356,11 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 		}
 		if d.Decision == DecisionRevoke {
 			// Withdrawn consent closes whatever that consent opened.
-			if _, err := tx.Exec(ctx, `UPDATE approval_windows SET closed_at = now()
-				WHERE approval_id = $1::uuid AND closed_at IS NULL`, approvalID); err != nil {
-				return fmt.Errorf("close windows of %s: %w", approvalID, err)
+			if err := tx.CloseWindows(ctx, approvalID); err != nil {
+				return err
 			}
 		}
-		corr := out.Approval.session()
+		corr := out.Approval.Session()
 		if err := writeAudit(ctx, tx, m, corr, "approval."+d.Decision, out.Execution.TargetID, before, out.Approval); err != nil {
 			return err
 		}
@@ -419,7 +374,7 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 			return err
 		}
 		if newExec == StatusApproved {
-			return notifyRunnable(ctx, tx, execID)
+			return tx.NotifyRunnable(ctx, execID)
 		}
 		return nil
 	})
@@ -427,13 +382,6 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 		return DecisionResult{}, err
 	}
 	return out, nil
-}
-
-func (a Approval) session() string {
-	if a.SessionID == nil {
-		return ""
-	}
-	return *a.SessionID
 }
 
 // transition says what a decision moves from and to: approval status, then execution status.
@@ -490,8 +438,8 @@ type decidedPayload struct {
 // window (30 min); approving a destructive one by typed confirmation or button opens a
 // destructive window for that target and session (15 min). Without a session there is no
 // window. openedBy is the operator who decided.
-func openWindow(ctx context.Context, tx pgx.Tx, openedBy, via string, a Approval, e Execution) (*Window, error) {
-	session := a.session()
+func openWindow(ctx context.Context, tx *execstore.Store, openedBy, via string, a Approval, e Execution) (*Window, error) {
+	session := a.Session()
 	if session == "" {
 		return nil, nil
 	}
@@ -514,9 +462,8 @@ func openWindow(ctx context.Context, tx pgx.Tx, openedBy, via string, a Approval
 	if target != nil {
 		w.Target = e.Target
 	}
-	err = tx.QueryRow(ctx, `INSERT INTO approval_windows (id, kind, session_id, target_id, approval_id, opened_by, via, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $8)) RETURNING expires_at`,
-		id, kind, session, target, a.ID, openedBy, via, length.Seconds()).Scan(&w.ExpiresAt)
+	w.ExpiresAt, err = tx.OpenWindow(ctx, execstore.NewWindow{ID: id, Kind: kind, SessionID: session, TargetID: target,
+		ApprovalID: &a.ID, OpenedBy: openedBy, Via: via, Length: length})
 	if err != nil {
 		return nil, fmt.Errorf("open %s window: %w", kind, err)
 	}

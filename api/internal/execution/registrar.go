@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/execstore"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/safego"
 )
@@ -31,7 +31,7 @@ type GraphRegistry interface {
 // RegistrarOptions configure a Registrar.
 type RegistrarOptions struct {
 	Bus   *eventbus.Bus
-	Pool  *pgxpool.Pool
+	Pool  *storage.Pool
 	Graph GraphRegistry
 	// Actor names the Registrar on audit rows (default "oikos-api").
 	Actor  string
@@ -48,7 +48,8 @@ type RegistrarOptions struct {
 // from its Proxmox host. The scheduler never writes the graph; this is the api's half of
 // that contract.
 type Registrar struct {
-	opts RegistrarOptions
+	opts  RegistrarOptions
+	store *execstore.Store
 
 	stopOnce sync.Once
 	cancel   context.CancelFunc
@@ -70,7 +71,7 @@ func NewRegistrar(opts RegistrarOptions) (*Registrar, error) {
 	if opts.CatchUp <= 0 {
 		opts.CatchUp = 7 * 24 * time.Hour
 	}
-	r := &Registrar{opts: opts}
+	r := &Registrar{opts: opts, store: execstore.New(opts.Pool)}
 	r.cond = sync.NewCond(&r.mu)
 	return r, nil
 }
@@ -184,19 +185,11 @@ func (r *Registrar) mirror(ctx context.Context, correlation, id, status string, 
 // catchUp registers the containers of completed pct_create executions that are not in the
 // graph yet.
 func (r *Registrar) catchUp(ctx context.Context) {
-	rows, err := r.opts.Pool.Query(ctx, `SELECT x.id::text FROM executions x
-		WHERE x.action = 'pct_create' AND x.status = 'completed' AND x.finished_at > now() - make_interval(secs => $1)
-		  AND NOT EXISTS (SELECT 1 FROM entities e WHERE e.type = 'lxc' AND e.name = x.params->>'hostname')
-		ORDER BY x.finished_at`, r.opts.CatchUp.Seconds())
+	ids, err := r.store.UnregisteredPctCreates(ctx, r.opts.CatchUp)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.opts.Logger.Warn().Err(err).Msg("registrar catch-up: list completed pct_create executions")
 		}
-		return
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		r.opts.Logger.Warn().Err(err).Msg("registrar catch-up: list completed pct_create executions")
 		return
 	}
 	for _, id := range ids {
@@ -210,7 +203,7 @@ func (r *Registrar) catchUp(ctx context.Context) {
 // host. It is idempotent: an existing lxc of that name is kept, and the edge is created only
 // when missing.
 func (r *Registrar) register(ctx context.Context, id string) error {
-	e, err := loadExecution(ctx, r.opts.Pool, id, false)
+	e, err := r.store.Execution(ctx, id, false)
 	if err != nil {
 		return err
 	}

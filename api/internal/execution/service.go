@@ -27,16 +27,15 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/execstore"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/policy"
 )
 
@@ -46,12 +45,12 @@ import (
 type Graph interface {
 	// Ontology is the current ontology (target kinds are decided through is-a).
 	Ontology() *ontology.Ontology
-	ApplyBulk(ctx context.Context, tx pgx.Tx, m graph.Meta, o *ontology.Ontology, p graph.BulkPlan) (graph.BulkResult, error)
+	ApplyBulk(ctx context.Context, tx storage.DB, m graph.Meta, o *ontology.Ontology, p graph.BulkPlan) (graph.BulkResult, error)
 }
 
 // Options configure a Service.
 type Options struct {
-	Pool *pgxpool.Pool
+	Pool *storage.Pool
 	// Policy classifies commands and decides the gate.
 	Policy *policy.Policy
 	Graph  Graph
@@ -61,7 +60,7 @@ type Options struct {
 // Service is the gate, the decisions and the reads of executions and approvals. It is safe
 // for concurrent use.
 type Service struct {
-	pool   *pgxpool.Pool
+	store  *execstore.Store
 	policy *policy.Policy
 	graph  Graph
 	log    zerolog.Logger
@@ -78,11 +77,8 @@ func New(opts Options) (*Service, error) {
 	if opts.Graph == nil {
 		return nil, errors.New("execution: a graph service is required")
 	}
-	return &Service{pool: opts.Pool, policy: opts.Policy, graph: opts.Graph, log: opts.Logger}, nil
+	return &Service{store: execstore.New(opts.Pool), policy: opts.Policy, graph: opts.Graph, log: opts.Logger}, nil
 }
-
-// Pool returns the pool the service reads and writes through (the log stream polls with it).
-func (s *Service) Pool() *pgxpool.Pool { return s.pool }
 
 func checkMeta(m Meta) error {
 	if m.Actor == "" {
@@ -119,8 +115,8 @@ func dedupKey(targetID, action, command string, params []byte, session string) s
 
 // writeAudit appends one audit row in tx (shared/audit); before/after are marshalled, nil
 // stays SQL NULL.
-func writeAudit(ctx context.Context, tx pgx.Tx, m Meta, correlation, action, entityID string, before, after any) error {
-	return audit.Write(ctx, tx, audit.Row{Actor: m.Actor, Action: action, Method: m.Method, Path: m.Path,
+func writeAudit(ctx context.Context, tx *execstore.Store, m Meta, correlation, action, entityID string, before, after any) error {
+	return tx.WriteAudit(ctx, audit.Row{Actor: m.Actor, Action: action, Method: m.Method, Path: m.Path,
 		CorrelationID: correlation, EntityID: entityID, Before: before, After: after})
 }
 
@@ -143,28 +139,17 @@ func payloadOf(e Execution) eventPayload {
 
 // appendEvent writes an event about an execution: entity_id is the target, correlation_id
 // the session.
-func appendEvent(ctx context.Context, tx pgx.Tx, m Meta, typ string, e Execution, payload any) error {
+func appendEvent(ctx context.Context, tx *execstore.Store, m Meta, typ string, e Execution, payload any) error {
 	corr := ""
 	if e.SessionID != nil {
 		corr = *e.SessionID
 	}
-	if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: typ, EntityID: e.TargetID, CorrelationID: corr, Actor: m.Actor}, payload); err != nil {
-		return fmt.Errorf("event %s: %w", typ, err)
-	}
-	return nil
-}
-
-// notifyRunnable wakes the scheduler, in tx: it hears only if the transaction commits.
-func notifyRunnable(ctx context.Context, tx pgx.Tx, id string) error {
-	if err := eventbus.Notify(ctx, tx, eventbus.ChannelExec, id); err != nil {
-		return fmt.Errorf("notify %s: %w", eventbus.ChannelExec, err)
-	}
-	return nil
+	return tx.AppendEvent(ctx, eventbus.Event{Type: typ, EntityID: e.TargetID, CorrelationID: corr, Actor: m.Actor}, payload)
 }
 
 // inTx runs fn in a transaction on the pool.
-func (s *Service) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pg.InTx(ctx, s.pool, fn)
+func (s *Service) inTx(ctx context.Context, fn func(tx *execstore.Store) error) error {
+	return s.store.InTx(ctx, fn)
 }
 
 // executionState maps an execution status to the state of its execution entity in the

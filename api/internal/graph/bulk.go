@@ -79,7 +79,7 @@ type BulkResult struct {
 // the stored one is not written), knowledge upserted, and edges created when no current
 // edge exists. Every write gets its own audit row and event, as on the single path. Checks
 // are not derived here; call SyncChecksBulk afterwards with the entities concerned.
-func (s *Service) ApplyBulk(ctx context.Context, tx pgx.Tx, m Meta, o *ontology.Ontology, p BulkPlan) (BulkResult, error) {
+func (s *Service) ApplyBulk(ctx context.Context, tx storage.DB, m Meta, o *ontology.Ontology, p BulkPlan) (BulkResult, error) {
 	var res BulkResult
 	if err := checkMeta(m); err != nil {
 		return res, err
@@ -115,7 +115,7 @@ func parseID(s string) (pgtype.UUID, error) {
 	return pgID(u), nil
 }
 
-func (s *Service) bulkCreate(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, creates []NewEntity, out *outbox) (int, error) {
+func (s *Service) bulkCreate(ctx context.Context, tx storage.DB, o *ontology.Ontology, creates []NewEntity, out *outbox) (int, error) {
 	if len(creates) == 0 {
 		return 0, nil
 	}
@@ -169,7 +169,7 @@ func dropNil(attrs map[string]any) map[string]any {
 }
 
 // loadEntitiesBySlug reads entities by slug (locked when lock is set), keyed by slug.
-func loadEntitiesBySlug(ctx context.Context, tx pgx.Tx, slugs []string, lock bool) (map[string]Entity, error) {
+func loadEntitiesBySlug(ctx context.Context, tx storage.DB, slugs []string, lock bool) (map[string]Entity, error) {
 	sql := `SELECT ` + storage.EntityColumns + storage.EntityFrom + `WHERE e.slug = ANY($1) ORDER BY e.id`
 	if lock {
 		sql += ` FOR NO KEY UPDATE OF e`
@@ -189,7 +189,7 @@ func loadEntitiesBySlug(ctx context.Context, tx pgx.Tx, slugs []string, lock boo
 	return out, nil
 }
 
-func (s *Service) bulkPatch(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, patches []AttributePatch, out *outbox) (int, error) {
+func (s *Service) bulkPatch(ctx context.Context, tx storage.DB, o *ontology.Ontology, patches []AttributePatch, out *outbox) (int, error) {
 	if len(patches) == 0 {
 		return 0, nil
 	}
@@ -262,7 +262,7 @@ func (s *Service) bulkPatch(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 	return len(changes), nil
 }
 
-func (s *Service) bulkKnowledge(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, docs []KnowledgeWrite, out *outbox) (int, int, error) {
+func (s *Service) bulkKnowledge(ctx context.Context, tx storage.DB, o *ontology.Ontology, docs []KnowledgeWrite, out *outbox) (int, int, error) {
 	if len(docs) == 0 {
 		return 0, 0, nil
 	}
@@ -342,7 +342,7 @@ func (s *Service) bulkKnowledge(ctx context.Context, tx pgx.Tx, o *ontology.Onto
 
 type edgeKey struct{ source, typ, target string }
 
-func (s *Service) bulkEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology, edges []NewEdge, now time.Time, out *outbox) (int, error) {
+func (s *Service) bulkEdges(ctx context.Context, tx storage.DB, o *ontology.Ontology, edges []NewEdge, now time.Time, out *outbox) (int, error) {
 	if len(edges) == 0 {
 		return 0, nil
 	}
@@ -426,7 +426,7 @@ func (s *Service) bulkEdges(ctx context.Context, tx pgx.Tx, o *ontology.Ontology
 }
 
 // loadKnowledgeBySlug reads existing knowledge entities (locked), keyed by slug.
-func loadKnowledgeBySlug(ctx context.Context, tx pgx.Tx, slugs []string) (map[string]Knowledge, error) {
+func loadKnowledgeBySlug(ctx context.Context, tx storage.DB, slugs []string) (map[string]Knowledge, error) {
 	rows, err := tx.Query(ctx, `SELECT e.id::text, e.slug, e.type, e.version, coalesce(k.kind, ''), coalesce(k.title, ''),
 			coalesce(k.body, ''), coalesce(k.tags, '{}')
 		FROM entities e LEFT JOIN knowledge_entities k ON k.entity_id = e.id
@@ -514,7 +514,7 @@ func (o *outbox) event(typ, entityID string, payload any) error {
 // flush writes the collected rows: the audit rows by COPY (audit.Rows), the events by
 // eventbus.AppendMany, which takes the outbox's append lock for the rest of the transaction
 // before it COPYs them, so ids still become visible in commit order.
-func (o *outbox) flush(ctx context.Context, tx pgx.Tx) error {
+func (o *outbox) flush(ctx context.Context, tx storage.DB) error {
 	if err := o.audits.Copy(ctx, tx); err != nil {
 		return fmt.Errorf("bulk audit: %w", err)
 	}
