@@ -72,7 +72,7 @@ func (s *Service) Classify(ctx context.Context, r ClassifyRequest) (Classificati
 	if err != nil {
 		return Classification{}, err
 	}
-	ref, err := trimLimit("target", r.Target, maxTargetBytes)
+	ref, err := TrimLimit("target", r.Target, maxTargetBytes)
 	if err != nil {
 		return Classification{}, err
 	}

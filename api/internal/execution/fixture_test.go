@@ -111,7 +111,7 @@ func (f *fixture) simulate(t testing.TB, id string, chunks [][]byte, status stri
 			corr = *session
 		}
 		_, err := eventbus.Append(ctx, tx, eventbus.Event{Type: "execution." + st, EntityID: target, CorrelationID: corr, Actor: "scheduler:test"},
-			eventPayload{ExecutionID: id, Status: st, Target: slug, Action: action, RiskClass: risk, ExitCode: code})
+			EventPayload{ExecutionID: id, Status: st, Target: slug, Action: action, RiskClass: risk, ExitCode: code})
 		return err
 	}
 	err := pg.InTx(ctx, f.pool, func(tx pgx.Tx) error {

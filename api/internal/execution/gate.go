@@ -33,19 +33,19 @@ type prepared struct {
 func (s *Service) prepare(r Request) (prepared, error) {
 	var err error
 	p := prepared{req: r}
-	if p.req.Target, err = trimLimit("target", r.Target, maxTargetBytes); err != nil {
+	if p.req.Target, err = TrimLimit("target", r.Target, maxTargetBytes); err != nil {
 		return p, err
 	}
 	if p.req.Target == "" {
 		return p, apierr.Invalid("target", "is required (an entity slug such as lxc:jellyfin)")
 	}
-	if p.req.Purpose, err = trimLimit("purpose", r.Purpose, maxPurposeBytes); err != nil {
+	if p.req.Purpose, err = TrimLimit("purpose", r.Purpose, maxPurposeBytes); err != nil {
 		return p, err
 	}
 	if p.req.Purpose == "" {
 		return p, apierr.Invalid("purpose", "is required: say why this runs (the operator reads it on the approval)")
 	}
-	if p.req.SessionID, err = trimLimit("session_id", r.SessionID, maxSessionBytes); err != nil {
+	if p.req.SessionID, err = TrimLimit("session_id", r.SessionID, maxSessionBytes); err != nil {
 		return p, err
 	}
 	switch {
@@ -168,11 +168,11 @@ func (s *Service) gather(ctx context.Context, tx *execstore.Store, p prepared, f
 // malformed request, ErrNotFound for an unknown target, *RefusedError when the gate refuses
 // (nothing is written then), ErrForbidden for a readonly caller.
 func (s *Service) Request(ctx context.Context, m Meta, r Request) (Execution, error) {
-	if err := checkMeta(m); err != nil {
+	if err := CheckMeta(m); err != nil {
 		return Execution{}, err
 	}
 	if m.Role == RoleReadonly {
-		return Execution{}, forbidden("a readonly token cannot request executions")
+		return Execution{}, Forbidden("a readonly token cannot request executions")
 	}
 	p, err := s.prepare(r)
 	if err != nil {
@@ -241,7 +241,7 @@ func alreadyQueuedMessage(e Execution) string {
 
 // record writes an execution the gate let through (run now) or queued.
 func (s *Service) record(ctx context.Context, tx *execstore.Store, m Meta, p prepared, f facts, v verdict) (Execution, error) {
-	id, err := newID()
+	id, err := NewID()
 	if err != nil {
 		return Execution{}, err
 	}
@@ -249,7 +249,7 @@ func (s *Service) record(ctx context.Context, tx *execstore.Store, m Meta, p pre
 	var approvalID *string
 	if v.outcome == outcomeQueue {
 		status, authorised = StatusPendingApproval, ""
-		aid, err := newID()
+		aid, err := NewID()
 		if err != nil {
 			return Execution{}, err
 		}
@@ -274,28 +274,28 @@ func (s *Service) record(ctx context.Context, tx *execstore.Store, m Meta, p pre
 	if err != nil {
 		return Execution{}, err
 	}
-	if err := writeAudit(ctx, tx, m, p.req.SessionID, "execution.request", f.target.ID, nil, e); err != nil {
+	if err := WriteAudit(ctx, tx, m, p.req.SessionID, "execution.request", f.target.ID, nil, e); err != nil {
 		return Execution{}, err
 	}
 	if err := s.linkEntity(ctx, tx, m, e); err != nil {
 		return Execution{}, err
 	}
-	if err := appendEvent(ctx, tx, m, "execution.requested", e, payloadOf(e)); err != nil {
+	if err := AppendEvent(ctx, tx, m, "execution.requested", e, PayloadOf(e)); err != nil {
 		return Execution{}, err
 	}
 	if v.outcome == outcomeQueue {
-		if err := appendEvent(ctx, tx, m, "execution.queued", e, payloadOf(e)); err != nil {
+		if err := AppendEvent(ctx, tx, m, "execution.queued", e, PayloadOf(e)); err != nil {
 			return Execution{}, err
 		}
 		ap := ApprovalRequested{ApprovalID: *approvalID, ExecutionID: e.ID, Target: e.Target, Action: e.Action,
 			Command: e.Command, Purpose: e.Purpose, RiskClass: e.RiskClass, Reasons: e.Reasons, SessionID: session}
-		if err := appendEvent(ctx, tx, m, "approval.requested", e, ap); err != nil {
+		if err := AppendEvent(ctx, tx, m, "approval.requested", e, ap); err != nil {
 			return Execution{}, err
 		}
 		e.Message = fmt.Sprintf("queued for approval %s: %s needs an operator's decision", *approvalID, e.RiskClass)
 		return e, nil
 	}
-	if err := appendEvent(ctx, tx, m, "execution.approved", e, payloadOf(e)); err != nil {
+	if err := AppendEvent(ctx, tx, m, "execution.approved", e, PayloadOf(e)); err != nil {
 		return Execution{}, err
 	}
 	if err := tx.NotifyRunnable(ctx, e.ID); err != nil {
@@ -341,9 +341,9 @@ func (s *Service) linkEntity(ctx context.Context, tx *execstore.Store, m Meta, e
 	if session != "" {
 		attrs["correlation_id"] = session
 	}
-	slug := entitySlug(e.ID)
+	slug := EntitySlug(e.ID)
 	plan := graph.BulkPlan{
-		Creates: []graph.NewEntity{{Type: "execution", Name: e.ID, State: executionState(e.Status), Attributes: attrs}},
+		Creates: []graph.NewEntity{{Type: "execution", Name: e.ID, State: ExecutionState(e.Status), Attributes: attrs}},
 		Edges:   []graph.NewEdge{{Type: "targets", Source: e.Target, Target: slug}},
 	}
 	if session != "" {

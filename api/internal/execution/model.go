@@ -231,7 +231,7 @@ func (e *ConflictError) As(target any) bool {
 	return ok
 }
 
-// forbidden wraps ErrForbidden with the reason.
-func forbidden(format string, args ...any) error {
+// Forbidden wraps ErrForbidden with the reason.
+func Forbidden(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrForbidden, fmt.Sprintf(format, args...))
 }

@@ -1,83 +1,49 @@
-package execution
+package registrar
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
-func pctCreate(params string, session string) Request {
-	return Request{Target: "proxmox-host:atlas", Action: ActionPctCreate, Params: json.RawMessage(params),
+// Commands of each class under the default policy.
+const (
+	cmdRead        = "uptime"
+	cmdMutation    = "touch /srv/flag"
+	cmdDestructive = "rm -rf /var/lib/app"
+)
+
+func run(target, command, session string) execution.Request {
+	return execution.Request{Target: target, Command: command, Purpose: "test", SessionID: session}
+}
+
+func mustRequest(t testing.TB, f *fixture, m execution.Meta, r execution.Request) execution.Execution {
+	t.Helper()
+	e, err := f.svc.Request(context.Background(), m, r)
+	if err != nil {
+		t.Fatalf("request %s on %s: %v", r.Command, r.Target, err)
+	}
+	return e
+}
+
+func mustDecide(t testing.TB, f *fixture, m execution.Meta, approvalID, decision, via string) execution.DecisionResult {
+	t.Helper()
+	res, err := f.dec.Decide(context.Background(), m, approvalID, execution.Decision{Decision: decision, Via: via})
+	if err != nil {
+		t.Fatalf("%s %s via %s: %v", decision, approvalID, via, err)
+	}
+	return res
+}
+
+func pctCreate(params string, session string) execution.Request {
+	return execution.Request{Target: "proxmox-host:atlas", Action: execution.ActionPctCreate, Params: json.RawMessage(params),
 		Purpose: "new container", SessionID: session}
-}
-
-func TestPctCreateGate(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := context.Background()
-	e := mustRequest(t, f, agent, pctCreate(`{"vmid": 150, "hostname": "app", "privileged": 0, "nesting": "true"}`, ""))
-	if e.Status != StatusPendingApproval || e.RiskClass != "config_mutation" || e.Action != ActionPctCreate {
-		t.Fatalf("pct_create: %+v", e)
-	}
-	var params map[string]any
-	if err := json.Unmarshal(e.Params, &params); err != nil || params["privileged"] != false || params["nesting"] != true || params["bridge"] != "vmbr0" {
-		t.Fatalf("stored params: %s", e.Params)
-	}
-	if !strings.HasPrefix(e.Command, "pct create 150 ") {
-		t.Fatalf("command: %s", e.Command)
-	}
-	_, err := f.svc.Request(ctx, agent, pctCreate(`{"vmid": 151, "hostname": "app2", "privileged": "maybe"}`, ""))
-	var fe *FieldError
-	if !errors.As(err, &fe) || fe.Field != "params.privileged" {
-		t.Fatalf("privileged maybe: %v", err)
-	}
-	// Declared read_only never lowers a typed action below its floor.
-	r := pctCreate(`{"vmid": 152, "hostname": "app3"}`, "")
-	r.DeclaredRisk = "read_only"
-	if e := mustRequest(t, f, agent, r); e.RiskClass != "config_mutation" || e.Status != StatusPendingApproval {
-		t.Fatalf("declared read_only pct_create: %+v", e)
-	}
-	// Not on a container, and not onto a vmid or hostname in use.
-	bad := pctCreate(`{"vmid": 160, "hostname": "x"}`, "")
-	bad.Target = "lxc:web"
-	_, err = f.svc.Request(ctx, agent, bad)
-	refusedCode(t, err, "target_kind")
-	_, err = f.svc.Request(ctx, agent, pctCreate(`{"vmid": 101, "hostname": "fresh"}`, ""))
-	refusedCode(t, err, "guest_exists")
-	_, err = f.svc.Request(ctx, agent, pctCreate(`{"vmid": 170, "hostname": "web"}`, ""))
-	refusedCode(t, err, "guest_exists")
-}
-
-// TestTypedActionsAreGated: a restart (of the fleet's reverse proxy, say) is classified and
-// queued like any other mutation; a read-only systemctl verb runs at once.
-func TestTypedActionsAreGated(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	cases := []struct {
-		action, target, params, class, status string
-	}{
-		{ActionRestart, "lxc:web", `{"unit": "caddy.service"}`, "config_mutation", StatusPendingApproval},
-		{ActionSystemctl, "lxc:db", `{"verb": "status", "unit": "caddy"}`, "read_only", StatusApproved},
-		{ActionAptUpgrade, "host:box", `{}`, "config_mutation", StatusPendingApproval},
-		{ActionPctExec, "lxc:db", `{"vmid": 102, "command": "df -h"}`, "read_only", StatusApproved},
-		{ActionDockerExec, "vm:ha", `{"container": "web", "command": "rm -rf /data"}`, "destructive", StatusPendingApproval},
-	}
-	for _, c := range cases {
-		e := mustRequest(t, f, agent, Request{Target: c.target, Action: c.action, Params: json.RawMessage(c.params), Purpose: "typed"})
-		if e.RiskClass != c.class || e.Status != c.status {
-			t.Errorf("%s on %s: %s %s, want %s %s (%v)", c.action, c.target, e.RiskClass, e.Status, c.class, c.status, e.Reasons)
-		}
-	}
-	_, err := f.svc.Request(context.Background(), agent, Request{Target: "lxc:web", Action: ActionPctExec,
-		Params: json.RawMessage(`{"vmid": 102, "command": "df -h"}`), Purpose: "typed"})
-	refusedCode(t, err, "target_kind")
 }
 
 func TestRegistrar(t *testing.T) {
@@ -90,7 +56,7 @@ func TestRegistrar(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bus.Stop()
-	reg, err := NewRegistrar(RegistrarOptions{Bus: bus, Pool: f.pool, Graph: f.graph, Logger: zerolog.Nop()})
+	reg, err := New(Options{Bus: bus, Pool: f.pool, Graph: f.graph, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +69,7 @@ func TestRegistrar(t *testing.T) {
 		return int64(f.count(t, `SELECT count(*) FROM events WHERE type LIKE 'execution.%'`))
 	}
 	e := mustRequest(t, f, agent, pctCreate(`{"vmid": 150, "hostname": "app", "privileged": 0, "nesting": 1, "memory": 1024}`, "sess-pct"))
-	mustDecide(t, f, operator, *e.ApprovalID, DecisionApprove, ViaButton)
+	mustDecide(t, f, operator, *e.ApprovalID, execution.DecisionApprove, execution.ViaButton)
 	if err := reg.WaitProcessed(ctx, execEvents()); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +83,7 @@ func TestRegistrar(t *testing.T) {
 	if s := state("execution:" + e.ID); s != "runnable" {
 		t.Fatalf("approved execution entity is %s", s)
 	}
-	f.simulate(t, e.ID, [][]byte{[]byte("created\n")}, StatusCompleted, 0,
+	f.simulate(t, e.ID, [][]byte{[]byte("created\n")}, execution.StatusCompleted, 0,
 		`{"vmid": 150, "hostname": "app", "template": "debian-12-standard_12.7-1_amd64.tar.zst", "ip": "dhcp"}`)
 	if err := reg.WaitProcessed(ctx, execEvents()); err != nil {
 		t.Fatal(err)
@@ -152,9 +118,9 @@ func TestRegistrar(t *testing.T) {
 	}
 	// Denied and failed executions move their entities too.
 	d := mustRequest(t, f, agent, run("lxc:web", cmdMutation, ""))
-	mustDecide(t, f, operator, *d.ApprovalID, DecisionDeny, ViaButton)
+	mustDecide(t, f, operator, *d.ApprovalID, execution.DecisionDeny, execution.ViaButton)
 	x := mustRequest(t, f, agent, run("lxc:web", "cat /nonexistent", ""))
-	f.simulate(t, x.ID, nil, StatusFailed, 1, "")
+	f.simulate(t, x.ID, nil, execution.StatusFailed, 1, "")
 	if err := reg.WaitProcessed(ctx, execEvents()); err != nil {
 		t.Fatal(err)
 	}
@@ -174,14 +140,14 @@ func TestRegistrarCatchUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	e := mustRequest(t, f, agent, pctCreate(`{"vmid": 155, "hostname": "late"}`, ""))
-	mustDecide(t, f, operator, *e.ApprovalID, DecisionApprove, ViaButton)
-	f.simulate(t, e.ID, nil, StatusCompleted, 0, `{"vmid": 155, "hostname": "late", "template": "debian-12-standard_12.7-1_amd64.tar.zst", "ip": "dhcp"}`)
+	mustDecide(t, f, operator, *e.ApprovalID, execution.DecisionApprove, execution.ViaButton)
+	f.simulate(t, e.ID, nil, execution.StatusCompleted, 0, `{"vmid": 155, "hostname": "late", "template": "debian-12-standard_12.7-1_amd64.tar.zst", "ip": "dhcp"}`)
 	bus := eventbus.NewBus(eventbus.BusOptions{Pool: f.pool, Logger: zerolog.Nop(), Poll: 20 * time.Millisecond})
 	if err := bus.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	defer bus.Stop()
-	reg, err := NewRegistrar(RegistrarOptions{Bus: bus, Pool: f.pool, Graph: f.graph, Logger: zerolog.Nop()})
+	reg, err := New(Options{Bus: bus, Pool: f.pool, Graph: f.graph, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package execution
+package decision
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/chat"
+	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/api/internal/storage/execstore"
 	"github.com/oikos-hq/oikos/shared/policy"
@@ -26,34 +27,34 @@ const (
 // message the api recorded (POST /chat), and the decision then proves that message
 // (proveRelay) before anything changes. A readonly token never decides. The role is checked
 // first, so a refused decision says only why it was refused.
-func validateDecision(m Meta, d *Decision) error {
+func validateDecision(m execution.Meta, d *execution.Decision) error {
 	switch m.Role {
-	case RoleOperator:
-	case RoleAgent:
+	case execution.RoleOperator:
+	case execution.RoleAgent:
 		return validateRelay(d)
 	default:
-		return forbidden("only an operator's token may decide an approval (an agent's only by relaying an operator's "+
+		return execution.Forbidden("only an operator's token may decide an approval (an agent's only by relaying an operator's "+
 			"chat message the api recorded); a %s token cannot approve, deny or revoke", m.Role)
 	}
 	var err error
 	d.Decision, d.Via = strings.TrimSpace(d.Decision), strings.TrimSpace(d.Via)
 	switch d.Decision {
-	case DecisionApprove, DecisionDeny, DecisionRevoke:
+	case execution.DecisionApprove, execution.DecisionDeny, execution.DecisionRevoke:
 	default:
 		return apierr.Invalid("decision", "%q is not one of approve, deny, revoke", d.Decision)
 	}
 	switch d.Via {
-	case ViaButton, ViaChatAssent, ViaTypedConfirmation, ViaAPI:
+	case execution.ViaButton, execution.ViaChatAssent, execution.ViaTypedConfirmation, execution.ViaAPI:
 	default:
 		return apierr.Invalid("via", "%q is not one of button, chat_assent, typed_confirmation, api", d.Via)
 	}
-	if d.MessageID, err = trimLimit("message_id", d.MessageID, maxMessageIDBytes); err != nil {
+	if d.MessageID, err = execution.TrimLimit("message_id", d.MessageID, maxMessageIDBytes); err != nil {
 		return err
 	}
-	if d.Reason, err = trimLimit("reason", d.Reason, maxReasonBytes); err != nil {
+	if d.Reason, err = execution.TrimLimit("reason", d.Reason, maxReasonBytes); err != nil {
 		return err
 	}
-	if d.Confirmation, err = trimLimit("confirmation", d.Confirmation, maxReasonBytes); err != nil {
+	if d.Confirmation, err = execution.TrimLimit("confirmation", d.Confirmation, maxReasonBytes); err != nil {
 		return err
 	}
 	return nil
@@ -61,14 +62,14 @@ func validateDecision(m Meta, d *Decision) error {
 
 // validateRelay checks the shape of an agent's decision: an approval by chat_assent or
 // typed_confirmation that names the operator's message. Anything else is refused (403).
-func validateRelay(d *Decision) error {
+func validateRelay(d *execution.Decision) error {
 	d.Decision, d.Via = strings.TrimSpace(d.Decision), strings.TrimSpace(d.Via)
 	d.MessageID, d.Reason = strings.TrimSpace(d.MessageID), strings.TrimSpace(d.Reason)
 	switch {
-	case d.Decision != DecisionApprove:
+	case d.Decision != execution.DecisionApprove:
 		return refuseRelay("an agent's token may only approve, not %q: denying and revoking are the operator's own, "+
 			"with an operator's token", d.Decision)
-	case d.Via != ViaChatAssent && d.Via != ViaTypedConfirmation:
+	case d.Via != execution.ViaChatAssent && d.Via != execution.ViaTypedConfirmation:
 		return refuseRelay("an agent relays only chat_assent or typed_confirmation, not %q", d.Via)
 	case d.MessageID == "":
 		return refuseRelay("message_id is required: the id the api gave the operator's chat message (POST /api/v1/chat)")
@@ -99,7 +100,7 @@ func (e *RelayRefusedError) Error() string {
 }
 
 // Unwrap makes a refused relay an ErrForbidden.
-func (e *RelayRefusedError) Unwrap() error { return ErrForbidden }
+func (e *RelayRefusedError) Unwrap() error { return execution.ErrForbidden }
 
 func refuseRelay(format string, args ...any) error {
 	return &RelayRefusedError{Reason: fmt.Sprintf(format, args...)}
@@ -117,7 +118,7 @@ func refusePlan(format string, args ...any) error {
 // by this via (a loose assent never a destructive one, a typed confirmation only naming the
 // target). An approval no longer pending answers as any late decision does (409). It returns
 // the message.
-func proveRelay(ctx context.Context, tx *execstore.Store, a Approval, d Decision) (chat.Message, error) {
+func proveRelay(ctx context.Context, tx *execstore.Store, a execution.Approval, d execution.Decision) (chat.Message, error) {
 	msg, err := chat.Load(ctx, tx.DB(), d.MessageID)
 	if errors.Is(err, apierr.ErrNotFound) {
 		return chat.Message{}, refuseRelay("message %q is not a chat message the api recorded", d.MessageID)
@@ -132,7 +133,7 @@ func proveRelay(ctx context.Context, tx *execstore.Store, a Approval, d Decision
 	case msg.SessionID != session:
 		return msg, refuseRelay("message %s was sent in session %q, but approval %s belongs to session %q",
 			msg.ID, msg.SessionID, a.ID, session)
-	case msg.TokenRole != RoleOperator:
+	case msg.TokenRole != execution.RoleOperator:
 		return msg, refuseRelay("message %s was sent with the %s token %q, not an operator's", msg.ID, msg.TokenRole, msg.TokenName)
 	case !msg.CreatedAt.After(a.RequestedAt):
 		return msg, refuseRelay("message %s (%s) is not newer than approval %s (requested %s); an assent grants only what was asked before it",
@@ -145,7 +146,7 @@ func proveRelay(ctx context.Context, tx *execstore.Store, a Approval, d Decision
 	if used {
 		return msg, refuseRelay("message %s already granted approval %s; a message grants each approval once", msg.ID, a.ID)
 	}
-	if a.Status != ApprovalPending {
+	if a.Status != execution.ApprovalPending {
 		return msg, conflict(a, d.Decision)
 	}
 	pending, err := tx.PendingBefore(ctx, session, msg.CreatedAt)
@@ -197,7 +198,7 @@ func proveRelay(ctx context.Context, tx *execstore.Store, a Approval, d Decision
 // refusedKind reports whether err is a refusal the caller caused (a 4xx), which a relay
 // audits, rather than a failure of the api.
 func refusedKind(err error) bool {
-	for _, s := range []error{ErrForbidden, ErrNotFound, apierr.ErrInvalid, apierr.ErrRefused, apierr.ErrAlreadyDecided, apierr.ErrConflict} {
+	for _, s := range []error{execution.ErrForbidden, execution.ErrNotFound, apierr.ErrInvalid, apierr.ErrRefused, apierr.ErrAlreadyDecided, apierr.ErrConflict} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -226,10 +227,10 @@ type relayRefusal struct {
 // auditRefusal writes the audit row of a refused relay, in a transaction of its own (the
 // decision's was rolled back: nothing else changes). A failure to write it is logged; the
 // refusal stands.
-func (s *Service) auditRefusal(ctx context.Context, m Meta, action, correlation, entityID string, after any) {
+func (s *Service) auditRefusal(ctx context.Context, m execution.Meta, action, correlation, entityID string, after any) {
 	ctx = context.WithoutCancel(ctx)
 	err := s.inTx(ctx, func(tx *execstore.Store) error {
-		return writeAudit(ctx, tx, m, correlation, action, entityID, nil, after)
+		return execution.WriteAudit(ctx, tx, m, correlation, action, entityID, nil, after)
 	})
 	if err != nil {
 		s.log.Error().Err(err).Str("actor", m.Actor).Str("action", action).Msg("audit of a refused relay failed")
@@ -248,18 +249,18 @@ func (s *Service) auditRefusal(ctx context.Context, m Meta, action, correlation,
 // decided_by and the agent token as relayed_by, and the message's use, so it grants this
 // approval once. A relay that fails any check, or any other way, is refused and audited
 // (approval.relay_refused, actor: the agent token), and nothing else changes.
-func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decision) (DecisionResult, error) {
-	if err := checkMeta(m); err != nil {
-		return DecisionResult{}, err
+func (s *Service) Decide(ctx context.Context, m execution.Meta, approvalID string, d execution.Decision) (execution.DecisionResult, error) {
+	if err := execution.CheckMeta(m); err != nil {
+		return execution.DecisionResult{}, err
 	}
-	relay := m.Role == RoleAgent
+	relay := m.Role == execution.RoleAgent
 	var session, entityID string
-	out, err := func() (DecisionResult, error) {
+	out, err := func() (execution.DecisionResult, error) {
 		if err := validateDecision(m, &d); err != nil {
-			return DecisionResult{}, err
+			return execution.DecisionResult{}, err
 		}
 		if !ids.IsUUID(approvalID) {
-			return DecisionResult{}, fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
+			return execution.DecisionResult{}, fmt.Errorf("%w: approval %q", execution.ErrNotFound, approvalID)
 		}
 		return s.decideApproval(ctx, m, approvalID, d, relay, &session, &entityID)
 	}()
@@ -272,8 +273,8 @@ func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decis
 
 // decideApproval is Decide's transaction; session and entityID receive the approval's session
 // and target as soon as they are read, for the audit row of a refused relay.
-func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string, d Decision, relay bool, session, entityID *string) (DecisionResult, error) {
-	var out DecisionResult
+func (s *Service) decideApproval(ctx context.Context, m execution.Meta, approvalID string, d execution.Decision, relay bool, session, entityID *string) (execution.DecisionResult, error) {
+	var out execution.DecisionResult
 	err := s.inTx(ctx, func(tx *execstore.Store) error {
 		// Lock the execution first: the scheduler's claim skips locked rows, so a revoke
 		// cannot race a claim, and a second decision waits here and then sees the first.
@@ -296,13 +297,13 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 			}
 			decider, relayer = msg.TokenName, &m.Actor
 		}
-		if d.Decision == DecisionApprove && row.RiskClass == string(policy.Destructive) &&
-			d.Via != ViaTypedConfirmation && d.Via != ViaButton {
-			return &RefusedError{Code: "destructive_needs_confirmation", RiskClass: row.RiskClass,
+		if d.Decision == execution.DecisionApprove && row.RiskClass == string(policy.Destructive) &&
+			d.Via != execution.ViaTypedConfirmation && d.Via != execution.ViaButton {
+			return &execution.RefusedError{Code: "destructive_needs_confirmation", RiskClass: row.RiskClass,
 				Reason: fmt.Sprintf("execution %s is destructive: approve it with a typed confirmation naming %s, or the button; %s is not enough",
 					execID, before.Target, strings.ReplaceAll(d.Via, "_", " "))}
 		}
-		if d.Confirmation != "" && d.Decision == DecisionApprove && strings.TrimSpace(d.Confirmation) != before.ConfirmationPhrase {
+		if d.Confirmation != "" && d.Decision == execution.DecisionApprove && strings.TrimSpace(d.Confirmation) != before.ConfirmationPhrase {
 			want := before.ConfirmationPhrase
 			if want == "" {
 				want = "none (it is not destructive)"
@@ -334,8 +335,8 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 			}
 		}
 		authorised := ""
-		if d.Decision == DecisionApprove {
-			authorised = AuthorisedApproval
+		if d.Decision == execution.DecisionApprove {
+			authorised = execution.AuthorisedApproval
 		}
 		if moved, err = tx.MoveExecution(ctx, execID, newExec, authorised, fromExec); err != nil {
 			return err
@@ -349,37 +350,37 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 		if out.Approval, err = tx.Approval(ctx, approvalID); err != nil {
 			return err
 		}
-		if d.Decision == DecisionApprove {
+		if d.Decision == execution.DecisionApprove {
 			if out.Window, err = openWindow(ctx, tx, decider, d.Via, out.Approval, out.Execution); err != nil {
 				return err
 			}
 		}
-		if d.Decision == DecisionRevoke {
+		if d.Decision == execution.DecisionRevoke {
 			// Withdrawn consent closes whatever that consent opened.
 			if err := tx.CloseWindows(ctx, approvalID); err != nil {
 				return err
 			}
 		}
 		corr := out.Approval.Session()
-		if err := writeAudit(ctx, tx, m, corr, "approval."+d.Decision, out.Execution.TargetID, before, out.Approval); err != nil {
+		if err := execution.WriteAudit(ctx, tx, m, corr, "approval."+d.Decision, out.Execution.TargetID, before, out.Approval); err != nil {
 			return err
 		}
-		if err := appendEvent(ctx, tx, m, "approval.decided", out.Execution, decidedPayload{
+		if err := execution.AppendEvent(ctx, tx, m, "approval.decided", out.Execution, decidedPayload{
 			ApprovalID: approvalID, ExecutionID: execID, Decision: d.Decision, Status: out.Approval.Status,
 			Via: d.Via, DecidedBy: decider, RelayedBy: relayer, RiskClass: out.Approval.RiskClass, Target: out.Execution.Target,
 			MessageID: msgID, Window: out.Window}); err != nil {
 			return err
 		}
-		if err := appendEvent(ctx, tx, m, "execution."+newExec, out.Execution, payloadOf(out.Execution)); err != nil {
+		if err := execution.AppendEvent(ctx, tx, m, "execution."+newExec, out.Execution, execution.PayloadOf(out.Execution)); err != nil {
 			return err
 		}
-		if newExec == StatusApproved {
+		if newExec == execution.StatusApproved {
 			return tx.NotifyRunnable(ctx, execID)
 		}
 		return nil
 	})
 	if err != nil {
-		return DecisionResult{}, err
+		return execution.DecisionResult{}, err
 	}
 	return out, nil
 }
@@ -387,19 +388,19 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 // transition says what a decision moves from and to: approval status, then execution status.
 func transition(decision string) (newApproval string, fromApproval []string, newExec string, fromExec []string) {
 	switch decision {
-	case DecisionApprove:
-		return ApprovalApproved, []string{ApprovalPending}, StatusApproved, []string{StatusPendingApproval}
-	case DecisionDeny:
-		return ApprovalDenied, []string{ApprovalPending}, StatusDenied, []string{StatusPendingApproval}
+	case execution.DecisionApprove:
+		return execution.ApprovalApproved, []string{execution.ApprovalPending}, execution.StatusApproved, []string{execution.StatusPendingApproval}
+	case execution.DecisionDeny:
+		return execution.ApprovalDenied, []string{execution.ApprovalPending}, execution.StatusDenied, []string{execution.StatusPendingApproval}
 	default: // revoke: pending, or approved but not yet claimed by the scheduler
-		return ApprovalRevoked, []string{ApprovalPending, ApprovalApproved}, StatusRevoked,
-			[]string{StatusPendingApproval, StatusApproved}
+		return execution.ApprovalRevoked, []string{execution.ApprovalPending, execution.ApprovalApproved}, execution.StatusRevoked,
+			[]string{execution.StatusPendingApproval, execution.StatusApproved}
 	}
 }
 
 // conflict explains why a decision found nothing to transition.
-func conflict(a Approval, decision string) error {
-	if a.Status != ApprovalPending && (decision != DecisionRevoke || a.Status != ApprovalApproved) {
+func conflict(a execution.Approval, decision string) error {
+	if a.Status != execution.ApprovalPending && (decision != execution.DecisionRevoke || a.Status != execution.ApprovalApproved) {
 		how := "already " + a.Status
 		if a.DecidedBy != nil {
 			how += " by " + *a.DecidedBy
@@ -410,9 +411,9 @@ func conflict(a Approval, decision string) error {
 		if a.DecidedAt != nil {
 			how += " at " + a.DecidedAt.UTC().Format(time.RFC3339)
 		}
-		return &ConflictError{Approval: a, Reason: fmt.Sprintf("approval %s was %s; nothing was changed", a.ID, how)}
+		return &execution.ConflictError{Approval: a, Reason: fmt.Sprintf("approval %s was %s; nothing was changed", a.ID, how)}
 	}
-	return &ConflictError{Approval: a, Reason: fmt.Sprintf("approval %s: execution %s is %s and can no longer be %sd",
+	return &execution.ConflictError{Approval: a, Reason: fmt.Sprintf("approval %s: execution %s is %s and can no longer be %sd",
 		a.ID, a.ExecutionID, a.ExecutionStatus, decision)}
 }
 
@@ -426,11 +427,11 @@ type decidedPayload struct {
 	DecidedBy   string `json:"decided_by"`
 	// RelayedBy names the agent token that relayed the operator's chat message; omitted on a
 	// direct decision.
-	RelayedBy *string `json:"relayed_by,omitempty"`
-	RiskClass string  `json:"risk_class"`
-	Target    string  `json:"target"`
-	MessageID *string `json:"message_id,omitempty"`
-	Window    *Window `json:"window,omitempty"`
+	RelayedBy *string           `json:"relayed_by,omitempty"`
+	RiskClass string            `json:"risk_class"`
+	Target    string            `json:"target"`
+	MessageID *string           `json:"message_id,omitempty"`
+	Window    *execution.Window `json:"window,omitempty"`
 }
 
 // openWindow opens the window an approval grants (docs/execution-contract.md,
@@ -438,7 +439,7 @@ type decidedPayload struct {
 // window (30 min); approving a destructive one by typed confirmation or button opens a
 // destructive window for that target and session (15 min). Without a session there is no
 // window. openedBy is the operator who decided.
-func openWindow(ctx context.Context, tx *execstore.Store, openedBy, via string, a Approval, e Execution) (*Window, error) {
+func openWindow(ctx context.Context, tx *execstore.Store, openedBy, via string, a execution.Approval, e execution.Execution) (*execution.Window, error) {
 	session := a.Session()
 	if session == "" {
 		return nil, nil
@@ -448,17 +449,17 @@ func openWindow(ctx context.Context, tx *execstore.Store, openedBy, via string, 
 	var target *string
 	switch {
 	case e.RiskClass == string(policy.ConfigMutation):
-		kind, length = "assent", AssentWindow
-	case e.RiskClass == string(policy.Destructive) && (via == ViaTypedConfirmation || via == ViaButton):
-		kind, length, target = "destructive", DestructiveWindow, &e.TargetID
+		kind, length = "assent", execution.AssentWindow
+	case e.RiskClass == string(policy.Destructive) && (via == execution.ViaTypedConfirmation || via == execution.ViaButton):
+		kind, length, target = "destructive", execution.DestructiveWindow, &e.TargetID
 	default:
 		return nil, nil
 	}
-	id, err := newID()
+	id, err := execution.NewID()
 	if err != nil {
 		return nil, err
 	}
-	w := &Window{ID: id, Kind: kind, SessionID: session}
+	w := &execution.Window{ID: id, Kind: kind, SessionID: session}
 	if target != nil {
 		w.Target = e.Target
 	}
