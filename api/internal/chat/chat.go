@@ -13,6 +13,7 @@ package chat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -114,11 +115,14 @@ func (s *Store) Record(ctx context.Context, m Meta, sessionID, text string) (Mes
 		p := recordedPayload{MessageID: id, SessionID: sessionID, TokenName: m.Actor, TokenRole: m.Role, Bytes: len(text)}
 		withText := p
 		withText.Text = &msg.Text
-		if err := tx.WriteAudit(ctx, audit.Row{Actor: m.Actor, Action: "chat.message", Method: m.Method, Path: m.Path,
+		if err := storage.WriteAudit(ctx, tx.DB(), audit.Row{Actor: m.Actor, Action: "chat.message", Method: m.Method, Path: m.Path,
 			CorrelationID: sessionID, After: withText}); err != nil {
 			return err
 		}
-		return tx.AppendEvent(ctx, eventbus.Event{Type: "chat.message", CorrelationID: sessionID, Actor: m.Actor}, p)
+		if _, err := storage.AppendEvent(ctx, tx.DB(), eventbus.Event{Type: "chat.message", CorrelationID: sessionID, Actor: m.Actor}, p); err != nil {
+			return fmt.Errorf("event chat.message: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
 		return Message{}, err

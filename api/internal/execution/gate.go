@@ -287,8 +287,8 @@ func (s *Service) record(ctx context.Context, tx *execstore.Store, m Meta, p pre
 		if err := AppendEvent(ctx, tx, m, "execution.queued", e, PayloadOf(e)); err != nil {
 			return Execution{}, err
 		}
-		ap := ApprovalRequested{ApprovalID: *approvalID, ExecutionID: e.ID, Target: e.Target, Action: e.Action,
-			Command: e.Command, Purpose: e.Purpose, RiskClass: e.RiskClass, Reasons: e.Reasons, SessionID: session}
+		ap := ApprovalRequested{ApprovalID: *approvalID, ExecutionID: e.ID, Asked: execstore.Asked{Target: e.Target,
+			Action: e.Action, Command: e.Command, Purpose: e.Purpose, RiskClass: e.RiskClass, Reasons: e.Reasons}, SessionID: session}
 		if err := AppendEvent(ctx, tx, m, "approval.requested", e, ap); err != nil {
 			return Execution{}, err
 		}
@@ -318,15 +318,10 @@ func runMessage(e Execution) string {
 // ApprovalRequested is the approval.requested payload: enough for a dashboard card, and
 // for the notification an operator gets (api/internal/notify).
 type ApprovalRequested struct {
-	ApprovalID  string   `json:"approval_id"`
-	ExecutionID string   `json:"execution_id"`
-	Target      string   `json:"target"`
-	Action      string   `json:"action"`
-	Command     string   `json:"command"`
-	Purpose     string   `json:"purpose"`
-	RiskClass   string   `json:"risk_class"`
-	Reasons     []string `json:"reasons"`
-	SessionID   *string  `json:"session_id,omitempty"`
+	ApprovalID  string `json:"approval_id"`
+	ExecutionID string `json:"execution_id"`
+	execstore.Asked
+	SessionID *string `json:"session_id,omitempty"`
 }
 
 // linkEntity creates the execution's entity and its edges (G12) in tx: target -targets->

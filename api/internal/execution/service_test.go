@@ -1,4 +1,4 @@
-package execution
+package execution_test
 
 import (
 	"bytes"
@@ -10,81 +10,55 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/oikos-hq/oikos/api/internal/execution"
+	"github.com/oikos-hq/oikos/api/internal/execution/exectest"
 )
-
-// Commands of each class under the default policy.
-const (
-	cmdRead        = "uptime"
-	cmdMutation    = "touch /srv/flag"
-	cmdDestructive = "rm -rf /var/lib/app"
-)
-
-func run(target, command, session string) Request {
-	return Request{Target: target, Command: command, Purpose: "test", SessionID: session}
-}
-
-func mustRequest(t testing.TB, f *fixture, m Meta, r Request) Execution {
-	t.Helper()
-	e, err := f.svc.Request(context.Background(), m, r)
-	if err != nil {
-		t.Fatalf("request %s on %s: %v", r.Command, r.Target, err)
-	}
-	return e
-}
-
-func refusedCode(t testing.TB, err error, code string) *RefusedError {
-	t.Helper()
-	var re *RefusedError
-	if !errors.As(err, &re) || re.Code != code {
-		t.Fatalf("err = %v, want a refusal with code %s", err, code)
-	}
-	return re
-}
 
 func TestRequestOutcomes(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	ro := mustRequest(t, f, agent, run("lxc:web", cmdRead, ""))
-	if ro.Status != StatusApproved || ro.RiskClass != "read_only" || ro.AuthorisedBy != AuthorisedAuto || ro.ApprovalID != nil {
+	f := exectest.NewFixture(t)
+	ro := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdRead, ""))
+	if ro.Status != execution.StatusApproved || ro.RiskClass != "read_only" || ro.AuthorisedBy != execution.AuthorisedAuto || ro.ApprovalID != nil {
 		t.Fatalf("read-only: %+v", ro)
 	}
-	cm := mustRequest(t, f, agent, run("lxc:web", cmdMutation, ""))
-	if cm.Status != StatusPendingApproval || cm.RiskClass != "config_mutation" || cm.ApprovalID == nil {
+	cm := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdMutation, ""))
+	if cm.Status != execution.StatusPendingApproval || cm.RiskClass != "config_mutation" || cm.ApprovalID == nil {
 		t.Fatalf("config_mutation: %+v", cm)
 	}
 	if !strings.Contains(cm.Message, *cm.ApprovalID) {
 		t.Errorf("queued message %q does not name the approval", cm.Message)
 	}
-	de := mustRequest(t, f, agent, run("host:box", cmdDestructive, ""))
-	if de.Status != StatusPendingApproval || de.RiskClass != "destructive" {
+	de := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("host:box", exectest.CmdDestructive, ""))
+	if de.Status != execution.StatusPendingApproval || de.RiskClass != "destructive" {
 		t.Fatalf("destructive: %+v", de)
 	}
-	if _, err := f.svc.Request(context.Background(), agent, run("lxc:nope", cmdRead, "")); !errors.Is(err, ErrNotFound) {
+	if _, err := f.Svc.Request(context.Background(), exectest.Agent, exectest.Run("lxc:nope", exectest.CmdRead, "")); !errors.Is(err, execution.ErrNotFound) {
 		t.Fatalf("unknown target: %v", err)
 	}
-	_, err := f.svc.Request(context.Background(), agent, run("service:caddy", cmdRead, ""))
-	refusedCode(t, err, "target_kind")
-	_, err = f.svc.Request(context.Background(), agent, run("lxc:gone", cmdRead, ""))
-	refusedCode(t, err, "target_state")
-	_, err = f.svc.Request(context.Background(), agent, run("lxc:web", "head - n 3 /etc/passwd", ""))
-	re := refusedCode(t, err, "syntax")
+	_, err := f.Svc.Request(context.Background(), exectest.Agent, exectest.Run("service:caddy", exectest.CmdRead, ""))
+	exectest.RefusedCode(t, err, "target_kind")
+	_, err = f.Svc.Request(context.Background(), exectest.Agent, exectest.Run("lxc:gone", exectest.CmdRead, ""))
+	exectest.RefusedCode(t, err, "target_state")
+	_, err = f.Svc.Request(context.Background(), exectest.Agent, exectest.Run("lxc:web", "head - n 3 /etc/passwd", ""))
+	re := exectest.RefusedCode(t, err, "syntax")
 	if !strings.Contains(re.Reason, "-n") {
 		t.Errorf("syntax refusal %q does not name the fix", re.Reason)
 	}
-	if _, err := f.svc.Request(context.Background(), readonly, run("lxc:web", cmdRead, "")); !errors.Is(err, ErrForbidden) {
+	if _, err := f.Svc.Request(context.Background(), exectest.Readonly, exectest.Run("lxc:web", exectest.CmdRead, "")); !errors.Is(err, execution.ErrForbidden) {
 		t.Fatalf("readonly request: %v", err)
 	}
-	for _, bad := range []Request{
-		{Target: "lxc:web", Command: cmdRead},                                          // no purpose
-		{Target: "", Command: cmdRead, Purpose: "x"},                                   // no target
-		{Target: "lxc:web", Command: " ", Purpose: "x"},                                // no command
-		{Target: "lxc:web", Command: "echo a\x00b", Purpose: "x"},                      // NUL
-		{Target: "lxc:web", Command: cmdRead, Purpose: "x", DeclaredRisk: "harmless"},  // bad class
-		{Target: "lxc:web", Command: cmdRead, Purpose: "x", TimeoutSeconds: -1},        // bad timeout
-		{Target: "lxc:web", Command: cmdRead, Purpose: "x", Params: []byte(`{"a":1}`)}, // params on run
+	for _, bad := range []execution.Request{
+		{Target: "lxc:web", Command: exectest.CmdRead},                                          // no purpose
+		{Target: "", Command: exectest.CmdRead, Purpose: "x"},                                   // no target
+		{Target: "lxc:web", Command: " ", Purpose: "x"},                                         // no command
+		{Target: "lxc:web", Command: "echo a\x00b", Purpose: "x"},                               // NUL
+		{Target: "lxc:web", Command: exectest.CmdRead, Purpose: "x", DeclaredRisk: "harmless"},  // bad class
+		{Target: "lxc:web", Command: exectest.CmdRead, Purpose: "x", TimeoutSeconds: -1},        // bad timeout
+		{Target: "lxc:web", Command: exectest.CmdRead, Purpose: "x", Params: []byte(`{"a":1}`)}, // params on run
 	} {
-		var fe *FieldError
-		if _, err := f.svc.Request(context.Background(), agent, bad); !errors.As(err, &fe) {
+		var fe *execution.FieldError
+		if _, err := f.Svc.Request(context.Background(), exectest.Agent, bad); !errors.As(err, &fe) {
 			t.Errorf("request %+v: err = %v, want a field error", bad, err)
 		}
 	}
@@ -93,22 +67,22 @@ func TestRequestOutcomes(t *testing.T) {
 // TestDeclaredRiskOnlyEscalates: the agent's own verdict is never trusted.
 func TestDeclaredRiskOnlyEscalates(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	cases := []struct {
 		command, declared, want, status string
 	}{
-		{cmdDestructive, "read_only", "destructive", StatusPendingApproval},
-		{cmdMutation, "read_only", "config_mutation", StatusPendingApproval},
-		{cmdRead, "destructive", "destructive", StatusPendingApproval},
-		{cmdRead, "config_mutation", "config_mutation", StatusPendingApproval},
-		{cmdRead, "reversible_low", "reversible_low", StatusApproved},
-		{cmdRead, "read_only", "read_only", StatusApproved},
+		{exectest.CmdDestructive, "read_only", "destructive", execution.StatusPendingApproval},
+		{exectest.CmdMutation, "read_only", "config_mutation", execution.StatusPendingApproval},
+		{exectest.CmdRead, "destructive", "destructive", execution.StatusPendingApproval},
+		{exectest.CmdRead, "config_mutation", "config_mutation", execution.StatusPendingApproval},
+		{exectest.CmdRead, "reversible_low", "reversible_low", execution.StatusApproved},
+		{exectest.CmdRead, "read_only", "read_only", execution.StatusApproved},
 	}
 	for i, c := range cases {
 		// One session per case keeps the dedup keys apart.
-		r := run("lxc:web", c.command, fmt.Sprintf("sess-declared-%d", i))
+		r := exectest.Run("lxc:web", c.command, fmt.Sprintf("sess-declared-%d", i))
 		r.DeclaredRisk = c.declared
-		e := mustRequest(t, f, agent, r)
+		e := exectest.MustRequest(t, f, exectest.Agent, r)
 		if e.RiskClass != c.want || e.Status != c.status {
 			t.Errorf("%q declared %s: class %s status %s, want %s %s", c.command, c.declared, e.RiskClass, e.Status, c.want, c.status)
 		}
@@ -122,52 +96,52 @@ func TestDeclaredRiskOnlyEscalates(t *testing.T) {
 // that would otherwise queue.
 func TestVMWithoutGuestAgentRefusedBeforeQueuing(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	tables := []string{"executions", "approvals", "entities", "relationships", "events", "audit_log"}
 	before := map[string]int{}
 	for _, tb := range tables {
-		before[tb] = f.count(t, `SELECT count(*) FROM `+tb)
+		before[tb] = f.Count(t, `SELECT count(*) FROM `+tb)
 	}
 	for _, target := range []string{"vm:noagent", "vm:unknownagent"} {
-		for _, cmd := range []string{cmdRead, cmdMutation, cmdDestructive} {
-			_, err := f.svc.Request(context.Background(), agent, run(target, cmd, "sess-vm"))
-			re := refusedCode(t, err, "no_guest_agent")
+		for _, cmd := range []string{exectest.CmdRead, exectest.CmdMutation, exectest.CmdDestructive} {
+			_, err := f.Svc.Request(context.Background(), exectest.Agent, exectest.Run(target, cmd, "sess-vm"))
+			re := exectest.RefusedCode(t, err, "no_guest_agent")
 			if !strings.Contains(re.Reason, "guest agent") {
 				t.Errorf("%s: reason %q does not say why", target, re.Reason)
 			}
 		}
 	}
 	for _, tb := range tables {
-		if n := f.count(t, `SELECT count(*) FROM `+tb); n != before[tb] {
+		if n := f.Count(t, `SELECT count(*) FROM `+tb); n != before[tb] {
 			t.Errorf("%s: %d rows after refusals, %d before", tb, n, before[tb])
 		}
 	}
-	if e := mustRequest(t, f, agent, run("vm:ha", cmdRead, "")); e.Status != StatusApproved {
+	if e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("vm:ha", exectest.CmdRead, "")); e.Status != execution.StatusApproved {
 		t.Fatalf("vm with agent: %+v", e)
 	}
 }
 
 func TestApprovalFlood(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	ctx := context.Background()
-	first := mustRequest(t, f, agent, run("lxc:web", cmdMutation, "sess-flood"))
-	_, err := f.svc.Request(ctx, agent, run("lxc:db", "touch /srv/other", "sess-flood"))
-	re := refusedCode(t, err, "approval_pending")
+	first := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdMutation, "sess-flood"))
+	_, err := f.Svc.Request(ctx, exectest.Agent, exectest.Run("lxc:db", "touch /srv/other", "sess-flood"))
+	re := exectest.RefusedCode(t, err, "approval_pending")
 	if re.ApprovalID != *first.ApprovalID || !strings.Contains(re.Reason, *first.ApprovalID) {
 		t.Fatalf("flood refusal %+v does not name pending approval %s", re, *first.ApprovalID)
 	}
 	// A destructive request is refused the same way; read-only still runs; other sessions
 	// and requests without a session are not affected.
-	_, err = f.svc.Request(ctx, agent, run("lxc:db", cmdDestructive, "sess-flood"))
-	refusedCode(t, err, "approval_pending")
-	if e := mustRequest(t, f, agent, run("lxc:db", cmdRead, "sess-flood")); e.Status != StatusApproved {
+	_, err = f.Svc.Request(ctx, exectest.Agent, exectest.Run("lxc:db", exectest.CmdDestructive, "sess-flood"))
+	exectest.RefusedCode(t, err, "approval_pending")
+	if e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:db", exectest.CmdRead, "sess-flood")); e.Status != execution.StatusApproved {
 		t.Fatalf("read-only during a pending approval: %+v", e)
 	}
-	if e := mustRequest(t, f, agent, run("lxc:db", "touch /srv/other", "sess-flood-2")); e.Status != StatusPendingApproval {
+	if e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:db", "touch /srv/other", "sess-flood-2")); e.Status != execution.StatusPendingApproval {
 		t.Fatalf("other session: %+v", e)
 	}
-	if e := mustRequest(t, f, agent, run("lxc:db", "touch /srv/third", "")); e.Status != StatusPendingApproval {
+	if e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:db", "touch /srv/third", "")); e.Status != execution.StatusPendingApproval {
 		t.Fatalf("no session: %+v", e)
 	}
 	// Concurrent requests of one session: exactly one approval.
@@ -178,12 +152,12 @@ func TestApprovalFlood(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e, err := f.svc.Request(ctx, agent, run("lxc:web", fmt.Sprintf("touch /srv/c%d", i), "sess-flood-race"))
+			e, err := f.Svc.Request(ctx, exectest.Agent, exectest.Run("lxc:web", fmt.Sprintf("touch /srv/c%d", i), "sess-flood-race"))
 			mu.Lock()
 			defer mu.Unlock()
-			var re *RefusedError
+			var re *execution.RefusedError
 			switch {
-			case err == nil && e.Status == StatusPendingApproval:
+			case err == nil && e.Status == execution.StatusPendingApproval:
 				queued++
 			case errors.As(err, &re) && re.Code == "approval_pending":
 				refused++
@@ -202,12 +176,12 @@ func TestApprovalFlood(t *testing.T) {
 // byte for byte in output_base64 and in the log chunks.
 func TestOutputRoundTrip(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	ctx := context.Background()
-	e := mustRequest(t, f, agent, run("lxc:web", cmdRead, ""))
+	e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdRead, ""))
 	chunks := [][]byte{[]byte("say \"hi\" \\ back\n"), {0x00, 0x01, 'a', 0xff, 0xfe, '\n'}, []byte("caf\xc3\xa9 \xe2\x82")}
-	f.simulate(t, e.ID, chunks, StatusCompleted, 0, `{"ok": true}`)
-	got, err := f.svc.Get(ctx, e.ID)
+	simulate(t, f, e.ID, chunks, execution.StatusCompleted, 0, `{"ok": true}`)
+	got, err := f.Svc.Get(ctx, e.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +190,7 @@ func TestOutputRoundTrip(t *testing.T) {
 	if err != nil || !bytes.Equal(raw, want) {
 		t.Fatalf("output_base64 = %q, want %q", raw, want)
 	}
-	if *got.Output != TextOf(want) || got.ExitCode == nil || *got.ExitCode != 0 || got.Status != StatusCompleted {
+	if *got.Output != execution.TextOf(want) || got.ExitCode == nil || *got.ExitCode != 0 || got.Status != execution.StatusCompleted {
 		t.Fatalf("execution after run: %+v", got)
 	}
 	// Through JSON as the api answers it.
@@ -224,7 +198,7 @@ func TestOutputRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back Execution
+	var back execution.Execution
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +206,7 @@ func TestOutputRoundTrip(t *testing.T) {
 	if !bytes.Equal(raw, want) || string(back.Result) != `{"ok":true}` {
 		t.Fatalf("after JSON: %q result %s", raw, back.Result)
 	}
-	logs, err := f.svc.Logs(ctx, e.ID, 0, 0)
+	logs, err := f.Svc.Logs(ctx, e.ID, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +218,7 @@ func TestOutputRoundTrip(t *testing.T) {
 			t.Errorf("chunk %d = %q", i, c.Data)
 		}
 	}
-	page, err := f.svc.Logs(ctx, e.ID, 1, 1)
+	page, err := f.Svc.Logs(ctx, e.ID, 1, 1)
 	if err != nil || len(page.Chunks) != 1 || page.Chunks[0].Seq != 2 || page.Done {
 		t.Fatalf("logs after 1, limit 1: %+v %v", page, err)
 	}
@@ -252,7 +226,7 @@ func TestOutputRoundTrip(t *testing.T) {
 
 func TestListCursor(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	ctx := context.Background()
 	var ids []string
 	for i := range 7 {
@@ -260,18 +234,18 @@ func TestListCursor(t *testing.T) {
 		if i%2 == 1 {
 			target = "lxc:db"
 		}
-		e := mustRequest(t, f, agent, run(target, fmt.Sprintf("cat /etc/hostname%d", i), "sess-list"))
+		e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run(target, fmt.Sprintf("cat /etc/hostname%d", i), "sess-list"))
 		ids = append(ids, e.ID)
 	}
 	// Force ties on created_at: the cursor must still neither drop nor repeat rows.
-	if _, err := f.pool.Exec(ctx, `UPDATE executions SET created_at = '2026-01-01T00:00:00Z'`); err != nil {
+	if _, err := f.Pool.Exec(ctx, `UPDATE executions SET created_at = '2026-01-01T00:00:00Z'`); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	cursor := ""
 	pages := 0
 	for {
-		p, err := f.svc.List(ctx, ListFilter{SessionID: "sess-list", After: cursor, Limit: 3})
+		p, err := f.Svc.List(ctx, execution.ListFilter{SessionID: "sess-list", After: cursor, Limit: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -293,18 +267,18 @@ func TestListCursor(t *testing.T) {
 	if len(seen) != len(ids) || pages != 3 {
 		t.Fatalf("walked %d rows in %d pages, want %d in 3", len(seen), pages, len(ids))
 	}
-	p, err := f.svc.List(ctx, ListFilter{Target: "lxc:db", Statuses: []string{StatusApproved}, CorrelationID: "sess-list"})
+	p, err := f.Svc.List(ctx, execution.ListFilter{Target: "lxc:db", Statuses: []string{execution.StatusApproved}, CorrelationID: "sess-list"})
 	if err != nil || len(p.Items) != 3 {
 		t.Fatalf("filtered list: %d items, %v", len(p.Items), err)
 	}
-	var fe *FieldError
-	if _, err := f.svc.List(ctx, ListFilter{Statuses: []string{"bogus"}}); !errors.As(err, &fe) {
+	var fe *execution.FieldError
+	if _, err := f.Svc.List(ctx, execution.ListFilter{Statuses: []string{"bogus"}}); !errors.As(err, &fe) {
 		t.Fatalf("bad status filter: %v", err)
 	}
-	if _, err := f.svc.List(ctx, ListFilter{After: "garbage"}); !errors.As(err, &fe) {
+	if _, err := f.Svc.List(ctx, execution.ListFilter{After: "garbage"}); !errors.As(err, &fe) {
 		t.Fatalf("bad cursor: %v", err)
 	}
-	ap, err := f.svc.ListApprovals(ctx, ApprovalFilter{Statuses: []string{ApprovalPending}})
+	ap, err := f.Svc.ListApprovals(ctx, execution.ApprovalFilter{Statuses: []string{execution.ApprovalPending}})
 	if err != nil || len(ap.Items) != 0 {
 		t.Fatalf("pending approvals: %+v %v", ap, err)
 	}

@@ -181,11 +181,14 @@ type payload struct {
 
 func record(ctx context.Context, tx *authstore.Store, actor, action, event string, m Meta, sess Session) error {
 	p := payload{SessionID: sess.ID, ExpiresAt: sess.ExpiresAt, UserAgent: m.UserAgent}
-	if err := tx.WriteAudit(ctx, audit.Row{Actor: actor, Action: action, Method: m.Method, Path: m.Path,
+	if err := storage.WriteAudit(ctx, tx.DB(), audit.Row{Actor: actor, Action: action, Method: m.Method, Path: m.Path,
 		CorrelationID: m.CorrelationID, After: p}); err != nil {
 		return err
 	}
-	return tx.AppendEvent(ctx, eventbus.Event{Type: event, CorrelationID: m.CorrelationID, Actor: actor}, p)
+	if _, err := storage.AppendEvent(ctx, tx.DB(), eventbus.Event{Type: event, CorrelationID: m.CorrelationID, Actor: actor}, p); err != nil {
+		return fmt.Errorf("event %s: %w", event, err)
+	}
+	return nil
 }
 
 func newSecret() (string, error) {

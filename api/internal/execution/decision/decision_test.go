@@ -1,9 +1,10 @@
-package decision
+package decision_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,49 +14,15 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/execution"
+	"github.com/oikos-hq/oikos/api/internal/execution/exectest"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
-// Commands of each class under the default policy.
-const (
-	cmdRead        = "uptime"
-	cmdMutation    = "touch /srv/flag"
-	cmdDestructive = "rm -rf /var/lib/app"
-)
-
-func run(target, command, session string) execution.Request {
-	return execution.Request{Target: target, Command: command, Purpose: "test", SessionID: session}
-}
-
-func mustRequest(t testing.TB, f *fixture, m execution.Meta, r execution.Request) execution.Execution {
-	t.Helper()
-	e, err := f.svc.Request(context.Background(), m, r)
-	if err != nil {
-		t.Fatalf("request %s on %s: %v", r.Command, r.Target, err)
-	}
-	return e
-}
-
-func mustDecide(t testing.TB, f *fixture, m execution.Meta, approvalID, decision, via string) execution.DecisionResult {
-	t.Helper()
-	res, err := f.dec.Decide(context.Background(), m, approvalID, execution.Decision{Decision: decision, Via: via})
-	if err != nil {
-		t.Fatalf("%s %s via %s: %v", decision, approvalID, via, err)
-	}
-	return res
-}
-
-func refusedCode(t testing.TB, err error, code string) *execution.RefusedError {
-	t.Helper()
-	var re *execution.RefusedError
-	if !errors.As(err, &re) || re.Code != code {
-		t.Fatalf("err = %v, want a refusal with code %s", err, code)
-	}
-	return re
-}
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 func TestDedup(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	ctx := context.Background()
 	for _, session := range []string{"", "sess-dedup"} {
 		const n = 8
@@ -68,7 +35,7 @@ func TestDedup(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				results[i], errs[i] = f.svc.Request(ctx, agent, run("lxc:db", cmdMutation, session))
+				results[i], errs[i] = f.Svc.Request(ctx, exectest.Agent, exectest.Run("lxc:db", exectest.CmdMutation, session))
 			}()
 		}
 		close(start)
@@ -90,22 +57,22 @@ func TestDedup(t *testing.T) {
 		if created != 1 {
 			t.Fatalf("session %q: %d requests created an execution, want 1", session, created)
 		}
-		if c := f.count(t, `SELECT count(*) FROM executions WHERE target_slug = 'lxc:db' AND coalesce(session_id, '') = $1`, session); c != 1 {
+		if c := f.Count(t, `SELECT count(*) FROM executions WHERE target_slug = 'lxc:db' AND coalesce(session_id, '') = $1`, session); c != 1 {
 			t.Fatalf("session %q: %d execution rows", session, c)
 		}
 	}
 	// Same command, other session: not a duplicate (but it queues its own approval).
-	other := mustRequest(t, f, agent, run("lxc:db", cmdMutation, "sess-other"))
+	other := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:db", exectest.CmdMutation, "sess-other"))
 	if other.AlreadyQueued {
 		t.Fatal("a request of another session was treated as a duplicate")
 	}
 	// Once decided, the same request queues anew.
-	first := mustRequest(t, f, agent, run("lxc:db", cmdMutation, ""))
+	first := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:db", exectest.CmdMutation, ""))
 	if !first.AlreadyQueued {
 		t.Fatal("expected the pending one")
 	}
-	mustDecide(t, f, operator, *first.ApprovalID, execution.DecisionDeny, execution.ViaButton)
-	again := mustRequest(t, f, agent, run("lxc:db", cmdMutation, ""))
+	exectest.MustDecide(t, f, exectest.Operator, *first.ApprovalID, execution.DecisionDeny, execution.ViaButton)
+	again := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:db", exectest.CmdMutation, ""))
 	if again.AlreadyQueued || again.ID == first.ID {
 		t.Fatal("a denied execution still counted as pending")
 	}
@@ -115,11 +82,11 @@ func TestDedup(t *testing.T) {
 // approval; the other is told how it was decided.
 func TestConcurrentDecisionsOneWins(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	ctx := context.Background()
 	pairs := [][2]string{{execution.DecisionApprove, execution.DecisionDeny}, {execution.DecisionApprove, execution.DecisionApprove}, {execution.DecisionDeny, execution.DecisionRevoke}, {execution.DecisionApprove, execution.DecisionRevoke}}
 	for round := range 20 {
-		e := mustRequest(t, f, agent, run("lxc:web", fmt.Sprintf("touch /srv/round-%d", round), ""))
+		e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", fmt.Sprintf("touch /srv/round-%d", round), ""))
 		pair := pairs[round%len(pairs)]
 		var wg sync.WaitGroup
 		results := make([]execution.DecisionResult, 2)
@@ -130,7 +97,7 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				results[i], errs[i] = f.dec.Decide(ctx, operator, *e.ApprovalID, execution.Decision{Decision: pair[i], Via: execution.ViaButton})
+				results[i], errs[i] = f.Dec.Decide(ctx, exectest.Operator, *e.ApprovalID, execution.Decision{Decision: pair[i], Via: execution.ViaButton})
 			}()
 		}
 		close(start)
@@ -149,7 +116,7 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 		// approve then revoke may both succeed (revoke applies to an approved execution
 		// that has not started); every other pair has exactly one winner.
 		if pair == [2]string{execution.DecisionApprove, execution.DecisionRevoke} && wins == 2 {
-			got, _ := f.svc.Get(ctx, e.ID)
+			got, _ := f.Svc.Get(ctx, e.ID)
 			if got.Status != execution.StatusRevoked {
 				t.Fatalf("round %d: approve and revoke both won but the execution is %s", round, got.Status)
 			}
@@ -162,14 +129,14 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 		if !errors.As(loser, &ce) || !strings.Contains(ce.Reason, "already") {
 			t.Fatalf("round %d: loser error %v, want a conflict saying it was already decided", round, loser)
 		}
-		got, err := f.svc.Get(ctx, e.ID)
+		got, err := f.Svc.Get(ctx, e.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Status != winner.Execution.Status {
 			t.Fatalf("round %d: execution is %s, the winner moved it to %s", round, got.Status, winner.Execution.Status)
 		}
-		if n := f.count(t, `SELECT count(*) FROM events WHERE type = 'approval.decided' AND payload->>'approval_id' = $1`, *e.ApprovalID); n != 1 {
+		if n := f.Count(t, `SELECT count(*) FROM events WHERE type = 'approval.decided' AND payload->>'approval_id' = $1`, *e.ApprovalID); n != 1 {
 			t.Fatalf("round %d: %d approval.decided events", round, n)
 		}
 	}
@@ -177,7 +144,7 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 
 func TestDecisionsMoveTheExecution(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	ctx := context.Background()
 	cases := []struct {
 		decision, wantExec, wantApproval string
@@ -187,37 +154,37 @@ func TestDecisionsMoveTheExecution(t *testing.T) {
 		{execution.DecisionRevoke, execution.StatusRevoked, execution.ApprovalRevoked},
 	}
 	for i, c := range cases {
-		e := mustRequest(t, f, agent, run("lxc:web", fmt.Sprintf("touch /srv/move-%d", i), ""))
-		res := mustDecide(t, f, operator, *e.ApprovalID, c.decision, execution.ViaButton)
+		e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", fmt.Sprintf("touch /srv/move-%d", i), ""))
+		res := exectest.MustDecide(t, f, exectest.Operator, *e.ApprovalID, c.decision, execution.ViaButton)
 		if res.Execution.Status != c.wantExec || res.Approval.Status != c.wantApproval {
 			t.Errorf("%s: execution %s approval %s", c.decision, res.Execution.Status, res.Approval.Status)
 		}
 		if res.Approval.DecidedBy == nil || *res.Approval.DecidedBy != "alice" || res.Approval.Via == nil || *res.Approval.Via != execution.ViaButton {
 			t.Errorf("%s: decision not recorded: %+v", c.decision, res.Approval)
 		}
-		if got, _ := f.svc.Get(ctx, e.ID); got.Status != c.wantExec {
+		if got, _ := f.Svc.Get(ctx, e.ID); got.Status != c.wantExec {
 			t.Errorf("%s: stored execution status %s", c.decision, got.Status)
 		}
 	}
 	// Revoke after approval, before the scheduler claims it.
-	e := mustRequest(t, f, agent, run("lxc:web", "touch /srv/revoke-late", ""))
-	mustDecide(t, f, operator, *e.ApprovalID, execution.DecisionApprove, execution.ViaAPI)
-	res := mustDecide(t, f, operator, *e.ApprovalID, execution.DecisionRevoke, execution.ViaButton)
+	e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", "touch /srv/revoke-late", ""))
+	exectest.MustDecide(t, f, exectest.Operator, *e.ApprovalID, execution.DecisionApprove, execution.ViaAPI)
+	res := exectest.MustDecide(t, f, exectest.Operator, *e.ApprovalID, execution.DecisionRevoke, execution.ViaButton)
 	if res.Execution.Status != execution.StatusRevoked {
 		t.Fatalf("revoke of an approved execution: %s", res.Execution.Status)
 	}
 	// Once running it can no longer be revoked.
-	e = mustRequest(t, f, agent, run("lxc:web", "touch /srv/revoke-running", ""))
-	mustDecide(t, f, operator, *e.ApprovalID, execution.DecisionApprove, execution.ViaAPI)
-	if _, err := f.pool.Exec(ctx, `UPDATE executions SET status = 'running', started_at = now() WHERE id = $1`, e.ID); err != nil {
+	e = exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", "touch /srv/revoke-running", ""))
+	exectest.MustDecide(t, f, exectest.Operator, *e.ApprovalID, execution.DecisionApprove, execution.ViaAPI)
+	if _, err := f.Pool.Exec(ctx, `UPDATE executions SET status = 'running', started_at = now() WHERE id = $1`, e.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.dec.Decide(ctx, operator, *e.ApprovalID, execution.Decision{Decision: execution.DecisionRevoke, Via: execution.ViaButton})
+	_, err := f.Dec.Decide(ctx, exectest.Operator, *e.ApprovalID, execution.Decision{Decision: execution.DecisionRevoke, Via: execution.ViaButton})
 	var ce *execution.ConflictError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "running") {
 		t.Fatalf("revoke of a running execution: %v", err)
 	}
-	if _, err := f.dec.Decide(ctx, operator, "0190b7a4-0000-7000-8000-000000000000", execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaButton}); !errors.Is(err, execution.ErrNotFound) {
+	if _, err := f.Dec.Decide(ctx, exectest.Operator, "0190b7a4-0000-7000-8000-000000000000", execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaButton}); !errors.Is(err, execution.ErrNotFound) {
 		t.Fatalf("unknown approval: %v", err)
 	}
 }
@@ -226,25 +193,25 @@ func TestDecisionsMoveTheExecution(t *testing.T) {
 // stored before (the original hard-coded config_mutation on every approval).
 func TestDecisionRecordsRealRiskClass(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	ctx := context.Background()
 	for i, c := range []struct{ command, class, via string }{
-		{cmdDestructive, "destructive", execution.ViaTypedConfirmation},
+		{exectest.CmdDestructive, "destructive", execution.ViaTypedConfirmation},
 		{"rm -rf /var/lib/other", "destructive", execution.ViaButton},
-		{cmdMutation, "config_mutation", execution.ViaAPI},
+		{exectest.CmdMutation, "config_mutation", execution.ViaAPI},
 		{"touch /srv/chat", "config_mutation", execution.ViaChatAssent},
 	} {
-		e := mustRequest(t, f, agent, run("host:box", c.command, fmt.Sprintf("sess-class-%d", i)))
+		e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("host:box", c.command, fmt.Sprintf("sess-class-%d", i)))
 		// Corrupt the stored class: the decision must write the real one back.
-		if _, err := f.pool.Exec(ctx, `UPDATE approvals SET risk_class = 'read_only' WHERE id = $1`, *e.ApprovalID); err != nil {
+		if _, err := f.Pool.Exec(ctx, `UPDATE approvals SET risk_class = 'read_only' WHERE id = $1`, *e.ApprovalID); err != nil {
 			t.Fatal(err)
 		}
-		res := mustDecide(t, f, operator, *e.ApprovalID, execution.DecisionApprove, c.via)
+		res := exectest.MustDecide(t, f, exectest.Operator, *e.ApprovalID, execution.DecisionApprove, c.via)
 		if res.Approval.RiskClass != c.class {
 			t.Errorf("%s: approval records %s, want %s", c.command, res.Approval.RiskClass, c.class)
 		}
 		var payloadClass string
-		if err := f.pool.QueryRow(ctx, `SELECT payload->>'risk_class' FROM events WHERE type = 'approval.decided' AND payload->>'approval_id' = $1`,
+		if err := f.Pool.QueryRow(ctx, `SELECT payload->>'risk_class' FROM events WHERE type = 'approval.decided' AND payload->>'approval_id' = $1`,
 			*e.ApprovalID).Scan(&payloadClass); err != nil || payloadClass != c.class {
 			t.Errorf("%s: approval.decided carries %q (%v), want %s", c.command, payloadClass, err, c.class)
 		}
@@ -256,16 +223,16 @@ func TestDecisionRecordsRealRiskClass(t *testing.T) {
 // and nothing is written but the agent's refusals' audit rows (approval.relay_refused).
 func TestDecisionRoles(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	ctx := context.Background()
-	e := mustRequest(t, f, agent, run("lxc:web", cmdMutation, "sess-roles"))
-	d := mustRequest(t, f, agent, run("lxc:web", cmdDestructive, "sess-roles-2"))
+	e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdMutation, "sess-roles"))
+	d := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdDestructive, "sess-roles-2"))
 	for _, id := range []string{*e.ApprovalID, *d.ApprovalID} {
-		for _, m := range []execution.Meta{agent, readonly} {
+		for _, m := range []execution.Meta{exectest.Agent, exectest.Readonly} {
 			for _, via := range []string{execution.ViaButton, execution.ViaChatAssent, execution.ViaTypedConfirmation, execution.ViaAPI} {
 				for _, dec := range []string{execution.DecisionApprove, execution.DecisionDeny, execution.DecisionRevoke} {
 					for _, msg := range []string{"", "msg-42"} {
-						_, err := f.dec.Decide(ctx, m, id, execution.Decision{Decision: dec, Via: via, MessageID: msg})
+						_, err := f.Dec.Decide(ctx, m, id, execution.Decision{Decision: dec, Via: via, MessageID: msg})
 						if !errors.Is(err, execution.ErrForbidden) || !strings.Contains(err.Error(), "only an operator's token may decide") {
 							t.Errorf("%s %s via %s (message %q): err = %v, want forbidden", m.Role, dec, via, msg, err)
 						}
@@ -274,15 +241,15 @@ func TestDecisionRoles(t *testing.T) {
 			}
 		}
 		// Refused even for a malformed or unknown decision: the role is checked first.
-		if _, err := f.dec.Decide(ctx, agent, id, execution.Decision{Decision: "maybe", Via: "telepathy"}); !errors.Is(err, execution.ErrForbidden) {
+		if _, err := f.Dec.Decide(ctx, exectest.Agent, id, execution.Decision{Decision: "maybe", Via: "telepathy"}); !errors.Is(err, execution.ErrForbidden) {
 			t.Errorf("agent, malformed decision: %v", err)
 		}
-		got, err := f.svc.GetApproval(ctx, id)
+		got, err := f.Svc.GetApproval(ctx, id)
 		if err != nil || got.Status != execution.ApprovalPending || got.DecidedBy != nil || got.ExecutionStatus != execution.StatusPendingApproval {
 			t.Fatalf("refused decisions changed the approval: %+v %v", got, err)
 		}
 		var audits, events int
-		if err := f.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM audit_log WHERE action LIKE 'approval.%' AND after->>'id' = $1),
+		if err := f.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM audit_log WHERE action LIKE 'approval.%' AND after->>'id' = $1),
 			(SELECT count(*) FROM events WHERE type = 'approval.decided' AND payload->>'approval_id' = $1)`, id).Scan(&audits, &events); err != nil {
 			t.Fatal(err)
 		}
@@ -292,84 +259,84 @@ func TestDecisionRoles(t *testing.T) {
 	}
 	for _, d := range []execution.Decision{{Decision: "maybe", Via: execution.ViaButton}, {Decision: execution.DecisionApprove, Via: "telepathy"}} {
 		var fe *execution.FieldError
-		if _, err := f.dec.Decide(ctx, operator, *e.ApprovalID, d); !errors.As(err, &fe) {
+		if _, err := f.Dec.Decide(ctx, exectest.Operator, *e.ApprovalID, d); !errors.As(err, &fe) {
 			t.Errorf("%+v: err = %v, want a field error", d, err)
 		}
 	}
 	// The operator's own chat assent, with its message id, approves the config_mutation.
-	res, err := f.dec.Decide(ctx, operator, *e.ApprovalID, execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaChatAssent, MessageID: "msg-42"})
+	res, err := f.Dec.Decide(ctx, exectest.Operator, *e.ApprovalID, execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaChatAssent, MessageID: "msg-42"})
 	if err != nil {
 		t.Fatalf("operator's chat assent: %v", err)
 	}
-	if res.Approval.MessageID == nil || *res.Approval.MessageID != "msg-42" || *res.Approval.DecidedBy != operator.Actor {
+	if res.Approval.MessageID == nil || *res.Approval.MessageID != "msg-42" || *res.Approval.DecidedBy != exectest.Operator.Actor {
 		t.Fatalf("chat assent not recorded: %+v", res.Approval)
 	}
 	// Chat assent never approves a destructive execution, nor does via=api.
-	_, err = f.dec.Decide(ctx, operator, *d.ApprovalID, execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaChatAssent, MessageID: "msg-43"})
-	refusedCode(t, err, "destructive_needs_confirmation")
-	_, err = f.dec.Decide(ctx, operator, *d.ApprovalID, execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaAPI})
-	refusedCode(t, err, "destructive_needs_confirmation")
-	if got, _ := f.svc.GetApproval(ctx, *d.ApprovalID); got.Status != execution.ApprovalPending {
+	_, err = f.Dec.Decide(ctx, exectest.Operator, *d.ApprovalID, execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaChatAssent, MessageID: "msg-43"})
+	exectest.RefusedCode(t, err, "destructive_needs_confirmation")
+	_, err = f.Dec.Decide(ctx, exectest.Operator, *d.ApprovalID, execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaAPI})
+	exectest.RefusedCode(t, err, "destructive_needs_confirmation")
+	if got, _ := f.Svc.GetApproval(ctx, *d.ApprovalID); got.Status != execution.ApprovalPending {
 		t.Fatalf("refused decisions changed the approval: %s", got.Status)
 	}
 	// The approval carries the phrase to type; a wrong one (the dashboard sends what the
 	// operator typed) approves nothing.
-	pending, _ := f.svc.GetApproval(ctx, *d.ApprovalID)
+	pending, _ := f.Svc.GetApproval(ctx, *d.ApprovalID)
 	if pending.ConfirmationPhrase != "confirm rm lxc:web" {
 		t.Fatalf("confirmation phrase %q, want %q", pending.ConfirmationPhrase, "confirm rm lxc:web")
 	}
-	_, err = f.dec.Decide(ctx, operator, *d.ApprovalID, execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaTypedConfirmation, Confirmation: "confirm rm lxc:db"})
+	_, err = f.Dec.Decide(ctx, exectest.Operator, *d.ApprovalID, execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaTypedConfirmation, Confirmation: "confirm rm lxc:db"})
 	if fe := (*apierr.FieldError)(nil); !errors.As(err, &fe) || fe.Field != "confirmation" {
 		t.Fatalf("a wrong typed phrase: %v, want a field error on confirmation", err)
 	}
-	if got, _ := f.svc.GetApproval(ctx, *d.ApprovalID); got.Status != execution.ApprovalPending {
+	if got, _ := f.Svc.GetApproval(ctx, *d.ApprovalID); got.Status != execution.ApprovalPending {
 		t.Fatalf("a wrong phrase changed the approval: %s", got.Status)
 	}
 	// The operator's typed confirmation approves it and opens the destructive window for that
 	// target and session; the audit row and the event name the operator.
-	res, err = f.dec.Decide(ctx, operator, *d.ApprovalID, execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaTypedConfirmation, MessageID: "msg-44",
+	res, err = f.Dec.Decide(ctx, exectest.Operator, *d.ApprovalID, execution.Decision{Decision: execution.DecisionApprove, Via: execution.ViaTypedConfirmation, MessageID: "msg-44",
 		Confirmation: pending.ConfirmationPhrase})
 	if err != nil || res.Approval.RiskClass != "destructive" || res.Window == nil || res.Window.Kind != "destructive" || res.Window.Target != "lxc:web" {
 		t.Fatalf("typed confirmation: %+v %v", res, err)
 	}
 	var auditActor, auditBy, eventActor, eventBy string
-	if err := f.pool.QueryRow(ctx, `SELECT a.actor, a.after->>'decided_by', e.actor, e.payload->>'decided_by'
+	if err := f.Pool.QueryRow(ctx, `SELECT a.actor, a.after->>'decided_by', e.actor, e.payload->>'decided_by'
 		FROM audit_log a, events e
 		WHERE a.action = 'approval.approve' AND a.after->>'id' = $1
 		  AND e.type = 'approval.decided' AND e.payload->>'approval_id' = $1`, *d.ApprovalID).
 		Scan(&auditActor, &auditBy, &eventActor, &eventBy); err != nil {
 		t.Fatal(err)
 	}
-	if auditActor != operator.Actor || auditBy != operator.Actor || eventActor != operator.Actor || eventBy != operator.Actor {
-		t.Fatalf("decided by: audit %q/%q, event %q/%q; want %s", auditActor, auditBy, eventActor, eventBy, operator.Actor)
+	if auditActor != exectest.Operator.Actor || auditBy != exectest.Operator.Actor || eventActor != exectest.Operator.Actor || eventBy != exectest.Operator.Actor {
+		t.Fatalf("decided by: audit %q/%q, event %q/%q; want %s", auditActor, auditBy, eventActor, eventBy, exectest.Operator.Actor)
 	}
 }
 
 func TestWindowExpiryAndRevoke(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	ctx := context.Background()
-	e := mustRequest(t, f, agent, run("lxc:web", cmdMutation, "sess-w"))
-	res := mustDecide(t, f, operator, *e.ApprovalID, execution.DecisionApprove, execution.ViaButton)
+	e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdMutation, "sess-w"))
+	res := exectest.MustDecide(t, f, exectest.Operator, *e.ApprovalID, execution.DecisionApprove, execution.ViaButton)
 	if res.Window == nil || res.Window.Kind != "assent" || time.Until(res.Window.ExpiresAt) < 29*time.Minute {
 		t.Fatalf("assent window: %+v", res.Window)
 	}
-	in := mustRequest(t, f, agent, run("lxc:web", "touch /srv/in-window", "sess-w"))
+	in := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", "touch /srv/in-window", "sess-w"))
 	if in.Status != execution.StatusApproved || in.AuthorisedBy != execution.AuthorisedAssent {
 		t.Fatalf("inside the window: %+v", in)
 	}
-	if _, err := f.pool.Exec(ctx, `UPDATE approval_windows SET expires_at = now() - interval '1 second' WHERE session_id = 'sess-w'`); err != nil {
+	if _, err := f.Pool.Exec(ctx, `UPDATE approval_windows SET expires_at = now() - interval '1 second' WHERE session_id = 'sess-w'`); err != nil {
 		t.Fatal(err)
 	}
-	late := mustRequest(t, f, agent, run("lxc:web", "touch /srv/after-window", "sess-w"))
+	late := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", "touch /srv/after-window", "sess-w"))
 	if late.Status != execution.StatusPendingApproval {
 		t.Fatalf("after the window expired: %+v", late)
 	}
 	// Revoking the approval that opened a window closes it.
-	e2 := mustRequest(t, f, agent, run("lxc:db", cmdMutation, "sess-w2"))
-	mustDecide(t, f, operator, *e2.ApprovalID, execution.DecisionApprove, execution.ViaButton)
-	mustDecide(t, f, operator, *e2.ApprovalID, execution.DecisionRevoke, execution.ViaButton)
-	if e := mustRequest(t, f, agent, run("lxc:db", "touch /srv/after-revoke", "sess-w2")); e.Status != execution.StatusPendingApproval {
+	e2 := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:db", exectest.CmdMutation, "sess-w2"))
+	exectest.MustDecide(t, f, exectest.Operator, *e2.ApprovalID, execution.DecisionApprove, execution.ViaButton)
+	exectest.MustDecide(t, f, exectest.Operator, *e2.ApprovalID, execution.DecisionRevoke, execution.ViaButton)
+	if e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:db", "touch /srv/after-revoke", "sess-w2")); e.Status != execution.StatusPendingApproval {
 		t.Fatalf("window of a revoked approval still served: %+v", e)
 	}
 }
@@ -378,9 +345,9 @@ func TestWindowExpiryAndRevoke(t *testing.T) {
 // entity and its edges commit with it, and a runnable execution is NOTIFYed.
 func TestAuditEventsAndEntity(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := exectest.NewFixture(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, f.url)
+	conn, err := pgx.Connect(ctx, f.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +365,7 @@ func TestAuditEventsAndEntity(t *testing.T) {
 		}
 	}
 	events := func(exec string) []string {
-		rows, err := f.pool.Query(ctx, `SELECT type FROM events WHERE payload->>'execution_id' = $1 ORDER BY id`, exec)
+		rows, err := f.Pool.Query(ctx, `SELECT type FROM events WHERE payload->>'execution_id' = $1 ORDER BY id`, exec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -409,21 +376,21 @@ func TestAuditEventsAndEntity(t *testing.T) {
 		return types
 	}
 	audits := func(action, target string) int {
-		return f.count(t, `SELECT count(*) FROM audit_log WHERE action = $1 AND entity_id = (SELECT id FROM entities WHERE slug = $2)`, action, target)
+		return f.Count(t, `SELECT count(*) FROM audit_log WHERE action = $1 AND entity_id = (SELECT id FROM entities WHERE slug = $2)`, action, target)
 	}
-	ro := mustRequest(t, f, agent, run("lxc:web", cmdRead, "sess-task"))
+	ro := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdRead, "sess-task"))
 	waitNotify(ro.ID)
 	if got := strings.Join(events(ro.ID), ","); got != "execution.requested,execution.approved" {
 		t.Errorf("run-now events: %s", got)
 	}
-	q := mustRequest(t, f, agent, run("lxc:web", cmdMutation, "sess-task"))
+	q := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdMutation, "sess-task"))
 	if got := strings.Join(events(q.ID), ","); got != "execution.requested,execution.queued,approval.requested" {
 		t.Errorf("queued events: %s", got)
 	}
 	if audits("execution.request", "lxc:web") != 2 {
 		t.Errorf("execution.request audit rows: %d", audits("execution.request", "lxc:web"))
 	}
-	mustDecide(t, f, operator, *q.ApprovalID, execution.DecisionApprove, execution.ViaButton)
+	exectest.MustDecide(t, f, exectest.Operator, *q.ApprovalID, execution.DecisionApprove, execution.ViaButton)
 	waitNotify(q.ID)
 	if got := strings.Join(events(q.ID), ","); got != "execution.requested,execution.queued,approval.requested,approval.decided,execution.approved" {
 		t.Errorf("decided events: %s", got)
@@ -431,13 +398,13 @@ func TestAuditEventsAndEntity(t *testing.T) {
 	if audits("approval.approve", "lxc:web") != 1 {
 		t.Error("no approval.approve audit row")
 	}
-	d := mustRequest(t, f, agent, run("lxc:db", cmdMutation, ""))
-	mustDecide(t, f, operator, *d.ApprovalID, execution.DecisionDeny, execution.ViaButton)
+	d := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:db", exectest.CmdMutation, ""))
+	exectest.MustDecide(t, f, exectest.Operator, *d.ApprovalID, execution.DecisionDeny, execution.ViaButton)
 	if got := strings.Join(events(d.ID), ","); !strings.HasSuffix(got, "approval.decided,execution.denied") {
 		t.Errorf("deny events: %s", got)
 	}
 	var actor, corr string
-	if err := f.pool.QueryRow(ctx, `SELECT actor, correlation_id FROM events WHERE type = 'execution.queued' AND payload->>'execution_id' = $1`, q.ID).
+	if err := f.Pool.QueryRow(ctx, `SELECT actor, correlation_id FROM events WHERE type = 'execution.queued' AND payload->>'execution_id' = $1`, q.ID).
 		Scan(&actor, &corr); err != nil || actor != "nomos" || corr != "sess-task" {
 		t.Errorf("event actor/correlation: %q %q %v", actor, corr, err)
 	}
@@ -445,18 +412,18 @@ func TestAuditEventsAndEntity(t *testing.T) {
 	// session's task.
 	for _, e := range []execution.Execution{ro, q} {
 		var state string
-		if err := f.pool.QueryRow(ctx, `SELECT state FROM entities WHERE slug = $1`, "execution:"+e.ID).Scan(&state); err != nil {
+		if err := f.Pool.QueryRow(ctx, `SELECT state FROM entities WHERE slug = $1`, "execution:"+e.ID).Scan(&state); err != nil {
 			t.Fatalf("execution entity of %s: %v", e.ID, err)
 		}
 		for _, edge := range []struct{ typ, src string }{{"targets", "lxc:web"}, {"involves", "task:t1"}} {
-			n := f.count(t, `SELECT count(*) FROM relationships r JOIN entities s ON s.id = r.source_id JOIN entities d ON d.id = r.target_id
+			n := f.Count(t, `SELECT count(*) FROM relationships r JOIN entities s ON s.id = r.source_id JOIN entities d ON d.id = r.target_id
 				WHERE r.type = $1 AND s.slug = $2 AND d.slug = $3 AND r.valid_to IS NULL`, edge.typ, edge.src, "execution:"+e.ID)
 			if n != 1 {
 				t.Errorf("%s edge %s -> execution:%s: %d", edge.typ, edge.src, e.ID, n)
 			}
 		}
 	}
-	if n := f.count(t, `SELECT count(*) FROM relationships r JOIN entities d ON d.id = r.target_id WHERE r.type = 'involves' AND d.slug = $1`, "execution:"+d.ID); n != 0 {
+	if n := f.Count(t, `SELECT count(*) FROM relationships r JOIN entities d ON d.id = r.target_id WHERE r.type = 'involves' AND d.slug = $1`, "execution:"+d.ID); n != 0 {
 		t.Errorf("an execution without a session got an involves edge")
 	}
 }

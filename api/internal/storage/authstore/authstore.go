@@ -9,11 +9,8 @@ package authstore
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/oikos-hq/oikos/api/internal/storage"
-	"github.com/oikos-hq/oikos/shared/audit"
-	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
 // Errors of the store.
@@ -51,15 +48,6 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Store) error) error {
 	return storage.InTx(ctx, s.db, func(tx storage.DB) error { return fn(&Store{db: tx}) })
 }
 
-// WriteAudit writes one audit row.
-func (s *Store) WriteAudit(ctx context.Context, r audit.Row) error {
-	return storage.WriteAudit(ctx, s.db, r)
-}
-
-// AppendEvent appends an event to the outbox.
-func (s *Store) AppendEvent(ctx context.Context, e eventbus.Event, payload any) error {
-	if _, err := storage.AppendEvent(ctx, s.db, e, payload); err != nil {
-		return fmt.Errorf("event %s: %w", e.Type, err)
-	}
-	return nil
-}
+// DB is what the store runs on: inside InTx, the transaction, on which the caller writes
+// the change's audit row and event (storage.WriteAudit, storage.AppendEvent).
+func (s *Store) DB() storage.DB { return s.db }

@@ -16,8 +16,6 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/ids"
 	"github.com/oikos-hq/oikos/api/internal/storage"
-	"github.com/oikos-hq/oikos/shared/audit"
-	"github.com/oikos-hq/oikos/shared/eventbus"
 )
 
 // Message is one recorded chat message.
@@ -78,18 +76,9 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Store) error) error {
 	return storage.InTx(ctx, s.db, func(tx storage.DB) error { return fn(&Store{db: tx}) })
 }
 
-// WriteAudit writes one audit row.
-func (s *Store) WriteAudit(ctx context.Context, r audit.Row) error {
-	return storage.WriteAudit(ctx, s.db, r)
-}
-
-// AppendEvent appends an event to the outbox.
-func (s *Store) AppendEvent(ctx context.Context, e eventbus.Event, payload any) error {
-	if _, err := storage.AppendEvent(ctx, s.db, e, payload); err != nil {
-		return fmt.Errorf("event %s: %w", e.Type, err)
-	}
-	return nil
-}
+// DB is what the store runs on: inside InTx, the transaction, on which the caller writes
+// the change's audit row and event (storage.WriteAudit, storage.AppendEvent).
+func (s *Store) DB() storage.DB { return s.db }
 
 // Insert records m (its CreatedAt is ignored) and returns when the database recorded it.
 func (s *Store) Insert(ctx context.Context, m Message) (time.Time, error) {

@@ -60,18 +60,25 @@ func (e *Execution) setOutput(b []byte) {
 // control characters stay (JSON escapes them), so nothing is silently dropped.
 func TextOf(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
 
+// Asked is what an approval asks an operator about: the execution it gates, as a dashboard
+// card or a notification shows it. Approval and the approval.requested payload
+// (execution.ApprovalRequested) both carry it, so the two say the same of it.
+type Asked struct {
+	Target    string   `json:"target"`
+	Action    string   `json:"action"`
+	Command   string   `json:"command"`
+	Purpose   string   `json:"purpose"`
+	RiskClass string   `json:"risk_class"`
+	Reasons   []string `json:"reasons"`
+}
+
 // Approval is one approval request and, once made, its decision.
 type Approval struct {
-	ID          string    `json:"id"`
-	ExecutionID string    `json:"execution_id"`
-	SessionID   *string   `json:"session_id"`
-	TargetID    string    `json:"target_id"`
-	Target      string    `json:"target"`
-	Action      string    `json:"action"`
-	Command     string    `json:"command"`
-	Purpose     string    `json:"purpose"`
-	RiskClass   string    `json:"risk_class"`
-	Reasons     []string  `json:"reasons"`
+	ID          string  `json:"id"`
+	ExecutionID string  `json:"execution_id"`
+	SessionID   *string `json:"session_id"`
+	TargetID    string  `json:"target_id"`
+	Asked
 	Status      string    `json:"status"`
 	RequestedBy string    `json:"requested_by"`
 	RequestedAt time.Time `json:"requested_at"`
