@@ -23,6 +23,8 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/discover"
 	"github.com/oikos-hq/oikos/api/internal/execapi"
 	"github.com/oikos-hq/oikos/api/internal/execution"
+	"github.com/oikos-hq/oikos/api/internal/execution/decision"
+	"github.com/oikos-hq/oikos/api/internal/execution/registrar"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
@@ -63,7 +65,7 @@ type Server struct {
 	pool      *storage.Pool
 	notifier  *eventbus.Notifier
 	bus       *eventbus.Bus
-	registrar *execution.Registrar
+	registrar *registrar.Registrar
 	// notifications delivers notifications from the outbox (nil when OIKOS_NOTIFY_ENABLED is off).
 	notifications *notifyworker.Notifier
 	chat          *chatapi.API
@@ -187,6 +189,10 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	if err != nil {
 		return fail(err)
 	}
+	decisions, err := decision.New(decision.Options{Pool: pool, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
 	connCfg, err := pg.ListenConfig(cfg.DatabaseURL, "oikos-api-listener")
 	if err != nil {
 		return fail(err)
@@ -237,18 +243,18 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 		// The feature packages' route tables, mounted with the server's own behind its guard
 		// (one token lookup admits a request on every route) and its error handling.
 		Routes: slices.Concat(
-			execapi.New(execapi.Deps{Service: exec, Notifier: notifier, Logger: log}).Routes(),
+			execapi.New(execapi.Deps{Service: exec, Decisions: decisions, Notifier: notifier, Logger: log}).Routes(),
 			metricsapi.New(metricsapi.Deps{Pool: pool, Logger: log}).Routes(),
 			onboarding.Routes(),
 			chatAPI.Routes(),
 			notifyapi.New(notifyapi.Deps{Service: notifyService, PublicURL: cfg.PublicURL, Logger: log, Woken: wakeNotifications}).Routes(),
 		),
 	})
-	registrar, err := execution.NewRegistrar(execution.RegistrarOptions{Bus: bus, Pool: pool, Graph: svc, Logger: log})
+	reg, err := registrar.New(registrar.Options{Bus: bus, Pool: pool, Graph: svc, Logger: log})
 	if err != nil {
 		return fail(err)
 	}
-	s := &Server{pool: pool, notifier: notifier, bus: bus, registrar: registrar, notifications: notifications, chat: chatAPI,
+	s := &Server{pool: pool, notifier: notifier, bus: bus, registrar: reg, notifications: notifications, chat: chatAPI,
 		http: h, cancel: cancel, served: make(chan error, 1), Graph: svc, Auth: store}
 	if err := bus.Start(ctx); err != nil {
 		return fail(err)
@@ -257,7 +263,7 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	if err := notifier.Start(ctx); err != nil {
 		return fail(err)
 	}
-	if err := registrar.Start(ctx); err != nil {
+	if err := reg.Start(ctx); err != nil {
 		return fail(err)
 	}
 	if notifications != nil {

@@ -76,15 +76,6 @@ var PGXAllowlist = map[string]bool{
 	"shared/remote":                      true, // pins SSH host keys (ssh_host_keys), their one writer, for every scheduler replica
 	"scheduler/internal/labtest":         true, // test support: writes what the api's ingest would
 	"scheduler/internal/fleet/fleettest": true, // test support: writes what the api's ingest would
-
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/auth": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/chat": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/execution": true,
-	// TODO(#29 storage): move SQL into the daemon's storage package
-	"api/internal/websession": true,
 }
 
 var daemons = map[string]bool{"api": true, "scheduler": true, "agent": true}

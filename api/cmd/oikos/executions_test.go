@@ -18,6 +18,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/execapi"
 	execsvc "github.com/oikos-hq/oikos/api/internal/execution"
+	"github.com/oikos-hq/oikos/api/internal/execution/decision"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/eventbus"
@@ -65,13 +66,17 @@ func newExecAPI(t *testing.T) *execAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dec, err := decision.New(decision.Options{Pool: db.Pool, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	store := auth.NewStore(db.Pool)
 	tok, err := store.Create(ctx, "op", auth.RoleOperator)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := echo.New()
-	execapi.Register(e.Group("/api/v1"), execapi.Deps{Service: svc, Auth: store, Logger: zerolog.Nop(), StreamPoll: 20 * time.Millisecond})
+	execapi.Register(e.Group("/api/v1"), execapi.Deps{Service: svc, Decisions: dec, Auth: store, Logger: zerolog.Nop(), StreamPoll: 20 * time.Millisecond})
 	ts := httptest.NewServer(e)
 	t.Cleanup(func() {
 		ts.CloseClientConnections()

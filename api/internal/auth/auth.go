@@ -24,9 +24,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/authstore"
 )
 
 // Role is what a token is allowed to do.
@@ -121,7 +120,7 @@ var (
 	// ErrInvalidName: an empty or over-long token name.
 	ErrInvalidName = errors.New("invalid token name")
 	// ErrNameTaken: a token of that name exists already.
-	ErrNameTaken = errors.New("a token with that name exists")
+	ErrNameTaken = authstore.ErrNameTaken
 	// ErrNotFound: no token of that name.
 	ErrNotFound = errors.New("no such token")
 )
@@ -150,13 +149,13 @@ const (
 // enough to spot a stale token, and a write per request would double the cost of every call.
 const lastUsedResolution = time.Minute
 
-// Store reads and writes api_tokens.
+// Store issues, verifies and revokes the tokens of api_tokens (through authstore).
 type Store struct {
-	db pg.Querier
+	db *authstore.Store
 }
 
 // NewStore returns a store over db (a pool).
-func NewStore(db pg.Querier) *Store { return &Store{db: db} }
+func NewStore(db storage.DB) *Store { return &Store{db: authstore.New(db)} }
 
 // Hash returns the stored form of a token: hex SHA-256.
 func Hash(token string) string {
@@ -192,10 +191,9 @@ func (s *Store) Create(ctx context.Context, name string, role Role) (string, err
 	if err != nil {
 		return "", err
 	}
-	_, err = s.db.Exec(ctx, `INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, $2, $3)`,
-		name, string(role), Hash(token))
-	if pg.IsUniqueViolation(err, "api_tokens_name_key") {
-		return "", fmt.Errorf("%w: %q", ErrNameTaken, name)
+	err = s.db.InsertToken(ctx, name, string(role), Hash(token))
+	if errors.Is(err, ErrNameTaken) {
+		return "", err
 	}
 	if err != nil {
 		return "", fmt.Errorf("create token %q: %w", name, err)
@@ -220,14 +218,9 @@ func (s *Store) identify(ctx context.Context, token string) (Principal, string, 
 		return Principal{}, "", ErrUnauthenticated
 	}
 	want := Hash(token)
-	var (
-		id, name, role, stored string
-		lastUsed               *time.Time
-		revoked                bool
-	)
-	err := s.db.QueryRow(ctx, `SELECT id::text, name, role, token_hash, last_used_at, revoked_at IS NOT NULL
-		FROM api_tokens WHERE token_hash = $1`, want).Scan(&id, &name, &role, &stored, &lastUsed, &revoked)
-	if errors.Is(err, pgx.ErrNoRows) {
+	t, err := s.db.TokenByHash(ctx, want)
+	id, name, role, stored, lastUsed, revoked := t.ID, t.Name, t.Role, t.Hash, t.LastUsedAt, t.Revoked
+	if errors.Is(err, authstore.ErrNotFound) {
 		return Principal{}, "", ErrUnauthenticated
 	}
 	if err != nil {
@@ -239,7 +232,7 @@ func (s *Store) identify(ctx context.Context, token string) (Principal, string, 
 		return Principal{}, "", ErrUnauthenticated
 	}
 	if lastUsed == nil || time.Since(*lastUsed) > lastUsedResolution {
-		if _, err := s.db.Exec(ctx, `UPDATE api_tokens SET last_used_at = now() WHERE id = $1`, id); err != nil {
+		if err := s.db.TouchToken(ctx, id); err != nil {
 			return Principal{}, "", fmt.Errorf("record token use: %w", err)
 		}
 	}
@@ -318,10 +311,8 @@ func (s *Store) EnsureToken(ctx context.Context, name string, role Role, token s
 		return "", err
 	}
 	h := Hash(token)
-	var holder, heldRole string
-	var revoked bool
-	err := s.db.QueryRow(ctx, `SELECT name, role, revoked_at IS NOT NULL FROM api_tokens WHERE token_hash = $1`, h).
-		Scan(&holder, &heldRole, &revoked)
+	held, err := s.db.TokenByHash(ctx, h)
+	holder, heldRole, revoked := held.Name, held.Role, held.Revoked
 	switch {
 	case err == nil && holder != name:
 		if Role(heldRole) == role && !revoked {
@@ -330,16 +321,10 @@ func (s *Store) EnsureToken(ctx context.Context, name string, role Role, token s
 		return "", fmt.Errorf("the value equals token %q, which is not an active %s token", holder, role)
 	case err == nil && Role(heldRole) == role && !revoked:
 		return EnsuredUnchanged, nil
-	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+	case err != nil && !errors.Is(err, authstore.ErrNotFound):
 		return "", fmt.Errorf("look up token %q: %w", name, err)
 	}
-	// The CTE reads the table as it was before the upsert, so it tells creation from
-	// replacement in the same statement.
-	var existed bool
-	err = s.db.QueryRow(ctx, `WITH prev AS (SELECT 1 FROM api_tokens WHERE name = $1)
-		INSERT INTO api_tokens (name, role, token_hash) VALUES ($1, $2, $3)
-		ON CONFLICT (name) DO UPDATE SET role = EXCLUDED.role, token_hash = EXCLUDED.token_hash, revoked_at = NULL
-		RETURNING EXISTS (SELECT 1 FROM prev)`, name, string(role), h).Scan(&existed)
+	existed, err := s.db.UpsertToken(ctx, name, string(role), h)
 	if err != nil {
 		return "", fmt.Errorf("ensure token %q: %w", name, err)
 	}
@@ -351,12 +336,12 @@ func (s *Store) EnsureToken(ctx context.Context, name string, role Role, token s
 
 // Revoke disables the named token for good.
 func (s *Store) Revoke(ctx context.Context, name string) error {
-	tag, err := s.db.Exec(ctx, `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE name = $1`, name)
+	err := s.db.RevokeToken(ctx, name)
+	if errors.Is(err, authstore.ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
 	if err != nil {
 		return fmt.Errorf("revoke token %q: %w", name, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	return nil
 }
@@ -372,15 +357,13 @@ type Info struct {
 
 // List returns every token, by name.
 func (s *Store) List(ctx context.Context) ([]Info, error) {
-	rows, err := s.db.Query(ctx, `SELECT name, role, created_at, last_used_at, revoked_at FROM api_tokens ORDER BY name`)
+	rows, err := s.db.Tokens(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Info, error) {
-		var i Info
-		var role string
-		err := r.Scan(&i.Name, &role, &i.CreatedAt, &i.LastUsedAt, &i.RevokedAt)
-		i.Role = Role(role)
-		return i, err
-	})
+	out := make([]Info, 0, len(rows))
+	for _, t := range rows {
+		out = append(out, Info{Name: t.Name, Role: Role(t.Role), CreatedAt: t.CreatedAt, LastUsedAt: t.LastUsedAt, RevokedAt: t.RevokedAt})
+	}
+	return out, nil
 }

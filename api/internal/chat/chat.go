@@ -15,19 +15,16 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/ids"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/chatstore"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // MaxMessageBytes bounds a chat message (16 KiB).
@@ -48,22 +45,15 @@ type Meta struct {
 }
 
 // Message is one recorded chat message.
-type Message struct {
-	ID        string    `json:"id"`
-	SessionID string    `json:"session_id"`
-	Text      string    `json:"text"`
-	TokenName string    `json:"token_name"`
-	TokenRole string    `json:"token_role"`
-	CreatedAt time.Time `json:"created_at"`
-}
+type Message = chatstore.Message
 
 // Store records and reads chat messages.
 type Store struct {
-	pool *pgxpool.Pool
+	store *chatstore.Store
 }
 
 // NewStore returns a store over pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func NewStore(pool *storage.Pool) *Store { return &Store{store: chatstore.New(pool)} }
 
 // Validate checks a message before it is recorded and returns the session it belongs to: the
 // one named (1-128 of A-Za-z0-9._:@/-), or a new uuid v7 when none is named. The text must
@@ -118,19 +108,18 @@ func (s *Store) Record(ctx context.Context, m Meta, sessionID, text string) (Mes
 		return Message{}, err
 	}
 	msg := Message{ID: id, SessionID: sessionID, Text: text, TokenName: m.Actor, TokenRole: m.Role}
-	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `INSERT INTO chat_messages (id, session_id, text, token_name, token_role)
-			VALUES ($1, $2, $3, $4, $5) RETURNING created_at`, id, sessionID, text, m.Actor, m.Role).Scan(&msg.CreatedAt); err != nil {
-			return fmt.Errorf("record chat message: %w", err)
+	err = s.store.InTx(ctx, func(tx *chatstore.Store) error {
+		if msg.CreatedAt, err = tx.Insert(ctx, msg); err != nil {
+			return err
 		}
 		p := recordedPayload{MessageID: id, SessionID: sessionID, TokenName: m.Actor, TokenRole: m.Role, Bytes: len(text)}
 		withText := p
 		withText.Text = &msg.Text
-		if err := audit.Write(ctx, tx, audit.Row{Actor: m.Actor, Action: "chat.message", Method: m.Method, Path: m.Path,
+		if err := storage.WriteAudit(ctx, tx.DB(), audit.Row{Actor: m.Actor, Action: "chat.message", Method: m.Method, Path: m.Path,
 			CorrelationID: sessionID, After: withText}); err != nil {
 			return err
 		}
-		if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: "chat.message", CorrelationID: sessionID, Actor: m.Actor}, p); err != nil {
+		if _, err := storage.AppendEvent(ctx, tx.DB(), eventbus.Event{Type: "chat.message", CorrelationID: sessionID, Actor: m.Actor}, p); err != nil {
 			return fmt.Errorf("event chat.message: %w", err)
 		}
 		return nil
@@ -141,103 +130,34 @@ func (s *Store) Record(ctx context.Context, m Meta, sessionID, text string) (Mes
 	return msg, nil
 }
 
-// Load reads one recorded message in q (the caller's transaction). An id that is not a uuid,
-// or names no record, is apierr.ErrNotFound.
-func Load(ctx context.Context, q pg.Querier, id string) (Message, error) {
-	if !ids.IsUUID(id) {
-		return Message{}, fmt.Errorf("%w: chat message %q", apierr.ErrNotFound, id)
-	}
-	var msg Message
-	err := q.QueryRow(ctx, `SELECT id::text, session_id, text, token_name, token_role, created_at
-		FROM chat_messages WHERE id = $1::uuid`, id).
-		Scan(&msg.ID, &msg.SessionID, &msg.Text, &msg.TokenName, &msg.TokenRole, &msg.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Message{}, fmt.Errorf("%w: chat message %q", apierr.ErrNotFound, id)
-	}
-	if err != nil {
-		return Message{}, fmt.Errorf("read chat message %s: %w", id, err)
-	}
-	return msg, nil
+// Load reads one recorded message on db (the caller's transaction). An id that is not a
+// uuid, or names no record, is apierr.ErrNotFound.
+func Load(ctx context.Context, db storage.DB, id string) (Message, error) {
+	return chatstore.On(db).Load(ctx, id)
 }
 
 // PreviousAt is when the session's chat message before msg was recorded (zero when msg is the
 // first). An assent answers only the turn between the two: what Nomos asked after the
 // previous message (docs/behaviours.md A5, "the immediately preceding assistant turn").
-func PreviousAt(ctx context.Context, q pg.Querier, msg Message) (time.Time, error) {
-	var at *time.Time
-	err := q.QueryRow(ctx, `SELECT max(created_at) FROM chat_messages WHERE session_id = $1 AND created_at < $2`,
-		msg.SessionID, msg.CreatedAt).Scan(&at)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("previous chat message of %s: %w", msg.SessionID, err)
-	}
-	if at == nil {
-		return time.Time{}, nil
-	}
-	return *at, nil
+func PreviousAt(ctx context.Context, db storage.DB, msg Message) (time.Time, error) {
+	return chatstore.On(db).PreviousAt(ctx, msg)
 }
 
 // Use is one grant a message proved: an approval (ApprovalID) or a generation of its session's
 // plan (PlanGeneration), relayed by UsedBy.
-type Use struct {
-	MessageID      string
-	ApprovalID     string
-	PlanGeneration int
-	UsedBy         string
+type Use = chatstore.Use
+
+// MarkUsed records a grant on db (the transaction of the decision it proved) and reports
+// false, recording nothing, when the message already proved that same grant: each (message,
+// approval) and each (message, plan generation) counts once, whoever relays it, even under a
+// race (the unique indexes decide).
+func MarkUsed(ctx context.Context, db storage.DB, u Use) (fresh bool, err error) {
+	return chatstore.On(db).MarkUsed(ctx, u)
 }
 
-// MarkUsed records a grant in q (the transaction of the decision it proved) and reports false,
-// recording nothing, when the message already proved that same grant: each (message, approval)
-// and each (message, plan generation) counts once, whoever relays it, even under a race (the
-// unique indexes decide).
-func MarkUsed(ctx context.Context, q pg.Querier, u Use) (fresh bool, err error) {
-	var approval *string
-	var gen *int
-	var usedFor string
-	switch {
-	case u.ApprovalID != "" && u.PlanGeneration == 0:
-		approval, usedFor = &u.ApprovalID, "approval:"+u.ApprovalID
-	case u.ApprovalID == "" && u.PlanGeneration > 0:
-		gen, usedFor = &u.PlanGeneration, "plan:"+strconv.Itoa(u.PlanGeneration)
-	default:
-		return false, errors.New("chat: a use names one approval or one plan generation")
-	}
-	tag, err := q.Exec(ctx, `INSERT INTO chat_message_uses (message_id, approval_id, plan_generation, used_by)
-		VALUES ($1::uuid, $2::uuid, $3, $4) ON CONFLICT DO NOTHING`, u.MessageID, approval, gen, u.UsedBy)
-	if err != nil {
-		return false, fmt.Errorf("record use of chat message %s: %w", u.MessageID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return false, nil
-	}
-	if _, err := q.Exec(ctx, `UPDATE chat_messages SET used_for = $2, used_at = now() WHERE id = $1::uuid`,
-		u.MessageID, usedFor); err != nil {
-		return false, fmt.Errorf("mark chat message %s used: %w", u.MessageID, err)
-	}
-	return true, nil
-}
-
-// Used reports whether the message already proved the grant u names (read in q). The decision
-// path asks before it decides, so a replay is refused as a replay; MarkUsed then settles a race.
-func Used(ctx context.Context, q pg.Querier, u Use) (bool, error) {
-	var used bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM chat_message_uses WHERE message_id = $1::uuid
-		AND (approval_id = $2::uuid OR plan_generation = $3))`, u.MessageID, nilIfEmpty(u.ApprovalID), nilIfZero(u.PlanGeneration)).Scan(&used)
-	if err != nil {
-		return false, fmt.Errorf("read uses of chat message %s: %w", u.MessageID, err)
-	}
-	return used, nil
-}
-
-func nilIfEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func nilIfZero(n int) *int {
-	if n == 0 {
-		return nil
-	}
-	return &n
+// Used reports whether the message already proved the grant u names (read on db). The
+// decision path asks before it decides, so a replay is refused as a replay; MarkUsed then
+// settles a race.
+func Used(ctx context.Context, db storage.DB, u Use) (bool, error) {
+	return chatstore.On(db).Used(ctx, u)
 }

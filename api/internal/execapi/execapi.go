@@ -27,6 +27,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/execution"
+	"github.com/oikos-hq/oikos/api/internal/execution/decision"
 	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 )
@@ -34,6 +35,8 @@ import (
 // Deps are what the handlers need; the composition root builds them.
 type Deps struct {
 	Service *execution.Service
+	// Decisions decides approvals and records assents to plans.
+	Decisions *decision.Service
 	// Auth verifies bearer tokens for Register (the api's server mounts Routes behind its
 	// own guard instead).
 	Auth *auth.Store
@@ -59,8 +62,8 @@ type API struct {
 // New builds the surface; with a Notifier it registers its handlers on it, so call it
 // before the notifier starts.
 func New(d Deps) *API {
-	if d.Service == nil {
-		panic("execapi: New needs the execution service")
+	if d.Service == nil || d.Decisions == nil {
+		panic("execapi: New needs the execution service and the decision service")
 	}
 	if d.StreamPoll <= 0 {
 		d.StreamPoll = time.Second
@@ -274,7 +277,7 @@ func (h *API) decide(c echo.Context) error {
 	if err := request.DecodeJSON(c, &d); err != nil {
 		return err
 	}
-	res, err := h.d.Service.Decide(c.Request().Context(), meta(c), pathID(c), d)
+	res, err := h.d.Decisions.Decide(c.Request().Context(), meta(c), pathID(c), d)
 	if err != nil {
 		return err
 	}
@@ -291,7 +294,7 @@ func (h *API) assentToPlan(c echo.Context) error {
 	if err := request.DecodeJSON(c, &b); err != nil {
 		return err
 	}
-	res, err := h.d.Service.AssentToPlan(c.Request().Context(), meta(c), pathID(c), b.MessageID)
+	res, err := h.d.Decisions.AssentToPlan(c.Request().Context(), meta(c), pathID(c), b.MessageID)
 	if err != nil {
 		return err
 	}

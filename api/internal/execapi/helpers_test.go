@@ -22,6 +22,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/execapi"
 	"github.com/oikos-hq/oikos/api/internal/execution"
+	"github.com/oikos-hq/oikos/api/internal/execution/decision"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
@@ -84,8 +85,12 @@ func newEnv(t testing.TB, opts ...envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dec, err := decision.New(decision.Options{Pool: db.Pool, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	store := auth.NewStore(db.Pool)
-	deps := execapi.Deps{Service: svc, Auth: store, Logger: zerolog.Nop(), Heartbeat: o.heartbeat}
+	deps := execapi.Deps{Service: svc, Decisions: dec, Auth: store, Logger: zerolog.Nop(), Heartbeat: o.heartbeat}
 	var notifier *eventbus.Notifier
 	if o.notifier {
 		cfg, err := pgx.ParseConfig(db.URL)

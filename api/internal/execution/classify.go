@@ -72,7 +72,7 @@ func (s *Service) Classify(ctx context.Context, r ClassifyRequest) (Classificati
 	if err != nil {
 		return Classification{}, err
 	}
-	ref, err := trimLimit("target", r.Target, maxTargetBytes)
+	ref, err := TrimLimit("target", r.Target, maxTargetBytes)
 	if err != nil {
 		return Classification{}, err
 	}
@@ -80,7 +80,7 @@ func (s *Service) Classify(ctx context.Context, r ClassifyRequest) (Classificati
 		norm: norm, declared: declared}
 	f := facts{target: anyCommandTarget}
 	if ref != "" {
-		if f.target, err = lookupTarget(ctx, s.pool, ref); err != nil {
+		if f.target, err = s.store.Target(ctx, ref); err != nil {
 			if errors.Is(err, ErrNotFound) {
 				// Named as the field at fault; still the not-found it wraps (404).
 				return Classification{}, &apierr.FieldError{Field: "target", Reason: err.Error(), Err: err}

@@ -3,16 +3,12 @@ package execution
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/graph"
-	"github.com/oikos-hq/oikos/api/internal/ids"
-	"github.com/oikos-hq/oikos/shared/pg"
+	"github.com/oikos-hq/oikos/api/internal/storage/execstore"
 	"github.com/oikos-hq/oikos/shared/policy"
 )
 
@@ -37,19 +33,19 @@ type prepared struct {
 func (s *Service) prepare(r Request) (prepared, error) {
 	var err error
 	p := prepared{req: r}
-	if p.req.Target, err = trimLimit("target", r.Target, maxTargetBytes); err != nil {
+	if p.req.Target, err = TrimLimit("target", r.Target, maxTargetBytes); err != nil {
 		return p, err
 	}
 	if p.req.Target == "" {
 		return p, apierr.Invalid("target", "is required (an entity slug such as lxc:jellyfin)")
 	}
-	if p.req.Purpose, err = trimLimit("purpose", r.Purpose, maxPurposeBytes); err != nil {
+	if p.req.Purpose, err = TrimLimit("purpose", r.Purpose, maxPurposeBytes); err != nil {
 		return p, err
 	}
 	if p.req.Purpose == "" {
 		return p, apierr.Invalid("purpose", "is required: say why this runs (the operator reads it on the approval)")
 	}
-	if p.req.SessionID, err = trimLimit("session_id", r.SessionID, maxSessionBytes); err != nil {
+	if p.req.SessionID, err = TrimLimit("session_id", r.SessionID, maxSessionBytes); err != nil {
 		return p, err
 	}
 	switch {
@@ -115,30 +111,7 @@ func normaliseRun(cmd string) (Normalised, error) {
 }
 
 // targetRow is the target entity as the gate reads it.
-type targetRow struct {
-	ID         string
-	Slug       string
-	Type       string
-	State      string
-	Attributes map[string]any
-}
-
-func lookupTarget(ctx context.Context, q pg.Querier, ref string) (targetRow, error) {
-	where := `slug = $1`
-	if ids.IsUUID(ref) {
-		where = `id = $1::uuid`
-	}
-	var t targetRow
-	err := q.QueryRow(ctx, `SELECT id::text, slug, type, state, attributes FROM entities WHERE `+where, ref).
-		Scan(&t.ID, &t.Slug, &t.Type, &t.State, &t.Attributes)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("%w: target %q is not in the graph", ErrNotFound, ref)
-	}
-	if err != nil {
-		return t, fmt.Errorf("read target %q: %w", ref, err)
-	}
-	return t, nil
-}
+type targetRow = execstore.Target
 
 // facts are what the gate learned in the transaction.
 type facts struct {
@@ -159,24 +132,19 @@ type facts struct {
 // gather reads the facts the gate decides on. The caller holds the request's advisory lock,
 // so no concurrent request of the same session (or, without a session, the same dedup key)
 // changes them before the transaction commits.
-func (s *Service) gather(ctx context.Context, tx pgx.Tx, p prepared, f *facts) error {
+func (s *Service) gather(ctx context.Context, tx *execstore.Store, p prepared, f *facts) error {
+	var err error
 	if p.norm.Action == ActionPctCreate {
 		guests := []string{"lxc", "vm"}
 		if o := s.graph.Ontology(); o != nil {
 			guests = o.Descendants("guest")
 		}
-		err := tx.QueryRow(ctx, `SELECT slug FROM entities
-			WHERE type = ANY($1) AND state <> 'destroyed'
-			  AND (attributes->>'vmid' = $2 OR (slug = 'lxc:' || $3))
-			ORDER BY slug LIMIT 1`, guests, fmt.Sprint(p.norm.Params["vmid"]), p.norm.Params["hostname"]).Scan(&f.guestConflict)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("vmid lookup: %w", err)
+		if f.guestConflict, err = tx.GuestHolding(ctx, guests, fmt.Sprint(p.norm.Params["vmid"]), p.norm.Params["hostname"]); err != nil {
+			return err
 		}
 	}
-	err := tx.QueryRow(ctx, `SELECT id::text FROM executions WHERE dedup_key = $1 AND status = 'pending_approval'`, f.key).
-		Scan(&f.duplicateID)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("dedup lookup: %w", err)
+	if f.duplicateID, err = tx.PendingDuplicate(ctx, f.key); err != nil {
+		return err
 	}
 	sid := p.req.SessionID
 	if sid == "" {
@@ -184,25 +152,14 @@ func (s *Service) gather(ctx context.Context, tx pgx.Tx, p prepared, f *facts) e
 		// a request without one must never ride another's.
 		return nil
 	}
-	err = tx.QueryRow(ctx, `SELECT id::text, execution_id::text FROM approvals
-		WHERE session_id = $1 AND status = 'pending' ORDER BY requested_at LIMIT 1`, sid).
-		Scan(&f.pendingApprovalID, &f.pendingExecutionID)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("pending approval lookup: %w", err)
+	if f.pendingApprovalID, f.pendingExecutionID, err = tx.SessionPendingApproval(ctx, sid); err != nil {
+		return err
 	}
-	err = tx.QueryRow(ctx, `SELECT id::text FROM approval_windows
-		WHERE kind = 'assent' AND session_id = $1 AND closed_at IS NULL AND expires_at > now()
-		ORDER BY expires_at DESC LIMIT 1`, sid).Scan(&f.assentWindowID)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("assent window lookup: %w", err)
+	if f.assentWindowID, err = tx.OpenAssentWindow(ctx, sid); err != nil {
+		return err
 	}
-	err = tx.QueryRow(ctx, `SELECT id::text FROM approval_windows
-		WHERE kind = 'destructive' AND session_id = $1 AND target_id = $2 AND closed_at IS NULL AND expires_at > now()
-		ORDER BY expires_at DESC LIMIT 1`, sid, f.target.ID).Scan(&f.destructiveWindowID)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("destructive window lookup: %w", err)
-	}
-	return nil
+	f.destructiveWindowID, err = tx.OpenDestructiveWindow(ctx, sid, f.target.ID)
+	return err
 }
 
 // Request runs the gate over a request and records its outcome. It returns the execution
@@ -211,11 +168,11 @@ func (s *Service) gather(ctx context.Context, tx pgx.Tx, p prepared, f *facts) e
 // malformed request, ErrNotFound for an unknown target, *RefusedError when the gate refuses
 // (nothing is written then), ErrForbidden for a readonly caller.
 func (s *Service) Request(ctx context.Context, m Meta, r Request) (Execution, error) {
-	if err := checkMeta(m); err != nil {
+	if err := CheckMeta(m); err != nil {
 		return Execution{}, err
 	}
 	if m.Role == RoleReadonly {
-		return Execution{}, forbidden("a readonly token cannot request executions")
+		return Execution{}, Forbidden("a readonly token cannot request executions")
 	}
 	p, err := s.prepare(r)
 	if err != nil {
@@ -226,8 +183,7 @@ func (s *Service) Request(ctx context.Context, m Meta, r Request) (Execution, er
 	// and the gate runs again on them.
 	for attempt := 0; ; attempt++ {
 		e, err := s.gate(ctx, m, p)
-		if attempt < 2 && (pg.IsUniqueViolation(err, "executions_pending_dedup_uniq") ||
-			pg.IsUniqueViolation(err, "approvals_pending_session_uniq")) {
+		if attempt < 2 && execstore.IsRequestRace(err) {
 			continue
 		}
 		return e, err
@@ -236,8 +192,8 @@ func (s *Service) Request(ctx context.Context, m Meta, r Request) (Execution, er
 
 func (s *Service) gate(ctx context.Context, m Meta, p prepared) (Execution, error) {
 	var out Execution
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		t, err := lookupTarget(ctx, tx, p.req.Target)
+	err := s.inTx(ctx, func(tx *execstore.Store) error {
+		t, err := tx.Target(ctx, p.req.Target)
 		if err != nil {
 			return err
 		}
@@ -246,8 +202,8 @@ func (s *Service) gate(ctx context.Context, m Meta, p prepared) (Execution, erro
 		if p.req.SessionID != "" {
 			lockKey = "oikos.exec.session:" + p.req.SessionID
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, lockKey); err != nil {
-			return fmt.Errorf("lock request: %w", err)
+		if err := tx.LockRequest(ctx, lockKey); err != nil {
+			return err
 		}
 		if err := s.gather(ctx, tx, p, &f); err != nil {
 			return err
@@ -257,7 +213,7 @@ func (s *Service) gate(ctx context.Context, m Meta, p prepared) (Execution, erro
 		case outcomeRefuse:
 			return v.refusal
 		case outcomeAlreadyQueued:
-			e, err := loadExecution(ctx, tx, v.existingID, true)
+			e, err := tx.Execution(ctx, v.existingID, true)
 			if err != nil {
 				return err
 			}
@@ -284,8 +240,8 @@ func alreadyQueuedMessage(e Execution) string {
 }
 
 // record writes an execution the gate let through (run now) or queued.
-func (s *Service) record(ctx context.Context, tx pgx.Tx, m Meta, p prepared, f facts, v verdict) (Execution, error) {
-	id, err := newID()
+func (s *Service) record(ctx context.Context, tx *execstore.Store, m Meta, p prepared, f facts, v verdict) (Execution, error) {
+	id, err := NewID()
 	if err != nil {
 		return Execution{}, err
 	}
@@ -293,7 +249,7 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, m Meta, p prepared, f f
 	var approvalID *string
 	if v.outcome == outcomeQueue {
 		status, authorised = StatusPendingApproval, ""
-		aid, err := newID()
+		aid, err := NewID()
 		if err != nil {
 			return Execution{}, err
 		}
@@ -307,56 +263,42 @@ func (s *Service) record(ctx context.Context, tx pgx.Tx, m Meta, p prepared, f f
 	if p.req.SessionID != "" {
 		session = &p.req.SessionID
 	}
-	reasons, err := json.Marshal(nonNil(v.reasons))
-	if err != nil {
-		return Execution{}, fmt.Errorf("marshal reasons: %w", err)
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO executions (id, target_id, target_slug, action, command, params, purpose,
-			declared_risk, risk_class, reasons, status, authorised_by, approval_id, session_id, correlation_id,
-			requested_by, dedup_key, timeout_seconds)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
-		id, f.target.ID, f.target.Slug, p.norm.Action, p.norm.Command, p.params, p.req.Purpose,
-		declared, string(v.class), reasons, status, authorised, approvalID, session, p.req.SessionID,
-		m.Actor, f.key, p.req.TimeoutSeconds)
-	if err != nil {
-		return Execution{}, fmt.Errorf("insert execution: %w", err)
-	}
-	if approvalID != nil {
-		_, err = tx.Exec(ctx, `INSERT INTO approvals (id, execution_id, session_id, target_id, risk_class, status, requested_by)
-			VALUES ($1, $2, $3, $4, $5, 'pending', $6)`, *approvalID, id, session, f.target.ID, string(v.class), m.Actor)
-		if err != nil {
-			return Execution{}, fmt.Errorf("insert approval: %w", err)
-		}
-	}
-	e, err := loadExecution(ctx, tx, id, true)
+	err = tx.InsertExecution(ctx, execstore.NewExecution{ID: id, TargetID: f.target.ID, TargetSlug: f.target.Slug,
+		Action: p.norm.Action, Command: p.norm.Command, Params: p.params, Purpose: p.req.Purpose, DeclaredRisk: declared,
+		RiskClass: string(v.class), Reasons: v.reasons, Status: status, AuthorisedBy: authorised, ApprovalID: approvalID,
+		SessionID: session, CorrelationID: p.req.SessionID, Requester: m.Actor, DedupKey: f.key, TimeoutSeconds: p.req.TimeoutSeconds})
 	if err != nil {
 		return Execution{}, err
 	}
-	if err := writeAudit(ctx, tx, m, p.req.SessionID, "execution.request", f.target.ID, nil, e); err != nil {
+	e, err := tx.Execution(ctx, id, true)
+	if err != nil {
+		return Execution{}, err
+	}
+	if err := WriteAudit(ctx, tx, m, p.req.SessionID, "execution.request", f.target.ID, nil, e); err != nil {
 		return Execution{}, err
 	}
 	if err := s.linkEntity(ctx, tx, m, e); err != nil {
 		return Execution{}, err
 	}
-	if err := appendEvent(ctx, tx, m, "execution.requested", e, payloadOf(e)); err != nil {
+	if err := AppendEvent(ctx, tx, m, "execution.requested", e, PayloadOf(e)); err != nil {
 		return Execution{}, err
 	}
 	if v.outcome == outcomeQueue {
-		if err := appendEvent(ctx, tx, m, "execution.queued", e, payloadOf(e)); err != nil {
+		if err := AppendEvent(ctx, tx, m, "execution.queued", e, PayloadOf(e)); err != nil {
 			return Execution{}, err
 		}
-		ap := ApprovalRequested{ApprovalID: *approvalID, ExecutionID: e.ID, Target: e.Target, Action: e.Action,
-			Command: e.Command, Purpose: e.Purpose, RiskClass: e.RiskClass, Reasons: e.Reasons, SessionID: session}
-		if err := appendEvent(ctx, tx, m, "approval.requested", e, ap); err != nil {
+		ap := ApprovalRequested{ApprovalID: *approvalID, ExecutionID: e.ID, Asked: execstore.Asked{Target: e.Target,
+			Action: e.Action, Command: e.Command, Purpose: e.Purpose, RiskClass: e.RiskClass, Reasons: e.Reasons}, SessionID: session}
+		if err := AppendEvent(ctx, tx, m, "approval.requested", e, ap); err != nil {
 			return Execution{}, err
 		}
 		e.Message = fmt.Sprintf("queued for approval %s: %s needs an operator's decision", *approvalID, e.RiskClass)
 		return e, nil
 	}
-	if err := appendEvent(ctx, tx, m, "execution.approved", e, payloadOf(e)); err != nil {
+	if err := AppendEvent(ctx, tx, m, "execution.approved", e, PayloadOf(e)); err != nil {
 		return Execution{}, err
 	}
-	if err := notifyRunnable(ctx, tx, e.ID); err != nil {
+	if err := tx.NotifyRunnable(ctx, e.ID); err != nil {
 		return Execution{}, err
 	}
 	e.Message = runMessage(e)
@@ -376,21 +318,16 @@ func runMessage(e Execution) string {
 // ApprovalRequested is the approval.requested payload: enough for a dashboard card, and
 // for the notification an operator gets (api/internal/notify).
 type ApprovalRequested struct {
-	ApprovalID  string   `json:"approval_id"`
-	ExecutionID string   `json:"execution_id"`
-	Target      string   `json:"target"`
-	Action      string   `json:"action"`
-	Command     string   `json:"command"`
-	Purpose     string   `json:"purpose"`
-	RiskClass   string   `json:"risk_class"`
-	Reasons     []string `json:"reasons"`
-	SessionID   *string  `json:"session_id,omitempty"`
+	ApprovalID  string `json:"approval_id"`
+	ExecutionID string `json:"execution_id"`
+	execstore.Asked
+	SessionID *string `json:"session_id,omitempty"`
 }
 
 // linkEntity creates the execution's entity and its edges (G12) in tx: target -targets->
 // execution, and task -involves-> execution when a session's task drove it. Its later
 // states follow the execution's status (the Registrar moves it from the execution events).
-func (s *Service) linkEntity(ctx context.Context, tx pgx.Tx, m Meta, e Execution) error {
+func (s *Service) linkEntity(ctx context.Context, tx *execstore.Store, m Meta, e Execution) error {
 	session := ""
 	if e.SessionID != nil {
 		session = *e.SessionID
@@ -399,23 +336,21 @@ func (s *Service) linkEntity(ctx context.Context, tx pgx.Tx, m Meta, e Execution
 	if session != "" {
 		attrs["correlation_id"] = session
 	}
-	slug := entitySlug(e.ID)
+	slug := EntitySlug(e.ID)
 	plan := graph.BulkPlan{
-		Creates: []graph.NewEntity{{Type: "execution", Name: e.ID, State: executionState(e.Status), Attributes: attrs}},
+		Creates: []graph.NewEntity{{Type: "execution", Name: e.ID, State: ExecutionState(e.Status), Attributes: attrs}},
 		Edges:   []graph.NewEdge{{Type: "targets", Source: e.Target, Target: slug}},
 	}
 	if session != "" {
-		var task string
-		err := tx.QueryRow(ctx, `SELECT slug FROM entities WHERE type = 'task' AND attributes->>'session_id' = $1
-			ORDER BY created_at DESC, id DESC LIMIT 1`, session).Scan(&task)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("find the session's task: %w", err)
+		task, err := tx.SessionTask(ctx, session)
+		if err != nil {
+			return err
 		}
 		if task != "" {
 			plan.Edges = append(plan.Edges, graph.NewEdge{Type: "involves", Source: task, Target: slug})
 		}
 	}
-	if _, err := s.graph.ApplyBulk(ctx, tx, graphMeta(m, session), s.graph.Ontology(), plan); err != nil {
+	if _, err := s.graph.ApplyBulk(ctx, tx.DB(), graphMeta(m, session), s.graph.Ontology(), plan); err != nil {
 		return fmt.Errorf("execution entity and edges: %w", err)
 	}
 	return nil

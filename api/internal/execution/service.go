@@ -1,8 +1,11 @@
 // Package execution is the api side of the one gated execution path (docs/architecture.md
 // "One gated execution path", docs/behaviours.md X3-X10, G12): it takes a request to run
 // something on a machine, runs the authoritative gate over it, and records what the gate
-// decided; it takes an operator's decision on a queued execution and moves the execution
-// with it.
+// decided. It holds the path's model (executions, approvals, windows, decisions, the errors)
+// and its reads. Below it, api/internal/execution/decision takes an operator's decision on a
+// queued execution and moves the execution with it, and api/internal/execution/registrar
+// keeps the graph in step with what executions did; both import this package, never the
+// other way. The SQL is api/internal/storage/execstore's.
 //
 // Everything one request changes is written in one transaction: the execution, its approval,
 // the execution entity with its targets and involves edges (through the graph service), the
@@ -27,17 +30,15 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/execstore"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/ontology"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/policy"
 )
 
@@ -52,7 +53,7 @@ type Graph interface {
 
 // Options configure a Service.
 type Options struct {
-	Pool *pgxpool.Pool
+	Pool *storage.Pool
 	// Policy classifies commands and decides the gate.
 	Policy *policy.Policy
 	Graph  Graph
@@ -62,7 +63,7 @@ type Options struct {
 // Service is the gate, the decisions and the reads of executions and approvals. It is safe
 // for concurrent use.
 type Service struct {
-	pool   *pgxpool.Pool
+	store  *execstore.Store
 	policy *policy.Policy
 	graph  Graph
 	log    zerolog.Logger
@@ -79,13 +80,11 @@ func New(opts Options) (*Service, error) {
 	if opts.Graph == nil {
 		return nil, errors.New("execution: a graph service is required")
 	}
-	return &Service{pool: opts.Pool, policy: opts.Policy, graph: opts.Graph, log: opts.Logger}, nil
+	return &Service{store: execstore.New(opts.Pool), policy: opts.Policy, graph: opts.Graph, log: opts.Logger}, nil
 }
 
-// Pool returns the pool the service reads and writes through (the log stream polls with it).
-func (s *Service) Pool() *pgxpool.Pool { return s.pool }
-
-func checkMeta(m Meta) error {
+// CheckMeta refuses a Meta without an actor: every audit row and event names who acted.
+func CheckMeta(m Meta) error {
 	if m.Actor == "" {
 		return errors.New("execution: Meta.Actor is required (audit rows name who acted)")
 	}
@@ -98,8 +97,8 @@ func graphMeta(m Meta, sessionID string) graph.Meta {
 	return graph.Meta{Actor: m.Actor, Role: m.Role, Method: m.Method, Path: m.Path, CorrelationID: sessionID}
 }
 
-// newID returns a uuid v7: executions sort by creation in their primary key.
-func newID() (string, error) {
+// NewID returns a uuid v7: executions sort by creation in their primary key.
+func NewID() (string, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return "", fmt.Errorf("generate id: %w", err)
@@ -118,15 +117,15 @@ func dedupKey(targetID, action, command string, params []byte, session string) s
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// writeAudit appends one audit row in tx (shared/audit); before/after are marshalled, nil
+// WriteAudit appends one audit row in tx (shared/audit); before/after are marshalled, nil
 // stays SQL NULL.
-func writeAudit(ctx context.Context, tx pgx.Tx, m Meta, correlation, action, entityID string, before, after any) error {
-	return audit.Write(ctx, tx, audit.Row{Actor: m.Actor, Action: action, Method: m.Method, Path: m.Path,
+func WriteAudit(ctx context.Context, tx *execstore.Store, m Meta, correlation, action, entityID string, before, after any) error {
+	return tx.WriteAudit(ctx, audit.Row{Actor: m.Actor, Action: action, Method: m.Method, Path: m.Path,
 		CorrelationID: correlation, EntityID: entityID, Before: before, After: after})
 }
 
-// eventPayload is the payload every execution.* event carries (docs/execution-contract.md).
-type eventPayload struct {
+// EventPayload is the payload every execution.* event carries (docs/execution-contract.md).
+type EventPayload struct {
 	ExecutionID string  `json:"execution_id"`
 	Status      string  `json:"status"`
 	Target      string  `json:"target"`
@@ -137,41 +136,31 @@ type eventPayload struct {
 	ExitCode    *int    `json:"exit_code,omitempty"`
 }
 
-func payloadOf(e Execution) eventPayload {
-	return eventPayload{ExecutionID: e.ID, Status: e.Status, Target: e.Target, Action: e.Action,
+// PayloadOf is e's EventPayload.
+func PayloadOf(e Execution) EventPayload {
+	return EventPayload{ExecutionID: e.ID, Status: e.Status, Target: e.Target, Action: e.Action,
 		RiskClass: e.RiskClass, ApprovalID: e.ApprovalID, SessionID: e.SessionID, ExitCode: e.ExitCode}
 }
 
-// appendEvent writes an event about an execution: entity_id is the target, correlation_id
+// AppendEvent writes an event about an execution: entity_id is the target, correlation_id
 // the session.
-func appendEvent(ctx context.Context, tx pgx.Tx, m Meta, typ string, e Execution, payload any) error {
+func AppendEvent(ctx context.Context, tx *execstore.Store, m Meta, typ string, e Execution, payload any) error {
 	corr := ""
 	if e.SessionID != nil {
 		corr = *e.SessionID
 	}
-	if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: typ, EntityID: e.TargetID, CorrelationID: corr, Actor: m.Actor}, payload); err != nil {
-		return fmt.Errorf("event %s: %w", typ, err)
-	}
-	return nil
-}
-
-// notifyRunnable wakes the scheduler, in tx: it hears only if the transaction commits.
-func notifyRunnable(ctx context.Context, tx pgx.Tx, id string) error {
-	if err := eventbus.Notify(ctx, tx, eventbus.ChannelExec, id); err != nil {
-		return fmt.Errorf("notify %s: %w", eventbus.ChannelExec, err)
-	}
-	return nil
+	return tx.AppendEvent(ctx, eventbus.Event{Type: typ, EntityID: e.TargetID, CorrelationID: corr, Actor: m.Actor}, payload)
 }
 
 // inTx runs fn in a transaction on the pool.
-func (s *Service) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pg.InTx(ctx, s.pool, fn)
+func (s *Service) inTx(ctx context.Context, fn func(tx *execstore.Store) error) error {
+	return s.store.InTx(ctx, fn)
 }
 
-// executionState maps an execution status to the state of its execution entity in the
+// ExecutionState maps an execution status to the state of its execution entity in the
 // ontology, which names an approved execution "runnable", a completed one "succeeded" and a
 // revoked one "cancelled".
-func executionState(status string) string {
+func ExecutionState(status string) string {
 	switch status {
 	case StatusApproved:
 		return "runnable"
@@ -183,12 +172,13 @@ func executionState(status string) string {
 	return status
 }
 
-// entitySlug is the slug of an execution's entity: the full id, never a prefix (an 8-char
+// EntitySlug is the slug of an execution's entity: the full id, never a prefix (an 8-char
 // prefix of a uuid v7 is a timestamp, and two executions a few seconds apart collided).
-func entitySlug(id string) string { return "execution:" + id }
+func EntitySlug(id string) string { return "execution:" + id }
 
-// trimLimit bounds free-text fields.
-func trimLimit(field, s string, max int) (string, error) {
+// TrimLimit bounds free-text fields: s without surrounding white space, or a field error
+// when it is longer than max bytes.
+func TrimLimit(field, s string, max int) (string, error) {
 	s = strings.TrimSpace(s)
 	if len(s) > max {
 		return "", apierr.Invalid(field, "is longer than %d bytes", max)

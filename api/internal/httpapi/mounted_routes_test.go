@@ -18,6 +18,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/chatapi"
 	"github.com/oikos-hq/oikos/api/internal/execapi"
 	"github.com/oikos-hq/oikos/api/internal/execution"
+	"github.com/oikos-hq/oikos/api/internal/execution/decision"
 	"github.com/oikos-hq/oikos/api/internal/graph"
 	"github.com/oikos-hq/oikos/api/internal/httpapi"
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
@@ -41,7 +42,11 @@ func appRoutes(t *testing.T, exec *execution.Service, pool *pgxpool.Pool, g *gra
 		t.Fatal(err)
 	}
 	t.Cleanup(chatAPI.Stop)
-	return slices.Concat(execapi.New(execapi.Deps{Service: exec, Logger: zerolog.Nop()}).Routes(),
+	dec, err := decision.New(decision.Options{Pool: pool, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Concat(execapi.New(execapi.Deps{Service: exec, Decisions: dec, Logger: zerolog.Nop()}).Routes(),
 		metricsapi.New(metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()}).Routes(), chatAPI.Routes(),
 		notifyapi.New(notifyapi.Deps{Service: notify.NewService(notify.ServiceOptions{Pool: pool}), Logger: zerolog.Nop()}).Routes(),
 		onboard.New(onboard.Deps{Pool: pool, Graph: g, Logger: zerolog.Nop()}).Routes())

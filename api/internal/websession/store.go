@@ -24,13 +24,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/authstore"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
-	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // CookieName is the session cookie's name.
@@ -70,18 +68,18 @@ type Session struct {
 
 // Store opens, checks and ends sessions.
 type Store struct {
-	pool   *pgxpool.Pool
+	db     *authstore.Store
 	tokens *auth.Store
 	ttl    time.Duration
 	now    func() time.Time
 }
 
 // New returns a store; ttl <= 0 means DefaultTTL.
-func New(pool *pgxpool.Pool, tokens *auth.Store, ttl time.Duration) *Store {
+func New(pool *storage.Pool, tokens *auth.Store, ttl time.Duration) *Store {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Store{pool: pool, tokens: tokens, ttl: ttl, now: time.Now}
+	return &Store{db: authstore.New(pool), tokens: tokens, ttl: ttl, now: time.Now}
 }
 
 // TTL is how long a new session lasts.
@@ -110,14 +108,14 @@ func (s *Store) Start(ctx context.Context, token string, m Meta) (string, Sessio
 		ua = ua[:300]
 	}
 	sess := Session{Principal: p, ExpiresAt: s.now().Add(s.ttl).UTC().Truncate(time.Microsecond)}
-	err = pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.db.InTx(ctx, func(tx *authstore.Store) error {
 		// Rows of sessions long over are dropped here rather than by a sweep of their own:
 		// sign-ins are rare and the delete is an index range.
-		if _, err := tx.Exec(ctx, `DELETE FROM web_sessions WHERE expires_at < $1`, s.now().Add(-keepExpired)); err != nil {
+		if err := tx.DropSessionsBefore(ctx, s.now().Add(-keepExpired)); err != nil {
 			return fmt.Errorf("drop old sessions: %w", err)
 		}
-		if err := tx.QueryRow(ctx, `INSERT INTO web_sessions (secret_hash, token_id, expires_at, user_agent)
-			VALUES ($1, $2, $3, $4) RETURNING id::text`, hash(secret), tokenID, sess.ExpiresAt, ua).Scan(&sess.ID); err != nil {
+		var err error
+		if sess.ID, err = tx.InsertSession(ctx, hash(secret), tokenID, sess.ExpiresAt, ua); err != nil {
 			return fmt.Errorf("open session: %w", err)
 		}
 		return record(ctx, tx, p.Name, "session.create", "session.signed_in", m, sess)
@@ -136,16 +134,11 @@ func (s *Store) Verify(ctx context.Context, secret string) (Session, error) {
 	if len(secret) > 128 {
 		return Session{}, ErrUnknown
 	}
-	var (
-		sess                    Session
-		name, role              string
-		signedOut, tokenRevoked bool
-	)
-	err := s.pool.QueryRow(ctx, `SELECT s.id::text, s.expires_at, s.revoked_at IS NOT NULL, t.name, t.role, t.revoked_at IS NOT NULL
-		FROM web_sessions s JOIN api_tokens t ON t.id = s.token_id WHERE s.secret_hash = $1`, hash(secret)).
-		Scan(&sess.ID, &sess.ExpiresAt, &signedOut, &name, &role, &tokenRevoked)
+	row, err := s.db.SessionBySecret(ctx, hash(secret))
+	sess := Session{ID: row.ID, ExpiresAt: row.ExpiresAt}
+	name, role, signedOut, tokenRevoked := row.TokenName, row.TokenRole, row.SignedOut, row.TokenRevoked
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, authstore.ErrNotFound):
 		return Session{}, ErrUnknown
 	case err != nil:
 		return Session{}, fmt.Errorf("verify session: %w", err)
@@ -166,19 +159,16 @@ func (s *Store) End(ctx context.Context, secret string, m Meta) error {
 	if secret == "" || len(secret) > 128 {
 		return nil
 	}
-	return pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		var sess Session
-		var name string
-		err := tx.QueryRow(ctx, `UPDATE web_sessions s SET revoked_at = now() FROM api_tokens t
-			WHERE s.secret_hash = $1 AND s.revoked_at IS NULL AND t.id = s.token_id
-			RETURNING s.id::text, s.expires_at, t.name`, hash(secret)).Scan(&sess.ID, &sess.ExpiresAt, &name)
-		if errors.Is(err, pgx.ErrNoRows) {
+	return s.db.InTx(ctx, func(tx *authstore.Store) error {
+		row, err := tx.EndSession(ctx, hash(secret))
+		if errors.Is(err, authstore.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("end session: %w", err)
 		}
-		return record(ctx, tx, name, "session.revoke", "session.signed_out", m, sess)
+		sess := Session{ID: row.ID, ExpiresAt: row.ExpiresAt}
+		return record(ctx, tx, row.TokenName, "session.revoke", "session.signed_out", m, sess)
 	})
 }
 
@@ -189,13 +179,13 @@ type payload struct {
 	UserAgent string    `json:"user_agent,omitempty"`
 }
 
-func record(ctx context.Context, tx pgx.Tx, actor, action, event string, m Meta, sess Session) error {
+func record(ctx context.Context, tx *authstore.Store, actor, action, event string, m Meta, sess Session) error {
 	p := payload{SessionID: sess.ID, ExpiresAt: sess.ExpiresAt, UserAgent: m.UserAgent}
-	if err := audit.Write(ctx, tx, audit.Row{Actor: actor, Action: action, Method: m.Method, Path: m.Path,
+	if err := storage.WriteAudit(ctx, tx.DB(), audit.Row{Actor: actor, Action: action, Method: m.Method, Path: m.Path,
 		CorrelationID: m.CorrelationID, After: p}); err != nil {
 		return err
 	}
-	if _, err := eventbus.Append(ctx, tx, eventbus.Event{Type: event, CorrelationID: m.CorrelationID, Actor: actor}, p); err != nil {
+	if _, err := storage.AppendEvent(ctx, tx.DB(), eventbus.Event{Type: event, CorrelationID: m.CorrelationID, Actor: actor}, p); err != nil {
 		return fmt.Errorf("event %s: %w", event, err)
 	}
 	return nil

@@ -1,4 +1,10 @@
-package execution
+// Package registrar is the api's worker that keeps the graph in step with executions after
+// the fact (docs/behaviours.md G12): it follows the execution.* events, moves each execution's
+// entity through its lifecycle, and registers the container a completed pct_create made. The
+// scheduler never writes the graph; this is the api's half of that contract. It reads
+// executions through api/internal/storage/execstore and writes the graph through the graph
+// service, outside any request.
+package registrar
 
 import (
 	"context"
@@ -9,18 +15,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/api/internal/graph"
+	"github.com/oikos-hq/oikos/api/internal/storage"
+	"github.com/oikos-hq/oikos/api/internal/storage/execstore"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/safego"
 )
 
-// GraphRegistry is what the Registrar needs from the graph service (its own transactions:
+// Graph is what the Registrar needs from the graph service (its own transactions:
 // the Registrar works after the fact, outside any request). *graph.Service implements it.
-type GraphRegistry interface {
+type Graph interface {
 	GetEntity(ctx context.Context, ref string) (graph.Entity, error)
 	CreateEntity(ctx context.Context, m graph.Meta, in graph.CreateEntityInput) (graph.Entity, *graph.Replay, error)
 	CreateRelationship(ctx context.Context, m graph.Meta, typ, source, target string, attrs map[string]any) (graph.Relationship, bool, error)
@@ -28,11 +35,11 @@ type GraphRegistry interface {
 	UpdateAttributes(ctx context.Context, m graph.Meta, ref string, attrs map[string]any, expectedVersion *int64) (graph.Entity, error)
 }
 
-// RegistrarOptions configure a Registrar.
-type RegistrarOptions struct {
+// Options configure a Registrar.
+type Options struct {
 	Bus   *eventbus.Bus
-	Pool  *pgxpool.Pool
-	Graph GraphRegistry
+	Pool  *storage.Pool
+	Graph Graph
 	// Actor names the Registrar on audit rows (default "oikos-api").
 	Actor  string
 	Logger zerolog.Logger
@@ -48,7 +55,8 @@ type RegistrarOptions struct {
 // from its Proxmox host. The scheduler never writes the graph; this is the api's half of
 // that contract.
 type Registrar struct {
-	opts RegistrarOptions
+	opts  Options
+	store *execstore.Store
 
 	stopOnce sync.Once
 	cancel   context.CancelFunc
@@ -59,8 +67,8 @@ type Registrar struct {
 	cond      *sync.Cond
 }
 
-// NewRegistrar builds a Registrar; Start subscribes it to the bus.
-func NewRegistrar(opts RegistrarOptions) (*Registrar, error) {
+// New builds a Registrar; Start subscribes it to the bus.
+func New(opts Options) (*Registrar, error) {
 	if opts.Bus == nil || opts.Pool == nil || opts.Graph == nil {
 		return nil, errors.New("execution: the registrar needs a bus, a pool and the graph service")
 	}
@@ -70,7 +78,7 @@ func NewRegistrar(opts RegistrarOptions) (*Registrar, error) {
 	if opts.CatchUp <= 0 {
 		opts.CatchUp = 7 * 24 * time.Hour
 	}
-	r := &Registrar{opts: opts}
+	r := &Registrar{opts: opts, store: execstore.New(opts.Pool)}
 	r.cond = sync.NewCond(&r.mu)
 	return r, nil
 }
@@ -119,7 +127,7 @@ func (r *Registrar) Processed() int64 {
 }
 
 func (r *Registrar) meta(correlation string) graph.Meta {
-	return graph.Meta{Actor: r.opts.Actor, Role: RoleOperator, CorrelationID: correlation}
+	return graph.Meta{Actor: r.opts.Actor, Role: execution.RoleOperator, CorrelationID: correlation}
 }
 
 // handle processes one event; failures are logged, never fatal: a missed registration is
@@ -137,11 +145,11 @@ func (r *Registrar) handle(ctx context.Context, ev eventbus.Event) {
 	}
 	status := strings.TrimPrefix(ev.Type, "execution.")
 	if status == "started" {
-		status = StatusRunning
+		status = execution.StatusRunning
 	}
 	switch status {
-	case StatusApproved, StatusDenied, StatusRevoked, StatusCancelled,
-		StatusRunning, StatusCompleted, StatusFailed, StatusTimedOut, StatusInterrupted:
+	case execution.StatusApproved, execution.StatusDenied, execution.StatusRevoked, execution.StatusCancelled,
+		execution.StatusRunning, execution.StatusCompleted, execution.StatusFailed, execution.StatusTimedOut, execution.StatusInterrupted:
 	default:
 		// requested and queued: the entity was created in that state.
 		return
@@ -150,7 +158,7 @@ func (r *Registrar) handle(ctx context.Context, ev eventbus.Event) {
 	if err := r.mirror(ctx, ev.CorrelationID, p.ExecutionID, status, p.ExitCode); err != nil && ctx.Err() == nil {
 		log.Warn().Err(err).Msg("execution entity not moved")
 	}
-	if status == StatusCompleted && p.Action == ActionPctCreate {
+	if status == execution.StatusCompleted && p.Action == execution.ActionPctCreate {
 		if err := r.register(ctx, p.ExecutionID); err != nil && ctx.Err() == nil {
 			log.Error().Err(err).Msg("created container not registered in the graph; it is retried at the next start")
 		}
@@ -159,13 +167,13 @@ func (r *Registrar) handle(ctx context.Context, ev eventbus.Event) {
 
 // mirror moves the execution's entity to the state of a status the scheduler wrote.
 func (r *Registrar) mirror(ctx context.Context, correlation, id, status string, exitCode *int) error {
-	slug := entitySlug(id)
+	slug := execution.EntitySlug(id)
 	ent, err := r.opts.Graph.GetEntity(ctx, slug)
 	if err != nil {
 		return err
 	}
 	m := r.meta(correlation)
-	want := executionState(status)
+	want := execution.ExecutionState(status)
 	if ent.State != want {
 		if _, err := r.opts.Graph.SetState(ctx, m, slug, want, nil); err != nil {
 			return err
@@ -184,19 +192,11 @@ func (r *Registrar) mirror(ctx context.Context, correlation, id, status string, 
 // catchUp registers the containers of completed pct_create executions that are not in the
 // graph yet.
 func (r *Registrar) catchUp(ctx context.Context) {
-	rows, err := r.opts.Pool.Query(ctx, `SELECT x.id::text FROM executions x
-		WHERE x.action = 'pct_create' AND x.status = 'completed' AND x.finished_at > now() - make_interval(secs => $1)
-		  AND NOT EXISTS (SELECT 1 FROM entities e WHERE e.type = 'lxc' AND e.name = x.params->>'hostname')
-		ORDER BY x.finished_at`, r.opts.CatchUp.Seconds())
+	ids, err := r.store.UnregisteredPctCreates(ctx, r.opts.CatchUp)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.opts.Logger.Warn().Err(err).Msg("registrar catch-up: list completed pct_create executions")
 		}
-		return
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		r.opts.Logger.Warn().Err(err).Msg("registrar catch-up: list completed pct_create executions")
 		return
 	}
 	for _, id := range ids {
@@ -210,11 +210,11 @@ func (r *Registrar) catchUp(ctx context.Context) {
 // host. It is idempotent: an existing lxc of that name is kept, and the edge is created only
 // when missing.
 func (r *Registrar) register(ctx context.Context, id string) error {
-	e, err := loadExecution(ctx, r.opts.Pool, id, false)
+	e, err := r.store.Execution(ctx, id, false)
 	if err != nil {
 		return err
 	}
-	if e.Action != ActionPctCreate || e.Status != StatusCompleted {
+	if e.Action != execution.ActionPctCreate || e.Status != execution.StatusCompleted {
 		return nil
 	}
 	var params, result map[string]any

@@ -1,4 +1,4 @@
-package execution
+package decision
 
 import (
 	"context"
@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/chat"
+	"github.com/oikos-hq/oikos/api/internal/execution"
 	"github.com/oikos-hq/oikos/api/internal/ids"
+	"github.com/oikos-hq/oikos/api/internal/storage/execstore"
 	"github.com/oikos-hq/oikos/shared/policy"
 	"github.com/oikos-hq/oikos/shared/policy/assent"
 )
@@ -27,34 +27,34 @@ const (
 // message the api recorded (POST /chat), and the decision then proves that message
 // (proveRelay) before anything changes. A readonly token never decides. The role is checked
 // first, so a refused decision says only why it was refused.
-func validateDecision(m Meta, d *Decision) error {
+func validateDecision(m execution.Meta, d *execution.Decision) error {
 	switch m.Role {
-	case RoleOperator:
-	case RoleAgent:
+	case execution.RoleOperator:
+	case execution.RoleAgent:
 		return validateRelay(d)
 	default:
-		return forbidden("only an operator's token may decide an approval (an agent's only by relaying an operator's "+
+		return execution.Forbidden("only an operator's token may decide an approval (an agent's only by relaying an operator's "+
 			"chat message the api recorded); a %s token cannot approve, deny or revoke", m.Role)
 	}
 	var err error
 	d.Decision, d.Via = strings.TrimSpace(d.Decision), strings.TrimSpace(d.Via)
 	switch d.Decision {
-	case DecisionApprove, DecisionDeny, DecisionRevoke:
+	case execution.DecisionApprove, execution.DecisionDeny, execution.DecisionRevoke:
 	default:
 		return apierr.Invalid("decision", "%q is not one of approve, deny, revoke", d.Decision)
 	}
 	switch d.Via {
-	case ViaButton, ViaChatAssent, ViaTypedConfirmation, ViaAPI:
+	case execution.ViaButton, execution.ViaChatAssent, execution.ViaTypedConfirmation, execution.ViaAPI:
 	default:
 		return apierr.Invalid("via", "%q is not one of button, chat_assent, typed_confirmation, api", d.Via)
 	}
-	if d.MessageID, err = trimLimit("message_id", d.MessageID, maxMessageIDBytes); err != nil {
+	if d.MessageID, err = execution.TrimLimit("message_id", d.MessageID, maxMessageIDBytes); err != nil {
 		return err
 	}
-	if d.Reason, err = trimLimit("reason", d.Reason, maxReasonBytes); err != nil {
+	if d.Reason, err = execution.TrimLimit("reason", d.Reason, maxReasonBytes); err != nil {
 		return err
 	}
-	if d.Confirmation, err = trimLimit("confirmation", d.Confirmation, maxReasonBytes); err != nil {
+	if d.Confirmation, err = execution.TrimLimit("confirmation", d.Confirmation, maxReasonBytes); err != nil {
 		return err
 	}
 	return nil
@@ -62,14 +62,14 @@ func validateDecision(m Meta, d *Decision) error {
 
 // validateRelay checks the shape of an agent's decision: an approval by chat_assent or
 // typed_confirmation that names the operator's message. Anything else is refused (403).
-func validateRelay(d *Decision) error {
+func validateRelay(d *execution.Decision) error {
 	d.Decision, d.Via = strings.TrimSpace(d.Decision), strings.TrimSpace(d.Via)
 	d.MessageID, d.Reason = strings.TrimSpace(d.MessageID), strings.TrimSpace(d.Reason)
 	switch {
-	case d.Decision != DecisionApprove:
+	case d.Decision != execution.DecisionApprove:
 		return refuseRelay("an agent's token may only approve, not %q: denying and revoking are the operator's own, "+
 			"with an operator's token", d.Decision)
-	case d.Via != ViaChatAssent && d.Via != ViaTypedConfirmation:
+	case d.Via != execution.ViaChatAssent && d.Via != execution.ViaTypedConfirmation:
 		return refuseRelay("an agent relays only chat_assent or typed_confirmation, not %q", d.Via)
 	case d.MessageID == "":
 		return refuseRelay("message_id is required: the id the api gave the operator's chat message (POST /api/v1/chat)")
@@ -100,7 +100,7 @@ func (e *RelayRefusedError) Error() string {
 }
 
 // Unwrap makes a refused relay an ErrForbidden.
-func (e *RelayRefusedError) Unwrap() error { return ErrForbidden }
+func (e *RelayRefusedError) Unwrap() error { return execution.ErrForbidden }
 
 func refuseRelay(format string, args ...any) error {
 	return &RelayRefusedError{Reason: fmt.Sprintf(format, args...)}
@@ -118,38 +118,38 @@ func refusePlan(format string, args ...any) error {
 // by this via (a loose assent never a destructive one, a typed confirmation only naming the
 // target). An approval no longer pending answers as any late decision does (409). It returns
 // the message.
-func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Message, error) {
-	msg, err := chat.Load(ctx, tx, d.MessageID)
+func proveRelay(ctx context.Context, tx *execstore.Store, a execution.Approval, d execution.Decision) (chat.Message, error) {
+	msg, err := chat.Load(ctx, tx.DB(), d.MessageID)
 	if errors.Is(err, apierr.ErrNotFound) {
 		return chat.Message{}, refuseRelay("message %q is not a chat message the api recorded", d.MessageID)
 	}
 	if err != nil {
 		return chat.Message{}, err
 	}
-	session := a.session()
+	session := a.Session()
 	switch {
 	case session == "":
 		return msg, refuseRelay("approval %s belongs to no session; a chat message grants only approvals of its own session", a.ID)
 	case msg.SessionID != session:
 		return msg, refuseRelay("message %s was sent in session %q, but approval %s belongs to session %q",
 			msg.ID, msg.SessionID, a.ID, session)
-	case msg.TokenRole != RoleOperator:
+	case msg.TokenRole != execution.RoleOperator:
 		return msg, refuseRelay("message %s was sent with the %s token %q, not an operator's", msg.ID, msg.TokenRole, msg.TokenName)
 	case !msg.CreatedAt.After(a.RequestedAt):
 		return msg, refuseRelay("message %s (%s) is not newer than approval %s (requested %s); an assent grants only what was asked before it",
 			msg.ID, msg.CreatedAt.UTC().Format(time.RFC3339Nano), a.ID, a.RequestedAt.UTC().Format(time.RFC3339Nano))
 	}
-	used, err := chat.Used(ctx, tx, chat.Use{MessageID: msg.ID, ApprovalID: a.ID})
+	used, err := chat.Used(ctx, tx.DB(), chat.Use{MessageID: msg.ID, ApprovalID: a.ID})
 	if err != nil {
 		return msg, err
 	}
 	if used {
 		return msg, refuseRelay("message %s already granted approval %s; a message grants each approval once", msg.ID, a.ID)
 	}
-	if a.Status != ApprovalPending {
+	if a.Status != execution.ApprovalPending {
 		return msg, conflict(a, d.Decision)
 	}
-	pending, err := pendingBefore(ctx, tx, session, msg.CreatedAt)
+	pending, err := tx.PendingBefore(ctx, session, msg.CreatedAt)
 	if err != nil {
 		return msg, err
 	}
@@ -177,7 +177,7 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 		if g.Via == assent.ViaTypedConfirmation {
 			return msg, nil
 		}
-		prev, err := chat.PreviousAt(ctx, tx, msg)
+		prev, err := chat.PreviousAt(ctx, tx.DB(), msg)
 		if err != nil {
 			return msg, err
 		}
@@ -195,33 +195,10 @@ func proveRelay(ctx context.Context, tx pgx.Tx, a Approval, d Decision) (chat.Me
 	return msg, refuseRelay("message %s does not grant approval %s (%s on %s): %s", msg.ID, a.ID, target.Class, target.TargetSlug, how)
 }
 
-// pendingBefore lists the session's pending approvals requested before at, oldest first, as
-// shared/policy's detection takes them: the approvals the message could answer.
-func pendingBefore(ctx context.Context, tx pgx.Tx, session string, at time.Time) ([]assent.PendingApproval, error) {
-	rows, err := tx.Query(ctx, `SELECT a.id::text, x.target_slug, x.risk_class, x.command
-		FROM approvals a JOIN executions x ON x.id = a.execution_id
-		WHERE a.session_id = $1 AND a.status = 'pending' AND a.requested_at < $2
-		ORDER BY a.requested_at, a.id`, session, at)
-	if err != nil {
-		return nil, fmt.Errorf("pending approvals of %s: %w", session, err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (assent.PendingApproval, error) {
-		var p assent.PendingApproval
-		var class string
-		err := r.Scan(&p.ID, &p.TargetSlug, &class, &p.Command)
-		p.Class = policy.Class(class)
-		return p, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pending approvals of %s: %w", session, err)
-	}
-	return out, nil
-}
-
 // refusedKind reports whether err is a refusal the caller caused (a 4xx), which a relay
 // audits, rather than a failure of the api.
 func refusedKind(err error) bool {
-	for _, s := range []error{ErrForbidden, ErrNotFound, apierr.ErrInvalid, apierr.ErrRefused, apierr.ErrAlreadyDecided, apierr.ErrConflict} {
+	for _, s := range []error{execution.ErrForbidden, execution.ErrNotFound, apierr.ErrInvalid, apierr.ErrRefused, apierr.ErrAlreadyDecided, apierr.ErrConflict} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -250,21 +227,14 @@ type relayRefusal struct {
 // auditRefusal writes the audit row of a refused relay, in a transaction of its own (the
 // decision's was rolled back: nothing else changes). A failure to write it is logged; the
 // refusal stands.
-func (s *Service) auditRefusal(ctx context.Context, m Meta, action, correlation, entityID string, after any) {
+func (s *Service) auditRefusal(ctx context.Context, m execution.Meta, action, correlation, entityID string, after any) {
 	ctx = context.WithoutCancel(ctx)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		return writeAudit(ctx, tx, m, correlation, action, entityID, nil, after)
+	err := s.inTx(ctx, func(tx *execstore.Store) error {
+		return execution.WriteAudit(ctx, tx, m, correlation, action, entityID, nil, after)
 	})
 	if err != nil {
 		s.log.Error().Err(err).Str("actor", m.Actor).Str("action", action).Msg("audit of a refused relay failed")
 	}
-}
-
-// decisionRow is the approval and its execution, locked for the decision.
-type decisionRow struct {
-	approvalStatus string
-	execStatus     string
-	riskClass      string
 }
 
 // Decide applies an operator's decision to an approval: approve (the execution becomes
@@ -279,18 +249,18 @@ type decisionRow struct {
 // decided_by and the agent token as relayed_by, and the message's use, so it grants this
 // approval once. A relay that fails any check, or any other way, is refused and audited
 // (approval.relay_refused, actor: the agent token), and nothing else changes.
-func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decision) (DecisionResult, error) {
-	if err := checkMeta(m); err != nil {
-		return DecisionResult{}, err
+func (s *Service) Decide(ctx context.Context, m execution.Meta, approvalID string, d execution.Decision) (execution.DecisionResult, error) {
+	if err := execution.CheckMeta(m); err != nil {
+		return execution.DecisionResult{}, err
 	}
-	relay := m.Role == RoleAgent
+	relay := m.Role == execution.RoleAgent
 	var session, entityID string
-	out, err := func() (DecisionResult, error) {
+	out, err := func() (execution.DecisionResult, error) {
 		if err := validateDecision(m, &d); err != nil {
-			return DecisionResult{}, err
+			return execution.DecisionResult{}, err
 		}
 		if !ids.IsUUID(approvalID) {
-			return DecisionResult{}, fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
+			return execution.DecisionResult{}, fmt.Errorf("%w: approval %q", execution.ErrNotFound, approvalID)
 		}
 		return s.decideApproval(ctx, m, approvalID, d, relay, &session, &entityID)
 	}()
@@ -303,28 +273,21 @@ func (s *Service) Decide(ctx context.Context, m Meta, approvalID string, d Decis
 
 // decideApproval is Decide's transaction; session and entityID receive the approval's session
 // and target as soon as they are read, for the audit row of a refused relay.
-func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string, d Decision, relay bool, session, entityID *string) (DecisionResult, error) {
-	var out DecisionResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+func (s *Service) decideApproval(ctx context.Context, m execution.Meta, approvalID string, d execution.Decision, relay bool, session, entityID *string) (execution.DecisionResult, error) {
+	var out execution.DecisionResult
+	err := s.inTx(ctx, func(tx *execstore.Store) error {
 		// Lock the execution first: the scheduler's claim skips locked rows, so a revoke
 		// cannot race a claim, and a second decision waits here and then sees the first.
-		var row decisionRow
-		var execID string
-		err := tx.QueryRow(ctx, `SELECT x.id::text, x.status, x.risk_class, a.status
-			FROM approvals a JOIN executions x ON x.id = a.execution_id
-			WHERE a.id = $1::uuid FOR UPDATE OF x, a`, approvalID).
-			Scan(&execID, &row.execStatus, &row.riskClass, &row.approvalStatus)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: approval %q", ErrNotFound, approvalID)
-		}
-		if err != nil {
-			return fmt.Errorf("lock approval %s: %w", approvalID, err)
-		}
-		before, err := loadApproval(ctx, tx, approvalID)
+		row, err := tx.LockDecision(ctx, approvalID)
 		if err != nil {
 			return err
 		}
-		*session, *entityID = before.session(), before.TargetID
+		execID := row.ExecutionID
+		before, err := tx.Approval(ctx, approvalID)
+		if err != nil {
+			return err
+		}
+		*session, *entityID = before.Session(), before.TargetID
 		decider := m.Actor
 		var relayer *string
 		if relay {
@@ -334,13 +297,13 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 			}
 			decider, relayer = msg.TokenName, &m.Actor
 		}
-		if d.Decision == DecisionApprove && row.riskClass == string(policy.Destructive) &&
-			d.Via != ViaTypedConfirmation && d.Via != ViaButton {
-			return &RefusedError{Code: "destructive_needs_confirmation", RiskClass: row.riskClass,
+		if d.Decision == execution.DecisionApprove && row.RiskClass == string(policy.Destructive) &&
+			d.Via != execution.ViaTypedConfirmation && d.Via != execution.ViaButton {
+			return &execution.RefusedError{Code: "destructive_needs_confirmation", RiskClass: row.RiskClass,
 				Reason: fmt.Sprintf("execution %s is destructive: approve it with a typed confirmation naming %s, or the button; %s is not enough",
 					execID, before.Target, strings.ReplaceAll(d.Via, "_", " "))}
 		}
-		if d.Confirmation != "" && d.Decision == DecisionApprove && strings.TrimSpace(d.Confirmation) != before.ConfirmationPhrase {
+		if d.Confirmation != "" && d.Decision == execution.DecisionApprove && strings.TrimSpace(d.Confirmation) != before.ConfirmationPhrase {
 			want := before.ConfirmationPhrase
 			if want == "" {
 				want = "none (it is not destructive)"
@@ -354,19 +317,16 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 		}
 		// The one conditional transition. risk_class is copied from the execution: the
 		// decision records the class the gate computed, never a constant.
-		tag, err := tx.Exec(ctx, `UPDATE approvals a SET status = $2, decided_by = $3, relayed_by = $9, decided_at = now(),
-				via = $4, message_id = $5, reason = $6, risk_class = x.risk_class
-			FROM executions x
-			WHERE a.id = $1::uuid AND x.id = a.execution_id AND a.status = ANY($7) AND x.status = ANY($8)`,
-			approvalID, newApproval, decider, d.Via, msgID, d.Reason, fromApproval, fromExec, relayer)
+		moved, err := tx.DecideApproval(ctx, execstore.Decided{ApprovalID: approvalID, Status: newApproval, DecidedBy: decider,
+			RelayedBy: relayer, Via: d.Via, MessageID: msgID, Reason: d.Reason, FromApproval: fromApproval, FromExecution: fromExec})
 		if err != nil {
-			return fmt.Errorf("decide approval %s: %w", approvalID, err)
+			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if !moved {
 			return conflict(before, d.Decision)
 		}
 		if relay {
-			fresh, err := chat.MarkUsed(ctx, tx, chat.Use{MessageID: d.MessageID, ApprovalID: approvalID, UsedBy: m.Actor})
+			fresh, err := chat.MarkUsed(ctx, tx.DB(), chat.Use{MessageID: d.MessageID, ApprovalID: approvalID, UsedBy: m.Actor})
 			if err != nil {
 				return err
 			}
@@ -375,83 +335,72 @@ func (s *Service) decideApproval(ctx context.Context, m Meta, approvalID string,
 			}
 		}
 		authorised := ""
-		if d.Decision == DecisionApprove {
-			authorised = AuthorisedApproval
+		if d.Decision == execution.DecisionApprove {
+			authorised = execution.AuthorisedApproval
 		}
-		tag, err = tx.Exec(ctx, `UPDATE executions SET status = $2, updated_at = now(),
-				authorised_by = CASE WHEN $3 = '' THEN authorised_by ELSE $3 END
-			WHERE id = $1::uuid AND status = ANY($4)`, execID, newExec, authorised, fromExec)
-		if err != nil {
-			return fmt.Errorf("move execution %s: %w", execID, err)
+		if moved, err = tx.MoveExecution(ctx, execID, newExec, authorised, fromExec); err != nil {
+			return err
 		}
-		if tag.RowsAffected() != 1 {
+		if !moved {
 			return fmt.Errorf("move execution %s to %s: it is no longer %s", execID, newExec, strings.Join(fromExec, " or "))
 		}
-		if out.Execution, err = loadExecution(ctx, tx, execID, true); err != nil {
+		if out.Execution, err = tx.Execution(ctx, execID, true); err != nil {
 			return err
 		}
-		if out.Approval, err = loadApproval(ctx, tx, approvalID); err != nil {
+		if out.Approval, err = tx.Approval(ctx, approvalID); err != nil {
 			return err
 		}
-		if d.Decision == DecisionApprove {
+		if d.Decision == execution.DecisionApprove {
 			if out.Window, err = openWindow(ctx, tx, decider, d.Via, out.Approval, out.Execution); err != nil {
 				return err
 			}
 		}
-		if d.Decision == DecisionRevoke {
+		if d.Decision == execution.DecisionRevoke {
 			// Withdrawn consent closes whatever that consent opened.
-			if _, err := tx.Exec(ctx, `UPDATE approval_windows SET closed_at = now()
-				WHERE approval_id = $1::uuid AND closed_at IS NULL`, approvalID); err != nil {
-				return fmt.Errorf("close windows of %s: %w", approvalID, err)
+			if err := tx.CloseWindows(ctx, approvalID); err != nil {
+				return err
 			}
 		}
-		corr := out.Approval.session()
-		if err := writeAudit(ctx, tx, m, corr, "approval."+d.Decision, out.Execution.TargetID, before, out.Approval); err != nil {
+		corr := out.Approval.Session()
+		if err := execution.WriteAudit(ctx, tx, m, corr, "approval."+d.Decision, out.Execution.TargetID, before, out.Approval); err != nil {
 			return err
 		}
-		if err := appendEvent(ctx, tx, m, "approval.decided", out.Execution, decidedPayload{
+		if err := execution.AppendEvent(ctx, tx, m, "approval.decided", out.Execution, decidedPayload{
 			ApprovalID: approvalID, ExecutionID: execID, Decision: d.Decision, Status: out.Approval.Status,
 			Via: d.Via, DecidedBy: decider, RelayedBy: relayer, RiskClass: out.Approval.RiskClass, Target: out.Execution.Target,
 			MessageID: msgID, Window: out.Window}); err != nil {
 			return err
 		}
-		if err := appendEvent(ctx, tx, m, "execution."+newExec, out.Execution, payloadOf(out.Execution)); err != nil {
+		if err := execution.AppendEvent(ctx, tx, m, "execution."+newExec, out.Execution, execution.PayloadOf(out.Execution)); err != nil {
 			return err
 		}
-		if newExec == StatusApproved {
-			return notifyRunnable(ctx, tx, execID)
+		if newExec == execution.StatusApproved {
+			return tx.NotifyRunnable(ctx, execID)
 		}
 		return nil
 	})
 	if err != nil {
-		return DecisionResult{}, err
+		return execution.DecisionResult{}, err
 	}
 	return out, nil
-}
-
-func (a Approval) session() string {
-	if a.SessionID == nil {
-		return ""
-	}
-	return *a.SessionID
 }
 
 // transition says what a decision moves from and to: approval status, then execution status.
 func transition(decision string) (newApproval string, fromApproval []string, newExec string, fromExec []string) {
 	switch decision {
-	case DecisionApprove:
-		return ApprovalApproved, []string{ApprovalPending}, StatusApproved, []string{StatusPendingApproval}
-	case DecisionDeny:
-		return ApprovalDenied, []string{ApprovalPending}, StatusDenied, []string{StatusPendingApproval}
+	case execution.DecisionApprove:
+		return execution.ApprovalApproved, []string{execution.ApprovalPending}, execution.StatusApproved, []string{execution.StatusPendingApproval}
+	case execution.DecisionDeny:
+		return execution.ApprovalDenied, []string{execution.ApprovalPending}, execution.StatusDenied, []string{execution.StatusPendingApproval}
 	default: // revoke: pending, or approved but not yet claimed by the scheduler
-		return ApprovalRevoked, []string{ApprovalPending, ApprovalApproved}, StatusRevoked,
-			[]string{StatusPendingApproval, StatusApproved}
+		return execution.ApprovalRevoked, []string{execution.ApprovalPending, execution.ApprovalApproved}, execution.StatusRevoked,
+			[]string{execution.StatusPendingApproval, execution.StatusApproved}
 	}
 }
 
 // conflict explains why a decision found nothing to transition.
-func conflict(a Approval, decision string) error {
-	if a.Status != ApprovalPending && (decision != DecisionRevoke || a.Status != ApprovalApproved) {
+func conflict(a execution.Approval, decision string) error {
+	if a.Status != execution.ApprovalPending && (decision != execution.DecisionRevoke || a.Status != execution.ApprovalApproved) {
 		how := "already " + a.Status
 		if a.DecidedBy != nil {
 			how += " by " + *a.DecidedBy
@@ -462,9 +411,9 @@ func conflict(a Approval, decision string) error {
 		if a.DecidedAt != nil {
 			how += " at " + a.DecidedAt.UTC().Format(time.RFC3339)
 		}
-		return &ConflictError{Approval: a, Reason: fmt.Sprintf("approval %s was %s; nothing was changed", a.ID, how)}
+		return &execution.ConflictError{Approval: a, Reason: fmt.Sprintf("approval %s was %s; nothing was changed", a.ID, how)}
 	}
-	return &ConflictError{Approval: a, Reason: fmt.Sprintf("approval %s: execution %s is %s and can no longer be %sd",
+	return &execution.ConflictError{Approval: a, Reason: fmt.Sprintf("approval %s: execution %s is %s and can no longer be %sd",
 		a.ID, a.ExecutionID, a.ExecutionStatus, decision)}
 }
 
@@ -478,11 +427,11 @@ type decidedPayload struct {
 	DecidedBy   string `json:"decided_by"`
 	// RelayedBy names the agent token that relayed the operator's chat message; omitted on a
 	// direct decision.
-	RelayedBy *string `json:"relayed_by,omitempty"`
-	RiskClass string  `json:"risk_class"`
-	Target    string  `json:"target"`
-	MessageID *string `json:"message_id,omitempty"`
-	Window    *Window `json:"window,omitempty"`
+	RelayedBy *string           `json:"relayed_by,omitempty"`
+	RiskClass string            `json:"risk_class"`
+	Target    string            `json:"target"`
+	MessageID *string           `json:"message_id,omitempty"`
+	Window    *execution.Window `json:"window,omitempty"`
 }
 
 // openWindow opens the window an approval grants (docs/execution-contract.md,
@@ -490,8 +439,8 @@ type decidedPayload struct {
 // window (30 min); approving a destructive one by typed confirmation or button opens a
 // destructive window for that target and session (15 min). Without a session there is no
 // window. openedBy is the operator who decided.
-func openWindow(ctx context.Context, tx pgx.Tx, openedBy, via string, a Approval, e Execution) (*Window, error) {
-	session := a.session()
+func openWindow(ctx context.Context, tx *execstore.Store, openedBy, via string, a execution.Approval, e execution.Execution) (*execution.Window, error) {
+	session := a.Session()
 	if session == "" {
 		return nil, nil
 	}
@@ -500,23 +449,22 @@ func openWindow(ctx context.Context, tx pgx.Tx, openedBy, via string, a Approval
 	var target *string
 	switch {
 	case e.RiskClass == string(policy.ConfigMutation):
-		kind, length = "assent", AssentWindow
-	case e.RiskClass == string(policy.Destructive) && (via == ViaTypedConfirmation || via == ViaButton):
-		kind, length, target = "destructive", DestructiveWindow, &e.TargetID
+		kind, length = "assent", execution.AssentWindow
+	case e.RiskClass == string(policy.Destructive) && (via == execution.ViaTypedConfirmation || via == execution.ViaButton):
+		kind, length, target = "destructive", execution.DestructiveWindow, &e.TargetID
 	default:
 		return nil, nil
 	}
-	id, err := newID()
+	id, err := execution.NewID()
 	if err != nil {
 		return nil, err
 	}
-	w := &Window{ID: id, Kind: kind, SessionID: session}
+	w := &execution.Window{ID: id, Kind: kind, SessionID: session}
 	if target != nil {
 		w.Target = e.Target
 	}
-	err = tx.QueryRow(ctx, `INSERT INTO approval_windows (id, kind, session_id, target_id, approval_id, opened_by, via, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $8)) RETURNING expires_at`,
-		id, kind, session, target, a.ID, openedBy, via, length.Seconds()).Scan(&w.ExpiresAt)
+	w.ExpiresAt, err = tx.OpenWindow(ctx, execstore.NewWindow{ID: id, Kind: kind, SessionID: session, TargetID: target,
+		ApprovalID: &a.ID, OpenedBy: openedBy, Via: via, Length: length})
 	if err != nil {
 		return nil, fmt.Errorf("open %s window: %w", kind, err)
 	}
