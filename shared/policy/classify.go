@@ -2,97 +2,17 @@ package policy
 
 import (
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
 )
 
-const (
-	// maxDepth bounds how deeply code inside code (bash -c inside ssh inside
-	// pct exec …) is followed; anything deeper is destructive.
-	maxDepth = 12
-	// maxCommandBytes bounds the command text; anything longer is destructive.
-	maxCommandBytes = 256 << 10
-	// maxNesting bounds how deeply brackets may nest in the raw text: past it
-	// the parser and the walk get slow, and no real command comes close.
-	maxNesting = 200
-	// maxWraps bounds how many wrappers (sudo, env, timeout …) may stack.
-	maxWraps = 64
-	// maxWork bounds the segments and re-parses one classification may do, so
-	// an adversarial command cannot make the gate slow.
-	maxWork = 4096
-	// maxArgScans bounds how many arguments of one unknown program are checked
-	// as commands it might run.
-	maxArgScans = 4
-)
-
-// Segment is one classified simple command: a program with its arguments, as
-// found anywhere in the command — a pipeline element, a list member, a
-// substitution, a function body, or the inner command of a wrapper.
-type Segment struct {
-	// Command is the source text the segment came from.
-	Command string `json:"command"`
-	// Program is the resolved program name ("rm" for `/bin/rm`, `\rm` or
-	// `busybox rm`); a program outside the system directories keeps its path.
-	Program string `json:"program,omitempty"`
-	Class   Class  `json:"class"`
-	Reason  string `json:"reason"`
-	// Rule names the policy rule that decided the class, "" when no rule
-	// applied (config_mutation by default) or the class came from shell
-	// structure (a redirection, a parse failure).
-	Rule string `json:"rule,omitempty"`
-	// Via names the transport the segment runs through when it does not run
-	// on the target itself: "ssh atlas", "pct exec 101", "qm guest exec 200",
-	// "docker exec web". The gate's host-only check looks only at segments
-	// with an empty Via.
-	Via string `json:"via,omitempty"`
-	// Why says which principle or rule raised the class, for the operator
-	// reading an approval: "wrapper: pct exec 101 → rm -rf /srv",
-	// "exfiltration: dig looks up a name built from $(whoami)", "storage:
-	// zpool create". Set on every segment above read_only.
-	Why string `json:"why,omitempty"`
-	// why is the explanation a rule or principle gave, before the wrapper
-	// chain is put in front of it; inner is the command a wrapper runs.
-	why, inner string
-	// unverified marks a destructive segment that is destructive because
-	// the classifier could not look inside (a parse failure, too deep, too
-	// long), not because a rule matched: a guess (keepDestructive) never
-	// keeps such a finding.
-	unverified bool
-}
-
-// Result is the classification of one command.
-type Result struct {
-	// Class is the highest class of any segment, and never below the declared
-	// class.
-	Class Class `json:"class"`
-	// Reasons explain Class: the reasons of the segments that reached it, and
-	// the declared class when that is what decided.
-	Reasons  []string  `json:"reasons"`
-	Segments []Segment `json:"segments"`
-	// Explanation names what raised the class, in one line that leads with
-	// its principle or rule: "wrapper: pct exec 101 → rm -rf /srv (…)",
-	// "exfiltration: dig looks up a name built from $(whoami)", "storage:
-	// zpool create (…)". Empty for read_only.
-	Explanation string `json:"explanation,omitempty"`
-}
-
-// Classify classifies a shell command. The result is never below declared:
-// classification only escalates. reversible_low comes out only when declared
-// over a read_only command; an unknown declared class is treated as
-// destructive.
-func (p *Policy) Classify(command string, declared Class) Result {
-	c := p.getClassifier()
-	defer p.putClassifier(c)
-	return c.run(command, declared)
-}
-
 // classifier holds the per-call state of one classification. It is pooled by
 // the Policy and used by one goroutine at a time.
 type classifier struct {
-	p      *Policy
+	p      *Set
+	failed error // see Policy.failed
 	parser *syntax.Parser
 	reader strings.Reader
 	segs   []Segment
@@ -109,7 +29,7 @@ type classifier struct {
 }
 
 func newClassifier(p *Policy) *classifier {
-	c := &classifier{p: p, parser: syntax.NewParser(syntax.Variant(syntax.LangBash))}
+	c := &classifier{p: p.rules, failed: p.failed, parser: syntax.NewParser(syntax.Variant(syntax.LangBash))}
 	c.walkFn = c.visitSubst
 	return c
 }
@@ -132,53 +52,6 @@ func (c *classifier) getCmdline() *cmdline {
 
 func (c *classifier) putCmdline(cl *cmdline) { c.cmdlines = append(c.cmdlines, cl) }
 
-// frame is the context a piece of shell code is classified in.
-type frame struct {
-	src   string // the text node positions refer to
-	depth int
-	wraps int    // wrappers and nested code around this frame
-	via   string // transport, "" on the target itself
-	chain string // wrappers around the code, for reasons
-	// floor is the lowest class any segment of this frame may have, with why:
-	// code whose text is only partly known is at least config_mutation.
-	floor    Class
-	floorWhy string
-	// sh is the shell process the code runs in.
-	sh *shellState
-}
-
-// child returns the frame for code or an argv nested inside wrapper.
-func (f *frame) child(wrapper string) *frame {
-	n := *f
-	n.wraps++
-	if wrapper != "" {
-		if n.chain == "" {
-			n.chain = wrapper
-		} else {
-			n.chain += " → " + wrapper
-		}
-	}
-	return &n
-}
-
-// withVia returns a child frame whose commands run through a transport.
-func (f *frame) withVia(via string) *frame {
-	n := f.child(via)
-	if n.via == "" {
-		n.via = via
-	} else {
-		n.via += " → " + via
-	}
-	return n
-}
-
-// atLeast raises the frame's floor.
-func (f *frame) atLeast(c Class, why string) {
-	if c.Rank() > f.floor.Rank() {
-		f.floor, f.floorWhy = c, why
-	}
-}
-
 func (c *classifier) run(command string, declared Class) (res Result) {
 	c.segs, c.work, c.full = c.segs[:0], 0, false
 	c.top.reset()
@@ -192,9 +65,9 @@ func (c *classifier) run(command string, declared Class) (res Result) {
 			}
 		}()
 		switch {
-		case c.p.failed != nil:
+		case c.failed != nil:
 			c.add(top, Segment{Command: command, Class: Destructive,
-				Reason: "the policy failed to compile (" + c.p.failed.Error() + "); every command is destructive"})
+				Reason: "the policy failed to compile (" + c.failed.Error() + "); every command is destructive"})
 		case len(command) > maxCommandBytes:
 			c.add(top, Segment{Command: command[:80] + "…", Class: Destructive, unverified: true,
 				Reason: fmt.Sprintf("command longer than %d bytes; not verified", maxCommandBytes)})
@@ -280,26 +153,6 @@ func (c *classifier) lookalikes(command string) {
 			s.Why = label + " → " + s.Why
 		}
 	}
-}
-
-// nesting estimates how deeply the parser would nest: the depth of ( and {
-// in the raw text, quotes ignored, or a fifth of the count of | and & (each
-// pipe or && nests one binary command in the next). A cheap over-estimate
-// that keeps absurd inputs away from the parser.
-func nesting(s string) int {
-	depth, most, ops := 0, 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '(', '{':
-			depth++
-			most = max(most, depth)
-		case ')', '}':
-			depth--
-		case '|', '&':
-			ops++
-		}
-	}
-	return max(most, ops/5)
 }
 
 // add records a segment, applying the frame's floor, wrapper chain and
@@ -625,19 +478,6 @@ func (c *classifier) posixArith(st *syntax.Stmt, cmd *syntax.ArithmCmd, f *frame
 	}
 }
 
-// plainWord reports whether a word is made only of literal and single-quoted
-// parts, which can hold no substitution.
-func plainWord(w *syntax.Word) bool {
-	for _, p := range w.Parts {
-		switch p.(type) {
-		case *syntax.Lit, *syntax.SglQuoted:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // redirects classifies a statement's output redirections: writing a file is a
 // mutation, writing a raw device destructive; /dev/null and duplicating a
 // file descriptor are nothing.
@@ -737,18 +577,6 @@ func (c *classifier) truncates(st *syntax.Stmt, f *frame) bool {
 		return len(args) == 1 && args[0].val == ""
 	}
 	return false
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // decl classifies declare/export/local/readonly/typeset: they set shell
@@ -869,20 +697,6 @@ func (c *classifier) assignment(name string, value word, text string, f *frame) 
 	c.evalCode(value, f, stdin{}, "text assigned to "+name)
 }
 
-// safePath reports whether a PATH value keeps program names resolving to the
-// system directories: only system directories before the old $PATH.
-func (p *Policy) safePath(value word) bool {
-	for _, dir := range strings.Split(value.val, ":") {
-		if dir == "$PATH" || dir == "${PATH}" {
-			return true
-		}
-		if !p.systemDirs[path.Clean(dir)] {
-			return false
-		}
-	}
-	return true
-}
-
 func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *frame, in stdin) {
 	text := stmtText(f.src, st)
 	for _, a := range call.Assigns {
@@ -908,28 +722,6 @@ func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *frame, in s
 	}
 	argv := resolveWords(f.src, call.Args, make([]word, 0, len(call.Args)))
 	c.command(argv, text, f, in)
-}
-
-// resolveProgram maps a command word to the program it names: a bare name, or
-// a path in one of the system directories, is that program; any other path is
-// not (./cat is not the safe cat) and is returned whole, with its base name
-// for the destructive checks.
-func (p *Policy) resolveProgram(s string) (name, base string, system bool) {
-	if s == "" {
-		return "", "", false
-	}
-	if !strings.Contains(s, "/") {
-		return s, s, true
-	}
-	clean := path.Clean(s)
-	dir, b := path.Split(clean)
-	if dir != "/" {
-		dir = strings.TrimSuffix(dir, "/")
-	}
-	if b != "" && p.systemDirs[dir] {
-		return b, b, true
-	}
-	return s, b, false
 }
 
 // command classifies one argv: resolves the program, unwraps wrappers, and
@@ -1081,57 +873,6 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 	}
 }
 
-// isInterpreter: a runs_arguments program as a whole (python3, perl …),
-// whose literal code arguments are looked into.
-func (p *Policy) isInterpreter(base string) bool {
-	for _, sub := range p.runsArguments[base] {
-		if len(sub) == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// asksHelp reports whether a command line asks the program only for its help
-// or version: --help or --version as an option (not a value, not after --)
-// of a program the policy knows, which parses its options before it acts.
-// Programs that hand their trailing arguments to another program
-// (runs_arguments: interpreters, docker run, strace …) are excluded: their
-// --help may belong to the command they run.
-func (p *Policy) asksHelp(base string, cl *cmdline) bool {
-	if len(p.byProgram[base]) == 0 && p.grammars[base] == nil && !p.hostOnly[base] {
-		return false
-	}
-	for _, sub := range p.runsArguments[base] {
-		if len(sub) <= len(cl.pos) && slices.EqualFunc(sub, cl.pos[:len(sub)], func(s string, w word) bool { return !w.dyn && s == w.val }) {
-			return false
-		}
-	}
-	for _, o := range cl.opts {
-		if (o.name == "--help" || o.name == "--version") && !o.hasValue {
-			return true
-		}
-	}
-	return false
-}
-
-// better returns the higher-class of best and r, if r applies.
-func (c *classifier) better(best, r *rule, cl *cmdline, system bool) *rule {
-	if r.class == ReadOnly && !system {
-		return best
-	}
-	if !r.applies(cl) {
-		return best
-	}
-	if c.trace != nil {
-		c.trace[r.name] = true
-	}
-	if best == nil || r.class.Rank() > best.class.Rank() {
-		return r
-	}
-	return best
-}
-
 // scanArgs checks whether an unknown program is handed a destructive command
 // as its arguments (systemd-run rm -rf /x, strace -f dd of=/dev/sda): such a
 // program probably runs it, so the whole is destructive.
@@ -1173,19 +914,6 @@ func (c *classifier) scanArgs(name string, args []word, text string, f *frame, s
 	}
 }
 
-// isTrigger reports whether some destructive rule names the program.
-func (p *Policy) isTrigger(name string) bool {
-	if p.triggerPrograms[name] {
-		return true
-	}
-	for _, r := range p.globRules {
-		if r.class == Destructive && matchAlt(r.progGlobs, name) {
-			return true
-		}
-	}
-	return false
-}
-
 // findExec classifies the commands find runs with -exec, -execdir, -ok and
 // -okdir; {} stands for a path only known at run time.
 func (c *classifier) findExec(args []word, text string, f *frame, in stdin) {
@@ -1212,32 +940,4 @@ func (c *classifier) findExec(args []word, text string, f *frame, in stdin) {
 		c.command(inner, text, f.child("find "+args[i].val), in)
 		i = j
 	}
-}
-
-func joinVals(ws []word) string {
-	var b strings.Builder
-	for i, w := range ws {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(w.val)
-	}
-	return b.String()
-}
-
-// stmtText is a statement's source without its terminating ";".
-func stmtText(src string, st *syntax.Stmt) string {
-	t := nodeText(src, st)
-	if st.Semicolon.IsValid() && !st.Background && !st.Coprocess && !st.Disown {
-		t = strings.TrimSuffix(t, ";")
-	}
-	return strings.TrimRight(t, " \t")
-}
-
-// Check classifies a command and runs the syntax gate over it with one
-// pooled parser: the gate needs both, for every execution.
-func (p *Policy) Check(command string, declared Class) (Result, error) {
-	c := p.getClassifier()
-	defer p.putClassifier(c)
-	return c.run(command, declared), checkSyntaxWith(c.parser, command)
 }

@@ -1,11 +1,8 @@
 package policy
 
 import (
-	"path"
 	"regexp"
 	"strings"
-
-	"mvdan.cc/sh/v3/syntax"
 )
 
 // Data that leaves the machine needs an operator. A command whose effect is
@@ -418,47 +415,6 @@ func (c *classifier) exfilSegment(seg *Segment, prog, verb, dest string, sent []
 	seg.why = "exfiltration: " + prog + " " + verb + " " + p.what + " to " + dest
 }
 
-// clip shortens text for an explanation.
-func clip(s string) string {
-	if len(s) > 60 {
-		return s[:57] + "…"
-	}
-	return s
-}
-
-// credentialIn reports the credential store a path is, or is a directory
-// holding: "" when it is neither. A relative path is also matched by its
-// last element (id_rsa, .env, server.key).
-func (p *Policy) credentialIn(file string) string {
-	if file == "" || len(p.credentials) == 0 {
-		return ""
-	}
-	clean := file
-	if strings.HasPrefix(file, "/") {
-		clean = path.Clean(file)
-	}
-	if anyRE(p.credentials, clean) || anyRE(p.credentials, path.Base(clean)) {
-		return clean
-	}
-	// A directory that holds credential stores sends them with it.
-	dir := strings.TrimSuffix(clean, "/")
-	if dir == "" || dir == "/" || dir == "/." || dir == "~" {
-		return clean + " (with every credential store under it)"
-	}
-	for _, d := range credentialDirs {
-		if strings.HasPrefix(d, dir+"/") || strings.HasPrefix(d, strings.TrimPrefix(dir, "~")+"/") && strings.HasPrefix(dir, "~") {
-			return clean + " (holding " + d + ")"
-		}
-	}
-	return ""
-}
-
-// credentialDirs are the usual homes of credential stores, for recognising a
-// directory sent whole (rsync -a /etc/ remote:, tar c /root | nc).
-var credentialDirs = []string{"/etc/shadow", "/etc/pve/priv", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssl/private",
-	"/root/.ssh/id_ed25519", "/home/user/.ssh/id_ed25519", "/etc/wireguard", "/etc/letsencrypt/live", "/etc/corosync/authkey",
-	"/etc/proxmox-backup/authkey.key", "/var/lib/tailscale"}
-
 // pathTokenRE finds path-like tokens in the text of an expansion.
 var pathTokenRE = regexp.MustCompile(`[~./A-Za-z0-9_-][~./A-Za-z0-9_:*+-]*`)
 
@@ -533,17 +489,6 @@ func (c *classifier) secretOfStdin(in stdin, f *frame, depth int) string {
 		return c.secretOfStdin(*in.up, f, depth+1)
 	}
 	return ""
-}
-
-// statementPayload is what a statement writes to its output, for a
-// redirection that sends it off the machine: its program's output, which
-// holds a credential store when the program read one.
-func (c *classifier) statementPayload(st *syntax.Stmt, f *frame) payload {
-	p := payload{what: "the output of `" + clip(stmtText(f.src, st)) + "`"}
-	if call, ok := st.Cmd.(*syntax.CallExpr); ok {
-		p.secret = c.secretOfStdin(c.producerOutput(st, call, f, ownInput(st, f, stdin{})), f, 0)
-	}
-	return p
 }
 
 // putRE finds an upload in a file-transfer client's commands (smbclient(1)

@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -23,9 +22,9 @@ var defaultPolicyYAML []byte
 // what the rule says.
 var ErrPolicy = errors.New("policy")
 
-// Policy is a compiled rule set. It is immutable once built and safe for
+// Set is a compiled rule set. It is immutable once built and safe for
 // concurrent use.
-type Policy struct {
+type Set struct {
 	rules      []*rule
 	byProgram  map[string][]*rule
 	globRules  []*rule
@@ -64,34 +63,23 @@ type Policy struct {
 	// an argument (python3 -c 'os.system("rm -rf /x")').
 	hintPrograms []string
 	hintRE       *regexp.Regexp
-
-	// failed is set only on the stand-in Default returns when the embedded
-	// policy does not compile (tests make sure it does): every command is then
-	// destructive, so a broken build can never run anything unattended.
-	failed error
-
-	classifiers sync.Pool
 }
 
-// Default returns the embedded default policy. It never panics: should the
-// embedded YAML ever fail to compile (the package tests prevent that), it
-// returns a policy that classifies every command as destructive.
-func Default() *Policy {
+// defaultSet compiles the embedded default policy. wrappers are the programs
+// that run another command (the wrapper table's names), which the hints also
+// try (see buildHints).
+func defaultSet(wrappers []string) (*Set, error) {
 	spec, err := decodeSpec(defaultPolicyYAML, "default policy")
-	if err == nil {
-		var p *Policy
-		if p, err = compile(spec); err == nil {
-			return p
-		}
+	if err != nil {
+		return nil, err
 	}
-	return &Policy{failed: err}
+	return compile(spec, wrappers)
 }
 
-// Load returns the default policy extended by the operator policy file at path
-// (OIKOS_POLICY_FILE; "" means none), and verifies every rule's match and
-// not_match examples against the merged result. A wrong example is an error
-// naming the rule and the example: the caller must refuse to start.
-func Load(filePath string) (*Policy, error) {
+// loadSet compiles the default policy extended by the operator policy file at
+// path ("" means none). It does not verify the rules' examples: that needs
+// the classifier (see verify).
+func loadSet(filePath string, wrappers []string) (*Set, error) {
 	spec, err := decodeSpec(defaultPolicyYAML, "default policy")
 	if err != nil {
 		return nil, err
@@ -109,14 +97,33 @@ func Load(filePath string) (*Policy, error) {
 			return nil, fmt.Errorf("%w (%s)", err, filePath)
 		}
 	}
-	p, err := compile(spec)
-	if err != nil {
-		return nil, err
+	return compile(spec, wrappers)
+}
+
+// verify classifies every rule's match and not_match examples with classify,
+// which returns the class and the names of every rule that applied, and
+// reports each one that disagrees with its rule: a match example must be
+// decided by the rule's class and the rule must apply to it; a not_match
+// example must not be matched by the rule at all.
+func (p *Set) verify(classify func(command string) (Class, map[string]bool)) error {
+	var errs []error
+	for _, r := range p.rules {
+		for _, ex := range r.match {
+			class, matched := classify(ex)
+			switch {
+			case !matched[r.name]:
+				errs = append(errs, fmt.Errorf("%w: rule %q: example %q must match the rule, but it does not (classified %s)", ErrPolicy, r.name, ex, class))
+			case class != r.class:
+				errs = append(errs, fmt.Errorf("%w: rule %q: example %q matches the rule but classifies as %s, not %s", ErrPolicy, r.name, ex, class, r.class))
+			}
+		}
+		for _, ex := range r.notMatch {
+			if _, matched := classify(ex); matched[r.name] {
+				errs = append(errs, fmt.Errorf("%w: rule %q: example %q must not match the rule, but it does", ErrPolicy, r.name, ex))
+			}
+		}
 	}
-	if err := p.Verify(); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return errors.Join(errs...)
 }
 
 // fileSpec is the YAML form of a policy file; docs/policy.md documents it.
@@ -334,8 +341,8 @@ func compileOptValues(m map[string][]string, patterns map[string]string) ([]optV
 	return out, nil
 }
 
-func compile(s *fileSpec) (*Policy, error) {
-	p := &Policy{
+func compile(s *fileSpec, wrappers []string) (*Set, error) {
+	p := &Set{
 		byProgram:       map[string][]*rule{},
 		grammars:        map[string]*grammar{},
 		systemDirs:      map[string]bool{},
@@ -437,17 +444,18 @@ func compile(s *fileSpec) (*Policy, error) {
 			p.globRules = append(p.globRules, r)
 		}
 	}
-	p.buildHints()
+	p.buildHints(wrappers)
 	return p, nil
 }
 
-// buildHints derives hintPrograms and hintRE from the compiled rules.
-func (p *Policy) buildHints() {
+// buildHints derives hintPrograms and hintRE from the compiled rules and the
+// wrappers.
+func (p *Set) buildHints(wrappers []string) {
 	names := map[string]bool{}
 	for n := range p.triggerPrograms {
 		names[n] = true
 	}
-	for _, n := range wrapperNames {
+	for _, n := range wrappers {
 		names[n] = true
 	}
 	var alts []string
@@ -596,61 +604,3 @@ func compileRule(rs *ruleSpec, patterns map[string]string) (*rule, error) {
 		len(r.lastArg) > 0 || r.endOfOptions || len(r.sqlOpts) > 0
 	return r, nil
 }
-
-// Verify classifies every rule's match and not_match examples and reports the
-// first one that disagrees with its rule: a match example must be decided by
-// the rule's class and the rule must apply to it; a not_match example must not
-// be matched by the rule at all.
-func (p *Policy) Verify() error {
-	if p.failed != nil {
-		return p.failed
-	}
-	var errs []error
-	for _, r := range p.rules {
-		for _, ex := range r.match {
-			res, matched := p.classifyTraced(ex)
-			switch {
-			case !matched[r.name]:
-				errs = append(errs, fmt.Errorf("%w: rule %q: example %q must match the rule, but it does not (classified %s)", ErrPolicy, r.name, ex, res.Class))
-			case res.Class != r.class:
-				errs = append(errs, fmt.Errorf("%w: rule %q: example %q matches the rule but classifies as %s, not %s", ErrPolicy, r.name, ex, res.Class, r.class))
-			}
-		}
-		for _, ex := range r.notMatch {
-			if _, matched := p.classifyTraced(ex); matched[r.name] {
-				errs = append(errs, fmt.Errorf("%w: rule %q: example %q must not match the rule, but it does", ErrPolicy, r.name, ex))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// classifyTraced classifies and records every rule that applied anywhere.
-func (p *Policy) classifyTraced(command string) (Result, map[string]bool) {
-	c := p.getClassifier()
-	defer p.putClassifier(c)
-	c.trace = map[string]bool{}
-	res := c.run(command, "")
-	tr := c.trace
-	c.trace = nil
-	return res, tr
-}
-
-func (p *Policy) getClassifier() *classifier {
-	if c, ok := p.classifiers.Get().(*classifier); ok {
-		return c
-	}
-	return newClassifier(p)
-}
-
-func (p *Policy) putClassifier(c *classifier) {
-	clear(c.segs) // drop references to the last command's text
-	c.segs = c.segs[:0]
-	c.top.reset()
-	c.trace = nil
-	p.classifiers.Put(c)
-}
-
-// HostOnly reports whether a program exists only on a Proxmox host (pct, qm,
-// pvesh …), as listed by the policy's host_only.
-func (p *Policy) HostOnly(program string) bool { return p.hostOnly[program] }

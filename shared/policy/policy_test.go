@@ -17,7 +17,7 @@ func TestDefaultPolicyVerifies(t *testing.T) {
 	if err := p.Verify(); err != nil {
 		t.Fatalf("default policy examples:\n%v", err)
 	}
-	for _, r := range p.rules {
+	for _, r := range p.rules.rules {
 		if len(r.match) == 0 {
 			t.Errorf("rule %q has no match example", r.name)
 		}

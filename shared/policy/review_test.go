@@ -245,7 +245,7 @@ func TestWrapperNamesAreWrappers(t *testing.T) {
 			t.Errorf("%q is listed in wrapperNames but isWrapper says no", n)
 		}
 	}
-	if !Default().isTrigger("rm") || Default().hintRE == nil {
+	if !Default().rules.isTrigger("rm") || Default().rules.hintRE == nil {
 		t.Fatal("the default policy builds no hints")
 	}
 }

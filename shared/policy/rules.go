@@ -64,38 +64,6 @@ type optValues struct {
 	res  []*regexp.Regexp
 }
 
-// glob matches s against a pattern whose only special character is '*'.
-func glob(pattern, s string) bool {
-	star := strings.IndexByte(pattern, '*')
-	if star < 0 {
-		return pattern == s
-	}
-	if !strings.HasPrefix(s, pattern[:star]) {
-		return false
-	}
-	s, pattern = s[len(pattern[:star]):], pattern[star+1:]
-	for {
-		star = strings.IndexByte(pattern, '*')
-		if star < 0 {
-			return strings.HasSuffix(s, pattern)
-		}
-		j := strings.Index(s, pattern[:star])
-		if j < 0 {
-			return false
-		}
-		s, pattern = s[j+star:], pattern[star+1:]
-	}
-}
-
-func matchAlt(alts []string, s string) bool {
-	for _, a := range alts {
-		if glob(a, s) {
-			return true
-		}
-	}
-	return false
-}
-
 func anyRE(res []*regexp.Regexp, s string) bool {
 	for _, re := range res {
 		if re.MatchString(s) {

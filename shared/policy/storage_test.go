@@ -142,7 +142,7 @@ func TestStoragePrinciple(t *testing.T) {
 	}
 
 	principles := map[string]string{}
-	for _, r := range p.rules {
+	for _, r := range p.rules.rules {
 		principles[r.name] = r.principle
 	}
 	var destructive, readOnly, config int
@@ -184,7 +184,7 @@ func TestStoragePrinciple(t *testing.T) {
 			t.Errorf("%s: %q: decided by rule %s, whose principle is %q, not storage or retention; reasons: %q",
 				tc.src, tc.cmd, decided.Rule, pr, got.Reasons)
 		}
-		if rs := p.byProgram[decided.Program]; len(rs) == 0 {
+		if rs := p.rules.byProgram[decided.Program]; len(rs) == 0 {
 			t.Errorf("%s: %q: no rule lists program %q", tc.src, tc.cmd, decided.Program)
 		}
 	}

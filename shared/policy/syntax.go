@@ -153,18 +153,6 @@ func checkCall(parser *syntax.Parser, src string, call *syntax.CallExpr, depth i
 	return nil
 }
 
-// bareLiteral returns the value of a word written as one unquoted literal.
-func bareLiteral(w *syntax.Word) (string, bool) {
-	if len(w.Parts) != 1 {
-		return "", false
-	}
-	l, ok := w.Parts[0].(*syntax.Lit)
-	if !ok {
-		return "", false
-	}
-	return l.Value, true
-}
-
 func isASCIILetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
 
 func isDashLookalike(r rune) bool {
