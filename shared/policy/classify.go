@@ -17,15 +17,15 @@ type classifier struct {
 	reader strings.Reader
 	segs   []Segment
 	trace  map[string]bool
-	top    shellState // the shell the command itself runs in
+	top    Shell // the shell the command itself runs in
 	work   int
 	full   bool
 
-	substFrame *frame
+	substFrame *Frame
 	walkFn     func(syntax.Node) bool
 	// pipes remembers the output of nested pipelines (see pipeSource).
-	pipes    map[*syntax.Stmt]stdin
-	cmdlines []*cmdline // free list, so rule matching does not allocate
+	pipes    map[*syntax.Stmt]Stdin
+	cmdlines []*Cmdline // free list, so rule matching does not allocate
 }
 
 func newClassifier(p *Policy) *classifier {
@@ -41,41 +41,41 @@ func (c *classifier) parse(src string) (*syntax.File, error) {
 	return c.parser.Parse(&c.reader, "")
 }
 
-func (c *classifier) getCmdline() *cmdline {
+func (c *classifier) getCmdline() *Cmdline {
 	if n := len(c.cmdlines); n > 0 {
 		cl := c.cmdlines[n-1]
 		c.cmdlines = c.cmdlines[:n-1]
 		return cl
 	}
-	return &cmdline{}
+	return &Cmdline{}
 }
 
-func (c *classifier) putCmdline(cl *cmdline) { c.cmdlines = append(c.cmdlines, cl) }
+func (c *classifier) putCmdline(cl *Cmdline) { c.cmdlines = append(c.cmdlines, cl) }
 
 func (c *classifier) run(command string, declared Class) (res Result) {
 	c.segs, c.work, c.full = c.segs[:0], 0, false
-	c.top.reset()
+	c.top.Reset()
 	clear(c.pipes)
-	top := &frame{src: command, sh: &c.top}
+	top := &Frame{Src: command, Sh: &c.top}
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				c.segs = append(c.segs, Segment{Command: command, Class: Destructive, unverified: true,
+				c.segs = append(c.segs, Segment{Command: command, Class: Destructive, Unverified: true,
 					Reason: fmt.Sprintf("classifier error (%v); failing closed", r)})
 			}
 		}()
 		switch {
 		case c.failed != nil:
-			c.add(top, Segment{Command: command, Class: Destructive,
+			c.Add(top, Segment{Command: command, Class: Destructive,
 				Reason: "the policy failed to compile (" + c.failed.Error() + "); every command is destructive"})
-		case len(command) > maxCommandBytes:
-			c.add(top, Segment{Command: command[:80] + "…", Class: Destructive, unverified: true,
-				Reason: fmt.Sprintf("command longer than %d bytes; not verified", maxCommandBytes)})
-		case nesting(command) > maxNesting:
-			c.add(top, Segment{Command: command, Class: Destructive, unverified: true,
-				Reason: fmt.Sprintf("brackets or pipelines nested more than %d deep; not verified", maxNesting)})
+		case len(command) > MaxCommandBytes:
+			c.Add(top, Segment{Command: command[:80] + "…", Class: Destructive, Unverified: true,
+				Reason: fmt.Sprintf("command longer than %d bytes; not verified", MaxCommandBytes)})
+		case Nesting(command) > MaxNesting:
+			c.Add(top, Segment{Command: command, Class: Destructive, Unverified: true,
+				Reason: fmt.Sprintf("brackets or pipelines nested more than %d deep; not verified", MaxNesting)})
 		default:
-			c.code(top, stdin{})
+			c.code(top, Stdin{})
 			c.lookalikes(command)
 		}
 	}()
@@ -120,7 +120,7 @@ func (c *classifier) run(command string, declared Class) (res Result) {
 // they raise the class: `рm -rf /` is classified as `rm -rf /` would be, not
 // as an unknown program. The first reading stays, so a class is never lowered.
 func (c *classifier) lookalikes(command string) {
-	norm := normaliseLookalikes(command)
+	norm := Normalise(command)
 	if norm == command || c.full {
 		return
 	}
@@ -129,9 +129,9 @@ func (c *classifier) lookalikes(command string) {
 	for _, s := range c.segs {
 		found = Max(found, s.Class)
 	}
-	c.top.reset()
+	c.top.Reset()
 	clear(c.pipes)
-	c.code(&frame{src: norm, sh: &c.top}, stdin{})
+	c.code(&Frame{Src: norm, Sh: &c.top}, Stdin{})
 	raised := false
 	for _, s := range c.segs[before:] {
 		raised = raised || s.Class.Rank() > found.Rank()
@@ -140,7 +140,7 @@ func (c *classifier) lookalikes(command string) {
 		c.segs = c.segs[:before]
 		return
 	}
-	label := "lookalike: " + lookalikeLabel(command)
+	label := "lookalike: " + Label(command)
 	for i := before; i < len(c.segs); i++ {
 		s := &c.segs[i]
 		s.Reason = "read as `" + norm + "`: " + s.Reason
@@ -157,63 +157,63 @@ func (c *classifier) lookalikes(command string) {
 
 // add records a segment, applying the frame's floor, wrapper chain and
 // transport.
-func (c *classifier) add(f *frame, s Segment) {
+func (c *classifier) Add(f *Frame, s Segment) {
 	if c.full {
 		return
 	}
 	c.work++
-	if c.work > maxWork {
+	if c.work > MaxWork {
 		c.full = true
-		c.segs = append(c.segs, Segment{Command: f.src, Class: Destructive, unverified: true,
-			Reason: fmt.Sprintf("more than %d commands to verify; failing closed", maxWork)})
+		c.segs = append(c.segs, Segment{Command: f.Src, Class: Destructive, Unverified: true,
+			Reason: fmt.Sprintf("more than %d commands to verify; failing closed", MaxWork)})
 		return
 	}
-	if f.floor.Rank() > s.Class.Rank() {
-		s.Class = f.floor
-		s.Reason = f.floorWhy + "; " + s.Reason
+	if f.Floor.Rank() > s.Class.Rank() {
+		s.Class = f.Floor
+		s.Reason = f.FloorWhy + "; " + s.Reason
 		s.Rule = ""
 	}
 	if s.Class != ReadOnly {
-		why := s.why
+		why := s.Cause
 		if why == "" {
 			why = s.Reason
 		}
-		if f.chain != "" {
-			inner := s.inner
+		if f.Chain != "" {
+			inner := s.Inner
 			if inner == "" {
 				inner = s.Program
 			}
-			why = "wrapper: " + f.chain + " → " + clip(inner) + " (" + why + ")"
+			why = "wrapper: " + f.Chain + " → " + Clip(inner) + " (" + why + ")"
 		}
 		s.Why = why
 	}
-	if f.chain != "" {
-		s.Reason += " (inside " + f.chain + ")"
+	if f.Chain != "" {
+		s.Reason += " (inside " + f.Chain + ")"
 	}
 	if s.Via == "" {
-		s.Via = f.via
+		s.Via = f.Via
 	}
 	c.segs = append(c.segs, s)
 }
 
 // code parses f.src as shell and classifies every statement in it.
-func (c *classifier) code(f *frame, in stdin) {
+func (c *classifier) code(f *Frame, in Stdin) {
 	if c.full {
 		return
 	}
-	if f.depth > maxDepth {
-		c.add(f, Segment{Command: f.src, Class: Destructive, unverified: true,
-			Reason: fmt.Sprintf("code nested more than %d levels deep; not verified", maxDepth)})
+	if f.Depth > MaxDepth {
+		c.Add(f, Segment{Command: f.Src, Class: Destructive, Unverified: true,
+			Reason: fmt.Sprintf("code nested more than %d levels deep; not verified", MaxDepth)})
 		return
 	}
 	c.work++
-	file, err := c.parse(f.src)
+	file, err := c.parse(f.Src)
 	if err != nil {
-		c.add(f, Segment{Command: f.src, Class: Destructive, unverified: true,
+		c.Add(f, Segment{Command: f.Src, Class: Destructive, Unverified: true,
 			Reason: "does not parse as shell (" + err.Error() + "), so nothing in it can be verified"})
 		return
 	}
-	f.sh.files = append(f.sh.files, file)
+	f.Sh.Files = append(f.Sh.Files, file)
 	for _, st := range file.Stmts {
 		c.stmt(st, f, in)
 		// A function is known to be defined only by a definition at the
@@ -221,47 +221,47 @@ func (c *classifier) code(f *frame, in stdin) {
 		// subshell or the background may not have run (or not in this
 		// shell), and a call would then run the program of that name.
 		if fd, ok := st.Cmd.(*syntax.FuncDecl); ok && fd.Name != nil && !st.Background && !st.Coprocess && !st.Negated {
-			f.sh.defineFunc(fd.Name.Value)
+			f.Sh.DefineFunc(fd.Name.Value)
 		}
 	}
 }
 
 // nestedCode classifies a string that a wrapper hands to a new shell
 // process (bash -c, ssh, su -c …).
-func (c *classifier) nestedCode(code word, f *frame, in stdin, wrapper string) {
+func (c *classifier) NestedCode(code Word, f *Frame, in Stdin, wrapper string) {
 	c.nested(code, f, in, wrapper, false)
 }
 
 // evalCode classifies a string the current shell itself runs (eval, trap,
 // alias, text evaluated later): it shares the shell's functions and
 // variables.
-func (c *classifier) evalCode(code word, f *frame, in stdin, wrapper string) {
+func (c *classifier) EvalCode(code Word, f *Frame, in Stdin, wrapper string) {
 	c.nested(code, f, in, wrapper, true)
 }
 
-func (c *classifier) nested(code word, f *frame, in stdin, wrapper string, sameShell bool) {
-	n := f.child(wrapper)
-	n.src, n.depth = code.val, f.depth+1
+func (c *classifier) nested(code Word, f *Frame, in Stdin, wrapper string, sameShell bool) {
+	n := f.Child(wrapper)
+	n.Src, n.Depth = code.Val, f.Depth+1
 	if !sameShell {
-		n.sh = &shellState{}
+		n.Sh = &Shell{}
 	}
-	if code.dyn {
+	if code.Dyn {
 		by := wrapper
 		if by == "" {
 			by = "the remote shell"
 		}
-		n.atLeast(ConfigMutation, "the code run by "+by+" is only partly known before it runs")
+		n.AtLeast(ConfigMutation, "the code run by "+by+" is only partly known before it runs")
 	}
 	c.code(n, in)
 }
 
-func (c *classifier) stmts(list []*syntax.Stmt, f *frame, in stdin) {
+func (c *classifier) stmts(list []*syntax.Stmt, f *Frame, in Stdin) {
 	for _, st := range list {
 		c.stmt(st, f, in)
 	}
 }
 
-func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
+func (c *classifier) stmt(st *syntax.Stmt, f *Frame, in Stdin) {
 	if c.full || st == nil {
 		return
 	}
@@ -271,11 +271,11 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		case syntax.RdrIn:
 			sin = c.fileInput(f, r)
 		case syntax.Hdoc, syntax.DashHdoc:
-			w := heredocText(f.src, r)
-			sin = stdin{kind: stdinText, text: w.val, dyn: w.dyn, producer: "a here-document"}
+			w := HeredocText(f.Src, r)
+			sin = Stdin{Kind: StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
 		case syntax.WordHdoc:
-			w := resolveParts(f.src, r.Word.Parts)
-			sin = stdin{kind: stdinText, text: w.val + "\n", dyn: w.dyn, producer: "a here-string"}
+			w := ResolveParts(f.Src, r.Word.Parts)
+			sin = Stdin{Kind: StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
 		}
 	}
 	c.redirects(st, f)
@@ -287,7 +287,7 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 	case *syntax.BinaryCmd:
 		if cmd.Op == syntax.Pipe || cmd.Op == syntax.PipeAll {
 			c.stmt(cmd.X, f, sin)
-			c.stmt(cmd.Y, f, c.pipeSource(cmd.X, f, sin))
+			c.stmt(cmd.Y, f, c.PipeSource(cmd.X, f, sin))
 		} else {
 			c.stmt(cmd.X, f, sin)
 			c.stmt(cmd.Y, f, sin)
@@ -309,13 +309,13 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		if wi, ok := cmd.Loop.(*syntax.WordIter); ok && wi.Name != nil && wi.InPos.IsValid() {
 			known := true
 			for _, w := range wi.Items {
-				known = known && plainWord(w)
+				known = known && PlainWord(w)
 			}
 			if known {
-				if f.sh.loopVars == nil {
-					f.sh.loopVars = map[string]bool{}
+				if f.Sh.LoopVars == nil {
+					f.Sh.LoopVars = map[string]bool{}
 				}
-				f.sh.loopVars[wi.Name.Value] = true
+				f.Sh.LoopVars[wi.Name.Value] = true
 			}
 		}
 		if cl, ok := cmd.Loop.(*syntax.CStyleLoop); ok {
@@ -337,9 +337,9 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		// it ran: the call site may be anywhere, including later in the
 		// same command. Only a definition at the top level of the shell's
 		// code makes later calls name the function (see code).
-		c.stmt(cmd.Body, f, stdin{})
+		c.stmt(cmd.Body, f, Stdin{})
 		if cmd.Name != nil && callsItself(cmd.Name.Value, cmd.Body) {
-			c.add(f, Segment{Command: stmtText(f.src, st), Program: cmd.Name.Value, Class: Destructive,
+			c.Add(f, Segment{Command: StmtText(f.Src, st), Program: cmd.Name.Value, Class: Destructive,
 				Reason: "the function " + cmd.Name.Value + " calls itself, which forks without end (a fork bomb takes the machine down)"})
 		}
 	case *syntax.ArithmCmd:
@@ -364,7 +364,7 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		}
 		c.stmt(cmd.Stmt, f, sin)
 	default:
-		c.add(f, Segment{Command: stmtText(f.src, st), Class: Destructive,
+		c.Add(f, Segment{Command: StmtText(f.Src, st), Class: Destructive,
 			Reason: fmt.Sprintf("shell construct %T is not known to the classifier; failing closed", cmd)})
 	}
 }
@@ -375,7 +375,7 @@ func callsItself(name string, body *syntax.Stmt) bool {
 	found := false
 	syntax.Walk(body, func(n syntax.Node) bool {
 		if call, ok := n.(*syntax.CallExpr); ok && len(call.Args) > 0 {
-			if prog, ok := bareLiteral(call.Args[0]); ok && prog == name {
+			if prog, ok := BareLiteral(call.Args[0]); ok && prog == name {
 				found = true
 			}
 		}
@@ -387,11 +387,11 @@ func callsItself(name string, body *syntax.Stmt) bool {
 // subst classifies every command and process substitution inside a node
 // (words, arithmetic, tests, assignments, redirections). Their commands run
 // wherever the enclosing word is expanded, whatever the enclosing command is.
-func (c *classifier) subst(n syntax.Node, f *frame) {
+func (c *classifier) subst(n syntax.Node, f *Frame) {
 	if n == nil {
 		return
 	}
-	if w, ok := n.(*syntax.Word); ok && plainWord(w) {
+	if w, ok := n.(*syntax.Word); ok && PlainWord(w) {
 		return
 	}
 	saved := c.substFrame
@@ -405,10 +405,10 @@ func (c *classifier) subst(n syntax.Node, f *frame) {
 func (c *classifier) visitSubst(n syntax.Node) bool {
 	switch n := n.(type) {
 	case *syntax.CmdSubst:
-		c.stmts(n.Stmts, c.substFrame, stdin{})
+		c.stmts(n.Stmts, c.substFrame, Stdin{})
 		return false
 	case *syntax.ProcSubst:
-		c.stmts(n.Stmts, c.substFrame, stdin{})
+		c.stmts(n.Stmts, c.substFrame, Stdin{})
 		return false
 	case *syntax.ArithmExp:
 		c.checkArith(c.substFrame, n.X)
@@ -418,10 +418,10 @@ func (c *classifier) visitSubst(n syntax.Node) bool {
 			// substitutions in its value: code, unless the value is a
 			// literal this command set (its substitutions are classified
 			// where it is assigned).
-			if op, _ := bareLiteral(n.Exp.Word); op == "P" {
-				if _, known := c.substFrame.sh.lits[n.Param.Value]; !known {
+			if op, _ := BareLiteral(n.Exp.Word); op == "P" {
+				if _, known := c.substFrame.Sh.Lits[n.Param.Value]; !known {
 					f := c.substFrame
-					c.add(f, Segment{Command: nodeText(f.src, n), Class: ConfigMutation,
+					c.Add(f, Segment{Command: NodeText(f.Src, n), Class: ConfigMutation,
 						Reason: "${" + n.Param.Value + "@P} expands a value only known at run time as a prompt, which runs the commands in it (unknown code needs approval)"})
 				}
 			}
@@ -448,12 +448,12 @@ func (c *classifier) visitSubst(n syntax.Node) bool {
 // extglob refuses it, but zsh (the login shell on macOS) reads *(e:'cmd':)
 // as a glob qualifier that runs cmd for every file: it is at least
 // config_mutation, and destructive when it spells out a destructive command.
-func (c *classifier) extGlob(g *syntax.ExtGlob, f *frame) {
-	text := nodeText(f.src, g)
-	c.add(f, Segment{Command: text, Class: ConfigMutation,
+func (c *classifier) extGlob(g *syntax.ExtGlob, f *Frame) {
+	text := NodeText(f.Src, g)
+	c.Add(f, Segment{Command: text, Class: ConfigMutation,
 		Reason: "the extended glob " + text + " is a glob qualifier in zsh, which can run commands (unknown code needs approval)"})
-	if g.Pattern != nil && c.p.hintRE != nil {
-		for _, loc := range c.p.hintRE.FindAllStringSubmatchIndex(g.Pattern.Value, maxArgScans) {
+	if g.Pattern != nil && c.p.HintRE != nil {
+		for _, loc := range c.p.HintRE.FindAllStringSubmatchIndex(g.Pattern.Value, MaxArgScans) {
 			if c.codeHint(g.Pattern.Value[loc[2]:], f, "the glob qualifier "+text) {
 				return
 			}
@@ -465,15 +465,15 @@ func (c *classifier) extGlob(g *syntax.ExtGlob, f *frame) {
 // run under `sh -c`, and dash parses `((rm -rf /x))` as two nested
 // subshells running rm: so ((…)) is at least config_mutation, and
 // destructive when its text is a destructive command.
-func (c *classifier) posixArith(st *syntax.Stmt, cmd *syntax.ArithmCmd, f *frame) {
-	text := stmtText(f.src, st)
-	c.add(f, Segment{Command: text, Class: ConfigMutation,
+func (c *classifier) posixArith(st *syntax.Stmt, cmd *syntax.ArithmCmd, f *Frame) {
+	text := StmtText(f.Src, st)
+	c.Add(f, Segment{Command: text, Class: ConfigMutation,
 		Reason: "`((…))` is arithmetic in bash but runs its text as a command in POSIX sh (dash runs container commands); unknown code needs approval"})
 	start, end := int(cmd.Left.Offset())+2, int(cmd.Right.Offset())
-	if start < end && end <= len(f.src) {
-		inner := f.src[start:end]
+	if start < end && end <= len(f.Src) {
+		inner := f.Src[start:end]
 		if _, err := c.parse(inner); err == nil {
-			c.destructiveHint(inner, f, "((…)) as POSIX sh")
+			c.DestructiveHint(inner, f, "((…)) as POSIX sh")
 		}
 	}
 }
@@ -481,7 +481,7 @@ func (c *classifier) posixArith(st *syntax.Stmt, cmd *syntax.ArithmCmd, f *frame
 // redirects classifies a statement's output redirections: writing a file is a
 // mutation, writing a raw device destructive; /dev/null and duplicating a
 // file descriptor are nothing.
-func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
+func (c *classifier) redirects(st *syntax.Stmt, f *Frame) {
 	for _, r := range st.Redirs {
 		c.subst(r, f)
 		// `echo 'rm -rf /x' > >(sh)`: the process substitution reads this
@@ -489,8 +489,8 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 		if r.Word != nil && len(r.Word.Parts) == 1 && (r.Op == syntax.RdrOut || r.Op == syntax.AppOut || r.Op == syntax.RdrAll) {
 			if ps, ok := r.Word.Parts[0].(*syntax.ProcSubst); ok && ps.Op == syntax.CmdOut {
 				if call, ok := st.Cmd.(*syntax.CallExpr); ok {
-					out := c.producerOutput(st, call, f, stdin{})
-					c.keepDestructive(func() { c.stmts(ps.Stmts, f, out) })
+					out := c.producerOutput(st, call, f, Stdin{})
+					c.KeepDestructive(func() { c.stmts(ps.Stmts, f, out) })
 				}
 				continue
 			}
@@ -499,43 +499,43 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
 			syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut:
 		case syntax.DplOut:
-			w := resolveParts(f.src, r.Word.Parts)
-			if !w.dyn && (w.val == "-" || isDigits(w.val)) {
+			w := ResolveParts(f.Src, r.Word.Parts)
+			if !w.Dyn && (w.Val == "-" || IsDigits(w.Val)) {
 				continue
 			}
 		default:
 			continue
 		}
-		w := resolveParts(f.src, r.Word.Parts)
-		text := stmtText(f.src, st)
+		w := ResolveParts(f.Src, r.Word.Parts)
+		text := StmtText(f.Src, st)
 		// > (not >>) empties the file before anything is written.
 		overwrite := r.Op != syntax.AppOut && r.Op != syntax.AppClob && r.Op != syntax.AppAll &&
 			r.Op != syntax.AppAllClob && r.Op != syntax.RdrInOut && r.Op != syntax.DplOut
 		switch {
-		case w.dyn:
-			c.add(f, Segment{Command: text, Class: ConfigMutation,
-				Reason: "output redirected to a file only known at run time (" + w.val + ")"})
-		case !w.dyn && (strings.HasPrefix(w.val, "/dev/tcp/") || strings.HasPrefix(w.val, "/dev/udp/")):
+		case w.Dyn:
+			c.Add(f, Segment{Command: text, Class: ConfigMutation,
+				Reason: "output redirected to a file only known at run time (" + w.Val + ")"})
+		case !w.Dyn && (strings.HasPrefix(w.Val, "/dev/tcp/") || strings.HasPrefix(w.Val, "/dev/udp/")):
 			// bash opens a socket for /dev/tcp/HOST/PORT: what the
 			// statement writes leaves the machine.
 			seg := Segment{Command: text}
-			c.exfilSegment(&seg, "the shell", "sends", w.val, []payload{c.statementPayload(st, f)})
-			c.add(f, seg)
-		case !w.glob && anyRE(c.p.safeRedirects, w.val):
+			Describe(c, &seg, "the shell", "sends", w.Val, []Payload{c.statementPayload(st, f)})
+			c.Add(f, seg)
+		case !w.Glob && AnyRE(c.p.SafeRedirects, w.Val):
 			// /dev/null, /dev/stderr …: checked first, because the
 			// destructive targets include every node below /dev.
-		case argMatches(c.p.destructiveOut, w):
-			c.add(f, Segment{Command: text, Class: Destructive,
-				Reason: "output redirected to " + w.val + ", a raw device or kernel trigger"})
-		case overwrite && argMatches(c.p.protected, w):
-			c.add(f, Segment{Command: text, Class: Destructive,
-				Reason: "output redirected over " + w.val + ", a protected file, whose contents are lost"})
+		case ArgMatches(c.p.DestructiveOut, w):
+			c.Add(f, Segment{Command: text, Class: Destructive,
+				Reason: "output redirected to " + w.Val + ", a raw device or kernel trigger"})
+		case overwrite && ArgMatches(c.p.Protected, w):
+			c.Add(f, Segment{Command: text, Class: Destructive,
+				Reason: "output redirected over " + w.Val + ", a protected file, whose contents are lost"})
 		case overwrite && c.truncates(st, f):
-			c.add(f, Segment{Command: text, Class: Destructive,
-				Reason: "empties " + w.val + " (a redirection that writes nothing truncates the file)"})
+			c.Add(f, Segment{Command: text, Class: Destructive,
+				Reason: "empties " + w.Val + " (a redirection that writes nothing truncates the file)"})
 		default:
-			c.add(f, Segment{Command: text, Class: ConfigMutation,
-				Reason: "output redirected to the file " + w.val})
+			c.Add(f, Segment{Command: text, Class: ConfigMutation,
+				Reason: "output redirected to the file " + w.Val})
 		}
 	}
 }
@@ -543,7 +543,7 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 // truncates reports whether a statement's only effect on its output file is
 // to empty it: no command (`> f`), or one that writes nothing (`: > f`,
 // `true > f`, `cat /dev/null > f`, `echo -n > f`, printf of an empty format).
-func (c *classifier) truncates(st *syntax.Stmt, f *frame) bool {
+func (c *classifier) truncates(st *syntax.Stmt, f *Frame) bool {
 	if st.Cmd == nil {
 		return true
 	}
@@ -554,13 +554,13 @@ func (c *classifier) truncates(st *syntax.Stmt, f *frame) bool {
 	if len(call.Args) == 0 {
 		return true
 	}
-	argv := resolveWords(f.src, call.Args, nil)
+	argv := ResolveWords(f.Src, call.Args, nil)
 	for _, a := range argv {
-		if a.dyn || a.glob {
+		if a.Dyn || a.Glob {
 			return false
 		}
 	}
-	name, _, system := c.p.resolveProgram(argv[0].val)
+	name, _, system := c.p.ResolveProgram(argv[0].Val)
 	if !system {
 		return false
 	}
@@ -569,12 +569,12 @@ func (c *classifier) truncates(st *syntax.Stmt, f *frame) bool {
 	case ":", "true", "false":
 		return true
 	case "cat":
-		return len(args) > 0 && slices.ContainsFunc(args, func(w word) bool { return w.val == "/dev/null" }) &&
-			!slices.ContainsFunc(args, func(w word) bool { return w.val != "/dev/null" && !strings.HasPrefix(w.val, "-") })
+		return len(args) > 0 && slices.ContainsFunc(args, func(w Word) bool { return w.Val == "/dev/null" }) &&
+			!slices.ContainsFunc(args, func(w Word) bool { return w.Val != "/dev/null" && !strings.HasPrefix(w.Val, "-") })
 	case "echo":
-		return len(args) == 1 && args[0].val == "-n" || len(args) == 2 && args[0].val == "-n" && args[1].val == ""
+		return len(args) == 1 && args[0].Val == "-n" || len(args) == 2 && args[0].Val == "-n" && args[1].Val == ""
 	case "printf":
-		return len(args) == 1 && args[0].val == ""
+		return len(args) == 1 && args[0].Val == ""
 	}
 	return false
 }
@@ -582,13 +582,13 @@ func (c *classifier) truncates(st *syntax.Stmt, f *frame) bool {
 // decl classifies declare/export/local/readonly/typeset: they set shell
 // variables only; substitutions in their arguments are classified, and so are
 // the assignments themselves.
-func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *frame) {
+func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *Frame) {
 	c.subst(d, f)
-	text := stmtText(f.src, st)
+	text := StmtText(f.Src, st)
 	integer, nameref := false, false
 	for _, a := range d.Args {
 		if a.Naked && a.Value != nil {
-			if v, ok := bareLiteral(a.Value); ok && strings.HasPrefix(v, "-") {
+			if v, ok := BareLiteral(a.Value); ok && strings.HasPrefix(v, "-") {
 				integer = integer || strings.ContainsRune(v, 'i')
 				nameref = nameref || strings.ContainsRune(v, 'n')
 			}
@@ -601,10 +601,10 @@ func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *frame) {
 			c.checkArith(f, a.Value)
 		}
 		if integer && a.Name != nil {
-			if f.sh.integers == nil {
-				f.sh.integers = map[string]bool{}
+			if f.Sh.Integers == nil {
+				f.Sh.Integers = map[string]bool{}
 			}
-			f.sh.integers[a.Name.Value] = true
+			f.Sh.Integers[a.Name.Value] = true
 		}
 		c.assign(a, text, f)
 		c.checkAssignArith(a, f, integer)
@@ -613,29 +613,29 @@ func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *frame) {
 	if d.Variant != nil {
 		name = d.Variant.Value
 	}
-	c.add(f, Segment{Command: text, Program: name, Class: ReadOnly,
+	c.Add(f, Segment{Command: text, Program: name, Class: ReadOnly,
 		Reason: name + " only sets shell variables"})
 }
 
 // assign classifies a shell assignment NAME=value (see assignment).
-func (c *classifier) assign(a *syntax.Assign, text string, f *frame) {
+func (c *classifier) assign(a *syntax.Assign, text string, f *Frame) {
 	if a == nil || a.Name == nil || a.Naked {
 		return
 	}
-	var value word
+	var value Word
 	if a.Value != nil {
-		value = resolveParts(f.src, a.Value.Parts)
+		value = ResolveParts(f.Src, a.Value.Parts)
 	}
-	if !value.dyn && !value.glob && a.Index == nil && a.Array == nil {
-		f.sh.setLit(a.Name.Value, value.val)
+	if !value.Dyn && !value.Glob && a.Index == nil && a.Array == nil {
+		f.Sh.SetLit(a.Name.Value, value.Val)
 	}
-	c.assignment(a.Name.Value, value, text, f)
+	c.Assignment(a.Name.Value, value, text, f)
 }
 
 // checkAssignArith checks the arithmetic in an assignment: a subscript
 // (a[$i]=v, a=([$i]=v)), or the value of an integer variable (declare -i),
 // which bash evaluates as arithmetic.
-func (c *classifier) checkAssignArith(a *syntax.Assign, f *frame, integer bool) {
+func (c *classifier) checkAssignArith(a *syntax.Assign, f *Frame, integer bool) {
 	if a == nil {
 		return
 	}
@@ -663,52 +663,52 @@ func (c *classifier) checkAssignArith(a *syntax.Assign, f *frame, integer bool) 
 //     config_mutation when it does not parse;
 //   - literal text holding a command substitution is classified as code: it
 //     runs when the variable is evaluated later (eval, arithmetic, a prompt).
-func (c *classifier) assignment(name string, value word, text string, f *frame) {
-	if value.dyn {
-		if s := c.secretInText(value.val, f); s != "" {
-			if f.sh.secrets == nil {
-				f.sh.secrets = map[string]string{}
+func (c *classifier) Assignment(name string, value Word, text string, f *Frame) {
+	if value.Dyn {
+		if s := SecretInText(c, value.Val, f); s != "" {
+			if f.Sh.Secrets == nil {
+				f.Sh.Secrets = map[string]string{}
 			}
-			f.sh.secrets[name] = s
+			f.Sh.Secrets[name] = s
 		}
 	}
 	switch {
-	case name == "PATH" && !c.p.safePath(value):
-		c.add(f, Segment{Command: text, Class: ConfigMutation,
-			Reason: "sets PATH to " + value.val + ", so program names may resolve outside the system directories"})
-	case c.p.codeVars[name] || matchAlt(c.p.codeVarGlobs, name):
-		c.add(f, Segment{Command: text, Class: ConfigMutation,
+	case name == "PATH" && !c.p.SafePath(value):
+		c.Add(f, Segment{Command: text, Class: ConfigMutation,
+			Reason: "sets PATH to " + value.Val + ", so program names may resolve outside the system directories"})
+	case c.p.CodeVars[name] || MatchAlt(c.p.CodeVarGlobs, name):
+		c.Add(f, Segment{Command: text, Class: ConfigMutation,
 			Reason: "sets " + name + ", which makes programs load or run other code"})
-	case c.p.commandVars[name] && value.val != "":
-		if _, err := c.parse(value.val); err != nil {
-			c.add(f, Segment{Command: text, Class: ConfigMutation,
+	case c.p.CommandVars[name] && value.Val != "":
+		if _, err := c.parse(value.Val); err != nil {
+			c.Add(f, Segment{Command: text, Class: ConfigMutation,
 				Reason: "sets " + name + " to a command that does not parse"})
 			return
 		}
-		c.nestedCode(value, f, stdin{}, "the command in "+name)
+		c.NestedCode(value, f, Stdin{}, "the command in "+name)
 		return
 	}
-	if value.dyn || !(strings.Contains(value.val, "$(") || strings.Contains(value.val, "`")) {
+	if value.Dyn || !(strings.Contains(value.Val, "$(") || strings.Contains(value.Val, "`")) {
 		return
 	}
-	if _, err := c.parse(value.val); err != nil {
+	if _, err := c.parse(value.Val); err != nil {
 		return // text that does not parse cannot run as shell either
 	}
-	c.evalCode(value, f, stdin{}, "text assigned to "+name)
+	c.EvalCode(value, f, Stdin{}, "text assigned to "+name)
 }
 
-func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *frame, in stdin) {
-	text := stmtText(f.src, st)
+func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *Frame, in Stdin) {
+	text := StmtText(f.Src, st)
 	for _, a := range call.Assigns {
 		c.subst(a, f)
 		c.assign(a, text, f)
-		c.checkAssignArith(a, f, a.Name != nil && f.sh.integers[a.Name.Value])
+		c.checkAssignArith(a, f, a.Name != nil && f.Sh.Integers[a.Name.Value])
 	}
 	for _, w := range call.Args {
 		c.subst(w, f)
 	}
 	if len(call.Args) > 1 {
-		if prog, ok := bareLiteral(call.Args[0]); ok && isNameBuiltin(prog) {
+		if prog, ok := BareLiteral(call.Args[0]); ok && isNameBuiltin(prog) {
 			for _, w := range call.Args[1:] {
 				if hasBracket(w) {
 					c.checkArith(f, w)
@@ -717,107 +717,91 @@ func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *frame, in s
 		}
 	}
 	if len(call.Args) == 0 {
-		c.add(f, Segment{Command: text, Class: ReadOnly, Reason: "only assigns shell variables"})
+		c.Add(f, Segment{Command: text, Class: ReadOnly, Reason: "only assigns shell variables"})
 		return
 	}
-	argv := resolveWords(f.src, call.Args, make([]word, 0, len(call.Args)))
-	c.command(argv, text, f, in)
+	argv := ResolveWords(f.Src, call.Args, make([]Word, 0, len(call.Args)))
+	c.Command(argv, text, f, in)
 }
 
 // command classifies one argv: resolves the program, unwraps wrappers, and
 // applies the rules.
-func (c *classifier) command(argv []word, text string, f *frame, in stdin) {
+func (c *classifier) Command(argv []Word, text string, f *Frame, in Stdin) {
 	if c.full || len(argv) == 0 {
 		return
 	}
 	pw, args := argv[0], argv[1:]
-	if f.wraps > maxWraps {
-		c.add(f, Segment{Command: text, Program: pw.val, Class: Destructive,
-			Reason: fmt.Sprintf("wrapped more than %d times; not verified", maxWraps)})
+	if f.Wraps > MaxWraps {
+		c.Add(f, Segment{Command: text, Program: pw.Val, Class: Destructive,
+			Reason: fmt.Sprintf("wrapped more than %d times; not verified", MaxWraps)})
 		return
 	}
-	if pw.dyn || pw.glob {
-		seg := Segment{Command: text, Program: pw.val, Class: ConfigMutation,
-			Reason: "the program `" + pw.val + "` is only known at run time (unknown code needs approval)"}
+	if pw.Dyn || pw.Glob {
+		seg := Segment{Command: text, Program: pw.Val, Class: ConfigMutation,
+			Reason: "the program `" + pw.Val + "` is only known at run time (unknown code needs approval)"}
 		// `$X rm -rf /`, `"$@" dd of=/dev/sda`: whatever $X is, it is
 		// handed a destructive command, which it probably runs.
-		c.scanArgs(pw.val, args, text, f, &seg, in)
-		c.add(f, seg)
+		c.scanArgs(pw.Val, args, text, f, &seg, in)
+		c.Add(f, seg)
 		if seg.Class != Destructive {
 			c.programHint(argv, text, f)
 		}
 		return
 	}
-	if !isASCII(pw.val) {
-		c.lookalikeCommand(argv, text, f, in)
+	if !IsASCII(pw.Val) {
+		Command(c, argv, text, f, in)
 		return
 	}
-	c.commandResolved(argv, text, f, in)
+	c.CommandResolved(argv, text, f, in)
 }
 
 // commandResolved classifies an argv whose program word is a literal.
-func (c *classifier) commandResolved(argv []word, text string, f *frame, in stdin) {
+func (c *classifier) CommandResolved(argv []Word, text string, f *Frame, in Stdin) {
 	pw, args := argv[0], argv[1:]
-	name, base, system := c.p.resolveProgram(pw.val)
+	name, base, system := c.p.ResolveProgram(pw.Val)
 	// A function this shell has certainly defined shadows a program of the
 	// same name, but only where the shell itself looks the name up: sudo,
 	// env, command, exec … run the real program.
-	if f.wraps == 0 && f.sh.funcs[pw.val] {
-		c.add(f, Segment{Command: text, Program: pw.val, Class: ReadOnly,
-			Reason: "calls the function " + pw.val + " defined in this command, whose body is classified on its own"})
+	if f.Wraps == 0 && f.Sh.Funcs[pw.Val] {
+		c.Add(f, Segment{Command: text, Program: pw.Val, Class: ReadOnly,
+			Reason: "calls the function " + pw.Val + " defined in this command, whose body is classified on its own"})
 		return
 	}
 	if name == "unset" && system {
-		f.sh.unset(args)
+		f.Sh.Unset(args)
 	}
 	if !system {
-		c.rules(name, base, args, text, f, false, in)
+		c.ApplyRules(name, base, args, text, f, false, in)
 		return
 	}
-	if c.wrapper(name, args, text, f, in) {
+	if Unwrap(c, name, args, text, f, in) {
 		return
 	}
-	c.rules(name, name, args, text, f, true, in)
+	c.ApplyRules(name, name, args, text, f, true, in)
 }
 
 // rules applies the policy rules to a program. For a program outside the
 // system directories (system false), read-only rules do not apply and the
 // destructive rules are matched against its base name.
-func (c *classifier) rules(name, base string, args []word, text string, f *frame, system bool, in stdin) {
+func (c *classifier) ApplyRules(name, base string, args []Word, text string, f *Frame, system bool, in Stdin) {
 	cl := c.getCmdline()
-	c.p.grammars[base].parse(args, cl)
-	var best *rule
-	for _, r := range c.p.byProgram[base] {
-		best = c.better(best, r, cl, system)
-	}
-	for _, r := range c.p.globRules {
-		if matchAlt(r.progGlobs, base) {
-			best = c.better(best, r, cl, system)
-		}
-	}
-	dynamic := cl.dyn || cl.flagLike
+	best := c.p.Best(base, args, cl, system, c.trace)
+	dynamic := cl.Dyn || cl.FlagLike
 	// What a program reads on its standard input is matched against its
 	// destructive rules as if it were given as arguments: `echo FLUSHALL |
 	// redis-cli`, `psql <<< 'DROP TABLE x'`.
 	fromStdin := false
-	if (best == nil || best.class != Destructive) && in.kind == stdinText && len(c.p.byProgram[base]) > 0 {
+	if (best == nil || best.Class != Destructive) && in.Kind == StdinText && c.p.HasRules(base) {
 		if extra := stdinFields(in); len(extra) > 0 {
-			all := make([]word, 0, len(args)+len(extra))
+			all := make([]Word, 0, len(args)+len(extra))
 			all = append(append(all, args...), extra...)
-			c.p.grammars[base].parse(all, cl)
-			for _, r := range c.p.byProgram[base] {
-				if r.class == Destructive {
-					if b := c.better(best, r, cl, system); b != best {
-						best, fromStdin = b, true
-					}
-				}
-			}
+			best, fromStdin = c.p.Raise(best, base, all, cl, system, c.trace)
 		}
 	}
-	asksHelp := system && c.p.asksHelp(base, cl)
+	asksHelp := system && c.p.AsksHelp(base, cl)
 	ruleWhy := ""
-	if best != nil && best.class != ReadOnly && !asksHelp {
-		ruleWhy = best.explain(name, cl)
+	if best != nil && best.Class != ReadOnly && !asksHelp {
+		ruleWhy = best.Explain(name, cl)
 	}
 	c.putCmdline(cl)
 	seg := Segment{Command: text, Program: name}
@@ -826,12 +810,12 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 		seg.Class = ReadOnly
 		seg.Reason = name + ": --help or --version prints and exits; nothing else runs"
 	case best != nil:
-		seg.Class, seg.Rule = best.class, best.name
-		seg.Reason = name + ": " + best.reason + " (rule " + best.name + ")"
+		seg.Class, seg.Rule = best.Class, best.Name
+		seg.Reason = name + ": " + best.Reason + " (rule " + best.Name + ")"
 		if fromStdin {
-			seg.Reason += ", in what it reads from " + in.producer
+			seg.Reason += ", in what it reads from " + in.Producer
 		}
-		if best.class != ReadOnly && dynamic {
+		if best.Class != ReadOnly && dynamic {
 			seg.Reason += "; some arguments are only known at run time, so the rule is assumed to apply"
 		}
 	case !system:
@@ -847,10 +831,10 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 	if seg.Class == ConfigMutation && base != "find" {
 		c.scanArgs(name, args, text, f, &seg, in)
 	}
-	if seg.Class == ConfigMutation && c.p.codeDeletion != nil && c.p.isInterpreter(base) {
+	if seg.Class == ConfigMutation && c.p.CodeDeletion != nil && c.p.IsInterpreter(base) {
 		for _, a := range args {
-			if !a.dyn {
-				if m := c.p.codeDeletion.FindString(a.val); m != "" {
+			if !a.Dyn {
+				if m := c.p.CodeDeletion.FindString(a.Val); m != "" {
 					seg.Class, seg.Rule = Destructive, ""
 					seg.Reason = "`" + name + "` runs code that deletes or truncates files (" + m + ")"
 					break
@@ -859,15 +843,15 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 		}
 	}
 	if seg.Class != Destructive {
-		c.exfil(base, args, f, in, &seg)
+		Check(c, base, args, f, in, &seg)
 	}
-	if seg.why == "" && seg.Rule != "" {
-		seg.why = ruleWhy
+	if seg.Cause == "" && seg.Rule != "" {
+		seg.Cause = ruleWhy
 	}
-	if f.chain != "" && seg.Class != ReadOnly {
-		seg.inner = name + " " + joinVals(args)
+	if f.Chain != "" && seg.Class != ReadOnly {
+		seg.Inner = name + " " + JoinVals(args)
 	}
-	c.add(f, seg)
+	c.Add(f, seg)
 	if seg.Class == ConfigMutation {
 		c.argHints(args, f, name)
 	}
@@ -878,26 +862,26 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 // program probably runs it, so the whole is destructive.
 // The command it may run gets the program's standard input (strace bash
 // /dev/stdin <<< '…' hands it on).
-func (c *classifier) scanArgs(name string, args []word, text string, f *frame, seg *Segment, in stdin) {
+func (c *classifier) scanArgs(name string, args []Word, text string, f *Frame, seg *Segment, in Stdin) {
 	scans := 0
 	// For a program the policy knows (pct, qm, docker …) the first word that
 	// is not an option is its subcommand (pct reboot 101), not a command.
-	skipSub := len(c.p.byProgram[name]) > 0 || c.p.grammars[name] != nil
+	skipSub := c.p.Knows(name)
 	for i, w := range args {
-		if w.dyn || w.glob || scans >= maxArgScans || c.full {
+		if w.Dyn || w.Glob || scans >= MaxArgScans || c.full {
 			return
 		}
-		if skipSub && !strings.HasPrefix(w.val, "-") {
+		if skipSub && !strings.HasPrefix(w.Val, "-") {
 			skipSub = false
 			continue
 		}
-		n, _, system := c.p.resolveProgram(w.val)
-		if !system || !(c.p.isTrigger(n) || isWrapper(n)) {
+		n, _, system := c.p.ResolveProgram(w.Val)
+		if !system || !(c.p.IsTrigger(n) || IsWrapper(n)) {
 			continue
 		}
 		scans++
 		mark := len(c.segs)
-		c.command(args[i:], text, f.child(name+" argument"), in)
+		c.Command(args[i:], text, f.Child(name+" argument"), in)
 		worst := ReadOnly
 		for _, s := range c.segs[mark:] {
 			worst = Max(worst, s.Class)
@@ -907,7 +891,7 @@ func (c *classifier) scanArgs(name string, args []word, text string, f *frame, s
 		}
 		if worst == Destructive {
 			seg.Class = Destructive
-			seg.Reason = "`" + name + "` is given `" + joinVals(args[i:]) + "` as arguments, which it may run as a command"
+			seg.Reason = "`" + name + "` is given `" + JoinVals(args[i:]) + "` as arguments, which it may run as a command"
 			return
 		}
 		c.segs = c.segs[:mark]
@@ -916,28 +900,37 @@ func (c *classifier) scanArgs(name string, args []word, text string, f *frame, s
 
 // findExec classifies the commands find runs with -exec, -execdir, -ok and
 // -okdir; {} stands for a path only known at run time.
-func (c *classifier) findExec(args []word, text string, f *frame, in stdin) {
+func (c *classifier) findExec(args []Word, text string, f *Frame, in Stdin) {
 	for i := 0; i < len(args); i++ {
-		switch args[i].val {
+		switch args[i].Val {
 		case "-exec", "-execdir", "-ok", "-okdir":
 		default:
 			continue
 		}
-		var inner []word
+		var inner []Word
 		j := i + 1
 		for ; j < len(args); j++ {
-			v := args[j].val
-			if !args[j].dyn && (v == ";" || v == "+") {
+			v := args[j].Val
+			if !args[j].Dyn && (v == ";" || v == "+") {
 				break
 			}
 			w := args[j]
 			if strings.Contains(v, "{}") {
-				w.dyn = true
+				w.Dyn = true
 			}
 			inner = append(inner, w)
 		}
 		// The commands find runs inherit its standard input.
-		c.command(inner, text, f.child("find "+args[i].val), in)
+		c.Command(inner, text, f.Child("find "+args[i].Val), in)
 		i = j
 	}
 }
+
+// Rules is the compiled rule set (Classifier).
+func (c *classifier) Rules() *Set { return c.p }
+
+// Mark is the number of segments recorded so far (Classifier).
+func (c *classifier) Mark() int { return len(c.segs) }
+
+// Since returns the segments recorded after mark (Classifier).
+func (c *classifier) Since(mark int) []Segment { return c.segs[mark:] }

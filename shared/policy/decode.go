@@ -12,7 +12,7 @@ import (
 // the classifier decodes it and classifies what the shell would run.
 
 // isDecoder reports whether name is a program decode follows.
-func isDecoder(name string) bool {
+func IsDecoder(name string) bool {
 	switch name {
 	case "base64", "base32", "xxd", "rev":
 		return true
@@ -23,13 +23,13 @@ func isDecoder(name string) bool {
 // decode is what a decoder writes when it reads the literal text in: only a
 // decoding invocation (base64 -d, base32 --decode, xxd -r -p, rev) is
 // followed.
-func decode(name string, args []word, in string) (string, bool) {
+func Decode(name string, args []Word, in string) (string, bool) {
 	decode, plainHex, reverse := false, false, false
 	for _, a := range args {
-		if a.dyn || a.glob {
+		if a.Dyn || a.Glob {
 			return "", false
 		}
-		switch v := a.val; {
+		switch v := a.Val; {
 		case v == "-":
 		case v == "--decode":
 			decode = true

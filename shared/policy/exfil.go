@@ -49,51 +49,51 @@ var senders = map[string]sendKind{
 }
 
 // payload is one piece of local data a command sends.
-type payload struct {
-	what   string // "the file /etc/shadow", "the output of $(hostname)"
-	secret string // the credential store it holds, "" if none is known
+type Payload struct {
+	What   string // "the file /etc/shadow", "the output of $(hostname)"
+	Secret string // the credential store it holds, "" if none is known
 }
 
 // exfil raises seg when the program sends local data off the machine.
-func (c *classifier) exfil(base string, args []word, f *frame, in stdin, seg *Segment) {
+func Check(c Classifier, base string, args []Word, f *Frame, in Stdin, seg *Segment) {
 	kind := senders[base]
 	if kind == 0 {
 		return
 	}
-	var sent []payload
+	var sent []Payload
 	var verb string
 	switch kind {
 	case sendHTTP:
 		verb = "uploads"
-		sent = c.httpPayloads(base, args, f, in)
+		sent = httpPayloads(c, base, args, f, in)
 	case sendStream:
 		verb = "sends"
-		if base == "openssl" && (len(args) == 0 || args[0].val != "s_client") {
+		if base == "openssl" && (len(args) == 0 || args[0].Val != "s_client") {
 			return
 		}
-		sent = c.streamPayloads(base, args, f, in)
+		sent = streamPayloads(c, base, args, f, in)
 	case sendCopy:
 		verb = "copies"
-		sent = c.copyPayloads(base, args, f)
+		sent = copyPayloads(c, base, args, f)
 	case sendMail:
 		verb = "mails"
-		sent = c.mailPayloads(args, f, in)
+		sent = mailPayloads(c, args, f, in)
 		if len(sent) == 0 {
-			sent = []payload{{what: "a message"}}
+			sent = []Payload{{What: "a message"}}
 		}
 	case sendDNS:
 		verb = "looks up"
-		sent = c.dnsPayloads(base, args, f)
+		sent = dnsPayloads(c, base, args, f)
 	case sendScript:
 		verb = "uploads"
-		sent = c.scriptPayloads(args, f, in)
+		sent = scriptPayloads(c, args, f, in)
 	}
 	if len(sent) == 0 {
 		return
 	}
 	class, p := ConfigMutation, sent[0]
 	for _, s := range sent {
-		if s.secret != "" {
+		if s.Secret != "" {
 			class, p = Destructive, s
 			break
 		}
@@ -102,63 +102,63 @@ func (c *classifier) exfil(base string, args []word, f *frame, in stdin, seg *Se
 		return
 	}
 	seg.Class, seg.Rule = class, ""
-	why := base + " " + verb + " " + p.what + " off the machine"
-	if p.secret != "" {
-		why += ", a credential store (" + p.secret + "): a leaked secret cannot be taken back"
+	why := base + " " + verb + " " + p.What + " off the machine"
+	if p.Secret != "" {
+		why += ", a credential store (" + p.Secret + "): a leaked secret cannot be taken back"
 	} else {
 		why += " (data leaving the machine needs an operator)"
 	}
 	seg.Reason = why
-	seg.why = "exfiltration: " + base + " " + verb + " " + p.what
+	seg.Cause = "exfiltration: " + base + " " + verb + " " + p.What
 }
 
 // isCommandSubst reports whether a word's dynamic text holds a command or
 // process substitution (as opposed to only variables).
-func isCommandSubst(w word) bool {
-	return w.dyn && (strings.Contains(w.val, "$(") || strings.Contains(w.val, "`") || strings.Contains(w.val, "<("))
+func isCommandSubst(w Word) bool {
+	return w.Dyn && (strings.Contains(w.Val, "$(") || strings.Contains(w.Val, "`") || strings.Contains(w.Val, "<("))
 }
 
-func (c *classifier) substPayload(w word, f *frame) payload {
-	return payload{what: "the output of " + clip(w.val), secret: c.secretInText(w.val, f)}
+func substPayload(c Classifier, w Word, f *Frame) Payload {
+	return Payload{What: "the output of " + Clip(w.Val), Secret: SecretInText(c, w.Val, f)}
 }
 
-func (c *classifier) filePayload(file string, f *frame, in stdin) payload {
+func filePayload(c Classifier, file string, f *Frame, in Stdin) Payload {
 	if file == "-" || file == "/dev/stdin" || file == "/dev/fd/0" {
-		return payload{what: "its standard input (" + in.producer + ")", secret: c.secretOfStdin(in, f, 0)}
+		return Payload{What: "its standard input (" + in.Producer + ")", Secret: SecretOfStdin(c, in, f, 0)}
 	}
-	return payload{what: "the file " + file, secret: c.p.credentialIn(file)}
+	return Payload{What: "the file " + file, Secret: c.Rules().CredentialIn(file)}
 }
 
 // stdinPayload is what a command reads on its standard input, when that is
 // local data: a file, another program's output, text with an expansion.
-func (c *classifier) stdinPayload(in stdin, f *frame) (payload, bool) {
+func stdinPayload(c Classifier, in Stdin, f *Frame) (Payload, bool) {
 	switch {
-	case in.kind == stdinOther, in.kind == stdinText && in.dyn:
-		return payload{what: "its standard input (" + in.producer + ")", secret: c.secretOfStdin(in, f, 0)}, true
+	case in.Kind == StdinOther, in.Kind == StdinText && in.Dyn:
+		return Payload{What: "its standard input (" + in.Producer + ")", Secret: SecretOfStdin(c, in, f, 0)}, true
 	}
-	return payload{}, false
+	return Payload{}, false
 }
 
-func (c *classifier) httpPayloads(base string, args []word, f *frame, in stdin) []payload {
-	var out []payload
+func httpPayloads(c Classifier, base string, args []Word, f *Frame, in Stdin) []Payload {
+	var out []Payload
 	httpie := base == "http" || base == "https" || base == "xh" || base == "xhs"
 	for i := 0; i < len(args); i++ {
 		w := args[i]
 		if isCommandSubst(w) {
-			out = append(out, c.substPayload(w, f))
+			out = append(out, substPayload(c, w, f))
 			continue
 		}
-		name, val, attached := strings.Cut(w.val, "=")
-		if !strings.HasPrefix(w.val, "--") {
-			name, val, attached = w.val, "", false
-			if base == "curl" && len(w.val) > 2 && w.val[0] == '-' {
+		name, val, attached := strings.Cut(w.Val, "=")
+		if !strings.HasPrefix(w.Val, "--") {
+			name, val, attached = w.Val, "", false
+			if base == "curl" && len(w.Val) > 2 && w.Val[0] == '-' {
 				// A cluster: -sd @file, -sT file, -d@file.
-				for j := 1; j < len(w.val); j++ {
-					ch := w.val[j]
+				for j := 1; j < len(w.Val); j++ {
+					ch := w.Val[j]
 					if strings.IndexByte("dFT", ch) >= 0 {
 						name = "-" + string(ch)
-						if j+1 < len(w.val) {
-							val, attached = w.val[j+1:], true
+						if j+1 < len(w.Val) {
+							val, attached = w.Val[j+1:], true
 						}
 						break
 					}
@@ -175,10 +175,10 @@ func (c *classifier) httpPayloads(base string, args []word, f *frame, in stdin) 
 			if i+1 < len(args) {
 				i++
 				if isCommandSubst(args[i]) {
-					out = append(out, c.substPayload(args[i], f))
+					out = append(out, substPayload(c, args[i], f))
 					return ""
 				}
-				return args[i].val
+				return args[i].Val
 			}
 			return ""
 		}
@@ -186,63 +186,63 @@ func (c *classifier) httpPayloads(base string, args []word, f *frame, in stdin) 
 		case httpie:
 			// Request items: field@file, field=@file, field:=@file, @file as
 			// the raw body; HTTPie sends a piped standard input as the body.
-			if j := strings.Index(w.val, "@"); j >= 0 && !strings.HasPrefix(w.val, "-") && !strings.Contains(w.val[:j], "/") {
-				out = append(out, c.filePayload(w.val[j+1:], f, in))
+			if j := strings.Index(w.Val, "@"); j >= 0 && !strings.HasPrefix(w.Val, "-") && !strings.Contains(w.Val[:j], "/") {
+				out = append(out, filePayload(c, w.Val[j+1:], f, in))
 			}
 		case name == "-d" || name == "--data" || name == "--data-ascii" || name == "--data-binary" || name == "--json" ||
 			name == "--data-urlencode" || base != "curl" && (name == "--post-data" || name == "--body-data"):
 			v := value()
 			if _, after, ok := strings.Cut(v, "@"); ok && (name != "--data-urlencode" || !strings.Contains(v[:strings.Index(v, "@")], "=")) {
-				out = append(out, c.filePayload(after, f, in))
+				out = append(out, filePayload(c, after, f, in))
 			}
 		case name == "-F" || name == "--form":
 			v := value()
 			if _, after, ok := strings.Cut(v, "="); ok && (strings.HasPrefix(after, "@") || strings.HasPrefix(after, "<")) {
 				file, _, _ := strings.Cut(after[1:], ";")
-				out = append(out, c.filePayload(file, f, in))
+				out = append(out, filePayload(c, file, f, in))
 			}
 		case name == "-T" || name == "--upload-file" || name == "--post-file" || name == "--body-file":
 			v := value()
 			if v == "." {
 				v = "-"
 			}
-			out = append(out, c.filePayload(v, f, in))
+			out = append(out, filePayload(c, v, f, in))
 		}
 	}
 	if httpie {
-		if p, ok := c.stdinPayload(in, f); ok {
+		if p, ok := stdinPayload(c, in, f); ok {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-func (c *classifier) streamPayloads(base string, args []word, f *frame, in stdin) []payload {
-	var out []payload
+func streamPayloads(c Classifier, base string, args []Word, f *Frame, in Stdin) []Payload {
+	var out []Payload
 	zero := false
 	for _, w := range args {
 		if isCommandSubst(w) {
-			out = append(out, c.substPayload(w, f))
+			out = append(out, substPayload(c, w, f))
 		}
 		if base == "socat" {
 			// Address types that read a local file: FILE:, OPEN:, GOPEN:,
 			// and a bare path.
-			for _, part := range strings.FieldsFunc(w.val, func(r rune) bool { return r == ',' || r == '!' }) {
+			for _, part := range strings.FieldsFunc(w.Val, func(r rune) bool { return r == ',' || r == '!' }) {
 				kind, rest, ok := strings.Cut(part, ":")
 				switch {
 				case ok && (strings.EqualFold(kind, "file") || strings.EqualFold(kind, "open") || strings.EqualFold(kind, "gopen")):
-					out = append(out, payload{what: "the file " + rest, secret: c.p.credentialIn(rest)})
+					out = append(out, Payload{What: "the file " + rest, Secret: c.Rules().CredentialIn(rest)})
 				case !ok && strings.HasPrefix(part, "/"):
-					out = append(out, payload{what: "the file " + part, secret: c.p.credentialIn(part)})
+					out = append(out, Payload{What: "the file " + part, Secret: c.Rules().CredentialIn(part)})
 				}
 			}
 		}
-		if (base == "nc" || base == "ncat" || base == "netcat") && strings.HasPrefix(w.val, "-") && !strings.HasPrefix(w.val, "--") && strings.Contains(w.val, "z") {
+		if (base == "nc" || base == "ncat" || base == "netcat") && strings.HasPrefix(w.Val, "-") && !strings.HasPrefix(w.Val, "--") && strings.Contains(w.Val, "z") {
 			zero = true // -z: scan only, nothing is sent
 		}
 	}
 	if !zero {
-		if p, ok := c.stdinPayload(in, f); ok {
+		if p, ok := stdinPayload(c, in, f); ok {
 			out = append(out, p)
 		}
 	}
@@ -263,18 +263,18 @@ func remotePath(s string) bool {
 	return i > 0 && !strings.Contains(s[:i], "/")
 }
 
-func (c *classifier) copyPayloads(base string, args []word, f *frame) []payload {
-	var pos []word
+func copyPayloads(c Classifier, base string, args []Word, f *Frame) []Payload {
+	var pos []Word
 	for i := 0; i < len(args); i++ {
 		w := args[i]
-		if w.val == "--dry-run" || base != "scp" && !w.dyn && len(w.val) > 1 && w.val[0] == '-' && w.val[1] != '-' && strings.IndexByte(w.val, 'n') > 0 {
+		if w.Val == "--dry-run" || base != "scp" && !w.Dyn && len(w.Val) > 1 && w.Val[0] == '-' && w.Val[1] != '-' && strings.IndexByte(w.Val, 'n') > 0 {
 			return nil // a dry run sends nothing
 		}
-		if strings.HasPrefix(w.val, "-") && !w.dyn {
+		if strings.HasPrefix(w.Val, "-") && !w.Dyn {
 			// The value options that take the next word: scp -P -i -o -F -l
 			// -c -J -S; rsync -e and the few short ones with a value.
-			if base == "scp" && len(w.val) == 2 && strings.IndexByte("PioFlcJSD", w.val[1]) >= 0 ||
-				base == "rsync" && (w.val == "-e" || w.val == "-f" || w.val == "-T" || w.val == "-B" || w.val == "-M") {
+			if base == "scp" && len(w.Val) == 2 && strings.IndexByte("PioFlcJSD", w.Val[1]) >= 0 ||
+				base == "rsync" && (w.Val == "-e" || w.Val == "-f" || w.Val == "-T" || w.Val == "-B" || w.Val == "-M") {
 				i++
 			}
 			continue
@@ -285,71 +285,71 @@ func (c *classifier) copyPayloads(base string, args []word, f *frame) []payload 
 		if len(pos) < 3 {
 			return nil
 		}
-		switch pos[0].val {
+		switch pos[0].Val {
 		case "copy", "sync", "move", "copyto", "moveto", "bisync", "copyurl":
 		default:
 			return nil
 		}
 		pos = pos[1:]
 	}
-	if len(pos) < 2 || !pos[len(pos)-1].dyn && !remotePath(pos[len(pos)-1].val) {
+	if len(pos) < 2 || !pos[len(pos)-1].Dyn && !remotePath(pos[len(pos)-1].Val) {
 		return nil
 	}
-	var out []payload
+	var out []Payload
 	for _, src := range pos[:len(pos)-1] {
-		if !src.dyn && remotePath(src.val) {
+		if !src.Dyn && remotePath(src.Val) {
 			continue
 		}
-		out = append(out, payload{what: "the local path " + clip(src.val), secret: c.secretInWord(src, f)})
+		out = append(out, Payload{What: "the local path " + Clip(src.Val), Secret: SecretInWord(c, src, f)})
 	}
 	return out
 }
 
-func (c *classifier) mailPayloads(args []word, f *frame, in stdin) []payload {
-	var out []payload
+func mailPayloads(c Classifier, args []Word, f *Frame, in Stdin) []Payload {
+	var out []Payload
 	for i := 0; i < len(args); i++ {
 		w := args[i]
 		if isCommandSubst(w) {
-			out = append(out, c.substPayload(w, f))
+			out = append(out, substPayload(c, w, f))
 			continue
 		}
-		switch v := w.val; {
+		switch v := w.Val; {
 		case v == "-a" || v == "-A" || v == "--attach" || v == "--attach-type" || v == "--body" || v == "--data" || v == "--attachment":
 			if i+1 < len(args) {
 				i++
-				file := strings.TrimPrefix(args[i].val, "@")
-				if (v == "--body" || v == "--data") && !strings.HasPrefix(args[i].val, "@") && !strings.HasPrefix(args[i].val, "/") {
+				file := strings.TrimPrefix(args[i].Val, "@")
+				if (v == "--body" || v == "--data") && !strings.HasPrefix(args[i].Val, "@") && !strings.HasPrefix(args[i].Val, "/") {
 					continue // swaks: literal text, not a file
 				}
-				out = append(out, payload{what: "the file " + file, secret: c.secretInWord(word{val: file, dyn: args[i].dyn}, f)})
+				out = append(out, Payload{What: "the file " + file, Secret: SecretInWord(c, Word{Val: file, Dyn: args[i].Dyn}, f)})
 			}
 		case strings.HasPrefix(v, "--attach=") || strings.HasPrefix(v, "--attachment="):
 			_, file, _ := strings.Cut(v, "=")
-			out = append(out, payload{what: "the file " + file, secret: c.p.credentialIn(strings.TrimPrefix(file, "@"))})
+			out = append(out, Payload{What: "the file " + file, Secret: c.Rules().CredentialIn(strings.TrimPrefix(file, "@"))})
 		}
 	}
-	if p, ok := c.stdinPayload(in, f); ok {
+	if p, ok := stdinPayload(c, in, f); ok {
 		out = append(out, p)
 	}
 	return out
 }
 
-func (c *classifier) dnsPayloads(base string, args []word, f *frame) []payload {
-	var out []payload
+func dnsPayloads(c Classifier, base string, args []Word, f *Frame) []Payload {
+	var out []Payload
 	for i, w := range args {
-		if !w.dyn {
+		if !w.Dyn {
 			continue
 		}
-		if strings.HasPrefix(w.val, "-") || strings.HasPrefix(w.val, "+") || strings.HasPrefix(w.val, "@") {
+		if strings.HasPrefix(w.Val, "-") || strings.HasPrefix(w.Val, "+") || strings.HasPrefix(w.Val, "@") {
 			continue // an option or the server to ask, not the name
 		}
-		if i > 0 && (base == "dig" || base == "kdig" || base == "drill") && (args[i-1].val == "-p" || args[i-1].val == "-b") {
+		if i > 0 && (base == "dig" || base == "kdig" || base == "drill") && (args[i-1].Val == "-p" || args[i-1].Val == "-b") {
 			continue
 		}
-		if !isCommandSubst(w) && c.onlyKnownVars(w.val, f) {
+		if !isCommandSubst(w) && onlyKnownVars(c, w.Val, f) {
 			continue // a name built from values the command itself spells out
 		}
-		p := payload{what: "a name built from " + clip(w.val), secret: c.secretInText(w.val, f)}
+		p := Payload{What: "a name built from " + Clip(w.Val), Secret: SecretInText(c, w.Val, f)}
 		out = append(out, p)
 	}
 	return out
@@ -361,13 +361,13 @@ var varRefRE = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?`)
 // onlyKnownVars reports whether every expansion in text is a variable whose
 // value the command itself wrote (a literal assignment, a for loop over
 // literal words).
-func (c *classifier) onlyKnownVars(text string, f *frame) bool {
+func onlyKnownVars(c Classifier, text string, f *Frame) bool {
 	refs := varRefRE.FindAllStringSubmatch(text, -1)
 	if len(refs) == 0 || strings.Count(text, "$") != len(refs) {
 		return false
 	}
 	for _, m := range refs {
-		if _, ok := f.sh.lits[m[1]]; !ok && !f.sh.loopVars[m[1]] {
+		if _, ok := f.Sh.Lits[m[1]]; !ok && !f.Sh.LoopVars[m[1]] {
 			return false
 		}
 	}
@@ -376,15 +376,15 @@ func (c *classifier) onlyKnownVars(text string, f *frame) bool {
 
 // ssh sends its standard input to the remote command (unless -n), and a
 // remote command expanded here with a substitution carries that output.
-func (c *classifier) sshExfil(dest string, opts []option, remote []word, text string, f *frame, in stdin) {
-	var sent []payload
+func SSH(c Classifier, dest string, opts []Option, remote []Word, text string, f *Frame, in Stdin) {
+	var sent []Payload
 	for _, w := range remote {
 		if isCommandSubst(w) {
-			sent = append(sent, c.substPayload(w, f))
+			sent = append(sent, substPayload(c, w, f))
 		}
 	}
-	if !hasOption(opts, "-n", "-f") {
-		if p, ok := c.stdinPayload(in, f); ok {
+	if !HasOption(opts, "-n", "-f") {
+		if p, ok := stdinPayload(c, in, f); ok {
 			sent = append(sent, p)
 		}
 	}
@@ -392,27 +392,27 @@ func (c *classifier) sshExfil(dest string, opts []option, remote []word, text st
 		return
 	}
 	seg := Segment{Command: text, Program: "ssh", Class: ReadOnly}
-	c.exfilSegment(&seg, "ssh", "sends", dest, sent)
-	c.add(f, seg)
+	Describe(c, &seg, "ssh", "sends", dest, sent)
+	c.Add(f, seg)
 }
 
 // exfilSegment sets seg from what a command sends to dest.
-func (c *classifier) exfilSegment(seg *Segment, prog, verb, dest string, sent []payload) {
+func Describe(c Classifier, seg *Segment, prog, verb, dest string, sent []Payload) {
 	class, p := ConfigMutation, sent[0]
 	for _, s := range sent {
-		if s.secret != "" {
+		if s.Secret != "" {
 			class, p = Destructive, s
 			break
 		}
 	}
 	seg.Class, seg.Rule = class, ""
-	seg.Reason = prog + " " + verb + " " + p.what + " to " + dest
-	if p.secret != "" {
-		seg.Reason += ", a credential store (" + p.secret + "): a leaked secret cannot be taken back"
+	seg.Reason = prog + " " + verb + " " + p.What + " to " + dest
+	if p.Secret != "" {
+		seg.Reason += ", a credential store (" + p.Secret + "): a leaked secret cannot be taken back"
 	} else {
 		seg.Reason += " (data leaving the machine needs an operator)"
 	}
-	seg.why = "exfiltration: " + prog + " " + verb + " " + p.what + " to " + dest
+	seg.Cause = "exfiltration: " + prog + " " + verb + " " + p.What + " to " + dest
 }
 
 // pathTokenRE finds path-like tokens in the text of an expansion.
@@ -425,7 +425,7 @@ var envDumpRE = regexp.MustCompile("(?:^|\\$\\(|`|\\||;|&&)\\s*(?:/usr/bin/|/bin
 // secretInText looks into the text of an expansion — $(cat /etc/shadow),
 // $(env), $KEY set from a credential earlier in the command — for a
 // credential store.
-func (c *classifier) secretInText(text string, f *frame) string {
+func SecretInText(c Classifier, text string, f *Frame) string {
 	if envDumpRE.MatchString(text) {
 		return "the environment"
 	}
@@ -433,12 +433,12 @@ func (c *classifier) secretInText(text string, f *frame) string {
 		if !strings.ContainsAny(tok, "/.") {
 			continue
 		}
-		if s := c.p.credentialIn(tok); s != "" && !strings.Contains(s, "(with every") {
+		if s := c.Rules().CredentialIn(tok); s != "" && !strings.Contains(s, "(with every") {
 			return s
 		}
 	}
 	for _, m := range varRefRE.FindAllStringSubmatch(text, 16) {
-		if s := f.sh.secrets[m[1]]; s != "" {
+		if s := f.Sh.Secrets[m[1]]; s != "" {
 			return s
 		}
 	}
@@ -447,46 +447,46 @@ func (c *classifier) secretInText(text string, f *frame) string {
 
 // secretInWord is the credential store a word names, literally or in its
 // expansions.
-func (c *classifier) secretInWord(w word, f *frame) string {
-	if w.dyn {
-		return c.secretInText(w.val, f)
+func SecretInWord(c Classifier, w Word, f *Frame) string {
+	if w.Dyn {
+		return SecretInText(c, w.Val, f)
 	}
-	return c.p.credentialIn(w.val)
+	return c.Rules().CredentialIn(w.Val)
 }
 
 // secretOfStdin is the credential store a command's standard input carries:
 // a file redirected in, the output of a program that read one (cat
 // /etc/shadow, tar c /etc/pve/priv, env), through any number of pipeline
 // stages.
-func (c *classifier) secretOfStdin(in stdin, f *frame, depth int) string {
+func SecretOfStdin(c Classifier, in Stdin, f *Frame, depth int) string {
 	switch {
-	case in.secret != "":
-		return in.secret
-	case in.envDump:
+	case in.Secret != "":
+		return in.Secret
+	case in.EnvDump:
 		return "the environment"
 	case depth > 64:
 		return ""
 	}
-	if in.kind == stdinText && in.dyn {
-		if s := c.secretInText(in.text, f); s != "" {
+	if in.Kind == StdinText && in.Dyn {
+		if s := SecretInText(c, in.Text, f); s != "" {
 			return s
 		}
 	}
-	for line := range strings.SplitSeq(in.hint, "\n") {
+	for line := range strings.SplitSeq(in.Hint, "\n") {
 		if line == "" {
 			continue
 		}
-		if s := c.p.credentialIn(line); s != "" {
+		if s := c.Rules().CredentialIn(line); s != "" {
 			return s
 		}
 		if strings.Contains(line, "$") {
-			if s := c.secretInText(line, f); s != "" {
+			if s := SecretInText(c, line, f); s != "" {
 				return s
 			}
 		}
 	}
-	if in.up != nil {
-		return c.secretOfStdin(*in.up, f, depth+1)
+	if in.Up != nil {
+		return SecretOfStdin(c, *in.Up, f, depth+1)
 	}
 	return ""
 }
@@ -497,24 +497,24 @@ var putRE = regexp.MustCompile(`(?i)(?:^|[;\n]|\s)(?:m|re)?put\s+([^\s;]+)`)
 
 // scriptPayloads: the files a file-transfer client's commands upload, given
 // as an option's value or on its standard input.
-func (c *classifier) scriptPayloads(args []word, f *frame, in stdin) []payload {
-	var out []payload
+func scriptPayloads(c Classifier, args []Word, f *Frame, in Stdin) []Payload {
+	var out []Payload
 	scan := func(text string) {
-		for _, m := range putRE.FindAllStringSubmatch(text, maxArgScans) {
+		for _, m := range putRE.FindAllStringSubmatch(text, MaxArgScans) {
 			file := strings.Trim(m[1], `'"`)
-			out = append(out, payload{what: "the file " + file, secret: c.p.credentialIn(file)})
+			out = append(out, Payload{What: "the file " + file, Secret: c.Rules().CredentialIn(file)})
 		}
 	}
 	for _, w := range args {
 		if isCommandSubst(w) {
-			out = append(out, c.substPayload(w, f))
+			out = append(out, substPayload(c, w, f))
 			continue
 		}
-		scan(w.val)
+		scan(w.Val)
 	}
-	if in.kind == stdinText {
-		scan(in.text)
-	} else if p, ok := c.stdinPayload(in, f); ok {
+	if in.Kind == StdinText {
+		scan(in.Text)
+	} else if p, ok := stdinPayload(c, in, f); ok {
 		out = append(out, p)
 	}
 	return out

@@ -21,7 +21,7 @@ type Policy struct {
 // embedded YAML ever fail to compile (the package tests prevent that), it
 // returns a policy that classifies every command as destructive.
 func Default() *Policy {
-	rs, err := defaultSet(wrapperNames)
+	rs, err := DefaultSet(Names)
 	if err != nil {
 		return &Policy{failed: err}
 	}
@@ -33,7 +33,7 @@ func Default() *Policy {
 // not_match examples against the merged result. A wrong example is an error
 // naming the rule and the example: the caller must refuse to start.
 func Load(filePath string) (*Policy, error) {
-	rs, err := loadSet(filePath, wrapperNames)
+	rs, err := LoadSet(filePath, Names)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func (p *Policy) Verify() error {
 	if p.failed != nil {
 		return p.failed
 	}
-	return p.rules.verify(func(command string) (Class, map[string]bool) {
+	return p.rules.Verify(func(command string) (Class, map[string]bool) {
 		res, matched := p.classifyTraced(command)
 		return res.Class, matched
 	})
@@ -83,7 +83,7 @@ func (p *Policy) getClassifier() *classifier {
 func (p *Policy) putClassifier(c *classifier) {
 	clear(c.segs) // drop references to the last command's text
 	c.segs = c.segs[:0]
-	c.top.reset()
+	c.top.Reset()
 	c.trace = nil
 	p.classifiers.Put(c)
 }
@@ -119,5 +119,5 @@ func (p *Policy) Classify(command string, declared Class) Result {
 func (p *Policy) Check(command string, declared Class) (Result, error) {
 	c := p.getClassifier()
 	defer p.putClassifier(c)
-	return c.run(command, declared), checkSyntaxWith(c.parser, command)
+	return c.run(command, declared), CheckWith(c.parser, command)
 }

@@ -7,10 +7,10 @@ import (
 )
 
 // fileInput is the standard input a `< FILE` redirection gives.
-func (c *classifier) fileInput(f *frame, r *syntax.Redirect) stdin {
-	in := stdin{kind: stdinOther, producer: "the file " + nodeText(f.src, r.Word)}
-	w := resolveParts(f.src, r.Word.Parts)
-	in.secret = c.secretInWord(w, f)
+func (c *classifier) fileInput(f *Frame, r *syntax.Redirect) Stdin {
+	in := Stdin{Kind: StdinOther, Producer: "the file " + NodeText(f.Src, r.Word)}
+	w := ResolveParts(f.Src, r.Word.Parts)
+	in.Secret = SecretInWord(c, w, f)
 	return in
 }
 
@@ -18,7 +18,7 @@ func (c *classifier) fileInput(f *frame, r *syntax.Redirect) stdin {
 // the next element's stdin; in is what the element itself reads. A pipeline
 // nests to the left (a | b | c is (a | b) | c), so the sources of nested
 // pipelines are remembered: each element is looked at once.
-func (c *classifier) pipeSource(x *syntax.Stmt, f *frame, in stdin) stdin {
+func (c *classifier) PipeSource(x *syntax.Stmt, f *Frame, in Stdin) Stdin {
 	switch cmd := x.Cmd.(type) {
 	case *syntax.BinaryCmd:
 		if cmd.Op == syntax.Pipe || cmd.Op == syntax.PipeAll {
@@ -28,9 +28,9 @@ func (c *classifier) pipeSource(x *syntax.Stmt, f *frame, in stdin) stdin {
 			// A decoder (base64 -d, xxd -r) passes on what it is fed,
 			// decoded; any other program passes on only the taint of what
 			// it read (see stdin.up).
-			out := c.pipeSource(cmd.Y, f, c.pipeSource(cmd.X, f, in))
+			out := c.PipeSource(cmd.Y, f, c.PipeSource(cmd.X, f, in))
 			if c.pipes == nil {
-				c.pipes = map[*syntax.Stmt]stdin{}
+				c.pipes = map[*syntax.Stmt]Stdin{}
 			}
 			c.pipes[x] = out
 			return out
@@ -39,36 +39,36 @@ func (c *classifier) pipeSource(x *syntax.Stmt, f *frame, in stdin) stdin {
 		return c.producerOutput(x, cmd, f, in)
 	case *syntax.DeclClause:
 		// export, declare -p/-x with nothing to set print the environment.
-		out := stdin{kind: stdinOther, producer: "`" + nodeText(f.src, x) + "`"}
-		out.envDump = true
+		out := Stdin{Kind: StdinOther, Producer: "`" + NodeText(f.Src, x) + "`"}
+		out.EnvDump = true
 		for _, a := range cmd.Args {
 			if !a.Naked || a.Value == nil {
-				out.envDump = false
+				out.EnvDump = false
 			}
 		}
 		return out
 	}
-	out := stdin{kind: stdinOther, producer: "`" + nodeText(f.src, x) + "`"}
-	if in.kind != stdinNone {
-		out.up = &in
+	out := Stdin{Kind: StdinOther, Producer: "`" + NodeText(f.Src, x) + "`"}
+	if in.Kind != StdinNone {
+		out.Up = &in
 	}
 	return out
 }
 
 // ownInput is what a statement's own here-document or here-string feeds it,
 // or in when it has none.
-func ownInput(st *syntax.Stmt, f *frame, in stdin) stdin {
+func ownInput(st *syntax.Stmt, f *Frame, in Stdin) Stdin {
 	for i := len(st.Redirs) - 1; i >= 0; i-- {
 		r := st.Redirs[i]
 		switch r.Op {
 		case syntax.Hdoc, syntax.DashHdoc:
-			w := heredocText(f.src, r)
-			return stdin{kind: stdinText, text: w.val, dyn: w.dyn, producer: "a here-document"}
+			w := HeredocText(f.Src, r)
+			return Stdin{Kind: StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
 		case syntax.WordHdoc:
-			w := resolveParts(f.src, r.Word.Parts)
-			return stdin{kind: stdinText, text: w.val + "\n", dyn: w.dyn, producer: "a here-string"}
+			w := ResolveParts(f.Src, r.Word.Parts)
+			return Stdin{Kind: StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
 		case syntax.RdrIn:
-			return stdin{kind: stdinOther, producer: "the file " + nodeText(f.src, r.Word)}
+			return Stdin{Kind: StdinOther, Producer: "the file " + NodeText(f.Src, r.Word)}
 		}
 	}
 	return in
@@ -76,19 +76,19 @@ func ownInput(st *syntax.Stmt, f *frame, in stdin) stdin {
 
 // envPrinters print the environment when given no command or variable to
 // set: their output is a credential store.
-func envPrinter(name string, args []word) bool {
+func envPrinter(name string, args []Word) bool {
 	switch name {
 	case "printenv":
 		return true
 	case "env":
 		for _, a := range args {
-			if !strings.HasPrefix(a.val, "-") && !isAssignment(a) {
+			if !strings.HasPrefix(a.Val, "-") && !IsAssignment(a) {
 				return false
 			}
 		}
 		return true
 	case "set", "export":
-		return len(args) == 0 || len(args) == 1 && args[0].val == "-p"
+		return len(args) == 0 || len(args) == 1 && args[0].Val == "-p"
 	}
 	return false
 }
@@ -96,34 +96,34 @@ func envPrinter(name string, args []word) bool {
 // producerOutput describes what a command writes to its standard output, as
 // far as it matters to a program that runs it as code; in is what the
 // command itself reads.
-func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *frame, in stdin) stdin {
-	other := stdin{kind: stdinOther, producer: "`" + nodeText(f.src, st) + "`"}
+func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *Frame, in Stdin) Stdin {
+	other := Stdin{Kind: StdinOther, Producer: "`" + NodeText(f.Src, st) + "`"}
 	if len(call.Args) == 0 {
 		return other
 	}
-	argv := resolveWords(f.src, call.Args, nil)
-	if argv[0].dyn || argv[0].glob {
+	argv := ResolveWords(f.Src, call.Args, nil)
+	if argv[0].Dyn || argv[0].Glob {
 		return other
 	}
 	var hint strings.Builder
 	for _, a := range argv[1:] {
-		if !a.dyn && !strings.HasPrefix(a.val, "-") {
-			hint.WriteString(a.val)
+		if !a.Dyn && !strings.HasPrefix(a.Val, "-") {
+			hint.WriteString(a.Val)
 			hint.WriteByte('\n')
 		}
 	}
-	other.hint = hint.String()
+	other.Hint = hint.String()
 	own := ownInput(st, f, in)
-	if own.kind != stdinNone {
-		other.up = &own
+	if own.Kind != StdinNone {
+		other.Up = &own
 	}
-	name, _, system := c.p.resolveProgram(argv[0].val)
+	name, _, system := c.p.ResolveProgram(argv[0].Val)
 	if !system {
 		return other
 	}
 	args := argv[1:]
-	other.envDump = envPrinter(name, args)
-	if isDecoder(name) {
+	other.EnvDump = envPrinter(name, args)
+	if IsDecoder(name) {
 		if out, ok := decodeOutput(name, args, own); ok {
 			return out
 		}
@@ -131,39 +131,39 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *f
 	}
 	switch name {
 	case "curl", "wget":
-		return stdin{kind: stdinFetch, producer: name}
+		return Stdin{Kind: StdinFetch, Producer: name}
 	case "echo":
 		newline, escapes := true, false
-		for len(args) > 0 && len(args[0].val) > 1 && args[0].val[0] == '-' && strings.Trim(args[0].val[1:], "neE") == "" && !args[0].dyn {
-			if strings.Contains(args[0].val, "n") {
+		for len(args) > 0 && len(args[0].Val) > 1 && args[0].Val[0] == '-' && strings.Trim(args[0].Val[1:], "neE") == "" && !args[0].Dyn {
+			if strings.Contains(args[0].Val, "n") {
 				newline = false
 			}
-			if strings.Contains(args[0].val, "e") {
+			if strings.Contains(args[0].Val, "e") {
 				escapes = true
 			}
 			args = args[1:]
 		}
-		out := stdin{kind: stdinText, text: joinVals(args), producer: "echo"}
+		out := Stdin{Kind: StdinText, Text: JoinVals(args), Producer: "echo"}
 		for _, a := range args {
-			out.dyn = out.dyn || a.dyn || a.glob
+			out.Dyn = out.Dyn || a.Dyn || a.Glob
 		}
-		if escapes && strings.Contains(out.text, `\`) {
-			if s, ok := decodeANSIC(out.text); ok {
-				out.text = s
+		if escapes && strings.Contains(out.Text, `\`) {
+			if s, ok := DecodeANSIC(out.Text); ok {
+				out.Text = s
 			} else {
-				out.dyn = true
+				out.Dyn = true
 			}
 		}
 		if newline {
-			out.text += "\n"
+			out.Text += "\n"
 		}
 		return out
 	case "printf":
-		if len(args) != 1 || args[0].dyn || args[0].glob || strings.Contains(args[0].val, "%") {
+		if len(args) != 1 || args[0].Dyn || args[0].Glob || strings.Contains(args[0].Val, "%") {
 			return other
 		}
-		s, ok := decodeANSIC(args[0].val)
-		return stdin{kind: stdinText, text: s, dyn: !ok, producer: "printf"}
+		s, ok := DecodeANSIC(args[0].Val)
+		return Stdin{Kind: StdinText, Text: s, Dyn: !ok, Producer: "printf"}
 	case "cat":
 		if len(args) > 0 {
 			return other
@@ -172,11 +172,11 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *f
 			r := st.Redirs[i]
 			switch r.Op {
 			case syntax.Hdoc, syntax.DashHdoc:
-				w := heredocText(f.src, r)
-				return stdin{kind: stdinText, text: w.val, dyn: w.dyn, producer: "a here-document"}
+				w := HeredocText(f.Src, r)
+				return Stdin{Kind: StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
 			case syntax.WordHdoc:
-				w := resolveParts(f.src, r.Word.Parts)
-				return stdin{kind: stdinText, text: w.val + "\n", dyn: w.dyn, producer: "a here-string"}
+				w := ResolveParts(f.Src, r.Word.Parts)
+				return Stdin{Kind: StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
 			}
 		}
 	}
@@ -186,33 +186,33 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *f
 // destructiveHint classifies text that may be code and keeps what it finds
 // only when it is destructive: a guess must never make a command look safer
 // or noisier, only catch what would otherwise hide.
-func (c *classifier) destructiveHint(hint string, f *frame, wrapper string) {
+func (c *classifier) DestructiveHint(hint string, f *Frame, wrapper string) {
 	if strings.TrimSpace(hint) == "" || c.full {
 		return
 	}
-	c.keepDestructive(func() { c.nestedCode(word{val: hint, dyn: true}, f, stdin{}, wrapper) })
+	c.KeepDestructive(func() { c.NestedCode(Word{Val: hint, Dyn: true}, f, Stdin{}, wrapper) })
 }
 
 // statementPayload is what a statement writes to its output, for a
 // redirection that sends it off the machine: its program's output, which
 // holds a credential store when the program read one.
-func (c *classifier) statementPayload(st *syntax.Stmt, f *frame) payload {
-	p := payload{what: "the output of `" + clip(stmtText(f.src, st)) + "`"}
+func (c *classifier) statementPayload(st *syntax.Stmt, f *Frame) Payload {
+	p := Payload{What: "the output of `" + Clip(StmtText(f.Src, st)) + "`"}
 	if call, ok := st.Cmd.(*syntax.CallExpr); ok {
-		p.secret = c.secretOfStdin(c.producerOutput(st, call, f, ownInput(st, f, stdin{})), f, 0)
+		p.Secret = SecretOfStdin(c, c.producerOutput(st, call, f, ownInput(st, f, Stdin{})), f, 0)
 	}
 	return p
 }
 
 // decodeOutput is what a decoder writes when it reads in: only literal text
 // read from its standard input is followed (see decode).
-func decodeOutput(name string, args []word, in stdin) (stdin, bool) {
-	if in.kind != stdinText || in.dyn {
-		return stdin{}, false
+func decodeOutput(name string, args []Word, in Stdin) (Stdin, bool) {
+	if in.Kind != StdinText || in.Dyn {
+		return Stdin{}, false
 	}
-	out, ok := decode(name, args, in.text)
+	out, ok := Decode(name, args, in.Text)
 	if !ok {
-		return stdin{}, false
+		return Stdin{}, false
 	}
-	return stdin{kind: stdinText, text: out, producer: name + " decoding " + in.producer}, true
+	return Stdin{Kind: StdinText, Text: out, Producer: name + " decoding " + in.Producer}, true
 }

@@ -43,52 +43,6 @@ func TestLookalikePrinciple(t *testing.T) {
 	}, "lookalike: ", 15)
 }
 
-// TestLookalikeSyntaxGate: the syntax gate refuses what only looks right,
-// naming the character and where it is, and passes non-ASCII arguments.
-func TestLookalikeSyntaxGate(t *testing.T) {
-	t.Parallel()
-	tests := []syntaxCase{
-		{"\u0440m -rf /srv", []string{"command word `\u0440m`", "U+0440 CYRILLIC SMALL LETTER ER", "character 1", "looks like `p`"}},
-		{"sudo \u0440m -rf /", []string{"U+0440", "character 6"}},
-		{"\uff52\uff4d -rf /", []string{"U+FF52 FULLWIDTH LATIN SMALL LETTER R", "write `rm`"}},
-		{"r\u200bm -rf /srv", []string{"U+200B ZERO WIDTH SPACE", "character 2", "invisible"}},
-		{"ls \u202e/srv", []string{"U+202E RIGHT-TO-LEFT OVERRIDE", "character 4", "bidirectional"}},
-		{"echo 'a \u2067b'", []string{"U+2067", "bidirectional"}}, // inside quotes too
-		{"ls # \u202e", []string{"U+202E"}},                       // and in comments
-		{"rm\u00a0-rf /srv", []string{"U+00A0 NO-BREAK SPACE", "character 3", "plain space"}},
-		{"ls -la\u2009/srv", []string{"U+2009 THIN SPACE"}},
-		{"ls /etc/\u0455hadow", []string{"U+0455 CYRILLIC SMALL LETTER DZE", "character 9", "`/etc/shadow`"}},
-		{"ls \u2013la", []string{"en dash"}},
-		{"echo a\x1bb", []string{"U+001B", "control character"}},
-		{"bash -c '\u0440m -rf /x'", []string{"U+0440", "code given to the shell"}},
-		{"ls /srv/donn\u00e9es", nil},
-		{"cat /home/\u0430\u043b\u0438\u0441\u0430/notes.txt", nil}, // a Russian name, not an imitation
-		{"echo 'ls /etc/\u0455hadow'", nil},                         // quoted text is data
-		{"echo \"10\u202f000 files\"", nil},                         // a quoted narrow no-break space
-		{"/srv/donn\u00e9es/run.sh --check", nil},                   // a path's directories
-		{"grep -r '\u2603' /srv", nil},
-	}
-	checkSyntaxCases(t, tests)
-}
-
-func TestNormaliseLookalikes(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"ls -la":               "ls -la",
-		"\u0440m":              "pm",
-		"\uff52\uff4d":         "rm",
-		"r\u200bm\u00a0-rf":    "rm -rf",
-		"donn\u00e9es":         "donn\u00e9es",
-		"donne\u0301es":        "donn\u00e9es", // NFKC composes
-		"\u0455\u0443\u0455":   "sys",
-		"\U0001d42b\U0001d426": "rm", // mathematical bold, folded by NFKC
-	} {
-		if got := normaliseLookalikes(in); got != want {
-			t.Errorf("normaliseLookalikes(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // lookalikesOf gives, for an ASCII letter, characters drawn like it.
 func lookalikesOf() map[byte][]rune {
 	m := map[byte][]rune{}
@@ -112,7 +66,7 @@ func TestLookalikeNeverLowers(t *testing.T) {
 	parser := syntax.NewParser(syntax.Variant(syntax.LangBash))
 	n, k := 0, 0
 	for _, tc := range loadCorpus(t) {
-		if tc.Declared != "" || tc.Class == ReadOnly || !isASCII(tc.Command) {
+		if tc.Declared != "" || tc.Class == ReadOnly || !IsASCII(tc.Command) {
 			continue
 		}
 		base := p.Classify(tc.Command, "").Class
@@ -126,7 +80,7 @@ func TestLookalikeNeverLowers(t *testing.T) {
 		var spans [][2]int
 		syntax.Walk(file, func(node syntax.Node) bool {
 			if call, ok := node.(*syntax.CallExpr); ok && len(call.Args) > 0 {
-				if lit, ok := bareLiteral(call.Args[0]); ok && lit != "" {
+				if lit, ok := BareLiteral(call.Args[0]); ok && lit != "" {
 					start := int(call.Args[0].Pos().Offset())
 					spans = append(spans, [2]int{start, start + len(lit)})
 				}

@@ -25,10 +25,10 @@ var ErrPolicy = errors.New("policy")
 // Set is a compiled rule set. It is immutable once built and safe for
 // concurrent use.
 type Set struct {
-	rules      []*rule
-	byProgram  map[string][]*rule
-	globRules  []*rule
-	grammars   map[string]*grammar
+	rules      []*Rule
+	byProgram  map[string][]*Rule
+	globRules  []*Rule
+	Grammars   map[string]*Grammar
 	systemDirs map[string]bool
 	hostOnly   map[string]bool
 	// triggerPrograms are programs some destructive rule names: an unknown
@@ -37,22 +37,22 @@ type Set struct {
 	// codeVars are variables whose value points at code programs load or
 	// run (LD_PRELOAD, BASH_ENV …); commandVars hold a command some program
 	// runs (GIT_SSH_COMMAND, PAGER …).
-	codeVars, commandVars map[string]bool
+	CodeVars, CommandVars map[string]bool
 	// codeVarGlobs are code_variables written with '*' (GIT_TRACE*, LD_*).
-	codeVarGlobs   []string
-	safeRedirects  []*regexp.Regexp
-	destructiveOut []*regexp.Regexp
+	CodeVarGlobs   []string
+	SafeRedirects  []*regexp.Regexp
+	DestructiveOut []*regexp.Regexp
 	// protected are paths whose overwriting or truncation loses what the
 	// operator cannot get back (/etc/shadow, /etc/pve/**, backups, logs,
 	// databases): writing over one is destructive, writing elsewhere is not.
-	protected []*regexp.Regexp
+	Protected []*regexp.Regexp
 	// runsArguments are programs (or program subcommands: docker run) that
 	// pass their trailing arguments to another program, so a --help among
 	// them is not theirs. An empty path stands for the whole program.
 	runsArguments map[string][][]string
 	// codeDeletion finds, in an interpreter's literal code argument, a
 	// call that deletes or truncates files (shutil.rmtree, unlink …).
-	codeDeletion *regexp.Regexp
+	CodeDeletion *regexp.Regexp
 	// credentials are the credential stores (shadow, private keys,
 	// /etc/pve/priv, token files …): sending one off the machine is
 	// destructive, because a leaked secret cannot be taken back.
@@ -61,14 +61,14 @@ type Set struct {
 	// and the shells, sorted: a glob used as a program name (/???/rm) is
 	// tried against each. hintRE finds one of them starting a command inside
 	// an argument (python3 -c 'os.system("rm -rf /x")').
-	hintPrograms []string
-	hintRE       *regexp.Regexp
+	HintPrograms []string
+	HintRE       *regexp.Regexp
 }
 
-// defaultSet compiles the embedded default policy. wrappers are the programs
+// DefaultSet compiles the embedded default policy. wrappers are the programs
 // that run another command (the wrapper table's names), which the hints also
 // try (see buildHints).
-func defaultSet(wrappers []string) (*Set, error) {
+func DefaultSet(wrappers []string) (*Set, error) {
 	spec, err := decodeSpec(defaultPolicyYAML, "default policy")
 	if err != nil {
 		return nil, err
@@ -76,10 +76,10 @@ func defaultSet(wrappers []string) (*Set, error) {
 	return compile(spec, wrappers)
 }
 
-// loadSet compiles the default policy extended by the operator policy file at
+// LoadSet compiles the default policy extended by the operator policy file at
 // path ("" means none). It does not verify the rules' examples: that needs
 // the classifier (see verify).
-func loadSet(filePath string, wrappers []string) (*Set, error) {
+func LoadSet(filePath string, wrappers []string) (*Set, error) {
 	spec, err := decodeSpec(defaultPolicyYAML, "default policy")
 	if err != nil {
 		return nil, err
@@ -105,21 +105,21 @@ func loadSet(filePath string, wrappers []string) (*Set, error) {
 // reports each one that disagrees with its rule: a match example must be
 // decided by the rule's class and the rule must apply to it; a not_match
 // example must not be matched by the rule at all.
-func (p *Set) verify(classify func(command string) (Class, map[string]bool)) error {
+func (p *Set) Verify(classify func(command string) (Class, map[string]bool)) error {
 	var errs []error
 	for _, r := range p.rules {
 		for _, ex := range r.match {
 			class, matched := classify(ex)
 			switch {
-			case !matched[r.name]:
-				errs = append(errs, fmt.Errorf("%w: rule %q: example %q must match the rule, but it does not (classified %s)", ErrPolicy, r.name, ex, class))
-			case class != r.class:
-				errs = append(errs, fmt.Errorf("%w: rule %q: example %q matches the rule but classifies as %s, not %s", ErrPolicy, r.name, ex, class, r.class))
+			case !matched[r.Name]:
+				errs = append(errs, fmt.Errorf("%w: rule %q: example %q must match the rule, but it does not (classified %s)", ErrPolicy, r.Name, ex, class))
+			case class != r.Class:
+				errs = append(errs, fmt.Errorf("%w: rule %q: example %q matches the rule but classifies as %s, not %s", ErrPolicy, r.Name, ex, class, r.Class))
 			}
 		}
 		for _, ex := range r.notMatch {
-			if _, matched := classify(ex); matched[r.name] {
-				errs = append(errs, fmt.Errorf("%w: rule %q: example %q must not match the rule, but it does", ErrPolicy, r.name, ex))
+			if _, matched := classify(ex); matched[r.Name] {
+				errs = append(errs, fmt.Errorf("%w: rule %q: example %q must not match the rule, but it does", ErrPolicy, r.Name, ex))
 			}
 		}
 	}
@@ -343,13 +343,13 @@ func compileOptValues(m map[string][]string, patterns map[string]string) ([]optV
 
 func compile(s *fileSpec, wrappers []string) (*Set, error) {
 	p := &Set{
-		byProgram:       map[string][]*rule{},
-		grammars:        map[string]*grammar{},
+		byProgram:       map[string][]*Rule{},
+		Grammars:        map[string]*Grammar{},
 		systemDirs:      map[string]bool{},
 		hostOnly:        map[string]bool{},
 		triggerPrograms: map[string]bool{},
-		codeVars:        map[string]bool{},
-		commandVars:     setOf(s.CommandVariables),
+		CodeVars:        map[string]bool{},
+		CommandVars:     setOf(s.CommandVariables),
 		runsArguments:   map[string][][]string{},
 	}
 	for _, ra := range s.RunsArguments {
@@ -361,9 +361,9 @@ func compile(s *fileSpec, wrappers []string) (*Set, error) {
 	}
 	for _, v := range s.CodeVariables {
 		if strings.IndexByte(v, '*') >= 0 {
-			p.codeVarGlobs = append(p.codeVarGlobs, v)
+			p.CodeVarGlobs = append(p.CodeVarGlobs, v)
 		} else {
-			p.codeVars[v] = true
+			p.CodeVars[v] = true
 		}
 	}
 	for _, d := range s.SystemDirs {
@@ -386,39 +386,39 @@ func compile(s *fileSpec, wrappers []string) (*Set, error) {
 		patterns["protected_path"] = "$.^" // matches nothing
 	}
 	var err error
-	if p.protected, err = compileREs(s.ProtectedPaths, patterns); err != nil {
+	if p.Protected, err = compileREs(s.ProtectedPaths, patterns); err != nil {
 		return nil, fmt.Errorf("%w: protected_paths: %w", ErrPolicy, err)
 	}
 	if len(s.CodeDeletions) > 0 {
-		if p.codeDeletion, err = regexp.Compile("(?:" + strings.Join(s.CodeDeletions, ")|(?:") + ")"); err != nil {
+		if p.CodeDeletion, err = regexp.Compile("(?:" + strings.Join(s.CodeDeletions, ")|(?:") + ")"); err != nil {
 			return nil, fmt.Errorf("%w: code_deletions: %w", ErrPolicy, err)
 		}
 	}
 	if p.credentials, err = compileREs(s.CredentialPaths, patterns); err != nil {
 		return nil, fmt.Errorf("%w: credential_paths: %w", ErrPolicy, err)
 	}
-	if p.safeRedirects, err = compileREs(s.SafeRedirectTargets, patterns); err != nil {
+	if p.SafeRedirects, err = compileREs(s.SafeRedirectTargets, patterns); err != nil {
 		return nil, fmt.Errorf("%w: safe_redirect_targets: %w", ErrPolicy, err)
 	}
-	if p.destructiveOut, err = compileREs(s.DestructiveWriteTargets, patterns); err != nil {
+	if p.DestructiveOut, err = compileREs(s.DestructiveWriteTargets, patterns); err != nil {
 		return nil, fmt.Errorf("%w: destructive_write_targets: %w", ErrPolicy, err)
 	}
 	for name, ps := range s.Programs {
 		if ps == nil {
 			continue
 		}
-		g := &grammar{levels: map[string]map[string]bool{"": setOf(ps.ValueFlags)}}
+		g := &Grammar{Levels: map[string]map[string]bool{"": setOf(ps.ValueFlags)}}
 		switch ps.Style {
 		case "", "gnu":
 		case "words":
-			g.words = true
+			g.Words = true
 		default:
 			return nil, fmt.Errorf("%w: program %q: style must be gnu or words, got %q", ErrPolicy, name, ps.Style)
 		}
 		for path, flags := range ps.Subcommands {
-			g.levels[strings.Join(strings.Fields(path), " ")] = setOf(flags)
+			g.Levels[strings.Join(strings.Fields(path), " ")] = setOf(flags)
 		}
-		p.grammars[name] = g
+		p.Grammars[name] = g
 	}
 	seen := map[string]bool{}
 	for i, rs := range s.Rules {
@@ -429,14 +429,14 @@ func compile(s *fileSpec, wrappers []string) (*Set, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: rule %q: %w", ErrPolicy, rs.Name, err)
 		}
-		if seen[r.name] {
-			return nil, fmt.Errorf("%w: rule %q is defined twice", ErrPolicy, r.name)
+		if seen[r.Name] {
+			return nil, fmt.Errorf("%w: rule %q is defined twice", ErrPolicy, r.Name)
 		}
-		seen[r.name] = true
+		seen[r.Name] = true
 		p.rules = append(p.rules, r)
 		for _, prog := range r.programs {
 			p.byProgram[prog] = append(p.byProgram[prog], r)
-			if r.class == Destructive {
+			if r.Class == Destructive {
 				p.triggerPrograms[prog] = true
 			}
 		}
@@ -460,18 +460,18 @@ func (p *Set) buildHints(wrappers []string) {
 	}
 	var alts []string
 	for n := range names {
-		p.hintPrograms = append(p.hintPrograms, n)
+		p.HintPrograms = append(p.HintPrograms, n)
 		alts = append(alts, regexp.QuoteMeta(n))
 	}
 	for _, r := range p.globRules {
-		if r.class != Destructive {
+		if r.Class != Destructive {
 			continue
 		}
 		for _, g := range r.progGlobs {
 			alts = append(alts, strings.ReplaceAll(regexp.QuoteMeta(g), `\*`, `[^\s;|&'"()`+"`"+`]*`))
 		}
 	}
-	slices.Sort(p.hintPrograms)
+	slices.Sort(p.HintPrograms)
 	// Longer names first, so that `mkfs.ext4` is not cut to `mkfs`.
 	slices.SortFunc(alts, func(a, b string) int {
 		if len(a) != len(b) {
@@ -482,7 +482,7 @@ func (p *Set) buildHints(wrappers []string) {
 	if len(alts) == 0 {
 		return
 	}
-	p.hintRE, _ = regexp.Compile("(?:^|[\\s=!|&;({'\"`:])(?:/(?:usr/)?s?bin/)?(" + strings.Join(alts, "|") + ")(?:[\\s;|&)'\"`]|$)")
+	p.HintRE, _ = regexp.Compile("(?:^|[\\s=!|&;({'\"`:])(?:/(?:usr/)?s?bin/)?(" + strings.Join(alts, "|") + ")(?:[\\s;|&)'\"`]|$)")
 	// A name is quoted, so compiling cannot fail; were it to, hints are
 	// only lost, never a class lowered.
 }
@@ -495,11 +495,11 @@ func setOf(ss []string) map[string]bool {
 	return m
 }
 
-func compileRule(rs *ruleSpec, patterns map[string]string) (*rule, error) {
+func compileRule(rs *ruleSpec, patterns map[string]string) (*Rule, error) {
 	if rs.Name == "" {
 		return nil, errors.New("a rule needs a name")
 	}
-	r := &rule{name: rs.Name, reason: rs.Reason, minArgs: -1, maxArgs: -1,
+	r := &Rule{Name: rs.Name, Reason: rs.Reason, minArgs: -1, maxArgs: -1,
 		match: rs.Match, notMatch: rs.NotMatch, principle: rs.Principle}
 	switch rs.Principle {
 	case "", "storage", "retention", "exfiltration":
@@ -508,12 +508,12 @@ func compileRule(rs *ruleSpec, patterns map[string]string) (*rule, error) {
 	}
 	switch c := Class(rs.Class); c {
 	case ReadOnly, ConfigMutation, Destructive:
-		r.class = c
+		r.Class = c
 	default:
 		return nil, fmt.Errorf("class must be read_only, config_mutation or destructive, got %q", rs.Class)
 	}
-	if r.reason == "" {
-		r.reason = "matches rule " + rs.Name
+	if r.Reason == "" {
+		r.Reason = "matches rule " + rs.Name
 	}
 	progs := rs.Programs
 	if rs.Program != "" {
@@ -580,7 +580,7 @@ func compileRule(rs *ruleSpec, patterns map[string]string) (*rule, error) {
 		return nil, fmt.Errorf("last_arg: %w", err)
 	}
 	r.endOfOptions = rs.EndOfOptions
-	if len(rs.SQLReadOnly) > 0 && r.class != ReadOnly {
+	if len(rs.SQLReadOnly) > 0 && r.Class != ReadOnly {
 		return nil, errors.New("sql_read_only is a condition of read_only rules only")
 	}
 	r.sqlOpts = rs.SQLReadOnly

@@ -9,8 +9,8 @@ import (
 
 // safePath reports whether a PATH value keeps program names resolving to the
 // system directories: only system directories before the old $PATH.
-func (p *Set) safePath(value word) bool {
-	for _, dir := range strings.Split(value.val, ":") {
+func (p *Set) SafePath(value Word) bool {
+	for _, dir := range strings.Split(value.Val, ":") {
 		if dir == "$PATH" || dir == "${PATH}" {
 			return true
 		}
@@ -25,7 +25,7 @@ func (p *Set) safePath(value word) bool {
 // a path in one of the system directories, is that program; any other path is
 // not (./cat is not the safe cat) and is returned whole, with its base name
 // for the destructive checks.
-func (p *Set) resolveProgram(s string) (name, base string, system bool) {
+func (p *Set) ResolveProgram(s string) (name, base string, system bool) {
 	if s == "" {
 		return "", "", false
 	}
@@ -45,7 +45,7 @@ func (p *Set) resolveProgram(s string) (name, base string, system bool) {
 
 // isInterpreter: a runs_arguments program as a whole (python3, perl …),
 // whose literal code arguments are looked into.
-func (p *Set) isInterpreter(base string) bool {
+func (p *Set) IsInterpreter(base string) bool {
 	for _, sub := range p.runsArguments[base] {
 		if len(sub) == 0 {
 			return true
@@ -60,47 +60,103 @@ func (p *Set) isInterpreter(base string) bool {
 // Programs that hand their trailing arguments to another program
 // (runs_arguments: interpreters, docker run, strace …) are excluded: their
 // --help may belong to the command they run.
-func (p *Set) asksHelp(base string, cl *cmdline) bool {
-	if len(p.byProgram[base]) == 0 && p.grammars[base] == nil && !p.hostOnly[base] {
+func (p *Set) AsksHelp(base string, cl *Cmdline) bool {
+	if len(p.byProgram[base]) == 0 && p.Grammars[base] == nil && !p.hostOnly[base] {
 		return false
 	}
 	for _, sub := range p.runsArguments[base] {
-		if len(sub) <= len(cl.pos) && slices.EqualFunc(sub, cl.pos[:len(sub)], func(s string, w word) bool { return !w.dyn && s == w.val }) {
+		if len(sub) <= len(cl.Pos) && slices.EqualFunc(sub, cl.Pos[:len(sub)], func(s string, w Word) bool { return !w.Dyn && s == w.Val }) {
 			return false
 		}
 	}
-	for _, o := range cl.opts {
-		if (o.name == "--help" || o.name == "--version") && !o.hasValue {
+	for _, o := range cl.Opts {
+		if (o.Name == "--help" || o.Name == "--version") && !o.HasValue {
 			return true
 		}
 	}
 	return false
 }
 
+// best parses args (the words after the program) by the program's grammar
+// into cl and returns the highest-class rule that applies, nil when none
+// does. For a program outside the system directories (system false),
+// read-only rules do not apply and the destructive rules are matched against
+// its base name. trace, when not nil, records every rule that applied.
+func (p *Set) Best(base string, args []Word, cl *Cmdline, system bool, trace map[string]bool) *Rule {
+	p.Grammars[base].Parse(args, cl)
+	var best *Rule
+	for _, r := range p.byProgram[base] {
+		best = better(best, r, cl, system, trace)
+	}
+	for _, r := range p.globRules {
+		if MatchAlt(r.progGlobs, base) {
+			best = better(best, r, cl, system, trace)
+		}
+	}
+	return best
+}
+
+// raise parses args by the program's grammar into cl and returns the
+// highest-class of best and the program's destructive rules that apply, and
+// whether one of those replaced best.
+func (p *Set) Raise(best *Rule, base string, args []Word, cl *Cmdline, system bool, trace map[string]bool) (*Rule, bool) {
+	p.Grammars[base].Parse(args, cl)
+	raised := false
+	for _, r := range p.byProgram[base] {
+		if r.Class == Destructive {
+			if b := better(best, r, cl, system, trace); b != best {
+				best, raised = b, true
+			}
+		}
+	}
+	return best, raised
+}
+
+// Knows reports whether some rule names the program (not by a glob) or the
+// policy gives its grammar: its first word that is not an option is a
+// subcommand (pct reboot 101), not a command.
+func (p *Set) Knows(name string) bool {
+	return len(p.byProgram[name]) > 0 || p.Grammars[name] != nil
+}
+
+// hasRules reports whether some rule names the program (not by a glob).
+func (p *Set) HasRules(name string) bool { return len(p.byProgram[name]) > 0 }
+
+// principle is the principle the named rule belongs to, "" for none (or no
+// such rule).
+func (p *Set) Principle(rule string) string {
+	for _, r := range p.rules {
+		if r.Name == rule {
+			return r.principle
+		}
+	}
+	return ""
+}
+
 // better returns the higher-class of best and r, if r applies.
-func (c *classifier) better(best, r *rule, cl *cmdline, system bool) *rule {
-	if r.class == ReadOnly && !system {
+func better(best, r *Rule, cl *Cmdline, system bool, trace map[string]bool) *Rule {
+	if r.Class == ReadOnly && !system {
 		return best
 	}
 	if !r.applies(cl) {
 		return best
 	}
-	if c.trace != nil {
-		c.trace[r.name] = true
+	if trace != nil {
+		trace[r.Name] = true
 	}
-	if best == nil || r.class.Rank() > best.class.Rank() {
+	if best == nil || r.Class.Rank() > best.Class.Rank() {
 		return r
 	}
 	return best
 }
 
 // isTrigger reports whether some destructive rule names the program.
-func (p *Set) isTrigger(name string) bool {
+func (p *Set) IsTrigger(name string) bool {
 	if p.triggerPrograms[name] {
 		return true
 	}
 	for _, r := range p.globRules {
-		if r.class == Destructive && matchAlt(r.progGlobs, name) {
+		if r.Class == Destructive && MatchAlt(r.progGlobs, name) {
 			return true
 		}
 	}
@@ -110,7 +166,7 @@ func (p *Set) isTrigger(name string) bool {
 // credentialIn reports the credential store a path is, or is a directory
 // holding: "" when it is neither. A relative path is also matched by its
 // last element (id_rsa, .env, server.key).
-func (p *Set) credentialIn(file string) string {
+func (p *Set) CredentialIn(file string) string {
 	if file == "" || len(p.credentials) == 0 {
 		return ""
 	}
@@ -118,7 +174,7 @@ func (p *Set) credentialIn(file string) string {
 	if strings.HasPrefix(file, "/") {
 		clean = path.Clean(file)
 	}
-	if anyRE(p.credentials, clean) || anyRE(p.credentials, path.Base(clean)) {
+	if AnyRE(p.credentials, clean) || AnyRE(p.credentials, path.Base(clean)) {
 		return clean
 	}
 	// A directory that holds credential stores sends them with it.

@@ -3,6 +3,7 @@ package policy
 import (
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -11,9 +12,9 @@ import (
 // classifier cannot see (an expansion, a glob that could be an option) makes
 // it not apply. A config_mutation or destructive rule is a trigger: it applies
 // unless a condition is shown to fail, so anything unknown makes it apply.
-type rule struct {
-	name, reason string
-	class        Class
+type Rule struct {
+	Name, Reason string
+	Class        Class
 	// principle names the principle the rule belongs to ("storage",
 	// "retention", "exfiltration"; "" for the rest): explanations lead
 	// with it, so an operator reading an approval sees why.
@@ -49,14 +50,14 @@ type rule struct {
 
 // is reports whether the parsed option have means the listed option want,
 // for this rule (see known and optionMatches).
-func (r *rule) is(have, want string) bool {
+func (r *Rule) is(have, want string) bool {
 	if have == want {
 		return true
 	}
 	if r.known[have] {
 		return false
 	}
-	return optionMatches(have, want)
+	return OptionMatches(have, want)
 }
 
 type optValues struct {
@@ -64,7 +65,7 @@ type optValues struct {
 	res  []*regexp.Regexp
 }
 
-func anyRE(res []*regexp.Regexp, s string) bool {
+func AnyRE(res []*regexp.Regexp, s string) bool {
 	for _, re := range res {
 		if re.MatchString(s) {
 			return true
@@ -74,49 +75,49 @@ func anyRE(res []*regexp.Regexp, s string) bool {
 }
 
 // applies reports whether the rule applies to the parsed command line.
-func (r *rule) applies(c *cmdline) bool {
-	if r.class == ReadOnly {
+func (r *Rule) applies(c *Cmdline) bool {
+	if r.Class == ReadOnly {
 		return r.permits(c)
 	}
 	return r.triggers(c)
 }
 
 // permits: every condition must be shown to hold.
-func (r *rule) permits(c *cmdline) bool {
+func (r *Rule) permits(c *Cmdline) bool {
 	if !r.conditional {
 		return true
 	}
-	if c.dyn || c.flagLike {
+	if c.Dyn || c.FlagLike {
 		return false
 	}
-	rest, ok := r.matchSubcommand(c.pos, false)
+	rest, ok := r.matchSubcommand(c.Pos, false)
 	if !ok {
 		return false
 	}
-	for _, o := range c.opts {
+	for _, o := range c.Opts {
 		for _, d := range r.denyOpts {
-			if r.is(o.name, d) {
+			if r.is(o.Name, d) {
 				return false
 			}
 		}
-		if len(r.allowOpts) > 0 && !containsExact(r.allowOpts, o.name) {
+		if len(r.allowOpts) > 0 && !slices.Contains(r.allowOpts, o.Name) {
 			return false
 		}
 		for _, ov := range r.optValues {
-			if r.is(o.name, ov.name) && (!o.hasValue || o.valueDyn || !anyRE(ov.res, o.value)) {
+			if r.is(o.Name, ov.name) && (!o.HasValue || o.ValueDyn || !AnyRE(ov.res, o.Value)) {
 				return false
 			}
 		}
 		for _, ov := range r.denyOptValues {
-			if r.is(o.name, ov.name) && (o.valueDyn || anyRE(ov.res, o.value)) {
+			if r.is(o.Name, ov.name) && (o.ValueDyn || AnyRE(ov.res, o.Value)) {
 				return false
 			}
 		}
 	}
-	if len(r.requireOpts) > 0 && !r.hasOpt(c.opts, r.requireOpts) {
+	if len(r.requireOpts) > 0 && !r.hasOpt(c.Opts, r.requireOpts) {
 		return false
 	}
-	if len(r.requireOptValues) > 0 && !r.hasOptValue(c.opts, r.requireOptValues) {
+	if len(r.requireOptValues) > 0 && !r.hasOptValue(c.Opts, r.requireOptValues) {
 		return false
 	}
 	if r.minArgs >= 0 && len(rest) < r.minArgs {
@@ -125,21 +126,21 @@ func (r *rule) permits(c *cmdline) bool {
 	if r.maxArgs >= 0 && len(rest) > r.maxArgs {
 		return false
 	}
-	if len(r.firstArg) > 0 && (len(rest) == 0 || !anyRE(r.firstArg, rest[0].val)) {
+	if len(r.firstArg) > 0 && (len(rest) == 0 || !AnyRE(r.firstArg, rest[0].Val)) {
 		return false
 	}
 	for _, w := range rest {
-		if len(r.args) > 0 && !anyRE(r.args, w.val) {
+		if len(r.args) > 0 && !AnyRE(r.args, w.Val) {
 			return false
 		}
-		if anyRE(r.denyArgs, w.val) {
+		if AnyRE(r.denyArgs, w.Val) {
 			return false
 		}
 	}
 	if len(r.requireArgs) > 0 {
 		found := false
 		for _, w := range rest {
-			if anyRE(r.requireArgs, w.val) {
+			if AnyRE(r.requireArgs, w.Val) {
 				found = true
 				break
 			}
@@ -148,19 +149,19 @@ func (r *rule) permits(c *cmdline) bool {
 			return false
 		}
 	}
-	if len(r.lastArg) > 0 && (len(rest) == 0 || !anyRE(r.lastArg, rest[len(rest)-1].val)) {
+	if len(r.lastArg) > 0 && (len(rest) == 0 || !AnyRE(r.lastArg, rest[len(rest)-1].Val)) {
 		return false
 	}
-	if r.endOfOptions && !c.endOpts {
+	if r.endOfOptions && !c.EndOpts {
 		return false
 	}
 	if len(r.sqlOpts) > 0 {
 		found := false
-		for _, o := range c.opts {
-			if !r.isAny(o.name, r.sqlOpts) {
+		for _, o := range c.Opts {
+			if !r.isAny(o.Name, r.sqlOpts) {
 				continue
 			}
-			if !o.hasValue || o.valueDyn || !ReadOnlySQL(o.value) {
+			if !o.HasValue || o.ValueDyn || !ReadOnlySQL(o.Value) {
 				return false
 			}
 			found = true
@@ -173,7 +174,7 @@ func (r *rule) permits(c *cmdline) bool {
 }
 
 // isAny reports whether the parsed option have is one of the listed options.
-func (r *rule) isAny(have string, want []string) bool {
+func (r *Rule) isAny(have string, want []string) bool {
 	for _, w := range want {
 		if r.is(have, w) {
 			return true
@@ -185,66 +186,66 @@ func (r *rule) isAny(have string, want []string) bool {
 // triggers: the rule applies unless a condition is shown to fail. An argument
 // only known at run time may be any option or path, so it satisfies every
 // requirement; only literal text can rule the trigger out.
-func (r *rule) triggers(c *cmdline) bool {
-	rest, ok := r.matchSubcommand(c.pos, true)
+func (r *Rule) triggers(c *Cmdline) bool {
+	rest, ok := r.matchSubcommand(c.Pos, true)
 	if !ok {
 		return false
 	}
-	for _, o := range c.opts {
+	for _, o := range c.Opts {
 		for _, d := range r.denyOpts {
-			if r.is(o.name, d) {
+			if r.is(o.Name, d) {
 				return false
 			}
 		}
-		if len(r.allowOpts) > 0 && !containsExact(r.allowOpts, o.name) {
+		if len(r.allowOpts) > 0 && !slices.Contains(r.allowOpts, o.Name) {
 			return false
 		}
 		for _, ov := range r.optValues {
-			if r.is(o.name, ov.name) && o.hasValue && !o.valueDyn && !anyRE(ov.res, o.value) {
+			if r.is(o.Name, ov.name) && o.HasValue && !o.ValueDyn && !AnyRE(ov.res, o.Value) {
 				return false
 			}
 		}
 		for _, ov := range r.denyOptValues {
-			if r.is(o.name, ov.name) && o.hasValue && !o.valueDyn && anyRE(ov.res, o.value) {
+			if r.is(o.Name, ov.name) && o.HasValue && !o.ValueDyn && AnyRE(ov.res, o.Value) {
 				return false
 			}
 		}
 	}
-	if len(r.requireOpts) > 0 && !c.flagLike && !r.hasOpt(c.opts, r.requireOpts) {
+	if len(r.requireOpts) > 0 && !c.FlagLike && !r.hasOpt(c.Opts, r.requireOpts) {
 		return false
 	}
-	if len(r.requireOptValues) > 0 && !c.dyn && !r.hasOptValue(c.opts, r.requireOptValues) {
+	if len(r.requireOptValues) > 0 && !c.Dyn && !r.hasOptValue(c.Opts, r.requireOptValues) {
 		return false
 	}
-	if r.minArgs >= 0 && len(rest) < r.minArgs && !c.dyn {
+	if r.minArgs >= 0 && len(rest) < r.minArgs && !c.Dyn {
 		return false
 	}
 	if r.maxArgs >= 0 && len(rest) > r.maxArgs {
 		return false
 	}
 	if len(r.firstArg) > 0 {
-		if len(rest) == 0 && !c.dyn {
+		if len(rest) == 0 && !c.Dyn {
 			return false
 		}
-		if len(rest) > 0 && !rest[0].dyn && !argMatches(r.firstArg, rest[0]) {
+		if len(rest) > 0 && !rest[0].Dyn && !ArgMatches(r.firstArg, rest[0]) {
 			return false
 		}
 	}
 	for _, w := range rest {
-		if w.dyn {
+		if w.Dyn {
 			continue
 		}
-		if len(r.args) > 0 && !argMatches(r.args, w) {
+		if len(r.args) > 0 && !ArgMatches(r.args, w) {
 			return false
 		}
-		if anyRE(r.denyArgs, w.val) {
+		if AnyRE(r.denyArgs, w.Val) {
 			return false
 		}
 	}
-	if len(r.requireArgs) > 0 && !c.dyn {
+	if len(r.requireArgs) > 0 && !c.Dyn {
 		found := false
 		for _, w := range rest {
-			if argMatches(r.requireArgs, w) {
+			if ArgMatches(r.requireArgs, w) {
 				found = true
 				break
 			}
@@ -253,15 +254,15 @@ func (r *rule) triggers(c *cmdline) bool {
 			return false
 		}
 	}
-	if len(r.lastArg) > 0 && !c.dyn {
+	if len(r.lastArg) > 0 && !c.Dyn {
 		if len(rest) == 0 {
 			return false
 		}
-		if last := rest[len(rest)-1]; !last.dyn && !argMatches(r.lastArg, last) {
+		if last := rest[len(rest)-1]; !last.Dyn && !ArgMatches(r.lastArg, last) {
 			return false
 		}
 	}
-	if r.endOfOptions && !c.endOpts && !c.dyn {
+	if r.endOfOptions && !c.EndOpts && !c.Dyn {
 		return false
 	}
 	return true
@@ -271,12 +272,12 @@ func (r *rule) triggers(c *cmdline) bool {
 // also matches in its cleaned form, so `chmod -R 777 /srv/../etc` or `/./`
 // is recognised as /etc or /. A trigger may only match more, never less.
 func anyPathRE(res []*regexp.Regexp, s string) bool {
-	if anyRE(res, s) {
+	if AnyRE(res, s) {
 		return true
 	}
 	if strings.HasPrefix(s, "/") {
 		if clean := path.Clean(s); clean != s {
-			return anyRE(res, clean)
+			return AnyRE(res, clean)
 		}
 	}
 	return false
@@ -292,13 +293,13 @@ var globSamples = []string{"/", "/etc", "/usr", "/var", "/home", "/root", "/boot
 
 // argMatches is anyPathRE for a word: a glob matches when one of the
 // globSamples it could expand to does.
-func argMatches(res []*regexp.Regexp, w word) bool {
-	if anyPathRE(res, w.val) {
+func ArgMatches(res []*regexp.Regexp, w Word) bool {
+	if anyPathRE(res, w.Val) {
 		return true
 	}
-	if w.glob {
+	if w.Glob {
 		for _, sample := range globSamples {
-			if ok, _ := path.Match(w.val, sample); ok && anyRE(res, sample) {
+			if ok, _ := path.Match(w.Val, sample); ok && AnyRE(res, sample) {
 				return true
 			}
 		}
@@ -309,7 +310,7 @@ func argMatches(res []*regexp.Regexp, w word) bool {
 // matchSubcommand matches the leading positional words against the rule's
 // subcommand paths and returns the words after the path. For a trigger, a word
 // only known at run time matches any element.
-func (r *rule) matchSubcommand(pos []word, trigger bool) ([]word, bool) {
+func (r *Rule) matchSubcommand(pos []Word, trigger bool) ([]Word, bool) {
 	if len(r.subcommands) == 0 {
 		return pos, true
 	}
@@ -320,10 +321,10 @@ func (r *rule) matchSubcommand(pos []word, trigger bool) ([]word, bool) {
 		ok := true
 		for i, alts := range path {
 			w := pos[i]
-			if w.dyn && trigger {
+			if w.Dyn && trigger {
 				continue
 			}
-			if w.dyn || !matchAlt(alts, w.val) {
+			if w.Dyn || !MatchAlt(alts, w.Val) {
 				ok = false
 				break
 			}
@@ -335,19 +336,10 @@ func (r *rule) matchSubcommand(pos []word, trigger bool) ([]word, bool) {
 	return nil, false
 }
 
-func containsExact(list []string, s string) bool {
-	for _, l := range list {
-		if l == s {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *rule) hasOpt(opts []option, want []string) bool {
+func (r *Rule) hasOpt(opts []Option, want []string) bool {
 	for _, o := range opts {
 		for _, w := range want {
-			if r.is(o.name, w) {
+			if r.is(o.Name, w) {
 				return true
 			}
 		}
@@ -355,10 +347,10 @@ func (r *rule) hasOpt(opts []option, want []string) bool {
 	return false
 }
 
-func (r *rule) hasOptValue(opts []option, want []optValues) bool {
+func (r *Rule) hasOptValue(opts []Option, want []optValues) bool {
 	for _, o := range opts {
 		for _, ov := range want {
-			if r.is(o.name, ov.name) && o.hasValue && (o.valueDyn || anyRE(ov.res, o.value)) {
+			if r.is(o.Name, ov.name) && o.HasValue && (o.ValueDyn || AnyRE(ov.res, o.Value)) {
 				return true
 			}
 		}
@@ -369,17 +361,17 @@ func (r *rule) hasOptValue(opts []option, want []optValues) bool {
 // explain is the rule's part of an explanation: its principle and the
 // program with the subcommand it matched ("storage: zpool create"), or the
 // rule's name for a rule of no principle.
-func (r *rule) explain(program string, c *cmdline) string {
+func (r *Rule) Explain(program string, c *Cmdline) string {
 	if r.principle == "" {
-		return "rule " + r.name + ": " + program + " " + r.reason
+		return "rule " + r.Name + ": " + program + " " + r.Reason
 	}
 	out := r.principle + ": " + program
 	if len(r.subcommands) > 0 {
-		if rest, ok := r.matchSubcommand(c.pos, r.class != ReadOnly); ok {
-			for _, w := range c.pos[:len(c.pos)-len(rest)] {
-				out += " " + w.val
+		if rest, ok := r.matchSubcommand(c.Pos, r.Class != ReadOnly); ok {
+			for _, w := range c.Pos[:len(c.Pos)-len(rest)] {
+				out += " " + w.Val
 			}
 		}
 	}
-	return out + " (" + r.reason + ")"
+	return out + " (" + r.Reason + ")"
 }

@@ -39,7 +39,7 @@ func isTaintingBuiltin(name string) bool {
 // positional or special parameter (`bash -c CODE _ ARGS` sets those).
 // bash evaluates array subscripts inside arithmetic again, so arithmetic on
 // such a value can run a command substitution hidden in it.
-func (c *classifier) isTainted(f *frame, name string) bool {
+func (c *classifier) isTainted(f *Frame, name string) bool {
 	switch name {
 	case "", "#", "?", "$", "!", "-":
 		return false
@@ -49,19 +49,19 @@ func (c *classifier) isTainted(f *frame, name string) bool {
 	if name[0] >= '0' && name[0] <= '9' {
 		return true
 	}
-	s := f.sh
-	for ; s.scanned < len(s.files); s.scanned++ {
-		c.collectTaint(s, s.files[s.scanned])
+	s := f.Sh
+	for ; s.Scanned < len(s.Files); s.Scanned++ {
+		c.collectTaint(s, s.Files[s.Scanned])
 	}
-	return s.tainted[name]
+	return s.Tainted[name]
 }
 
-func (c *classifier) collectTaint(s *shellState, file *syntax.File) {
+func (c *classifier) collectTaint(s *Shell, file *syntax.File) {
 	taint := func(name string) {
-		if s.tainted == nil {
-			s.tainted = map[string]bool{}
+		if s.Tainted == nil {
+			s.Tainted = map[string]bool{}
 		}
-		s.tainted[name] = true
+		s.Tainted[name] = true
 	}
 	syntax.Walk(file, func(n syntax.Node) bool {
 		switch n := n.(type) {
@@ -85,10 +85,10 @@ func (c *classifier) collectTaint(s *shellState, file *syntax.File) {
 			}
 		case *syntax.CallExpr:
 			if len(n.Args) > 0 {
-				if prog, ok := bareLiteral(n.Args[0]); ok && isTaintingBuiltin(path.Base(prog)) {
+				if prog, ok := BareLiteral(n.Args[0]); ok && isTaintingBuiltin(path.Base(prog)) {
 					for _, a := range n.Args[1:] {
-						if v, ok := bareLiteral(a); ok {
-							if name := identPrefix(v); name != "" {
+						if v, ok := BareLiteral(a); ok {
+							if name := IdentPrefix(v); name != "" {
 								taint(name)
 							}
 						}
@@ -104,9 +104,9 @@ func (c *classifier) collectTaint(s *shellState, file *syntax.File) {
 	})
 }
 
-func (c *classifier) noteCodeLit(s *shellState, v string) {
-	if len(s.codeLits) < 8 && (strings.Contains(v, "$(") || strings.Contains(v, "`")) {
-		s.codeLits = append(s.codeLits, v)
+func (c *classifier) noteCodeLit(s *Shell, v string) {
+	if len(s.CodeLits) < 8 && (strings.Contains(v, "$(") || strings.Contains(v, "`")) {
+		s.CodeLits = append(s.CodeLits, v)
 	}
 }
 
@@ -186,13 +186,13 @@ func numericOutput(cs *syntax.CmdSubst) bool {
 			return false
 		}
 	}
-	prog, ok := bareLiteral(call.Args[0])
+	prog, ok := BareLiteral(call.Args[0])
 	if !ok {
 		return false
 	}
 	var opts, pos []string
 	for _, a := range call.Args[1:] {
-		v, ok := bareLiteral(a)
+		v, ok := BareLiteral(a)
 		if !ok {
 			return false
 		}
@@ -240,8 +240,8 @@ func numericOutput(cs *syntax.CmdSubst) bool {
 // a second time, so the command's own text may run. It is at least
 // config_mutation, and destructive when a quoted literal of the command
 // holds a destructive command substitution.
-func (c *classifier) checkArith(f *frame, n syntax.Node) {
-	if n == nil || f.sh.arithFlagged || c.full {
+func (c *classifier) checkArith(f *Frame, n syntax.Node) {
+	if n == nil || f.Sh.ArithFlagged || c.full {
 		return
 	}
 	hit := ""
@@ -257,7 +257,7 @@ func (c *classifier) checkArith(f *frame, n syntax.Node) {
 				hit = m.Param.Value
 			}
 		case *syntax.Lit:
-			if name := identPrefix(m.Value); name != "" && c.isTainted(f, name) {
+			if name := IdentPrefix(m.Value); name != "" && c.isTainted(f, name) {
 				hit = name
 			}
 		}
@@ -266,19 +266,19 @@ func (c *classifier) checkArith(f *frame, n syntax.Node) {
 	if hit == "" {
 		return
 	}
-	f.sh.arithFlagged = true
-	c.add(f, Segment{Command: nodeText(f.src, n), Class: ConfigMutation,
+	f.Sh.ArithFlagged = true
+	c.Add(f, Segment{Command: NodeText(f.Src, n), Class: ConfigMutation,
 		Reason: "arithmetic or an array subscript uses `" + hit + "`, whose value this command sets at run time; " +
 			"bash expands a subscript found in it again, so text the command chose may run as a command (unknown code needs approval)"})
-	for _, lit := range f.sh.codeLits {
+	for _, lit := range f.Sh.CodeLits {
 		// The literal is expanded as a here-document body, which runs the
 		// command substitutions in it wherever they sit.
-		c.destructiveHint(":<<OIKOS_LITERAL\n"+lit+"\nOIKOS_LITERAL\n", f, "text that arithmetic may run")
+		c.DestructiveHint(":<<OIKOS_LITERAL\n"+lit+"\nOIKOS_LITERAL\n", f, "text that arithmetic may run")
 	}
 }
 
 // checkTest looks for arithmetic comparisons and -v tests in [[ ]].
-func (c *classifier) checkTest(f *frame, x syntax.TestExpr) {
+func (c *classifier) checkTest(f *Frame, x syntax.TestExpr) {
 	switch x := x.(type) {
 	case *syntax.BinaryTest:
 		switch x.Op {
@@ -327,7 +327,7 @@ func hasBracket(w *syntax.Word) bool {
 // destructive: a guess may catch a destructive command that would otherwise
 // hide, but never make a command look safer or noisier. It reports whether
 // it kept them.
-func (c *classifier) keepDestructive(fn func()) bool {
+func (c *classifier) KeepDestructive(fn func()) bool {
 	if c.full {
 		return false
 	}
@@ -337,7 +337,7 @@ func (c *classifier) keepDestructive(fn func()) bool {
 		return true
 	}
 	for _, s := range c.segs[mark:] {
-		if s.Class == Destructive && !s.unverified {
+		if s.Class == Destructive && !s.Unverified {
 			return true
 		}
 	}
@@ -350,23 +350,23 @@ func (c *classifier) keepDestructive(fn func()) bool {
 // program a destructive rule names, and an expansion whose value the command
 // itself spells out (`x=rm; $x`, `rm${IFS}-rf`, `$(echo rm)`, `$0 -c`) is
 // substituted and the result classified.
-func (c *classifier) programHint(argv []word, text string, f *frame) {
+func (c *classifier) programHint(argv []Word, text string, f *Frame) {
 	pw := argv[0]
-	if pw.glob && !pw.dyn {
-		base := path.Base(pw.val)
+	if pw.Glob && !pw.Dyn {
+		base := path.Base(pw.Val)
 		tried := 0
-		for _, name := range c.p.hintPrograms {
+		for _, name := range c.p.HintPrograms {
 			if ok, _ := path.Match(base, name); !ok {
 				continue
 			}
-			if tried++; tried > maxArgScans*4 {
+			if tried++; tried > MaxArgScans*4 {
 				return
 			}
-			cand := make([]word, 0, len(argv))
-			cand = append(cand, word{val: name})
+			cand := make([]Word, 0, len(argv))
+			cand = append(cand, Word{Val: name})
 			cand = append(cand, argv[1:]...)
-			if c.keepDestructive(func() {
-				c.command(cand, joinVals(argv), f.child("the glob "+pw.val), stdin{})
+			if c.KeepDestructive(func() {
+				c.Command(cand, JoinVals(argv), f.Child("the glob "+pw.Val), Stdin{})
 			}) {
 				return
 			}
@@ -375,24 +375,24 @@ func (c *classifier) programHint(argv []word, text string, f *frame) {
 	}
 	// ${RM} -rf /x, $SHELL -c '…': a variable named after a program
 	// probably holds it.
-	if m := paramNameRE.FindStringSubmatch(pw.val); m != nil {
-		if prog := programNamed(m[1]); prog != "" && slices.Contains(c.p.hintPrograms, prog) {
-			cand := append([]word{{val: prog}}, argv[1:]...)
-			if c.keepDestructive(func() {
-				c.command(cand, joinVals(argv), f.child("the variable "+pw.val), stdin{})
+	if m := paramNameRE.FindStringSubmatch(pw.Val); m != nil {
+		if prog := programNamed(m[1]); prog != "" && slices.Contains(c.p.HintPrograms, prog) {
+			cand := append([]Word{{Val: prog}}, argv[1:]...)
+			if c.KeepDestructive(func() {
+				c.Command(cand, JoinVals(argv), f.Child("the variable "+pw.Val), Stdin{})
 			}) {
 				return
 			}
 		}
 	}
-	guess := substituteKnown(c.staticSubst(text, f), f.sh)
+	guess := substituteKnown(c.staticSubst(text, f), f.Sh)
 	if guess == text {
 		return
 	}
 	if _, err := c.parse(guess); err != nil {
 		return
 	}
-	c.destructiveHint(guess, f, "the expansion "+pw.val)
+	c.DestructiveHint(guess, f, "the expansion "+pw.Val)
 }
 
 // paramNameRE matches a word that is one variable: $X, ${X}, "$X".
@@ -421,7 +421,7 @@ var cmdSubstRE = regexp.MustCompile(`\$\(([^()]*)\)`)
 // staticSubst replaces each $(…) whose output the command spells out (echo
 // … | base64 -d, printf '\x72\x6d') with that output, trailing newlines cut
 // as the shell does.
-func (c *classifier) staticSubst(s string, f *frame) string {
+func (c *classifier) staticSubst(s string, f *Frame) string {
 	if !strings.Contains(s, "$(") {
 		return s
 	}
@@ -431,12 +431,12 @@ func (c *classifier) staticSubst(s string, f *frame) string {
 			return m
 		}
 		sub := *f
-		sub.src = m[2 : len(m)-1]
-		out := c.pipeSource(file.Stmts[0], &sub, stdin{})
-		if out.kind != stdinText || out.dyn {
+		sub.Src = m[2 : len(m)-1]
+		out := c.PipeSource(file.Stmts[0], &sub, Stdin{})
+		if out.Kind != StdinText || out.Dyn {
 			return m
 		}
-		return strings.TrimRight(out.text, "\n")
+		return strings.TrimRight(out.Text, "\n")
 	})
 }
 
@@ -451,7 +451,7 @@ var (
 // their values: IFS with a space, $0 with a shell, a variable with the
 // literal the command assigned it (or the default in ${x:-word}), $(echo X)
 // with X.
-func substituteKnown(s string, sh *shellState) string {
+func substituteKnown(s string, sh *Shell) string {
 	if strings.IndexByte(s, '$') < 0 && strings.IndexByte(s, '`') < 0 {
 		return s
 	}
@@ -459,7 +459,7 @@ func substituteKnown(s string, sh *shellState) string {
 	// ${x:-word}: the literal assigned to x, or else the default word.
 	s = defaultParamRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := defaultParamRE.FindStringSubmatch(m)
-		if v, ok := sh.lits[sub[1]]; ok && v != "" {
+		if v, ok := sh.Lits[sub[1]]; ok && v != "" {
 			return v
 		}
 		return sub[2]
@@ -468,12 +468,12 @@ func substituteKnown(s string, sh *shellState) string {
 	// P expands it as a prompt, which runs the substitutions in it).
 	s = transformParamRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := transformParamRE.FindStringSubmatch(m)
-		v, ok := sh.lits[sub[1]]
+		v, ok := sh.Lits[sub[1]]
 		if !ok {
 			return m
 		}
 		if sub[2] == "E" {
-			if d, ok := decodeANSIC(v); ok {
+			if d, ok := DecodeANSIC(v); ok {
 				return d
 			}
 		}
@@ -487,7 +487,7 @@ func substituteKnown(s string, sh *shellState) string {
 		case name == "0":
 			return "sh"
 		}
-		if v, ok := sh.lits[name]; ok {
+		if v, ok := sh.Lits[name]; ok {
 			return v
 		}
 		return m
@@ -498,21 +498,21 @@ func substituteKnown(s string, sh *shellState) string {
 // (python3 -c, awk, psql -c '\!', tar --to-command=, rsync -e, git -c
 // alias.x='!…') for a destructive shell command: such programs often run a
 // string they are given. Only a verified destructive finding is kept.
-func (c *classifier) argHints(args []word, f *frame, program string) {
-	if c.p.hintRE == nil {
+func (c *classifier) argHints(args []Word, f *Frame, program string) {
+	if c.p.HintRE == nil {
 		return
 	}
 	tries := 0
 	for _, a := range args {
-		if a.dyn || c.full || tries >= maxArgScans*2 {
+		if a.Dyn || c.full || tries >= MaxArgScans*2 {
 			return
 		}
-		v := a.val
+		v := a.Val
 		if !strings.ContainsAny(v, " \t\n") {
 			continue
 		}
-		for _, loc := range c.p.hintRE.FindAllStringSubmatchIndex(v, maxArgScans) {
-			if tries >= maxArgScans*2 {
+		for _, loc := range c.p.HintRE.FindAllStringSubmatchIndex(v, MaxArgScans) {
+			if tries >= MaxArgScans*2 {
 				return
 			}
 			tries++
@@ -526,12 +526,12 @@ func (c *classifier) argHints(args []word, f *frame, program string) {
 // codeHint classifies text that starts with a program name as shell code,
 // cut at a closing quote or bracket when the whole does not parse, and keeps
 // only a verified destructive finding.
-func (c *classifier) codeHint(text string, f *frame, wrapper string) bool {
+func (c *classifier) codeHint(text string, f *Frame, wrapper string) bool {
 	try := func(s string) bool {
 		if _, err := c.parse(s); err != nil {
 			return false
 		}
-		return c.keepDestructive(func() { c.nestedCode(word{val: s, dyn: true}, f, stdin{}, wrapper) })
+		return c.KeepDestructive(func() { c.NestedCode(Word{Val: s, Dyn: true}, f, Stdin{}, wrapper) })
 	}
 	if try(text) {
 		return true
@@ -545,19 +545,19 @@ func (c *classifier) codeHint(text string, f *frame, wrapper string) bool {
 // stdinFields returns a here-document's or echo's text, split into words,
 // for matching destructive rules against what a program reads (`echo
 // FLUSHALL | redis-cli`, `psql <<< 'DROP TABLE x'`).
-func stdinFields(in stdin) []word {
-	if in.kind != stdinText || in.dyn || len(in.text) > 64<<10 {
+func stdinFields(in Stdin) []Word {
+	if in.Kind != StdinText || in.Dyn || len(in.Text) > 64<<10 {
 		return nil
 	}
-	fs := strings.Fields(in.text)
+	fs := strings.Fields(in.Text)
 	if len(fs) > 256 {
 		fs = fs[:256]
 	}
 	// The whole text too, for rules that look for a phrase (DELETE FROM).
-	out := make([]word, 0, len(fs)+1)
-	out = append(out, word{val: strings.TrimSpace(in.text)})
+	out := make([]Word, 0, len(fs)+1)
+	out = append(out, Word{Val: strings.TrimSpace(in.Text)})
 	for _, s := range fs {
-		out = append(out, word{val: s})
+		out = append(out, Word{Val: s})
 	}
 	return out
 }

@@ -8,72 +8,72 @@ import (
 // walks the code that process runs: the top-level command, or the code handed
 // to a nested shell (bash -c, ssh, sh reading a here-document …). eval, trap
 // and alias code runs in the same shell and shares its state.
-type shellState struct {
+type Shell struct {
 	// funcs are the functions this shell has certainly defined so far: by a
 	// definition at the top level of its code, not undone by unset. A call
 	// to one runs the function (whose body was classified where it was
 	// defined), not the program of that name.
-	funcs map[string]bool
+	Funcs map[string]bool
 	// lits holds the literal values assigned to variables, used only to
 	// look for a destructive command behind `$x -rf /`: never to lower a
 	// class.
-	lits map[string]string
+	Lits map[string]string
 	// files is the code this shell runs; taint is computed over it lazily,
 	// the first time an arithmetic context needs it.
-	files   []*syntax.File
-	scanned int
-	tainted map[string]bool
+	Files   []*syntax.File
+	Scanned int
+	Tainted map[string]bool
 	// codeLits are quoted literals holding "$(" or "`", text an arithmetic
 	// double expansion could run.
-	codeLits []string
+	CodeLits []string
 	// integers are variables declared with -i: bash evaluates what is
 	// assigned to them as arithmetic.
-	integers map[string]bool
+	Integers map[string]bool
 	// arithFlagged: the arithmetic double-expansion finding was recorded.
-	arithFlagged bool
+	ArithFlagged bool
 	// loopVars are variables a for loop sets from literal words only.
-	loopVars map[string]bool
+	LoopVars map[string]bool
 	// secrets are variables assigned from a credential store ($(cat
 	// /etc/shadow)), with the store: sending one is sending the secret.
-	secrets map[string]string
+	Secrets map[string]string
 }
 
-func (s *shellState) reset() {
-	clear(s.funcs)
-	clear(s.lits)
-	clear(s.tainted)
-	clear(s.integers)
-	clear(s.loopVars)
-	clear(s.secrets)
-	clear(s.files)
-	s.files, s.scanned = s.files[:0], 0
-	s.codeLits = s.codeLits[:0]
-	s.arithFlagged = false
+func (s *Shell) Reset() {
+	clear(s.Funcs)
+	clear(s.Lits)
+	clear(s.Tainted)
+	clear(s.Integers)
+	clear(s.LoopVars)
+	clear(s.Secrets)
+	clear(s.Files)
+	s.Files, s.Scanned = s.Files[:0], 0
+	s.CodeLits = s.CodeLits[:0]
+	s.ArithFlagged = false
 }
 
-func (s *shellState) defineFunc(name string) {
-	if s.funcs == nil {
-		s.funcs = map[string]bool{}
+func (s *Shell) DefineFunc(name string) {
+	if s.Funcs == nil {
+		s.Funcs = map[string]bool{}
 	}
-	s.funcs[name] = true
+	s.Funcs[name] = true
 }
 
-func (s *shellState) setLit(name, value string) {
-	if s.lits == nil {
-		s.lits = map[string]string{}
+func (s *Shell) SetLit(name, value string) {
+	if s.Lits == nil {
+		s.Lits = map[string]string{}
 	}
-	s.lits[name] = value
+	s.Lits[name] = value
 }
 
 // unset forgets functions (and literal values) a call to unset may remove.
-func (s *shellState) unset(args []word) {
+func (s *Shell) Unset(args []Word) {
 	for _, a := range args {
-		if a.dyn {
+		if a.Dyn {
 			// unset "$f" may remove any function.
-			clear(s.funcs)
+			clear(s.Funcs)
 			continue
 		}
-		delete(s.funcs, a.val)
-		delete(s.lits, a.val)
+		delete(s.Funcs, a.Val)
+		delete(s.Lits, a.Val)
 	}
 }

@@ -37,10 +37,10 @@ func TestCheckSyntax(t *testing.T) {
 		{"   \n\t", []string{"empty"}},
 	}
 	checkSyntaxCases(t, tests)
-	if err := CheckSyntax("echo " + strings.Repeat("a", maxCommandBytes)); err == nil {
+	if err := CheckSyntax("echo " + strings.Repeat("a", MaxCommandBytes)); err == nil {
 		t.Errorf("an over-long command passed the syntax gate")
 	}
-	if err := CheckSyntax(strings.Repeat("$(", maxNesting+1) + "ls" + strings.Repeat(")", maxNesting+1)); err == nil {
+	if err := CheckSyntax(strings.Repeat("$(", MaxNesting+1) + "ls" + strings.Repeat(")", MaxNesting+1)); err == nil {
 		t.Errorf("an absurdly nested command passed the syntax gate")
 	}
 }
@@ -72,4 +72,32 @@ func checkSyntaxCases(t *testing.T, tests []syntaxCase) {
 			}
 		}
 	}
+}
+
+// TestLookalikeSyntaxGate: the syntax gate refuses what only looks right,
+// naming the character and where it is, and passes non-ASCII arguments.
+func TestLookalikeSyntaxGate(t *testing.T) {
+	t.Parallel()
+	tests := []syntaxCase{
+		{"\u0440m -rf /srv", []string{"command word `\u0440m`", "U+0440 CYRILLIC SMALL LETTER ER", "character 1", "looks like `p`"}},
+		{"sudo \u0440m -rf /", []string{"U+0440", "character 6"}},
+		{"\uff52\uff4d -rf /", []string{"U+FF52 FULLWIDTH LATIN SMALL LETTER R", "write `rm`"}},
+		{"r\u200bm -rf /srv", []string{"U+200B ZERO WIDTH SPACE", "character 2", "invisible"}},
+		{"ls \u202e/srv", []string{"U+202E RIGHT-TO-LEFT OVERRIDE", "character 4", "bidirectional"}},
+		{"echo 'a \u2067b'", []string{"U+2067", "bidirectional"}}, // inside quotes too
+		{"ls # \u202e", []string{"U+202E"}},                       // and in comments
+		{"rm\u00a0-rf /srv", []string{"U+00A0 NO-BREAK SPACE", "character 3", "plain space"}},
+		{"ls -la\u2009/srv", []string{"U+2009 THIN SPACE"}},
+		{"ls /etc/\u0455hadow", []string{"U+0455 CYRILLIC SMALL LETTER DZE", "character 9", "`/etc/shadow`"}},
+		{"ls \u2013la", []string{"en dash"}},
+		{"echo a\x1bb", []string{"U+001B", "control character"}},
+		{"bash -c '\u0440m -rf /x'", []string{"U+0440", "code given to the shell"}},
+		{"ls /srv/donn\u00e9es", nil},
+		{"cat /home/\u0430\u043b\u0438\u0441\u0430/notes.txt", nil}, // a Russian name, not an imitation
+		{"echo 'ls /etc/\u0455hadow'", nil},                         // quoted text is data
+		{"echo \"10\u202f000 files\"", nil},                         // a quoted narrow no-break space
+		{"/srv/donn\u00e9es/run.sh --check", nil},                   // a path's directories
+		{"grep -r '\u2603' /srv", nil},
+	}
+	checkSyntaxCases(t, tests)
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -29,7 +30,7 @@ func glob(pattern, s string) bool {
 	}
 }
 
-func matchAlt(alts []string, s string) bool {
+func MatchAlt(alts []string, s string) bool {
 	for _, a := range alts {
 		if glob(a, s) {
 			return true
@@ -41,38 +42,38 @@ func matchAlt(alts []string, s string) bool {
 // scanOpts consumes leading options. shortValue lists the single-letter
 // options that take a value; longValue the long ones. It returns the options
 // and the index of the first word after them (after a "--").
-func scanOpts(args []word, shortValue string, longValue []string) ([]option, int) {
-	var opts []option
+func ScanOpts(args []Word, shortValue string, longValue []string) ([]Option, int) {
+	var opts []Option
 	i := 0
 	for ; i < len(args); i++ {
 		w := args[i]
 		// A dynamic word is an option only when its literal text starts with
 		// "-" (an expansion's placeholder never does): find -exec xargs -I{}.
-		if len(w.val) < 2 || w.val[0] != '-' {
+		if len(w.Val) < 2 || w.Val[0] != '-' {
 			return opts, i
 		}
-		if w.val == "--" {
+		if w.Val == "--" {
 			return opts, i + 1
 		}
-		if strings.HasPrefix(w.val, "--") {
-			name, val, has := strings.Cut(w.val, "=")
-			o := option{name: name, value: val, hasValue: has}
-			if !has && containsExact(longValue, name) && i+1 < len(args) {
+		if strings.HasPrefix(w.Val, "--") {
+			name, val, has := strings.Cut(w.Val, "=")
+			o := Option{Name: name, Value: val, HasValue: has}
+			if !has && slices.Contains(longValue, name) && i+1 < len(args) {
 				i++
-				o.value, o.hasValue, o.valueDyn = args[i].val, true, args[i].dyn
+				o.Value, o.HasValue, o.ValueDyn = args[i].Val, true, args[i].Dyn
 			}
 			opts = append(opts, o)
 			continue
 		}
-		if w.val[1] >= '0' && w.val[1] <= '9' {
-			opts = append(opts, option{name: w.val})
+		if w.Val[1] >= '0' && w.Val[1] <= '9' {
+			opts = append(opts, Option{Name: w.Val})
 			continue
 		}
-		for j := 1; j < len(w.val); j++ {
-			o := option{name: shortOpts[w.val[j]]}
-			if strings.IndexByte(shortValue, w.val[j]) >= 0 {
-				o.hasValue = true
-				o.value, o.valueDyn = shortOptValue(args, &i, j)
+		for j := 1; j < len(w.Val); j++ {
+			o := Option{Name: ShortOpts[w.Val[j]]}
+			if strings.IndexByte(shortValue, w.Val[j]) >= 0 {
+				o.HasValue = true
+				o.Value, o.ValueDyn = ShortOptValue(args, &i, j)
 				opts = append(opts, o)
 				break
 			}
@@ -84,21 +85,21 @@ func scanOpts(args []word, shortValue string, longValue []string) ([]option, int
 
 // shortOptValue returns the value of the short option at args[*i].val[j]: the
 // rest of the word (-n5), or else the next word (-n 5), advancing *i.
-func shortOptValue(args []word, i *int, j int) (string, bool) {
-	if w := args[*i]; j+1 < len(w.val) {
-		return w.val[j+1:], false
+func ShortOptValue(args []Word, i *int, j int) (string, bool) {
+	if w := args[*i]; j+1 < len(w.Val) {
+		return w.Val[j+1:], false
 	}
 	if *i+1 < len(args) {
 		*i++
-		return args[*i].val, args[*i].dyn
+		return args[*i].Val, args[*i].Dyn
 	}
 	return "", false
 }
 
-func hasOption(opts []option, names ...string) bool {
+func HasOption(opts []Option, names ...string) bool {
 	for _, o := range opts {
 		for _, n := range names {
-			if optionMatches(o.name, n) {
+			if OptionMatches(o.Name, n) {
 				return true
 			}
 		}
@@ -106,32 +107,32 @@ func hasOption(opts []option, names ...string) bool {
 	return false
 }
 
-func optionValue(opts []option, names ...string) (option, bool) {
+func OptionValue(opts []Option, names ...string) (Option, bool) {
 	for _, o := range opts {
 		for _, n := range names {
-			if optionMatches(o.name, n) {
+			if OptionMatches(o.Name, n) {
 				return o, true
 			}
 		}
 	}
-	return option{}, false
+	return Option{}, false
 }
 
 // joinWords joins arguments with spaces, the way ssh, eval and watch build the
 // code they hand to a shell.
-func joinWords(ws []word) word {
-	out := word{val: joinVals(ws)}
+func JoinWords(ws []Word) Word {
+	out := Word{Val: JoinVals(ws)}
 	for _, w := range ws {
-		out.dyn = out.dyn || w.dyn
+		out.Dyn = out.Dyn || w.Dyn
 	}
 	return out
 }
 
-func isAssignment(w word) bool {
-	if w.dyn {
+func IsAssignment(w Word) bool {
+	if w.Dyn {
 		return false
 	}
-	name, _, ok := strings.Cut(w.val, "=")
+	name, _, ok := strings.Cut(w.Val, "=")
 	if !ok || name == "" {
 		return false
 	}
@@ -146,7 +147,7 @@ func isAssignment(w word) bool {
 
 // plainWord reports whether a word is made only of literal and single-quoted
 // parts, which can hold no substitution.
-func plainWord(w *syntax.Word) bool {
+func PlainWord(w *syntax.Word) bool {
 	for _, p := range w.Parts {
 		switch p.(type) {
 		case *syntax.Lit, *syntax.SglQuoted:
@@ -157,7 +158,7 @@ func plainWord(w *syntax.Word) bool {
 	return true
 }
 
-func isDigits(s string) bool {
+func IsDigits(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -169,20 +170,20 @@ func isDigits(s string) bool {
 	return true
 }
 
-func joinVals(ws []word) string {
+func JoinVals(ws []Word) string {
 	var b strings.Builder
 	for i, w := range ws {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(w.val)
+		b.WriteString(w.Val)
 	}
 	return b.String()
 }
 
 // stmtText is a statement's source without its terminating ";".
-func stmtText(src string, st *syntax.Stmt) string {
-	t := nodeText(src, st)
+func StmtText(src string, st *syntax.Stmt) string {
+	t := NodeText(src, st)
 	if st.Semicolon.IsValid() && !st.Background && !st.Coprocess && !st.Disown {
 		t = strings.TrimSuffix(t, ";")
 	}
@@ -190,7 +191,7 @@ func stmtText(src string, st *syntax.Stmt) string {
 }
 
 // bareLiteral returns the value of a word written as one unquoted literal.
-func bareLiteral(w *syntax.Word) (string, bool) {
+func BareLiteral(w *syntax.Word) (string, bool) {
 	if len(w.Parts) != 1 {
 		return "", false
 	}
@@ -203,7 +204,7 @@ func bareLiteral(w *syntax.Word) (string, bool) {
 
 // identPrefix returns the shell identifier a string starts with ("a" for
 // "a[1]"), or "".
-func identPrefix(s string) string {
+func IdentPrefix(s string) string {
 	i := 0
 	for ; i < len(s); i++ {
 		ch := s[i]
@@ -213,3 +214,15 @@ func identPrefix(s string) string {
 	}
 	return s[:i]
 }
+
+// isShell reports whether name is a shell that runs code given with -c, a
+// script file or its stdin. Code for any of them is parsed as bash, which
+// accepts the others' code or fails to parse it (and then fails closed).
+func IsShell(name string) bool {
+	switch name {
+	case "sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "rbash", "fish":
+		return true
+	}
+	return false
+}
+

@@ -1,22 +1,24 @@
 package policy
 
+import "mvdan.cc/sh/v3/syntax"
+
 const (
 	// maxDepth bounds how deeply code inside code (bash -c inside ssh inside
 	// pct exec …) is followed; anything deeper is destructive.
-	maxDepth = 12
+	MaxDepth = 12
 	// maxCommandBytes bounds the command text; anything longer is destructive.
-	maxCommandBytes = 256 << 10
+	MaxCommandBytes = 256 << 10
 	// maxNesting bounds how deeply brackets may nest in the raw text: past it
 	// the parser and the walk get slow, and no real command comes close.
-	maxNesting = 200
+	MaxNesting = 200
 	// maxWraps bounds how many wrappers (sudo, env, timeout …) may stack.
-	maxWraps = 64
+	MaxWraps = 64
 	// maxWork bounds the segments and re-parses one classification may do, so
 	// an adversarial command cannot make the gate slow.
-	maxWork = 4096
+	MaxWork = 4096
 	// maxArgScans bounds how many arguments of one unknown program are checked
 	// as commands it might run.
-	maxArgScans = 4
+	MaxArgScans = 4
 )
 
 // Segment is one classified simple command: a program with its arguments, as
@@ -44,60 +46,62 @@ type Segment struct {
 	// "exfiltration: dig looks up a name built from $(whoami)", "storage:
 	// zpool create". Set on every segment above read_only.
 	Why string `json:"why,omitempty"`
-	// why is the explanation a rule or principle gave, before the wrapper
-	// chain is put in front of it; inner is the command a wrapper runs.
-	why, inner string
-	// unverified marks a destructive segment that is destructive because
+	// Cause is the explanation a rule or principle gave, before the
+	// wrapper chain is put in front of it (Why is made from it); Inner is
+	// the command a wrapper runs. Neither is part of the JSON.
+	Cause string `json:"-"`
+	Inner string `json:"-"`
+	// Unverified marks a destructive segment that is destructive because
 	// the classifier could not look inside (a parse failure, too deep, too
-	// long), not because a rule matched: a guess (keepDestructive) never
-	// keeps such a finding.
-	unverified bool
+	// long), not because a rule matched: a guess (KeepDestructive) never
+	// keeps such a finding. Not part of the JSON.
+	Unverified bool `json:"-"`
 }
 
 // frame is the context a piece of shell code is classified in.
-type frame struct {
-	src   string // the text node positions refer to
-	depth int
-	wraps int    // wrappers and nested code around this frame
-	via   string // transport, "" on the target itself
-	chain string // wrappers around the code, for reasons
+type Frame struct {
+	Src   string // the text node positions refer to
+	Depth int
+	Wraps int    // wrappers and nested code around this frame
+	Via   string // transport, "" on the target itself
+	Chain string // wrappers around the code, for reasons
 	// floor is the lowest class any segment of this frame may have, with why:
 	// code whose text is only partly known is at least config_mutation.
-	floor    Class
-	floorWhy string
+	Floor    Class
+	FloorWhy string
 	// sh is the shell process the code runs in.
-	sh *shellState
+	Sh *Shell
 }
 
 // child returns the frame for code or an argv nested inside wrapper.
-func (f *frame) child(wrapper string) *frame {
+func (f *Frame) Child(wrapper string) *Frame {
 	n := *f
-	n.wraps++
+	n.Wraps++
 	if wrapper != "" {
-		if n.chain == "" {
-			n.chain = wrapper
+		if n.Chain == "" {
+			n.Chain = wrapper
 		} else {
-			n.chain += " → " + wrapper
+			n.Chain += " → " + wrapper
 		}
 	}
 	return &n
 }
 
 // withVia returns a child frame whose commands run through a transport.
-func (f *frame) withVia(via string) *frame {
-	n := f.child(via)
-	if n.via == "" {
-		n.via = via
+func (f *Frame) WithVia(via string) *Frame {
+	n := f.Child(via)
+	if n.Via == "" {
+		n.Via = via
 	} else {
-		n.via += " → " + via
+		n.Via += " → " + via
 	}
 	return n
 }
 
 // atLeast raises the frame's floor.
-func (f *frame) atLeast(c Class, why string) {
-	if c.Rank() > f.floor.Rank() {
-		f.floor, f.floorWhy = c, why
+func (f *Frame) AtLeast(c Class, why string) {
+	if c.Rank() > f.Floor.Rank() {
+		f.Floor, f.FloorWhy = c, why
 	}
 }
 
@@ -105,7 +109,7 @@ func (f *frame) atLeast(c Class, why string) {
 // in the raw text, quotes ignored, or a fifth of the count of | and & (each
 // pipe or && nests one binary command in the next). A cheap over-estimate
 // that keeps absurd inputs away from the parser.
-func nesting(s string) int {
+func Nesting(s string) int {
 	depth, most, ops := 0, 0, 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
@@ -122,7 +126,7 @@ func nesting(s string) int {
 }
 
 // clip shortens text for an explanation.
-func clip(s string) string {
+func Clip(s string) string {
 	if len(s) > 60 {
 		return s[:57] + "…"
 	}
@@ -131,28 +135,69 @@ func clip(s string) string {
 
 // stdinKind says what a command's standard input is, as far as it matters for
 // programs that run their input as code (sh, bash, ssh without a command, at).
-type stdinKind uint8
+type StdinKind uint8
 
 const (
-	stdinNone  stdinKind = iota // nothing known: the executor's stdin
-	stdinText                   // literal text (echo, printf, here-document)
-	stdinFetch                  // downloaded (curl, wget)
-	stdinOther                  // another program's output or a file
+	StdinNone  StdinKind = iota // nothing known: the executor's stdin
+	StdinText                   // literal text (echo, printf, here-document)
+	StdinFetch                  // downloaded (curl, wget)
+	StdinOther                  // another program's output or a file
 )
 
-type stdin struct {
-	kind     stdinKind
-	text     string
-	dyn      bool
-	producer string
+type Stdin struct {
+	Kind     StdinKind
+	Text     string
+	Dyn      bool
+	Producer string
 	// hint, for stdinOther, is the producer's literal arguments one per line:
 	// printf '%s\n' 'rm -rf /x' | sh prints them, so they are checked as code.
-	hint string
+	Hint string
 	// secret is the credential store a redirected file is; envDump: the
 	// producer prints the environment; up is what the producer itself read.
 	// They say whether a command that sends its input off the machine sends
 	// a secret (see exfil.go), and are looked at only then.
-	secret  string
-	envDump bool
-	up      *stdin
+	Secret  string
+	EnvDump bool
+	Up      *Stdin
+}
+
+// Classifier is what a principle (wrappers, exfiltration, lookalikes) needs
+// of the classifier that composes it: to record a segment, to classify what
+// a command runs (an argv, code for a new shell or for the same one), and to
+// make a guess that may only escalate. The classifier of shared/policy is the
+// one implementation.
+type Classifier interface {
+	// Rules is the compiled rule set the classification runs against.
+	Rules() *Set
+	// Add records a segment, applying the frame's floor, wrapper chain and
+	// transport.
+	Add(f *Frame, s Segment)
+	// Mark is the number of segments recorded so far; Since returns the
+	// segments recorded after a mark, to be amended in place.
+	Mark() int
+	Since(mark int) []Segment
+	// Command classifies one argv: resolves the program, unwraps wrappers,
+	// and applies the rules; CommandResolved does so for an argv whose
+	// program word is a literal ASCII name.
+	Command(argv []Word, text string, f *Frame, in Stdin)
+	CommandResolved(argv []Word, text string, f *Frame, in Stdin)
+	// ApplyRules applies the policy rules (and the principles that refine
+	// them) to a program, without unwrapping it.
+	ApplyRules(name, base string, args []Word, text string, f *Frame, system bool, in Stdin)
+	// NestedCode classifies a string a wrapper hands to a new shell process
+	// (bash -c, ssh, su -c …); EvalCode one the current shell runs itself
+	// (eval, trap, alias).
+	NestedCode(code Word, f *Frame, in Stdin, wrapper string)
+	EvalCode(code Word, f *Frame, in Stdin, wrapper string)
+	// Assignment classifies setting a variable (NAME=value before a command,
+	// env NAME=value, sudo NAME=value).
+	Assignment(name string, value Word, text string, f *Frame)
+	// KeepDestructive runs fn, a guess at what a command may run, and keeps
+	// what it recorded only when that is verified destructive;
+	// DestructiveHint so classifies text that may be code.
+	KeepDestructive(fn func()) bool
+	DestructiveHint(hint string, f *Frame, wrapper string)
+	// PipeSource describes what a statement writes to the standard input of
+	// the next element of its pipeline; in is what the statement reads.
+	PipeSource(x *syntax.Stmt, f *Frame, in Stdin) Stdin
 }
