@@ -5,27 +5,33 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/exfil"
+	"github.com/oikos-hq/oikos/shared/policy/internal/lookalike"
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
+	"github.com/oikos-hq/oikos/shared/policy/internal/wrappers"
 	"mvdan.cc/sh/v3/syntax"
 )
 
 // classifier holds the per-call state of one classification. It is pooled by
 // the Policy and used by one goroutine at a time.
 type classifier struct {
-	p      *Set
+	p      *ruleset.Set
 	failed error // see Policy.failed
 	parser *syntax.Parser
 	reader strings.Reader
 	segs   []Segment
 	trace  map[string]bool
-	top    Shell // the shell the command itself runs in
+	top    walk.Shell // the shell the command itself runs in
 	work   int
 	full   bool
 
-	substFrame *Frame
+	substFrame *walk.Frame
 	walkFn     func(syntax.Node) bool
 	// pipes remembers the output of nested pipelines (see pipeSource).
-	pipes    map[*syntax.Stmt]Stdin
-	cmdlines []*Cmdline // free list, so rule matching does not allocate
+	pipes    map[*syntax.Stmt]walk.Stdin
+	cmdlines []*shellword.Cmdline // free list, so rule matching does not allocate
 }
 
 func newClassifier(p *Policy) *classifier {
@@ -41,22 +47,22 @@ func (c *classifier) parse(src string) (*syntax.File, error) {
 	return c.parser.Parse(&c.reader, "")
 }
 
-func (c *classifier) getCmdline() *Cmdline {
+func (c *classifier) getCmdline() *shellword.Cmdline {
 	if n := len(c.cmdlines); n > 0 {
 		cl := c.cmdlines[n-1]
 		c.cmdlines = c.cmdlines[:n-1]
 		return cl
 	}
-	return &Cmdline{}
+	return &shellword.Cmdline{}
 }
 
-func (c *classifier) putCmdline(cl *Cmdline) { c.cmdlines = append(c.cmdlines, cl) }
+func (c *classifier) putCmdline(cl *shellword.Cmdline) { c.cmdlines = append(c.cmdlines, cl) }
 
 func (c *classifier) run(command string, declared Class) (res Result) {
 	c.segs, c.work, c.full = c.segs[:0], 0, false
 	c.top.Reset()
 	clear(c.pipes)
-	top := &Frame{Src: command, Sh: &c.top}
+	top := &walk.Frame{Src: command, Sh: &c.top}
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
@@ -68,14 +74,14 @@ func (c *classifier) run(command string, declared Class) (res Result) {
 		case c.failed != nil:
 			c.Add(top, Segment{Command: command, Class: Destructive,
 				Reason: "the policy failed to compile (" + c.failed.Error() + "); every command is destructive"})
-		case len(command) > MaxCommandBytes:
+		case len(command) > walk.MaxCommandBytes:
 			c.Add(top, Segment{Command: command[:80] + "…", Class: Destructive, Unverified: true,
-				Reason: fmt.Sprintf("command longer than %d bytes; not verified", MaxCommandBytes)})
-		case Nesting(command) > MaxNesting:
+				Reason: fmt.Sprintf("command longer than %d bytes; not verified", walk.MaxCommandBytes)})
+		case walk.Nesting(command) > walk.MaxNesting:
 			c.Add(top, Segment{Command: command, Class: Destructive, Unverified: true,
-				Reason: fmt.Sprintf("brackets or pipelines nested more than %d deep; not verified", MaxNesting)})
+				Reason: fmt.Sprintf("brackets or pipelines nested more than %d deep; not verified", walk.MaxNesting)})
 		default:
-			c.code(top, Stdin{})
+			c.code(top, walk.Stdin{})
 			c.lookalikes(command)
 		}
 	}()
@@ -120,7 +126,7 @@ func (c *classifier) run(command string, declared Class) (res Result) {
 // they raise the class: `рm -rf /` is classified as `rm -rf /` would be, not
 // as an unknown program. The first reading stays, so a class is never lowered.
 func (c *classifier) lookalikes(command string) {
-	norm := Normalise(command)
+	norm := lookalike.Normalise(command)
 	if norm == command || c.full {
 		return
 	}
@@ -131,7 +137,7 @@ func (c *classifier) lookalikes(command string) {
 	}
 	c.top.Reset()
 	clear(c.pipes)
-	c.code(&Frame{Src: norm, Sh: &c.top}, Stdin{})
+	c.code(&walk.Frame{Src: norm, Sh: &c.top}, walk.Stdin{})
 	raised := false
 	for _, s := range c.segs[before:] {
 		raised = raised || s.Class.Rank() > found.Rank()
@@ -140,7 +146,7 @@ func (c *classifier) lookalikes(command string) {
 		c.segs = c.segs[:before]
 		return
 	}
-	label := "lookalike: " + Label(command)
+	label := "lookalike: " + lookalike.Label(command)
 	for i := before; i < len(c.segs); i++ {
 		s := &c.segs[i]
 		s.Reason = "read as `" + norm + "`: " + s.Reason
@@ -157,15 +163,15 @@ func (c *classifier) lookalikes(command string) {
 
 // add records a segment, applying the frame's floor, wrapper chain and
 // transport.
-func (c *classifier) Add(f *Frame, s Segment) {
+func (c *classifier) Add(f *walk.Frame, s Segment) {
 	if c.full {
 		return
 	}
 	c.work++
-	if c.work > MaxWork {
+	if c.work > walk.MaxWork {
 		c.full = true
 		c.segs = append(c.segs, Segment{Command: f.Src, Class: Destructive, Unverified: true,
-			Reason: fmt.Sprintf("more than %d commands to verify; failing closed", MaxWork)})
+			Reason: fmt.Sprintf("more than %d commands to verify; failing closed", walk.MaxWork)})
 		return
 	}
 	if f.Floor.Rank() > s.Class.Rank() {
@@ -183,7 +189,7 @@ func (c *classifier) Add(f *Frame, s Segment) {
 			if inner == "" {
 				inner = s.Program
 			}
-			why = "wrapper: " + f.Chain + " → " + Clip(inner) + " (" + why + ")"
+			why = "wrapper: " + f.Chain + " → " + walk.Clip(inner) + " (" + why + ")"
 		}
 		s.Why = why
 	}
@@ -197,13 +203,13 @@ func (c *classifier) Add(f *Frame, s Segment) {
 }
 
 // code parses f.src as shell and classifies every statement in it.
-func (c *classifier) code(f *Frame, in Stdin) {
+func (c *classifier) code(f *walk.Frame, in walk.Stdin) {
 	if c.full {
 		return
 	}
-	if f.Depth > MaxDepth {
+	if f.Depth > walk.MaxDepth {
 		c.Add(f, Segment{Command: f.Src, Class: Destructive, Unverified: true,
-			Reason: fmt.Sprintf("code nested more than %d levels deep; not verified", MaxDepth)})
+			Reason: fmt.Sprintf("code nested more than %d levels deep; not verified", walk.MaxDepth)})
 		return
 	}
 	c.work++
@@ -228,22 +234,22 @@ func (c *classifier) code(f *Frame, in Stdin) {
 
 // nestedCode classifies a string that a wrapper hands to a new shell
 // process (bash -c, ssh, su -c …).
-func (c *classifier) NestedCode(code Word, f *Frame, in Stdin, wrapper string) {
+func (c *classifier) NestedCode(code shellword.Word, f *walk.Frame, in walk.Stdin, wrapper string) {
 	c.nested(code, f, in, wrapper, false)
 }
 
 // evalCode classifies a string the current shell itself runs (eval, trap,
 // alias, text evaluated later): it shares the shell's functions and
 // variables.
-func (c *classifier) EvalCode(code Word, f *Frame, in Stdin, wrapper string) {
+func (c *classifier) EvalCode(code shellword.Word, f *walk.Frame, in walk.Stdin, wrapper string) {
 	c.nested(code, f, in, wrapper, true)
 }
 
-func (c *classifier) nested(code Word, f *Frame, in Stdin, wrapper string, sameShell bool) {
+func (c *classifier) nested(code shellword.Word, f *walk.Frame, in walk.Stdin, wrapper string, sameShell bool) {
 	n := f.Child(wrapper)
 	n.Src, n.Depth = code.Val, f.Depth+1
 	if !sameShell {
-		n.Sh = &Shell{}
+		n.Sh = &walk.Shell{}
 	}
 	if code.Dyn {
 		by := wrapper
@@ -255,13 +261,13 @@ func (c *classifier) nested(code Word, f *Frame, in Stdin, wrapper string, sameS
 	c.code(n, in)
 }
 
-func (c *classifier) stmts(list []*syntax.Stmt, f *Frame, in Stdin) {
+func (c *classifier) stmts(list []*syntax.Stmt, f *walk.Frame, in walk.Stdin) {
 	for _, st := range list {
 		c.stmt(st, f, in)
 	}
 }
 
-func (c *classifier) stmt(st *syntax.Stmt, f *Frame, in Stdin) {
+func (c *classifier) stmt(st *syntax.Stmt, f *walk.Frame, in walk.Stdin) {
 	if c.full || st == nil {
 		return
 	}
@@ -271,11 +277,11 @@ func (c *classifier) stmt(st *syntax.Stmt, f *Frame, in Stdin) {
 		case syntax.RdrIn:
 			sin = c.fileInput(f, r)
 		case syntax.Hdoc, syntax.DashHdoc:
-			w := HeredocText(f.Src, r)
-			sin = Stdin{Kind: StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
+			w := shellword.HeredocText(f.Src, r)
+			sin = walk.Stdin{Kind: walk.StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
 		case syntax.WordHdoc:
-			w := ResolveParts(f.Src, r.Word.Parts)
-			sin = Stdin{Kind: StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
+			w := shellword.ResolveParts(f.Src, r.Word.Parts)
+			sin = walk.Stdin{Kind: walk.StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
 		}
 	}
 	c.redirects(st, f)
@@ -309,7 +315,7 @@ func (c *classifier) stmt(st *syntax.Stmt, f *Frame, in Stdin) {
 		if wi, ok := cmd.Loop.(*syntax.WordIter); ok && wi.Name != nil && wi.InPos.IsValid() {
 			known := true
 			for _, w := range wi.Items {
-				known = known && PlainWord(w)
+				known = known && shellword.PlainWord(w)
 			}
 			if known {
 				if f.Sh.LoopVars == nil {
@@ -337,9 +343,9 @@ func (c *classifier) stmt(st *syntax.Stmt, f *Frame, in Stdin) {
 		// it ran: the call site may be anywhere, including later in the
 		// same command. Only a definition at the top level of the shell's
 		// code makes later calls name the function (see code).
-		c.stmt(cmd.Body, f, Stdin{})
+		c.stmt(cmd.Body, f, walk.Stdin{})
 		if cmd.Name != nil && callsItself(cmd.Name.Value, cmd.Body) {
-			c.Add(f, Segment{Command: StmtText(f.Src, st), Program: cmd.Name.Value, Class: Destructive,
+			c.Add(f, Segment{Command: shellword.StmtText(f.Src, st), Program: cmd.Name.Value, Class: Destructive,
 				Reason: "the function " + cmd.Name.Value + " calls itself, which forks without end (a fork bomb takes the machine down)"})
 		}
 	case *syntax.ArithmCmd:
@@ -364,7 +370,7 @@ func (c *classifier) stmt(st *syntax.Stmt, f *Frame, in Stdin) {
 		}
 		c.stmt(cmd.Stmt, f, sin)
 	default:
-		c.Add(f, Segment{Command: StmtText(f.Src, st), Class: Destructive,
+		c.Add(f, Segment{Command: shellword.StmtText(f.Src, st), Class: Destructive,
 			Reason: fmt.Sprintf("shell construct %T is not known to the classifier; failing closed", cmd)})
 	}
 }
@@ -375,7 +381,7 @@ func callsItself(name string, body *syntax.Stmt) bool {
 	found := false
 	syntax.Walk(body, func(n syntax.Node) bool {
 		if call, ok := n.(*syntax.CallExpr); ok && len(call.Args) > 0 {
-			if prog, ok := BareLiteral(call.Args[0]); ok && prog == name {
+			if prog, ok := shellword.BareLiteral(call.Args[0]); ok && prog == name {
 				found = true
 			}
 		}
@@ -387,11 +393,11 @@ func callsItself(name string, body *syntax.Stmt) bool {
 // subst classifies every command and process substitution inside a node
 // (words, arithmetic, tests, assignments, redirections). Their commands run
 // wherever the enclosing word is expanded, whatever the enclosing command is.
-func (c *classifier) subst(n syntax.Node, f *Frame) {
+func (c *classifier) subst(n syntax.Node, f *walk.Frame) {
 	if n == nil {
 		return
 	}
-	if w, ok := n.(*syntax.Word); ok && PlainWord(w) {
+	if w, ok := n.(*syntax.Word); ok && shellword.PlainWord(w) {
 		return
 	}
 	saved := c.substFrame
@@ -405,10 +411,10 @@ func (c *classifier) subst(n syntax.Node, f *Frame) {
 func (c *classifier) visitSubst(n syntax.Node) bool {
 	switch n := n.(type) {
 	case *syntax.CmdSubst:
-		c.stmts(n.Stmts, c.substFrame, Stdin{})
+		c.stmts(n.Stmts, c.substFrame, walk.Stdin{})
 		return false
 	case *syntax.ProcSubst:
-		c.stmts(n.Stmts, c.substFrame, Stdin{})
+		c.stmts(n.Stmts, c.substFrame, walk.Stdin{})
 		return false
 	case *syntax.ArithmExp:
 		c.checkArith(c.substFrame, n.X)
@@ -418,10 +424,10 @@ func (c *classifier) visitSubst(n syntax.Node) bool {
 			// substitutions in its value: code, unless the value is a
 			// literal this command set (its substitutions are classified
 			// where it is assigned).
-			if op, _ := BareLiteral(n.Exp.Word); op == "P" {
+			if op, _ := shellword.BareLiteral(n.Exp.Word); op == "P" {
 				if _, known := c.substFrame.Sh.Lits[n.Param.Value]; !known {
 					f := c.substFrame
-					c.Add(f, Segment{Command: NodeText(f.Src, n), Class: ConfigMutation,
+					c.Add(f, Segment{Command: shellword.NodeText(f.Src, n), Class: ConfigMutation,
 						Reason: "${" + n.Param.Value + "@P} expands a value only known at run time as a prompt, which runs the commands in it (unknown code needs approval)"})
 				}
 			}
@@ -448,12 +454,12 @@ func (c *classifier) visitSubst(n syntax.Node) bool {
 // extglob refuses it, but zsh (the login shell on macOS) reads *(e:'cmd':)
 // as a glob qualifier that runs cmd for every file: it is at least
 // config_mutation, and destructive when it spells out a destructive command.
-func (c *classifier) extGlob(g *syntax.ExtGlob, f *Frame) {
-	text := NodeText(f.Src, g)
+func (c *classifier) extGlob(g *syntax.ExtGlob, f *walk.Frame) {
+	text := shellword.NodeText(f.Src, g)
 	c.Add(f, Segment{Command: text, Class: ConfigMutation,
 		Reason: "the extended glob " + text + " is a glob qualifier in zsh, which can run commands (unknown code needs approval)"})
 	if g.Pattern != nil && c.p.HintRE != nil {
-		for _, loc := range c.p.HintRE.FindAllStringSubmatchIndex(g.Pattern.Value, MaxArgScans) {
+		for _, loc := range c.p.HintRE.FindAllStringSubmatchIndex(g.Pattern.Value, walk.MaxArgScans) {
 			if c.codeHint(g.Pattern.Value[loc[2]:], f, "the glob qualifier "+text) {
 				return
 			}
@@ -465,8 +471,8 @@ func (c *classifier) extGlob(g *syntax.ExtGlob, f *Frame) {
 // run under `sh -c`, and dash parses `((rm -rf /x))` as two nested
 // subshells running rm: so ((…)) is at least config_mutation, and
 // destructive when its text is a destructive command.
-func (c *classifier) posixArith(st *syntax.Stmt, cmd *syntax.ArithmCmd, f *Frame) {
-	text := StmtText(f.Src, st)
+func (c *classifier) posixArith(st *syntax.Stmt, cmd *syntax.ArithmCmd, f *walk.Frame) {
+	text := shellword.StmtText(f.Src, st)
 	c.Add(f, Segment{Command: text, Class: ConfigMutation,
 		Reason: "`((…))` is arithmetic in bash but runs its text as a command in POSIX sh (dash runs container commands); unknown code needs approval"})
 	start, end := int(cmd.Left.Offset())+2, int(cmd.Right.Offset())
@@ -481,7 +487,7 @@ func (c *classifier) posixArith(st *syntax.Stmt, cmd *syntax.ArithmCmd, f *Frame
 // redirects classifies a statement's output redirections: writing a file is a
 // mutation, writing a raw device destructive; /dev/null and duplicating a
 // file descriptor are nothing.
-func (c *classifier) redirects(st *syntax.Stmt, f *Frame) {
+func (c *classifier) redirects(st *syntax.Stmt, f *walk.Frame) {
 	for _, r := range st.Redirs {
 		c.subst(r, f)
 		// `echo 'rm -rf /x' > >(sh)`: the process substitution reads this
@@ -489,7 +495,7 @@ func (c *classifier) redirects(st *syntax.Stmt, f *Frame) {
 		if r.Word != nil && len(r.Word.Parts) == 1 && (r.Op == syntax.RdrOut || r.Op == syntax.AppOut || r.Op == syntax.RdrAll) {
 			if ps, ok := r.Word.Parts[0].(*syntax.ProcSubst); ok && ps.Op == syntax.CmdOut {
 				if call, ok := st.Cmd.(*syntax.CallExpr); ok {
-					out := c.producerOutput(st, call, f, Stdin{})
+					out := c.producerOutput(st, call, f, walk.Stdin{})
 					c.KeepDestructive(func() { c.stmts(ps.Stmts, f, out) })
 				}
 				continue
@@ -499,15 +505,15 @@ func (c *classifier) redirects(st *syntax.Stmt, f *Frame) {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
 			syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut:
 		case syntax.DplOut:
-			w := ResolveParts(f.Src, r.Word.Parts)
-			if !w.Dyn && (w.Val == "-" || IsDigits(w.Val)) {
+			w := shellword.ResolveParts(f.Src, r.Word.Parts)
+			if !w.Dyn && (w.Val == "-" || shellword.IsDigits(w.Val)) {
 				continue
 			}
 		default:
 			continue
 		}
-		w := ResolveParts(f.Src, r.Word.Parts)
-		text := StmtText(f.Src, st)
+		w := shellword.ResolveParts(f.Src, r.Word.Parts)
+		text := shellword.StmtText(f.Src, st)
 		// > (not >>) empties the file before anything is written.
 		overwrite := r.Op != syntax.AppOut && r.Op != syntax.AppClob && r.Op != syntax.AppAll &&
 			r.Op != syntax.AppAllClob && r.Op != syntax.RdrInOut && r.Op != syntax.DplOut
@@ -519,15 +525,15 @@ func (c *classifier) redirects(st *syntax.Stmt, f *Frame) {
 			// bash opens a socket for /dev/tcp/HOST/PORT: what the
 			// statement writes leaves the machine.
 			seg := Segment{Command: text}
-			Describe(c, &seg, "the shell", "sends", w.Val, []Payload{c.statementPayload(st, f)})
+			exfil.Describe(c, &seg, "the shell", "sends", w.Val, []exfil.Payload{c.statementPayload(st, f)})
 			c.Add(f, seg)
-		case !w.Glob && AnyRE(c.p.SafeRedirects, w.Val):
+		case !w.Glob && ruleset.AnyRE(c.p.SafeRedirects, w.Val):
 			// /dev/null, /dev/stderr …: checked first, because the
 			// destructive targets include every node below /dev.
-		case ArgMatches(c.p.DestructiveOut, w):
+		case ruleset.ArgMatches(c.p.DestructiveOut, w):
 			c.Add(f, Segment{Command: text, Class: Destructive,
 				Reason: "output redirected to " + w.Val + ", a raw device or kernel trigger"})
-		case overwrite && ArgMatches(c.p.Protected, w):
+		case overwrite && ruleset.ArgMatches(c.p.Protected, w):
 			c.Add(f, Segment{Command: text, Class: Destructive,
 				Reason: "output redirected over " + w.Val + ", a protected file, whose contents are lost"})
 		case overwrite && c.truncates(st, f):
@@ -543,7 +549,7 @@ func (c *classifier) redirects(st *syntax.Stmt, f *Frame) {
 // truncates reports whether a statement's only effect on its output file is
 // to empty it: no command (`> f`), or one that writes nothing (`: > f`,
 // `true > f`, `cat /dev/null > f`, `echo -n > f`, printf of an empty format).
-func (c *classifier) truncates(st *syntax.Stmt, f *Frame) bool {
+func (c *classifier) truncates(st *syntax.Stmt, f *walk.Frame) bool {
 	if st.Cmd == nil {
 		return true
 	}
@@ -554,7 +560,7 @@ func (c *classifier) truncates(st *syntax.Stmt, f *Frame) bool {
 	if len(call.Args) == 0 {
 		return true
 	}
-	argv := ResolveWords(f.Src, call.Args, nil)
+	argv := shellword.ResolveWords(f.Src, call.Args, nil)
 	for _, a := range argv {
 		if a.Dyn || a.Glob {
 			return false
@@ -569,8 +575,8 @@ func (c *classifier) truncates(st *syntax.Stmt, f *Frame) bool {
 	case ":", "true", "false":
 		return true
 	case "cat":
-		return len(args) > 0 && slices.ContainsFunc(args, func(w Word) bool { return w.Val == "/dev/null" }) &&
-			!slices.ContainsFunc(args, func(w Word) bool { return w.Val != "/dev/null" && !strings.HasPrefix(w.Val, "-") })
+		return len(args) > 0 && slices.ContainsFunc(args, func(w shellword.Word) bool { return w.Val == "/dev/null" }) &&
+			!slices.ContainsFunc(args, func(w shellword.Word) bool { return w.Val != "/dev/null" && !strings.HasPrefix(w.Val, "-") })
 	case "echo":
 		return len(args) == 1 && args[0].Val == "-n" || len(args) == 2 && args[0].Val == "-n" && args[1].Val == ""
 	case "printf":
@@ -582,13 +588,13 @@ func (c *classifier) truncates(st *syntax.Stmt, f *Frame) bool {
 // decl classifies declare/export/local/readonly/typeset: they set shell
 // variables only; substitutions in their arguments are classified, and so are
 // the assignments themselves.
-func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *Frame) {
+func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *walk.Frame) {
 	c.subst(d, f)
-	text := StmtText(f.Src, st)
+	text := shellword.StmtText(f.Src, st)
 	integer, nameref := false, false
 	for _, a := range d.Args {
 		if a.Naked && a.Value != nil {
-			if v, ok := BareLiteral(a.Value); ok && strings.HasPrefix(v, "-") {
+			if v, ok := shellword.BareLiteral(a.Value); ok && strings.HasPrefix(v, "-") {
 				integer = integer || strings.ContainsRune(v, 'i')
 				nameref = nameref || strings.ContainsRune(v, 'n')
 			}
@@ -618,13 +624,13 @@ func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *Frame) {
 }
 
 // assign classifies a shell assignment NAME=value (see assignment).
-func (c *classifier) assign(a *syntax.Assign, text string, f *Frame) {
+func (c *classifier) assign(a *syntax.Assign, text string, f *walk.Frame) {
 	if a == nil || a.Name == nil || a.Naked {
 		return
 	}
-	var value Word
+	var value shellword.Word
 	if a.Value != nil {
-		value = ResolveParts(f.Src, a.Value.Parts)
+		value = shellword.ResolveParts(f.Src, a.Value.Parts)
 	}
 	if !value.Dyn && !value.Glob && a.Index == nil && a.Array == nil {
 		f.Sh.SetLit(a.Name.Value, value.Val)
@@ -635,7 +641,7 @@ func (c *classifier) assign(a *syntax.Assign, text string, f *Frame) {
 // checkAssignArith checks the arithmetic in an assignment: a subscript
 // (a[$i]=v, a=([$i]=v)), or the value of an integer variable (declare -i),
 // which bash evaluates as arithmetic.
-func (c *classifier) checkAssignArith(a *syntax.Assign, f *Frame, integer bool) {
+func (c *classifier) checkAssignArith(a *syntax.Assign, f *walk.Frame, integer bool) {
 	if a == nil {
 		return
 	}
@@ -663,9 +669,9 @@ func (c *classifier) checkAssignArith(a *syntax.Assign, f *Frame, integer bool) 
 //     config_mutation when it does not parse;
 //   - literal text holding a command substitution is classified as code: it
 //     runs when the variable is evaluated later (eval, arithmetic, a prompt).
-func (c *classifier) Assignment(name string, value Word, text string, f *Frame) {
+func (c *classifier) Assignment(name string, value shellword.Word, text string, f *walk.Frame) {
 	if value.Dyn {
-		if s := SecretInText(c, value.Val, f); s != "" {
+		if s := exfil.SecretInText(c, value.Val, f); s != "" {
 			if f.Sh.Secrets == nil {
 				f.Sh.Secrets = map[string]string{}
 			}
@@ -676,7 +682,7 @@ func (c *classifier) Assignment(name string, value Word, text string, f *Frame) 
 	case name == "PATH" && !c.p.SafePath(value):
 		c.Add(f, Segment{Command: text, Class: ConfigMutation,
 			Reason: "sets PATH to " + value.Val + ", so program names may resolve outside the system directories"})
-	case c.p.CodeVars[name] || MatchAlt(c.p.CodeVarGlobs, name):
+	case c.p.CodeVars[name] || shellword.MatchAlt(c.p.CodeVarGlobs, name):
 		c.Add(f, Segment{Command: text, Class: ConfigMutation,
 			Reason: "sets " + name + ", which makes programs load or run other code"})
 	case c.p.CommandVars[name] && value.Val != "":
@@ -685,7 +691,7 @@ func (c *classifier) Assignment(name string, value Word, text string, f *Frame) 
 				Reason: "sets " + name + " to a command that does not parse"})
 			return
 		}
-		c.NestedCode(value, f, Stdin{}, "the command in "+name)
+		c.NestedCode(value, f, walk.Stdin{}, "the command in "+name)
 		return
 	}
 	if value.Dyn || !(strings.Contains(value.Val, "$(") || strings.Contains(value.Val, "`")) {
@@ -694,11 +700,11 @@ func (c *classifier) Assignment(name string, value Word, text string, f *Frame) 
 	if _, err := c.parse(value.Val); err != nil {
 		return // text that does not parse cannot run as shell either
 	}
-	c.EvalCode(value, f, Stdin{}, "text assigned to "+name)
+	c.EvalCode(value, f, walk.Stdin{}, "text assigned to "+name)
 }
 
-func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *Frame, in Stdin) {
-	text := StmtText(f.Src, st)
+func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *walk.Frame, in walk.Stdin) {
+	text := shellword.StmtText(f.Src, st)
 	for _, a := range call.Assigns {
 		c.subst(a, f)
 		c.assign(a, text, f)
@@ -708,7 +714,7 @@ func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *Frame, in S
 		c.subst(w, f)
 	}
 	if len(call.Args) > 1 {
-		if prog, ok := BareLiteral(call.Args[0]); ok && isNameBuiltin(prog) {
+		if prog, ok := shellword.BareLiteral(call.Args[0]); ok && isNameBuiltin(prog) {
 			for _, w := range call.Args[1:] {
 				if hasBracket(w) {
 					c.checkArith(f, w)
@@ -720,20 +726,20 @@ func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *Frame, in S
 		c.Add(f, Segment{Command: text, Class: ReadOnly, Reason: "only assigns shell variables"})
 		return
 	}
-	argv := ResolveWords(f.Src, call.Args, make([]Word, 0, len(call.Args)))
+	argv := shellword.ResolveWords(f.Src, call.Args, make([]shellword.Word, 0, len(call.Args)))
 	c.Command(argv, text, f, in)
 }
 
 // command classifies one argv: resolves the program, unwraps wrappers, and
 // applies the rules.
-func (c *classifier) Command(argv []Word, text string, f *Frame, in Stdin) {
+func (c *classifier) Command(argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	if c.full || len(argv) == 0 {
 		return
 	}
 	pw, args := argv[0], argv[1:]
-	if f.Wraps > MaxWraps {
+	if f.Wraps > walk.MaxWraps {
 		c.Add(f, Segment{Command: text, Program: pw.Val, Class: Destructive,
-			Reason: fmt.Sprintf("wrapped more than %d times; not verified", MaxWraps)})
+			Reason: fmt.Sprintf("wrapped more than %d times; not verified", walk.MaxWraps)})
 		return
 	}
 	if pw.Dyn || pw.Glob {
@@ -748,15 +754,15 @@ func (c *classifier) Command(argv []Word, text string, f *Frame, in Stdin) {
 		}
 		return
 	}
-	if !IsASCII(pw.Val) {
-		Command(c, argv, text, f, in)
+	if !lookalike.IsASCII(pw.Val) {
+		lookalike.Command(c, argv, text, f, in)
 		return
 	}
 	c.CommandResolved(argv, text, f, in)
 }
 
 // commandResolved classifies an argv whose program word is a literal.
-func (c *classifier) CommandResolved(argv []Word, text string, f *Frame, in Stdin) {
+func (c *classifier) CommandResolved(argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	pw, args := argv[0], argv[1:]
 	name, base, system := c.p.ResolveProgram(pw.Val)
 	// A function this shell has certainly defined shadows a program of the
@@ -774,7 +780,7 @@ func (c *classifier) CommandResolved(argv []Word, text string, f *Frame, in Stdi
 		c.ApplyRules(name, base, args, text, f, false, in)
 		return
 	}
-	if Unwrap(c, name, args, text, f, in) {
+	if wrappers.Unwrap(c, name, args, text, f, in) {
 		return
 	}
 	c.ApplyRules(name, name, args, text, f, true, in)
@@ -783,7 +789,7 @@ func (c *classifier) CommandResolved(argv []Word, text string, f *Frame, in Stdi
 // rules applies the policy rules to a program. For a program outside the
 // system directories (system false), read-only rules do not apply and the
 // destructive rules are matched against its base name.
-func (c *classifier) ApplyRules(name, base string, args []Word, text string, f *Frame, system bool, in Stdin) {
+func (c *classifier) ApplyRules(name, base string, args []shellword.Word, text string, f *walk.Frame, system bool, in walk.Stdin) {
 	cl := c.getCmdline()
 	best := c.p.Best(base, args, cl, system, c.trace)
 	dynamic := cl.Dyn || cl.FlagLike
@@ -791,9 +797,9 @@ func (c *classifier) ApplyRules(name, base string, args []Word, text string, f *
 	// destructive rules as if it were given as arguments: `echo FLUSHALL |
 	// redis-cli`, `psql <<< 'DROP TABLE x'`.
 	fromStdin := false
-	if (best == nil || best.Class != Destructive) && in.Kind == StdinText && c.p.HasRules(base) {
+	if (best == nil || best.Class != Destructive) && in.Kind == walk.StdinText && c.p.HasRules(base) {
 		if extra := stdinFields(in); len(extra) > 0 {
-			all := make([]Word, 0, len(args)+len(extra))
+			all := make([]shellword.Word, 0, len(args)+len(extra))
 			all = append(append(all, args...), extra...)
 			best, fromStdin = c.p.Raise(best, base, all, cl, system, c.trace)
 		}
@@ -843,13 +849,13 @@ func (c *classifier) ApplyRules(name, base string, args []Word, text string, f *
 		}
 	}
 	if seg.Class != Destructive {
-		Check(c, base, args, f, in, &seg)
+		exfil.Check(c, base, args, f, in, &seg)
 	}
 	if seg.Cause == "" && seg.Rule != "" {
 		seg.Cause = ruleWhy
 	}
 	if f.Chain != "" && seg.Class != ReadOnly {
-		seg.Inner = name + " " + JoinVals(args)
+		seg.Inner = name + " " + shellword.JoinVals(args)
 	}
 	c.Add(f, seg)
 	if seg.Class == ConfigMutation {
@@ -862,13 +868,13 @@ func (c *classifier) ApplyRules(name, base string, args []Word, text string, f *
 // program probably runs it, so the whole is destructive.
 // The command it may run gets the program's standard input (strace bash
 // /dev/stdin <<< '…' hands it on).
-func (c *classifier) scanArgs(name string, args []Word, text string, f *Frame, seg *Segment, in Stdin) {
+func (c *classifier) scanArgs(name string, args []shellword.Word, text string, f *walk.Frame, seg *Segment, in walk.Stdin) {
 	scans := 0
 	// For a program the policy knows (pct, qm, docker …) the first word that
 	// is not an option is its subcommand (pct reboot 101), not a command.
 	skipSub := c.p.Knows(name)
 	for i, w := range args {
-		if w.Dyn || w.Glob || scans >= MaxArgScans || c.full {
+		if w.Dyn || w.Glob || scans >= walk.MaxArgScans || c.full {
 			return
 		}
 		if skipSub && !strings.HasPrefix(w.Val, "-") {
@@ -876,7 +882,7 @@ func (c *classifier) scanArgs(name string, args []Word, text string, f *Frame, s
 			continue
 		}
 		n, _, system := c.p.ResolveProgram(w.Val)
-		if !system || !(c.p.IsTrigger(n) || IsWrapper(n)) {
+		if !system || !(c.p.IsTrigger(n) || wrappers.IsWrapper(n)) {
 			continue
 		}
 		scans++
@@ -891,7 +897,7 @@ func (c *classifier) scanArgs(name string, args []Word, text string, f *Frame, s
 		}
 		if worst == Destructive {
 			seg.Class = Destructive
-			seg.Reason = "`" + name + "` is given `" + JoinVals(args[i:]) + "` as arguments, which it may run as a command"
+			seg.Reason = "`" + name + "` is given `" + shellword.JoinVals(args[i:]) + "` as arguments, which it may run as a command"
 			return
 		}
 		c.segs = c.segs[:mark]
@@ -900,14 +906,14 @@ func (c *classifier) scanArgs(name string, args []Word, text string, f *Frame, s
 
 // findExec classifies the commands find runs with -exec, -execdir, -ok and
 // -okdir; {} stands for a path only known at run time.
-func (c *classifier) findExec(args []Word, text string, f *Frame, in Stdin) {
+func (c *classifier) findExec(args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	for i := 0; i < len(args); i++ {
 		switch args[i].Val {
 		case "-exec", "-execdir", "-ok", "-okdir":
 		default:
 			continue
 		}
-		var inner []Word
+		var inner []shellword.Word
 		j := i + 1
 		for ; j < len(args); j++ {
 			v := args[j].Val
@@ -927,7 +933,7 @@ func (c *classifier) findExec(args []Word, text string, f *Frame, in Stdin) {
 }
 
 // Rules is the compiled rule set (Classifier).
-func (c *classifier) Rules() *Set { return c.p }
+func (c *classifier) Rules() *ruleset.Set { return c.p }
 
 // Mark is the number of segments recorded so far (Classifier).
 func (c *classifier) Mark() int { return len(c.segs) }

@@ -3,14 +3,17 @@ package policy
 import (
 	"strings"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/exfil"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"mvdan.cc/sh/v3/syntax"
 )
 
 // fileInput is the standard input a `< FILE` redirection gives.
-func (c *classifier) fileInput(f *Frame, r *syntax.Redirect) Stdin {
-	in := Stdin{Kind: StdinOther, Producer: "the file " + NodeText(f.Src, r.Word)}
-	w := ResolveParts(f.Src, r.Word.Parts)
-	in.Secret = SecretInWord(c, w, f)
+func (c *classifier) fileInput(f *walk.Frame, r *syntax.Redirect) walk.Stdin {
+	in := walk.Stdin{Kind: walk.StdinOther, Producer: "the file " + shellword.NodeText(f.Src, r.Word)}
+	w := shellword.ResolveParts(f.Src, r.Word.Parts)
+	in.Secret = exfil.SecretInWord(c, w, f)
 	return in
 }
 
@@ -18,7 +21,7 @@ func (c *classifier) fileInput(f *Frame, r *syntax.Redirect) Stdin {
 // the next element's stdin; in is what the element itself reads. A pipeline
 // nests to the left (a | b | c is (a | b) | c), so the sources of nested
 // pipelines are remembered: each element is looked at once.
-func (c *classifier) PipeSource(x *syntax.Stmt, f *Frame, in Stdin) Stdin {
+func (c *classifier) PipeSource(x *syntax.Stmt, f *walk.Frame, in walk.Stdin) walk.Stdin {
 	switch cmd := x.Cmd.(type) {
 	case *syntax.BinaryCmd:
 		if cmd.Op == syntax.Pipe || cmd.Op == syntax.PipeAll {
@@ -30,7 +33,7 @@ func (c *classifier) PipeSource(x *syntax.Stmt, f *Frame, in Stdin) Stdin {
 			// it read (see stdin.up).
 			out := c.PipeSource(cmd.Y, f, c.PipeSource(cmd.X, f, in))
 			if c.pipes == nil {
-				c.pipes = map[*syntax.Stmt]Stdin{}
+				c.pipes = map[*syntax.Stmt]walk.Stdin{}
 			}
 			c.pipes[x] = out
 			return out
@@ -39,7 +42,7 @@ func (c *classifier) PipeSource(x *syntax.Stmt, f *Frame, in Stdin) Stdin {
 		return c.producerOutput(x, cmd, f, in)
 	case *syntax.DeclClause:
 		// export, declare -p/-x with nothing to set print the environment.
-		out := Stdin{Kind: StdinOther, Producer: "`" + NodeText(f.Src, x) + "`"}
+		out := walk.Stdin{Kind: walk.StdinOther, Producer: "`" + shellword.NodeText(f.Src, x) + "`"}
 		out.EnvDump = true
 		for _, a := range cmd.Args {
 			if !a.Naked || a.Value == nil {
@@ -48,8 +51,8 @@ func (c *classifier) PipeSource(x *syntax.Stmt, f *Frame, in Stdin) Stdin {
 		}
 		return out
 	}
-	out := Stdin{Kind: StdinOther, Producer: "`" + NodeText(f.Src, x) + "`"}
-	if in.Kind != StdinNone {
+	out := walk.Stdin{Kind: walk.StdinOther, Producer: "`" + shellword.NodeText(f.Src, x) + "`"}
+	if in.Kind != walk.StdinNone {
 		out.Up = &in
 	}
 	return out
@@ -57,18 +60,18 @@ func (c *classifier) PipeSource(x *syntax.Stmt, f *Frame, in Stdin) Stdin {
 
 // ownInput is what a statement's own here-document or here-string feeds it,
 // or in when it has none.
-func ownInput(st *syntax.Stmt, f *Frame, in Stdin) Stdin {
+func ownInput(st *syntax.Stmt, f *walk.Frame, in walk.Stdin) walk.Stdin {
 	for i := len(st.Redirs) - 1; i >= 0; i-- {
 		r := st.Redirs[i]
 		switch r.Op {
 		case syntax.Hdoc, syntax.DashHdoc:
-			w := HeredocText(f.Src, r)
-			return Stdin{Kind: StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
+			w := shellword.HeredocText(f.Src, r)
+			return walk.Stdin{Kind: walk.StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
 		case syntax.WordHdoc:
-			w := ResolveParts(f.Src, r.Word.Parts)
-			return Stdin{Kind: StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
+			w := shellword.ResolveParts(f.Src, r.Word.Parts)
+			return walk.Stdin{Kind: walk.StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
 		case syntax.RdrIn:
-			return Stdin{Kind: StdinOther, Producer: "the file " + NodeText(f.Src, r.Word)}
+			return walk.Stdin{Kind: walk.StdinOther, Producer: "the file " + shellword.NodeText(f.Src, r.Word)}
 		}
 	}
 	return in
@@ -76,13 +79,13 @@ func ownInput(st *syntax.Stmt, f *Frame, in Stdin) Stdin {
 
 // envPrinters print the environment when given no command or variable to
 // set: their output is a credential store.
-func envPrinter(name string, args []Word) bool {
+func envPrinter(name string, args []shellword.Word) bool {
 	switch name {
 	case "printenv":
 		return true
 	case "env":
 		for _, a := range args {
-			if !strings.HasPrefix(a.Val, "-") && !IsAssignment(a) {
+			if !strings.HasPrefix(a.Val, "-") && !shellword.IsAssignment(a) {
 				return false
 			}
 		}
@@ -96,12 +99,12 @@ func envPrinter(name string, args []Word) bool {
 // producerOutput describes what a command writes to its standard output, as
 // far as it matters to a program that runs it as code; in is what the
 // command itself reads.
-func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *Frame, in Stdin) Stdin {
-	other := Stdin{Kind: StdinOther, Producer: "`" + NodeText(f.Src, st) + "`"}
+func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *walk.Frame, in walk.Stdin) walk.Stdin {
+	other := walk.Stdin{Kind: walk.StdinOther, Producer: "`" + shellword.NodeText(f.Src, st) + "`"}
 	if len(call.Args) == 0 {
 		return other
 	}
-	argv := ResolveWords(f.Src, call.Args, nil)
+	argv := shellword.ResolveWords(f.Src, call.Args, nil)
 	if argv[0].Dyn || argv[0].Glob {
 		return other
 	}
@@ -114,7 +117,7 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *F
 	}
 	other.Hint = hint.String()
 	own := ownInput(st, f, in)
-	if own.Kind != StdinNone {
+	if own.Kind != walk.StdinNone {
 		other.Up = &own
 	}
 	name, _, system := c.p.ResolveProgram(argv[0].Val)
@@ -123,7 +126,7 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *F
 	}
 	args := argv[1:]
 	other.EnvDump = envPrinter(name, args)
-	if IsDecoder(name) {
+	if shellword.IsDecoder(name) {
 		if out, ok := decodeOutput(name, args, own); ok {
 			return out
 		}
@@ -131,7 +134,7 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *F
 	}
 	switch name {
 	case "curl", "wget":
-		return Stdin{Kind: StdinFetch, Producer: name}
+		return walk.Stdin{Kind: walk.StdinFetch, Producer: name}
 	case "echo":
 		newline, escapes := true, false
 		for len(args) > 0 && len(args[0].Val) > 1 && args[0].Val[0] == '-' && strings.Trim(args[0].Val[1:], "neE") == "" && !args[0].Dyn {
@@ -143,12 +146,12 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *F
 			}
 			args = args[1:]
 		}
-		out := Stdin{Kind: StdinText, Text: JoinVals(args), Producer: "echo"}
+		out := walk.Stdin{Kind: walk.StdinText, Text: shellword.JoinVals(args), Producer: "echo"}
 		for _, a := range args {
 			out.Dyn = out.Dyn || a.Dyn || a.Glob
 		}
 		if escapes && strings.Contains(out.Text, `\`) {
-			if s, ok := DecodeANSIC(out.Text); ok {
+			if s, ok := shellword.DecodeANSIC(out.Text); ok {
 				out.Text = s
 			} else {
 				out.Dyn = true
@@ -162,8 +165,8 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *F
 		if len(args) != 1 || args[0].Dyn || args[0].Glob || strings.Contains(args[0].Val, "%") {
 			return other
 		}
-		s, ok := DecodeANSIC(args[0].Val)
-		return Stdin{Kind: StdinText, Text: s, Dyn: !ok, Producer: "printf"}
+		s, ok := shellword.DecodeANSIC(args[0].Val)
+		return walk.Stdin{Kind: walk.StdinText, Text: s, Dyn: !ok, Producer: "printf"}
 	case "cat":
 		if len(args) > 0 {
 			return other
@@ -172,11 +175,11 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *F
 			r := st.Redirs[i]
 			switch r.Op {
 			case syntax.Hdoc, syntax.DashHdoc:
-				w := HeredocText(f.Src, r)
-				return Stdin{Kind: StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
+				w := shellword.HeredocText(f.Src, r)
+				return walk.Stdin{Kind: walk.StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
 			case syntax.WordHdoc:
-				w := ResolveParts(f.Src, r.Word.Parts)
-				return Stdin{Kind: StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
+				w := shellword.ResolveParts(f.Src, r.Word.Parts)
+				return walk.Stdin{Kind: walk.StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
 			}
 		}
 	}
@@ -186,33 +189,33 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *F
 // destructiveHint classifies text that may be code and keeps what it finds
 // only when it is destructive: a guess must never make a command look safer
 // or noisier, only catch what would otherwise hide.
-func (c *classifier) DestructiveHint(hint string, f *Frame, wrapper string) {
+func (c *classifier) DestructiveHint(hint string, f *walk.Frame, wrapper string) {
 	if strings.TrimSpace(hint) == "" || c.full {
 		return
 	}
-	c.KeepDestructive(func() { c.NestedCode(Word{Val: hint, Dyn: true}, f, Stdin{}, wrapper) })
+	c.KeepDestructive(func() { c.NestedCode(shellword.Word{Val: hint, Dyn: true}, f, walk.Stdin{}, wrapper) })
 }
 
 // statementPayload is what a statement writes to its output, for a
 // redirection that sends it off the machine: its program's output, which
 // holds a credential store when the program read one.
-func (c *classifier) statementPayload(st *syntax.Stmt, f *Frame) Payload {
-	p := Payload{What: "the output of `" + Clip(StmtText(f.Src, st)) + "`"}
+func (c *classifier) statementPayload(st *syntax.Stmt, f *walk.Frame) exfil.Payload {
+	p := exfil.Payload{What: "the output of `" + walk.Clip(shellword.StmtText(f.Src, st)) + "`"}
 	if call, ok := st.Cmd.(*syntax.CallExpr); ok {
-		p.Secret = SecretOfStdin(c, c.producerOutput(st, call, f, ownInput(st, f, Stdin{})), f, 0)
+		p.Secret = exfil.SecretOfStdin(c, c.producerOutput(st, call, f, ownInput(st, f, walk.Stdin{})), f, 0)
 	}
 	return p
 }
 
 // decodeOutput is what a decoder writes when it reads in: only literal text
 // read from its standard input is followed (see decode).
-func decodeOutput(name string, args []Word, in Stdin) (Stdin, bool) {
-	if in.Kind != StdinText || in.Dyn {
-		return Stdin{}, false
+func decodeOutput(name string, args []shellword.Word, in walk.Stdin) (walk.Stdin, bool) {
+	if in.Kind != walk.StdinText || in.Dyn {
+		return walk.Stdin{}, false
 	}
-	out, ok := Decode(name, args, in.Text)
+	out, ok := shellword.Decode(name, args, in.Text)
 	if !ok {
-		return Stdin{}, false
+		return walk.Stdin{}, false
 	}
-	return Stdin{Kind: StdinText, Text: out, Producer: name + " decoding " + in.Producer}, true
+	return walk.Stdin{Kind: walk.StdinText, Text: out, Producer: name + " decoding " + in.Producer}, true
 }

@@ -3,6 +3,10 @@ package policy
 import (
 	"strings"
 	"testing"
+
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
+	"github.com/oikos-hq/oikos/shared/policy/internal/wrappers"
 )
 
 // Tests for the mechanisms added by the security review: option
@@ -60,14 +64,14 @@ func TestUnverifiedFindingsAreNotKeptByGuesses(t *testing.T) {
 	defer p.putClassifier(c)
 	c.segs = c.segs[:0]
 	c.top.Reset()
-	f := &Frame{Src: "", Sh: &c.top}
+	f := &walk.Frame{Src: "", Sh: &c.top}
 	// Text that does not parse yields an unverified destructive segment;
 	// keepDestructive must drop it.
-	kept := c.KeepDestructive(func() { c.NestedCode(Word{Val: "echo 'unterminated", Dyn: true}, f, Stdin{}, "test") })
+	kept := c.KeepDestructive(func() { c.NestedCode(shellword.Word{Val: "echo 'unterminated", Dyn: true}, f, walk.Stdin{}, "test") })
 	if kept || len(c.segs) != 0 {
 		t.Fatalf("keepDestructive kept an unverified finding: %+v", c.segs)
 	}
-	kept = c.KeepDestructive(func() { c.NestedCode(Word{Val: "rm -rf /srv", Dyn: true}, f, Stdin{}, "test") })
+	kept = c.KeepDestructive(func() { c.NestedCode(shellword.Word{Val: "rm -rf /srv", Dyn: true}, f, walk.Stdin{}, "test") })
 	if !kept || len(c.segs) == 0 {
 		t.Fatalf("keepDestructive dropped a verified destructive finding")
 	}
@@ -139,7 +143,7 @@ func TestArithmeticOnValuesTheCommandSets(t *testing.T) {
 
 func TestSubstituteKnown(t *testing.T) {
 	t.Parallel()
-	sh := &Shell{}
+	sh := &walk.Shell{}
 	sh.SetLit("x", "rm")
 	tests := []struct{ in, out string }{
 		{"$x -rf /srv", "rm -rf /srv"},
@@ -162,8 +166,8 @@ func TestSubstituteKnown(t *testing.T) {
 
 func TestWrapperNamesAreWrappers(t *testing.T) {
 	t.Parallel()
-	for _, n := range Names {
-		if !IsWrapper(n) {
+	for _, n := range wrappers.Names {
+		if !wrappers.IsWrapper(n) {
 			t.Errorf("%q is listed in wrapperNames but isWrapper says no", n)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -39,7 +41,7 @@ func isTaintingBuiltin(name string) bool {
 // positional or special parameter (`bash -c CODE _ ARGS` sets those).
 // bash evaluates array subscripts inside arithmetic again, so arithmetic on
 // such a value can run a command substitution hidden in it.
-func (c *classifier) isTainted(f *Frame, name string) bool {
+func (c *classifier) isTainted(f *walk.Frame, name string) bool {
 	switch name {
 	case "", "#", "?", "$", "!", "-":
 		return false
@@ -56,7 +58,7 @@ func (c *classifier) isTainted(f *Frame, name string) bool {
 	return s.Tainted[name]
 }
 
-func (c *classifier) collectTaint(s *Shell, file *syntax.File) {
+func (c *classifier) collectTaint(s *walk.Shell, file *syntax.File) {
 	taint := func(name string) {
 		if s.Tainted == nil {
 			s.Tainted = map[string]bool{}
@@ -85,10 +87,10 @@ func (c *classifier) collectTaint(s *Shell, file *syntax.File) {
 			}
 		case *syntax.CallExpr:
 			if len(n.Args) > 0 {
-				if prog, ok := BareLiteral(n.Args[0]); ok && isTaintingBuiltin(path.Base(prog)) {
+				if prog, ok := shellword.BareLiteral(n.Args[0]); ok && isTaintingBuiltin(path.Base(prog)) {
 					for _, a := range n.Args[1:] {
-						if v, ok := BareLiteral(a); ok {
-							if name := IdentPrefix(v); name != "" {
+						if v, ok := shellword.BareLiteral(a); ok {
+							if name := shellword.IdentPrefix(v); name != "" {
 								taint(name)
 							}
 						}
@@ -104,7 +106,7 @@ func (c *classifier) collectTaint(s *Shell, file *syntax.File) {
 	})
 }
 
-func (c *classifier) noteCodeLit(s *Shell, v string) {
+func (c *classifier) noteCodeLit(s *walk.Shell, v string) {
 	if len(s.CodeLits) < 8 && (strings.Contains(v, "$(") || strings.Contains(v, "`")) {
 		s.CodeLits = append(s.CodeLits, v)
 	}
@@ -186,13 +188,13 @@ func numericOutput(cs *syntax.CmdSubst) bool {
 			return false
 		}
 	}
-	prog, ok := BareLiteral(call.Args[0])
+	prog, ok := shellword.BareLiteral(call.Args[0])
 	if !ok {
 		return false
 	}
 	var opts, pos []string
 	for _, a := range call.Args[1:] {
-		v, ok := BareLiteral(a)
+		v, ok := shellword.BareLiteral(a)
 		if !ok {
 			return false
 		}
@@ -240,7 +242,7 @@ func numericOutput(cs *syntax.CmdSubst) bool {
 // a second time, so the command's own text may run. It is at least
 // config_mutation, and destructive when a quoted literal of the command
 // holds a destructive command substitution.
-func (c *classifier) checkArith(f *Frame, n syntax.Node) {
+func (c *classifier) checkArith(f *walk.Frame, n syntax.Node) {
 	if n == nil || f.Sh.ArithFlagged || c.full {
 		return
 	}
@@ -257,7 +259,7 @@ func (c *classifier) checkArith(f *Frame, n syntax.Node) {
 				hit = m.Param.Value
 			}
 		case *syntax.Lit:
-			if name := IdentPrefix(m.Value); name != "" && c.isTainted(f, name) {
+			if name := shellword.IdentPrefix(m.Value); name != "" && c.isTainted(f, name) {
 				hit = name
 			}
 		}
@@ -267,7 +269,7 @@ func (c *classifier) checkArith(f *Frame, n syntax.Node) {
 		return
 	}
 	f.Sh.ArithFlagged = true
-	c.Add(f, Segment{Command: NodeText(f.Src, n), Class: ConfigMutation,
+	c.Add(f, Segment{Command: shellword.NodeText(f.Src, n), Class: ConfigMutation,
 		Reason: "arithmetic or an array subscript uses `" + hit + "`, whose value this command sets at run time; " +
 			"bash expands a subscript found in it again, so text the command chose may run as a command (unknown code needs approval)"})
 	for _, lit := range f.Sh.CodeLits {
@@ -278,7 +280,7 @@ func (c *classifier) checkArith(f *Frame, n syntax.Node) {
 }
 
 // checkTest looks for arithmetic comparisons and -v tests in [[ ]].
-func (c *classifier) checkTest(f *Frame, x syntax.TestExpr) {
+func (c *classifier) checkTest(f *walk.Frame, x syntax.TestExpr) {
 	switch x := x.(type) {
 	case *syntax.BinaryTest:
 		switch x.Op {
@@ -350,7 +352,7 @@ func (c *classifier) KeepDestructive(fn func()) bool {
 // program a destructive rule names, and an expansion whose value the command
 // itself spells out (`x=rm; $x`, `rm${IFS}-rf`, `$(echo rm)`, `$0 -c`) is
 // substituted and the result classified.
-func (c *classifier) programHint(argv []Word, text string, f *Frame) {
+func (c *classifier) programHint(argv []shellword.Word, text string, f *walk.Frame) {
 	pw := argv[0]
 	if pw.Glob && !pw.Dyn {
 		base := path.Base(pw.Val)
@@ -359,14 +361,14 @@ func (c *classifier) programHint(argv []Word, text string, f *Frame) {
 			if ok, _ := path.Match(base, name); !ok {
 				continue
 			}
-			if tried++; tried > MaxArgScans*4 {
+			if tried++; tried > walk.MaxArgScans*4 {
 				return
 			}
-			cand := make([]Word, 0, len(argv))
-			cand = append(cand, Word{Val: name})
+			cand := make([]shellword.Word, 0, len(argv))
+			cand = append(cand, shellword.Word{Val: name})
 			cand = append(cand, argv[1:]...)
 			if c.KeepDestructive(func() {
-				c.Command(cand, JoinVals(argv), f.Child("the glob "+pw.Val), Stdin{})
+				c.Command(cand, shellword.JoinVals(argv), f.Child("the glob "+pw.Val), walk.Stdin{})
 			}) {
 				return
 			}
@@ -377,9 +379,9 @@ func (c *classifier) programHint(argv []Word, text string, f *Frame) {
 	// probably holds it.
 	if m := paramNameRE.FindStringSubmatch(pw.Val); m != nil {
 		if prog := programNamed(m[1]); prog != "" && slices.Contains(c.p.HintPrograms, prog) {
-			cand := append([]Word{{Val: prog}}, argv[1:]...)
+			cand := append([]shellword.Word{{Val: prog}}, argv[1:]...)
 			if c.KeepDestructive(func() {
-				c.Command(cand, JoinVals(argv), f.Child("the variable "+pw.Val), Stdin{})
+				c.Command(cand, shellword.JoinVals(argv), f.Child("the variable "+pw.Val), walk.Stdin{})
 			}) {
 				return
 			}
@@ -421,7 +423,7 @@ var cmdSubstRE = regexp.MustCompile(`\$\(([^()]*)\)`)
 // staticSubst replaces each $(…) whose output the command spells out (echo
 // … | base64 -d, printf '\x72\x6d') with that output, trailing newlines cut
 // as the shell does.
-func (c *classifier) staticSubst(s string, f *Frame) string {
+func (c *classifier) staticSubst(s string, f *walk.Frame) string {
 	if !strings.Contains(s, "$(") {
 		return s
 	}
@@ -432,8 +434,8 @@ func (c *classifier) staticSubst(s string, f *Frame) string {
 		}
 		sub := *f
 		sub.Src = m[2 : len(m)-1]
-		out := c.PipeSource(file.Stmts[0], &sub, Stdin{})
-		if out.Kind != StdinText || out.Dyn {
+		out := c.PipeSource(file.Stmts[0], &sub, walk.Stdin{})
+		if out.Kind != walk.StdinText || out.Dyn {
 			return m
 		}
 		return strings.TrimRight(out.Text, "\n")
@@ -451,7 +453,7 @@ var (
 // their values: IFS with a space, $0 with a shell, a variable with the
 // literal the command assigned it (or the default in ${x:-word}), $(echo X)
 // with X.
-func substituteKnown(s string, sh *Shell) string {
+func substituteKnown(s string, sh *walk.Shell) string {
 	if strings.IndexByte(s, '$') < 0 && strings.IndexByte(s, '`') < 0 {
 		return s
 	}
@@ -473,7 +475,7 @@ func substituteKnown(s string, sh *Shell) string {
 			return m
 		}
 		if sub[2] == "E" {
-			if d, ok := DecodeANSIC(v); ok {
+			if d, ok := shellword.DecodeANSIC(v); ok {
 				return d
 			}
 		}
@@ -498,21 +500,21 @@ func substituteKnown(s string, sh *Shell) string {
 // (python3 -c, awk, psql -c '\!', tar --to-command=, rsync -e, git -c
 // alias.x='!…') for a destructive shell command: such programs often run a
 // string they are given. Only a verified destructive finding is kept.
-func (c *classifier) argHints(args []Word, f *Frame, program string) {
+func (c *classifier) argHints(args []shellword.Word, f *walk.Frame, program string) {
 	if c.p.HintRE == nil {
 		return
 	}
 	tries := 0
 	for _, a := range args {
-		if a.Dyn || c.full || tries >= MaxArgScans*2 {
+		if a.Dyn || c.full || tries >= walk.MaxArgScans*2 {
 			return
 		}
 		v := a.Val
 		if !strings.ContainsAny(v, " \t\n") {
 			continue
 		}
-		for _, loc := range c.p.HintRE.FindAllStringSubmatchIndex(v, MaxArgScans) {
-			if tries >= MaxArgScans*2 {
+		for _, loc := range c.p.HintRE.FindAllStringSubmatchIndex(v, walk.MaxArgScans) {
+			if tries >= walk.MaxArgScans*2 {
 				return
 			}
 			tries++
@@ -526,12 +528,12 @@ func (c *classifier) argHints(args []Word, f *Frame, program string) {
 // codeHint classifies text that starts with a program name as shell code,
 // cut at a closing quote or bracket when the whole does not parse, and keeps
 // only a verified destructive finding.
-func (c *classifier) codeHint(text string, f *Frame, wrapper string) bool {
+func (c *classifier) codeHint(text string, f *walk.Frame, wrapper string) bool {
 	try := func(s string) bool {
 		if _, err := c.parse(s); err != nil {
 			return false
 		}
-		return c.KeepDestructive(func() { c.NestedCode(Word{Val: s, Dyn: true}, f, Stdin{}, wrapper) })
+		return c.KeepDestructive(func() { c.NestedCode(shellword.Word{Val: s, Dyn: true}, f, walk.Stdin{}, wrapper) })
 	}
 	if try(text) {
 		return true
@@ -545,8 +547,8 @@ func (c *classifier) codeHint(text string, f *Frame, wrapper string) bool {
 // stdinFields returns a here-document's or echo's text, split into words,
 // for matching destructive rules against what a program reads (`echo
 // FLUSHALL | redis-cli`, `psql <<< 'DROP TABLE x'`).
-func stdinFields(in Stdin) []Word {
-	if in.Kind != StdinText || in.Dyn || len(in.Text) > 64<<10 {
+func stdinFields(in walk.Stdin) []shellword.Word {
+	if in.Kind != walk.StdinText || in.Dyn || len(in.Text) > 64<<10 {
 		return nil
 	}
 	fs := strings.Fields(in.Text)
@@ -554,10 +556,10 @@ func stdinFields(in Stdin) []Word {
 		fs = fs[:256]
 	}
 	// The whole text too, for rules that look for a phrase (DELETE FROM).
-	out := make([]Word, 0, len(fs)+1)
-	out = append(out, Word{Val: strings.TrimSpace(in.Text)})
+	out := make([]shellword.Word, 0, len(fs)+1)
+	out = append(out, shellword.Word{Val: strings.TrimSpace(in.Text)})
 	for _, s := range fs {
-		out = append(out, Word{Val: s})
+		out = append(out, shellword.Word{Val: s})
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 package policy
 
-import "testing"
+import (
+	"testing"
+)
 
 // Principle 3 (docs/policy.md, default_policy.yaml): tools that claim or
 // rewrite storage are destructive, and so is retention that deletes older

@@ -1,6 +1,9 @@
-package policy
+package exfil
 
 import (
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"regexp"
 	"strings"
 )
@@ -55,7 +58,7 @@ type Payload struct {
 }
 
 // exfil raises seg when the program sends local data off the machine.
-func Check(c Classifier, base string, args []Word, f *Frame, in Stdin, seg *Segment) {
+func Check(c walk.Classifier, base string, args []shellword.Word, f *walk.Frame, in walk.Stdin, seg *walk.Segment) {
 	kind := senders[base]
 	if kind == 0 {
 		return
@@ -91,14 +94,14 @@ func Check(c Classifier, base string, args []Word, f *Frame, in Stdin, seg *Segm
 	if len(sent) == 0 {
 		return
 	}
-	class, p := ConfigMutation, sent[0]
+	class, p := ruleset.ConfigMutation, sent[0]
 	for _, s := range sent {
 		if s.Secret != "" {
-			class, p = Destructive, s
+			class, p = ruleset.Destructive, s
 			break
 		}
 	}
-	if class.Rank() < seg.Class.Rank() || class == seg.Class && seg.Rule != "" && class == Destructive {
+	if class.Rank() < seg.Class.Rank() || class == seg.Class && seg.Rule != "" && class == ruleset.Destructive {
 		return
 	}
 	seg.Class, seg.Rule = class, ""
@@ -114,15 +117,15 @@ func Check(c Classifier, base string, args []Word, f *Frame, in Stdin, seg *Segm
 
 // isCommandSubst reports whether a word's dynamic text holds a command or
 // process substitution (as opposed to only variables).
-func isCommandSubst(w Word) bool {
+func isCommandSubst(w shellword.Word) bool {
 	return w.Dyn && (strings.Contains(w.Val, "$(") || strings.Contains(w.Val, "`") || strings.Contains(w.Val, "<("))
 }
 
-func substPayload(c Classifier, w Word, f *Frame) Payload {
-	return Payload{What: "the output of " + Clip(w.Val), Secret: SecretInText(c, w.Val, f)}
+func substPayload(c walk.Classifier, w shellword.Word, f *walk.Frame) Payload {
+	return Payload{What: "the output of " + walk.Clip(w.Val), Secret: SecretInText(c, w.Val, f)}
 }
 
-func filePayload(c Classifier, file string, f *Frame, in Stdin) Payload {
+func filePayload(c walk.Classifier, file string, f *walk.Frame, in walk.Stdin) Payload {
 	if file == "-" || file == "/dev/stdin" || file == "/dev/fd/0" {
 		return Payload{What: "its standard input (" + in.Producer + ")", Secret: SecretOfStdin(c, in, f, 0)}
 	}
@@ -131,15 +134,15 @@ func filePayload(c Classifier, file string, f *Frame, in Stdin) Payload {
 
 // stdinPayload is what a command reads on its standard input, when that is
 // local data: a file, another program's output, text with an expansion.
-func stdinPayload(c Classifier, in Stdin, f *Frame) (Payload, bool) {
+func stdinPayload(c walk.Classifier, in walk.Stdin, f *walk.Frame) (Payload, bool) {
 	switch {
-	case in.Kind == StdinOther, in.Kind == StdinText && in.Dyn:
+	case in.Kind == walk.StdinOther, in.Kind == walk.StdinText && in.Dyn:
 		return Payload{What: "its standard input (" + in.Producer + ")", Secret: SecretOfStdin(c, in, f, 0)}, true
 	}
 	return Payload{}, false
 }
 
-func httpPayloads(c Classifier, base string, args []Word, f *Frame, in Stdin) []Payload {
+func httpPayloads(c walk.Classifier, base string, args []shellword.Word, f *walk.Frame, in walk.Stdin) []Payload {
 	var out []Payload
 	httpie := base == "http" || base == "https" || base == "xh" || base == "xhs"
 	for i := 0; i < len(args); i++ {
@@ -217,7 +220,7 @@ func httpPayloads(c Classifier, base string, args []Word, f *Frame, in Stdin) []
 	return out
 }
 
-func streamPayloads(c Classifier, base string, args []Word, f *Frame, in Stdin) []Payload {
+func streamPayloads(c walk.Classifier, base string, args []shellword.Word, f *walk.Frame, in walk.Stdin) []Payload {
 	var out []Payload
 	zero := false
 	for _, w := range args {
@@ -263,8 +266,8 @@ func remotePath(s string) bool {
 	return i > 0 && !strings.Contains(s[:i], "/")
 }
 
-func copyPayloads(c Classifier, base string, args []Word, f *Frame) []Payload {
-	var pos []Word
+func copyPayloads(c walk.Classifier, base string, args []shellword.Word, f *walk.Frame) []Payload {
+	var pos []shellword.Word
 	for i := 0; i < len(args); i++ {
 		w := args[i]
 		if w.Val == "--dry-run" || base != "scp" && !w.Dyn && len(w.Val) > 1 && w.Val[0] == '-' && w.Val[1] != '-' && strings.IndexByte(w.Val, 'n') > 0 {
@@ -300,12 +303,12 @@ func copyPayloads(c Classifier, base string, args []Word, f *Frame) []Payload {
 		if !src.Dyn && remotePath(src.Val) {
 			continue
 		}
-		out = append(out, Payload{What: "the local path " + Clip(src.Val), Secret: SecretInWord(c, src, f)})
+		out = append(out, Payload{What: "the local path " + walk.Clip(src.Val), Secret: SecretInWord(c, src, f)})
 	}
 	return out
 }
 
-func mailPayloads(c Classifier, args []Word, f *Frame, in Stdin) []Payload {
+func mailPayloads(c walk.Classifier, args []shellword.Word, f *walk.Frame, in walk.Stdin) []Payload {
 	var out []Payload
 	for i := 0; i < len(args); i++ {
 		w := args[i]
@@ -321,7 +324,7 @@ func mailPayloads(c Classifier, args []Word, f *Frame, in Stdin) []Payload {
 				if (v == "--body" || v == "--data") && !strings.HasPrefix(args[i].Val, "@") && !strings.HasPrefix(args[i].Val, "/") {
 					continue // swaks: literal text, not a file
 				}
-				out = append(out, Payload{What: "the file " + file, Secret: SecretInWord(c, Word{Val: file, Dyn: args[i].Dyn}, f)})
+				out = append(out, Payload{What: "the file " + file, Secret: SecretInWord(c, shellword.Word{Val: file, Dyn: args[i].Dyn}, f)})
 			}
 		case strings.HasPrefix(v, "--attach=") || strings.HasPrefix(v, "--attachment="):
 			_, file, _ := strings.Cut(v, "=")
@@ -334,7 +337,7 @@ func mailPayloads(c Classifier, args []Word, f *Frame, in Stdin) []Payload {
 	return out
 }
 
-func dnsPayloads(c Classifier, base string, args []Word, f *Frame) []Payload {
+func dnsPayloads(c walk.Classifier, base string, args []shellword.Word, f *walk.Frame) []Payload {
 	var out []Payload
 	for i, w := range args {
 		if !w.Dyn {
@@ -349,7 +352,7 @@ func dnsPayloads(c Classifier, base string, args []Word, f *Frame) []Payload {
 		if !isCommandSubst(w) && onlyKnownVars(c, w.Val, f) {
 			continue // a name built from values the command itself spells out
 		}
-		p := Payload{What: "a name built from " + Clip(w.Val), Secret: SecretInText(c, w.Val, f)}
+		p := Payload{What: "a name built from " + walk.Clip(w.Val), Secret: SecretInText(c, w.Val, f)}
 		out = append(out, p)
 	}
 	return out
@@ -361,7 +364,7 @@ var varRefRE = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?`)
 // onlyKnownVars reports whether every expansion in text is a variable whose
 // value the command itself wrote (a literal assignment, a for loop over
 // literal words).
-func onlyKnownVars(c Classifier, text string, f *Frame) bool {
+func onlyKnownVars(c walk.Classifier, text string, f *walk.Frame) bool {
 	refs := varRefRE.FindAllStringSubmatch(text, -1)
 	if len(refs) == 0 || strings.Count(text, "$") != len(refs) {
 		return false
@@ -376,14 +379,14 @@ func onlyKnownVars(c Classifier, text string, f *Frame) bool {
 
 // ssh sends its standard input to the remote command (unless -n), and a
 // remote command expanded here with a substitution carries that output.
-func SSH(c Classifier, dest string, opts []Option, remote []Word, text string, f *Frame, in Stdin) {
+func SSH(c walk.Classifier, dest string, opts []shellword.Option, remote []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	var sent []Payload
 	for _, w := range remote {
 		if isCommandSubst(w) {
 			sent = append(sent, substPayload(c, w, f))
 		}
 	}
-	if !HasOption(opts, "-n", "-f") {
+	if !shellword.HasOption(opts, "-n", "-f") {
 		if p, ok := stdinPayload(c, in, f); ok {
 			sent = append(sent, p)
 		}
@@ -391,17 +394,17 @@ func SSH(c Classifier, dest string, opts []Option, remote []Word, text string, f
 	if len(sent) == 0 {
 		return
 	}
-	seg := Segment{Command: text, Program: "ssh", Class: ReadOnly}
+	seg := walk.Segment{Command: text, Program: "ssh", Class: ruleset.ReadOnly}
 	Describe(c, &seg, "ssh", "sends", dest, sent)
 	c.Add(f, seg)
 }
 
 // exfilSegment sets seg from what a command sends to dest.
-func Describe(c Classifier, seg *Segment, prog, verb, dest string, sent []Payload) {
-	class, p := ConfigMutation, sent[0]
+func Describe(c walk.Classifier, seg *walk.Segment, prog, verb, dest string, sent []Payload) {
+	class, p := ruleset.ConfigMutation, sent[0]
 	for _, s := range sent {
 		if s.Secret != "" {
-			class, p = Destructive, s
+			class, p = ruleset.Destructive, s
 			break
 		}
 	}
@@ -425,7 +428,7 @@ var envDumpRE = regexp.MustCompile("(?:^|\\$\\(|`|\\||;|&&)\\s*(?:/usr/bin/|/bin
 // secretInText looks into the text of an expansion — $(cat /etc/shadow),
 // $(env), $KEY set from a credential earlier in the command — for a
 // credential store.
-func SecretInText(c Classifier, text string, f *Frame) string {
+func SecretInText(c walk.Classifier, text string, f *walk.Frame) string {
 	if envDumpRE.MatchString(text) {
 		return "the environment"
 	}
@@ -447,7 +450,7 @@ func SecretInText(c Classifier, text string, f *Frame) string {
 
 // secretInWord is the credential store a word names, literally or in its
 // expansions.
-func SecretInWord(c Classifier, w Word, f *Frame) string {
+func SecretInWord(c walk.Classifier, w shellword.Word, f *walk.Frame) string {
 	if w.Dyn {
 		return SecretInText(c, w.Val, f)
 	}
@@ -458,7 +461,7 @@ func SecretInWord(c Classifier, w Word, f *Frame) string {
 // a file redirected in, the output of a program that read one (cat
 // /etc/shadow, tar c /etc/pve/priv, env), through any number of pipeline
 // stages.
-func SecretOfStdin(c Classifier, in Stdin, f *Frame, depth int) string {
+func SecretOfStdin(c walk.Classifier, in walk.Stdin, f *walk.Frame, depth int) string {
 	switch {
 	case in.Secret != "":
 		return in.Secret
@@ -467,7 +470,7 @@ func SecretOfStdin(c Classifier, in Stdin, f *Frame, depth int) string {
 	case depth > 64:
 		return ""
 	}
-	if in.Kind == StdinText && in.Dyn {
+	if in.Kind == walk.StdinText && in.Dyn {
 		if s := SecretInText(c, in.Text, f); s != "" {
 			return s
 		}
@@ -497,10 +500,10 @@ var putRE = regexp.MustCompile(`(?i)(?:^|[;\n]|\s)(?:m|re)?put\s+([^\s;]+)`)
 
 // scriptPayloads: the files a file-transfer client's commands upload, given
 // as an option's value or on its standard input.
-func scriptPayloads(c Classifier, args []Word, f *Frame, in Stdin) []Payload {
+func scriptPayloads(c walk.Classifier, args []shellword.Word, f *walk.Frame, in walk.Stdin) []Payload {
 	var out []Payload
 	scan := func(text string) {
-		for _, m := range putRE.FindAllStringSubmatch(text, MaxArgScans) {
+		for _, m := range putRE.FindAllStringSubmatch(text, walk.MaxArgScans) {
 			file := strings.Trim(m[1], `'"`)
 			out = append(out, Payload{What: "the file " + file, Secret: c.Rules().CredentialIn(file)})
 		}
@@ -512,7 +515,7 @@ func scriptPayloads(c Classifier, args []Word, f *Frame, in Stdin) []Payload {
 		}
 		scan(w.Val)
 	}
-	if in.Kind == StdinText {
+	if in.Kind == walk.StdinText {
 		scan(in.Text)
 	} else if p, ok := stdinPayload(c, in, f); ok {
 		out = append(out, p)

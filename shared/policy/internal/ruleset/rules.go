@@ -1,6 +1,7 @@
-package policy
+package ruleset
 
 import (
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
 	"path"
 	"regexp"
 	"slices"
@@ -57,7 +58,7 @@ func (r *Rule) is(have, want string) bool {
 	if r.known[have] {
 		return false
 	}
-	return OptionMatches(have, want)
+	return shellword.OptionMatches(have, want)
 }
 
 type optValues struct {
@@ -75,7 +76,7 @@ func AnyRE(res []*regexp.Regexp, s string) bool {
 }
 
 // applies reports whether the rule applies to the parsed command line.
-func (r *Rule) applies(c *Cmdline) bool {
+func (r *Rule) applies(c *shellword.Cmdline) bool {
 	if r.Class == ReadOnly {
 		return r.permits(c)
 	}
@@ -83,7 +84,7 @@ func (r *Rule) applies(c *Cmdline) bool {
 }
 
 // permits: every condition must be shown to hold.
-func (r *Rule) permits(c *Cmdline) bool {
+func (r *Rule) permits(c *shellword.Cmdline) bool {
 	if !r.conditional {
 		return true
 	}
@@ -186,7 +187,7 @@ func (r *Rule) isAny(have string, want []string) bool {
 // triggers: the rule applies unless a condition is shown to fail. An argument
 // only known at run time may be any option or path, so it satisfies every
 // requirement; only literal text can rule the trigger out.
-func (r *Rule) triggers(c *Cmdline) bool {
+func (r *Rule) triggers(c *shellword.Cmdline) bool {
 	rest, ok := r.matchSubcommand(c.Pos, true)
 	if !ok {
 		return false
@@ -293,7 +294,7 @@ var globSamples = []string{"/", "/etc", "/usr", "/var", "/home", "/root", "/boot
 
 // argMatches is anyPathRE for a word: a glob matches when one of the
 // globSamples it could expand to does.
-func ArgMatches(res []*regexp.Regexp, w Word) bool {
+func ArgMatches(res []*regexp.Regexp, w shellword.Word) bool {
 	if anyPathRE(res, w.Val) {
 		return true
 	}
@@ -310,7 +311,7 @@ func ArgMatches(res []*regexp.Regexp, w Word) bool {
 // matchSubcommand matches the leading positional words against the rule's
 // subcommand paths and returns the words after the path. For a trigger, a word
 // only known at run time matches any element.
-func (r *Rule) matchSubcommand(pos []Word, trigger bool) ([]Word, bool) {
+func (r *Rule) matchSubcommand(pos []shellword.Word, trigger bool) ([]shellword.Word, bool) {
 	if len(r.subcommands) == 0 {
 		return pos, true
 	}
@@ -324,7 +325,7 @@ func (r *Rule) matchSubcommand(pos []Word, trigger bool) ([]Word, bool) {
 			if w.Dyn && trigger {
 				continue
 			}
-			if w.Dyn || !MatchAlt(alts, w.Val) {
+			if w.Dyn || !shellword.MatchAlt(alts, w.Val) {
 				ok = false
 				break
 			}
@@ -336,7 +337,7 @@ func (r *Rule) matchSubcommand(pos []Word, trigger bool) ([]Word, bool) {
 	return nil, false
 }
 
-func (r *Rule) hasOpt(opts []Option, want []string) bool {
+func (r *Rule) hasOpt(opts []shellword.Option, want []string) bool {
 	for _, o := range opts {
 		for _, w := range want {
 			if r.is(o.Name, w) {
@@ -347,7 +348,7 @@ func (r *Rule) hasOpt(opts []Option, want []string) bool {
 	return false
 }
 
-func (r *Rule) hasOptValue(opts []Option, want []optValues) bool {
+func (r *Rule) hasOptValue(opts []shellword.Option, want []optValues) bool {
 	for _, o := range opts {
 		for _, ov := range want {
 			if r.is(o.Name, ov.name) && o.HasValue && (o.ValueDyn || AnyRE(ov.res, o.Value)) {
@@ -361,7 +362,7 @@ func (r *Rule) hasOptValue(opts []Option, want []optValues) bool {
 // explain is the rule's part of an explanation: its principle and the
 // program with the subcommand it matched ("storage: zpool create"), or the
 // rule's name for a rule of no principle.
-func (r *Rule) Explain(program string, c *Cmdline) string {
+func (r *Rule) Explain(program string, c *shellword.Cmdline) string {
 	if r.principle == "" {
 		return "rule " + r.Name + ": " + program + " " + r.Reason
 	}

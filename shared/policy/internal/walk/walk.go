@@ -1,6 +1,10 @@
-package policy
+package walk
 
-import "mvdan.cc/sh/v3/syntax"
+import (
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"mvdan.cc/sh/v3/syntax"
+)
 
 const (
 	// maxDepth bounds how deeply code inside code (bash -c inside ssh inside
@@ -29,9 +33,9 @@ type Segment struct {
 	Command string `json:"command"`
 	// Program is the resolved program name ("rm" for `/bin/rm`, `\rm` or
 	// `busybox rm`); a program outside the system directories keeps its path.
-	Program string `json:"program,omitempty"`
-	Class   Class  `json:"class"`
-	Reason  string `json:"reason"`
+	Program string        `json:"program,omitempty"`
+	Class   ruleset.Class `json:"class"`
+	Reason  string        `json:"reason"`
 	// Rule names the policy rule that decided the class, "" when no rule
 	// applied (config_mutation by default) or the class came from shell
 	// structure (a redirection, a parse failure).
@@ -67,7 +71,7 @@ type Frame struct {
 	Chain string // wrappers around the code, for reasons
 	// floor is the lowest class any segment of this frame may have, with why:
 	// code whose text is only partly known is at least config_mutation.
-	Floor    Class
+	Floor    ruleset.Class
 	FloorWhy string
 	// sh is the shell process the code runs in.
 	Sh *Shell
@@ -99,7 +103,7 @@ func (f *Frame) WithVia(via string) *Frame {
 }
 
 // atLeast raises the frame's floor.
-func (f *Frame) AtLeast(c Class, why string) {
+func (f *Frame) AtLeast(c ruleset.Class, why string) {
 	if c.Rank() > f.Floor.Rank() {
 		f.Floor, f.FloorWhy = c, why
 	}
@@ -168,7 +172,7 @@ type Stdin struct {
 // one implementation.
 type Classifier interface {
 	// Rules is the compiled rule set the classification runs against.
-	Rules() *Set
+	Rules() *ruleset.Set
 	// Add records a segment, applying the frame's floor, wrapper chain and
 	// transport.
 	Add(f *Frame, s Segment)
@@ -179,19 +183,19 @@ type Classifier interface {
 	// Command classifies one argv: resolves the program, unwraps wrappers,
 	// and applies the rules; CommandResolved does so for an argv whose
 	// program word is a literal ASCII name.
-	Command(argv []Word, text string, f *Frame, in Stdin)
-	CommandResolved(argv []Word, text string, f *Frame, in Stdin)
+	Command(argv []shellword.Word, text string, f *Frame, in Stdin)
+	CommandResolved(argv []shellword.Word, text string, f *Frame, in Stdin)
 	// ApplyRules applies the policy rules (and the principles that refine
 	// them) to a program, without unwrapping it.
-	ApplyRules(name, base string, args []Word, text string, f *Frame, system bool, in Stdin)
+	ApplyRules(name, base string, args []shellword.Word, text string, f *Frame, system bool, in Stdin)
 	// NestedCode classifies a string a wrapper hands to a new shell process
 	// (bash -c, ssh, su -c …); EvalCode one the current shell runs itself
 	// (eval, trap, alias).
-	NestedCode(code Word, f *Frame, in Stdin, wrapper string)
-	EvalCode(code Word, f *Frame, in Stdin, wrapper string)
+	NestedCode(code shellword.Word, f *Frame, in Stdin, wrapper string)
+	EvalCode(code shellword.Word, f *Frame, in Stdin, wrapper string)
 	// Assignment classifies setting a variable (NAME=value before a command,
 	// env NAME=value, sudo NAME=value).
-	Assignment(name string, value Word, text string, f *Frame)
+	Assignment(name string, value shellword.Word, text string, f *Frame)
 	// KeepDestructive runs fn, a guess at what a command may run, and keeps
 	// what it recorded only when that is verified destructive;
 	// DestructiveHint so classifies text that may be code.
@@ -200,4 +204,20 @@ type Classifier interface {
 	// PipeSource describes what a statement writes to the standard input of
 	// the next element of its pipeline; in is what the statement reads.
 	PipeSource(x *syntax.Stmt, f *Frame, in Stdin) Stdin
+}
+
+// Result is the classification of one command.
+type Result struct {
+	// Class is the highest class of any segment, and never below the declared
+	// class.
+	Class ruleset.Class `json:"class"`
+	// Reasons explain Class: the reasons of the segments that reached it, and
+	// the declared class when that is what decided.
+	Reasons  []string  `json:"reasons"`
+	Segments []Segment `json:"segments"`
+	// Explanation names what raised the class, in one line that leads with
+	// its principle or rule: "wrapper: pct exec 101 → rm -rf /srv (…)",
+	// "exfiltration: dig looks up a name built from $(whoami)", "storage:
+	// zpool create (…)". Empty for read_only.
+	Explanation string `json:"explanation,omitempty"`
 }

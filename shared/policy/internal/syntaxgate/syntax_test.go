@@ -1,9 +1,11 @@
-package policy
+package syntaxgate
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 )
 
 func TestCheckSyntax(t *testing.T) {
@@ -37,10 +39,10 @@ func TestCheckSyntax(t *testing.T) {
 		{"   \n\t", []string{"empty"}},
 	}
 	checkSyntaxCases(t, tests)
-	if err := CheckSyntax("echo " + strings.Repeat("a", MaxCommandBytes)); err == nil {
+	if err := Check("echo " + strings.Repeat("a", walk.MaxCommandBytes)); err == nil {
 		t.Errorf("an over-long command passed the syntax gate")
 	}
-	if err := CheckSyntax(strings.Repeat("$(", MaxNesting+1) + "ls" + strings.Repeat(")", MaxNesting+1)); err == nil {
+	if err := Check(strings.Repeat("$(", walk.MaxNesting+1) + "ls" + strings.Repeat(")", walk.MaxNesting+1)); err == nil {
 		t.Errorf("an absurdly nested command passed the syntax gate")
 	}
 }
@@ -55,7 +57,7 @@ type syntaxCase struct {
 func checkSyntaxCases(t *testing.T, tests []syntaxCase) {
 	t.Helper()
 	for _, tt := range tests {
-		err := CheckSyntax(tt.cmd)
+		err := Check(tt.cmd)
 		if tt.want == nil {
 			if err != nil {
 				t.Errorf("CheckSyntax(%q) = %v, want nil", tt.cmd, err)

@@ -1,6 +1,7 @@
-package policy
+package walk
 
 import (
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -66,7 +67,7 @@ func (s *Shell) SetLit(name, value string) {
 }
 
 // unset forgets functions (and literal values) a call to unset may remove.
-func (s *Shell) Unset(args []Word) {
+func (s *Shell) Unset(args []shellword.Word) {
 	for _, a := range args {
 		if a.Dyn {
 			// unset "$f" may remove any function.

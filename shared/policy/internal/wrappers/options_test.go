@@ -1,15 +1,17 @@
-package policy
+package wrappers
 
 import (
 	"testing"
+
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
 )
 
 func TestXargsOptions(t *testing.T) {
 	t.Parallel()
-	w := func(ss ...string) []Word {
-		out := make([]Word, len(ss))
+	w := func(ss ...string) []shellword.Word {
+		out := make([]shellword.Word, len(ss))
 		for i, s := range ss {
-			out[i] = Word{Val: s}
+			out[i] = shellword.Word{Val: s}
 		}
 		return out
 	}

@@ -1,6 +1,9 @@
-package policy
+package wrappers
 
 import (
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"slices"
 	"strings"
 )
@@ -24,14 +27,14 @@ import (
 var wrapperTable map[string]wrapperEntry
 
 type wrapperEntry struct {
-	unwrap func(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool
+	unwrap func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool
 	// source names where the entry's reading of the command line comes from.
 	source string
 }
 
 // unwrapFunc adapts a wrapper method that always unwraps.
-func always(fn func(c Classifier, name string, args []Word, text string, f *Frame, in Stdin)) func(Classifier, string, []Word, string, *Frame, Stdin) bool {
-	return func(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
+func always(fn func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin)) func(walk.Classifier, string, []shellword.Word, string, *walk.Frame, walk.Stdin) bool {
+	return func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 		fn(c, name, args, text, f, in)
 		return true
 	}
@@ -40,7 +43,7 @@ func always(fn func(c Classifier, name string, args []Word, text string, f *Fram
 // prefix builds the entry of a wrapper written `wrapper [options] [skip
 // words] command…`, whose options its manual lists in spec.
 func prefix(spec optSpec, source string) wrapperEntry {
-	return wrapperEntry{source: source, unwrap: func(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
+	return wrapperEntry{source: source, unwrap: func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 		prefixWrapper(c, name, spec, args, text, f, in)
 		return true
 	}}
@@ -89,48 +92,54 @@ func init() {
 			"--verbose", "--output"}, mutating: []string{"--pid"}, mutatingWhy: "changes the resource limits of a running process",
 			idle: "prlimit without a command prints limits"}, "prlimit(1)"),
 		"time": {source: "time(1)", unwrap: always(timeCmd)},
-		"command": {source: "bash(1) command", unwrap: func(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
-			opts, rest := ScanOpts(args, "", nil)
-			if HasOption(opts, "-v", "-V") {
-				c.Add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "command -v only looks a name up"})
+		"command": {source: "bash(1) command", unwrap: func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+			opts, rest := shellword.ScanOpts(args, "", nil)
+			if shellword.HasOption(opts, "-v", "-V") {
+				c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: "command -v only looks a name up"})
 				return true
 			}
 			inner(c, name, args[rest:], text, f, in, "")
 			return true
 		}},
-		"exec": {source: "bash(1) exec", unwrap: func(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
-			_, rest := ScanOpts(args, "a", nil)
+		"exec": {source: "bash(1) exec", unwrap: func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+			_, rest := shellword.ScanOpts(args, "a", nil)
 			inner(c, name, args[rest:], text, f, in, "exec without a command only applies its redirections")
 			return true
 		}},
 		"systemd-run": {source: "systemd-run(1)", unwrap: always(systemdRun)},
-		"xargs": {source: "xargs(1)", unwrap: always(func(c Classifier, _ string, args []Word, text string, f *Frame, in Stdin) {
+		"xargs": {source: "xargs(1)", unwrap: always(func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 			xargs(c, args, text, f, in)
 		})},
-		"flock": {source: "flock(1)", unwrap: always(func(c Classifier, _ string, args []Word, text string, f *Frame, in Stdin) {
+		"flock": {source: "flock(1)", unwrap: always(func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 			flock(c, args, text, f, in)
 		})},
 		"watch":   {source: "watch(1)", unwrap: always(watch)},
 		"su":      {source: "su(1)", unwrap: always(su)},
 		"runuser": {source: "runuser(1)", unwrap: always(su)},
 		"sg":      {source: "sg(1)", unwrap: always(sg)},
-		"eval": {source: "bash(1) eval", unwrap: func(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
+		"eval": {source: "bash(1) eval", unwrap: func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 			if len(args) == 0 {
-				c.Add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "eval without arguments runs nothing"})
+				c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: "eval without arguments runs nothing"})
 				return true
 			}
-			c.EvalCode(JoinWords(args), f, in, "eval")
+			c.EvalCode(shellword.JoinWords(args), f, in, "eval")
 			return true
 		}},
-		"trap":   {source: "bash(1) trap", unwrap: always(func(c Classifier, _ string, args []Word, text string, f *Frame, _ Stdin) { trap(c, args, text, f) })},
-		"alias":  {source: "bash(1) alias", unwrap: always(func(c Classifier, _ string, args []Word, text string, f *Frame, _ Stdin) { alias(c, args, text, f) })},
+		"trap": {source: "bash(1) trap", unwrap: always(func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, _ walk.Stdin) {
+			trap(c, args, text, f)
+		})},
+		"alias": {source: "bash(1) alias", unwrap: always(func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, _ walk.Stdin) {
+			alias(c, args, text, f)
+		})},
 		"source": {source: "bash(1) source", unwrap: always(source)},
 		".":      {source: "bash(1) .", unwrap: always(source)},
-		"ssh":    {source: "ssh(1)", unwrap: always(func(c Classifier, _ string, args []Word, text string, f *Frame, in Stdin) { ssh(c, args, text, f, in) })},
-		"pct": {source: "pct(1) exec, enter", unwrap: func(c Classifier, _ string, args []Word, text string, f *Frame, in Stdin) bool {
+		"ssh": {source: "ssh(1)", unwrap: always(func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
+			ssh(c, args, text, f, in)
+		})},
+		"pct": {source: "pct(1) exec, enter", unwrap: func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 			return pct(c, args, text, f, in)
 		}},
-		"qm": {source: "qm(1) guest exec", unwrap: func(c Classifier, _ string, args []Word, text string, f *Frame, in Stdin) bool {
+		"qm": {source: "qm(1) guest exec", unwrap: func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 			return qm(c, args, text, f, in)
 		}},
 		"pvesh":          {source: "pvesh(1); api: POST /nodes/{node}/qemu/{vmid}/agent/exec", unwrap: pveshExec},
@@ -142,9 +151,9 @@ func init() {
 		"lxc":            {source: "lxc exec (LXD), incus exec", unwrap: lxdExec},
 		"incus":          {source: "incus exec", unwrap: lxdExec},
 		"lxc-attach":     {source: "lxc-attach(1)", unwrap: always(lxcAttach)},
-		"busybox": {source: "busybox(1)", unwrap: func(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
+		"busybox": {source: "busybox(1)", unwrap: func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 			if len(args) == 0 {
-				c.Add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "busybox without an applet lists its applets"})
+				c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: "busybox without an applet lists its applets"})
 				return true
 			}
 			c.Command(args, text, f.Child("busybox"), in)
@@ -177,7 +186,7 @@ func IsWrapper(name string) bool {
 
 // wrapper unwraps a program of the wrapper table and classifies what it runs.
 // It reports false when name is not a wrapper in this form.
-func Unwrap(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
+func Unwrap(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 	e, ok := wrapperTable[name]
 	if !ok {
 		return false
@@ -212,7 +221,7 @@ type optSpec struct {
 
 // scan reads the leading options. unknown is the first option the spec does
 // not list ("" when every one is known).
-func (s *optSpec) scan(args []Word) (opts []Option, rest int, unknown string) {
+func (s *optSpec) scan(args []shellword.Word) (opts []shellword.Option, rest int, unknown string) {
 	i := 0
 	for ; i < len(args); i++ {
 		w := args[i]
@@ -224,7 +233,7 @@ func (s *optSpec) scan(args []Word) (opts []Option, rest int, unknown string) {
 		}
 		if strings.HasPrefix(w.Val, "--") {
 			name, val, has := strings.Cut(w.Val, "=")
-			o := Option{Name: name, Value: val, HasValue: has, ValueDyn: has && w.Dyn}
+			o := shellword.Option{Name: name, Value: val, HasValue: has, ValueDyn: has && w.Dyn}
 			switch full := longName(name, s.longValues); {
 			case full != "":
 				o.Name = full
@@ -243,16 +252,16 @@ func (s *optSpec) scan(args []Word) (opts []Option, rest int, unknown string) {
 			continue
 		}
 		if s.numeric && w.Val[1] >= '0' && w.Val[1] <= '9' {
-			opts = append(opts, Option{Name: w.Val})
+			opts = append(opts, shellword.Option{Name: w.Val})
 			continue
 		}
 		for j := 1; j < len(w.Val); j++ {
 			ch := w.Val[j]
-			o := Option{Name: ShortOpts[ch]}
+			o := shellword.Option{Name: shellword.ShortOpts[ch]}
 			switch {
 			case strings.IndexByte(s.values, ch) >= 0:
 				o.HasValue = true
-				o.Value, o.ValueDyn = ShortOptValue(args, &i, j)
+				o.Value, o.ValueDyn = shellword.ShortOptValue(args, &i, j)
 				opts = append(opts, o)
 				j = len(w.Val)
 				continue
@@ -283,7 +292,7 @@ func longName(name string, list []string) string {
 		}
 	}
 	for _, l := range list {
-		if OptionMatches(name, l) {
+		if shellword.OptionMatches(name, l) {
 			return l
 		}
 	}
@@ -292,24 +301,24 @@ func longName(name string, list []string) string {
 
 // unknownOption raises a frame for what a wrapper runs when the wrapper was
 // given an option its manual does not list.
-func unknownOption(f *Frame, name, opt string) *Frame {
+func unknownOption(f *walk.Frame, name, opt string) *walk.Frame {
 	if opt == "" {
 		return f
 	}
 	n := f.Child("")
-	n.AtLeast(ConfigMutation, name+" is given "+opt+", an option its manual does not list, so its effect is not known")
+	n.AtLeast(ruleset.ConfigMutation, name+" is given "+opt+", an option its manual does not list, so its effect is not known")
 	return n
 }
 
 // prefixWrapper classifies `wrapper [options] [skip words] command…`.
-func prefixWrapper(c Classifier, name string, spec optSpec, args []Word, text string, f *Frame, in Stdin) {
+func prefixWrapper(c walk.Classifier, name string, spec optSpec, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	opts, rest, unknown := spec.scan(args)
-	if len(spec.readOnly) > 0 && HasOption(opts, spec.readOnly...) {
-		c.Add(unknownOption(f, name, unknown), Segment{Command: text, Program: name, Class: ReadOnly, Reason: name + " " + spec.readOnly[0] + " only prints"})
+	if len(spec.readOnly) > 0 && shellword.HasOption(opts, spec.readOnly...) {
+		c.Add(unknownOption(f, name, unknown), walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: name + " " + spec.readOnly[0] + " only prints"})
 		return
 	}
-	if len(spec.mutating) > 0 && HasOption(opts, spec.mutating...) {
-		c.Add(f, Segment{Command: text, Program: name, Class: ConfigMutation, Reason: name + " " + spec.mutatingWhy,
+	if len(spec.mutating) > 0 && shellword.HasOption(opts, spec.mutating...) {
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation, Reason: name + " " + spec.mutatingWhy,
 			Cause: "wrapper: " + name + " " + spec.mutatingWhy})
 		return
 	}

@@ -1,10 +1,10 @@
-package policy
+package ruleset
 
 import "testing"
 
 func TestEveryRuleHasAMatchExample(t *testing.T) {
 	t.Parallel()
-	s, err := DefaultSet(nil)
+	s, err := Default(nil)
 	if err != nil {
 		t.Fatalf("embedded default policy does not compile: %v", err)
 	}

@@ -1,4 +1,4 @@
-package policy
+package shellword
 
 import (
 	"slices"
@@ -225,4 +225,3 @@ func IsShell(name string) bool {
 	}
 	return false
 }
-

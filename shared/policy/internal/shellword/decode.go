@@ -1,4 +1,4 @@
-package policy
+package shellword
 
 import (
 	"encoding/base32"

@@ -1,7 +1,8 @@
-package policy
+package ruleset
 
 import (
 	_ "embed"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
 	"path"
 	"slices"
 	"strings"
@@ -9,7 +10,7 @@ import (
 
 // safePath reports whether a PATH value keeps program names resolving to the
 // system directories: only system directories before the old $PATH.
-func (p *Set) SafePath(value Word) bool {
+func (p *Set) SafePath(value shellword.Word) bool {
 	for _, dir := range strings.Split(value.Val, ":") {
 		if dir == "$PATH" || dir == "${PATH}" {
 			return true
@@ -60,12 +61,12 @@ func (p *Set) IsInterpreter(base string) bool {
 // Programs that hand their trailing arguments to another program
 // (runs_arguments: interpreters, docker run, strace …) are excluded: their
 // --help may belong to the command they run.
-func (p *Set) AsksHelp(base string, cl *Cmdline) bool {
+func (p *Set) AsksHelp(base string, cl *shellword.Cmdline) bool {
 	if len(p.byProgram[base]) == 0 && p.Grammars[base] == nil && !p.hostOnly[base] {
 		return false
 	}
 	for _, sub := range p.runsArguments[base] {
-		if len(sub) <= len(cl.Pos) && slices.EqualFunc(sub, cl.Pos[:len(sub)], func(s string, w Word) bool { return !w.Dyn && s == w.Val }) {
+		if len(sub) <= len(cl.Pos) && slices.EqualFunc(sub, cl.Pos[:len(sub)], func(s string, w shellword.Word) bool { return !w.Dyn && s == w.Val }) {
 			return false
 		}
 	}
@@ -82,14 +83,14 @@ func (p *Set) AsksHelp(base string, cl *Cmdline) bool {
 // does. For a program outside the system directories (system false),
 // read-only rules do not apply and the destructive rules are matched against
 // its base name. trace, when not nil, records every rule that applied.
-func (p *Set) Best(base string, args []Word, cl *Cmdline, system bool, trace map[string]bool) *Rule {
+func (p *Set) Best(base string, args []shellword.Word, cl *shellword.Cmdline, system bool, trace map[string]bool) *Rule {
 	p.Grammars[base].Parse(args, cl)
 	var best *Rule
 	for _, r := range p.byProgram[base] {
 		best = better(best, r, cl, system, trace)
 	}
 	for _, r := range p.globRules {
-		if MatchAlt(r.progGlobs, base) {
+		if shellword.MatchAlt(r.progGlobs, base) {
 			best = better(best, r, cl, system, trace)
 		}
 	}
@@ -99,7 +100,7 @@ func (p *Set) Best(base string, args []Word, cl *Cmdline, system bool, trace map
 // raise parses args by the program's grammar into cl and returns the
 // highest-class of best and the program's destructive rules that apply, and
 // whether one of those replaced best.
-func (p *Set) Raise(best *Rule, base string, args []Word, cl *Cmdline, system bool, trace map[string]bool) (*Rule, bool) {
+func (p *Set) Raise(best *Rule, base string, args []shellword.Word, cl *shellword.Cmdline, system bool, trace map[string]bool) (*Rule, bool) {
 	p.Grammars[base].Parse(args, cl)
 	raised := false
 	for _, r := range p.byProgram[base] {
@@ -134,7 +135,7 @@ func (p *Set) Principle(rule string) string {
 }
 
 // better returns the higher-class of best and r, if r applies.
-func better(best, r *Rule, cl *Cmdline, system bool, trace map[string]bool) *Rule {
+func better(best, r *Rule, cl *shellword.Cmdline, system bool, trace map[string]bool) *Rule {
 	if r.Class == ReadOnly && !system {
 		return best
 	}
@@ -156,7 +157,7 @@ func (p *Set) IsTrigger(name string) bool {
 		return true
 	}
 	for _, r := range p.globRules {
-		if r.Class == Destructive && MatchAlt(r.progGlobs, name) {
+		if r.Class == Destructive && shellword.MatchAlt(r.progGlobs, name) {
 			return true
 		}
 	}

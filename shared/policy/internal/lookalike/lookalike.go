@@ -1,4 +1,4 @@
-package policy
+package lookalike
 
 import (
 	"fmt"
@@ -7,6 +7,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"golang.org/x/text/unicode/norm"
 	"golang.org/x/text/unicode/runenames"
 )
@@ -134,7 +137,7 @@ func Normalise(s string) string {
 // lookalikeCommand classifies an argv whose program word is not ASCII: as
 // the worst program it could be taken for when that is destructive, else as
 // the unknown program it is, explained as a lookalike either way.
-func Command(c Classifier, argv []Word, text string, f *Frame, in Stdin) {
+func Command(c walk.Classifier, argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	if lookalikeProgram(c, argv, text, f, in) {
 		return
 	}
@@ -144,7 +147,7 @@ func Command(c Classifier, argv []Word, text string, f *Frame, in Stdin) {
 	label := fmt.Sprintf("lookalike: `%s` is not an ASCII program name (%s)", printable(argv[0].Val), DescribeRune(r))
 	segs := c.Since(mark)
 	for i := range segs {
-		if s := &segs[i]; s.Class != ReadOnly && !strings.HasPrefix(s.Why, "lookalike: ") {
+		if s := &segs[i]; s.Class != ruleset.ReadOnly && !strings.HasPrefix(s.Why, "lookalike: ") {
 			s.Why = label + " → " + s.Why
 		}
 	}
@@ -159,7 +162,7 @@ func Command(c Classifier, argv []Word, text string, f *Frame, in Stdin) {
 // with the same arguments, as a glob program word is. It reports whether a
 // destructive reading was found; otherwise the word is classified as the
 // unknown program it is (config_mutation, never read_only).
-func lookalikeProgram(c Classifier, argv []Word, text string, f *Frame, in Stdin) bool {
+func lookalikeProgram(c walk.Classifier, argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 	pw := argv[0]
 	base := pw.Val
 	if i := strings.LastIndexByte(base, '/'); i >= 0 {
@@ -177,10 +180,10 @@ func lookalikeProgram(c Classifier, argv []Word, text string, f *Frame, in Stdin
 		if ok, _ := path.Match(pattern, name); !ok {
 			continue
 		}
-		if tried++; tried > MaxArgScans*4 {
+		if tried++; tried > walk.MaxArgScans*4 {
 			break
 		}
-		cand := append([]Word{{Val: name}}, argv[1:]...)
+		cand := append([]shellword.Word{{Val: name}}, argv[1:]...)
 		mark := c.Mark()
 		if c.KeepDestructive(func() { c.Command(cand, text, f, in) }) {
 			r, _ := firstLookalike(base)
@@ -189,7 +192,7 @@ func lookalikeProgram(c Classifier, argv []Word, text string, f *Frame, in Stdin
 			for i := range segs {
 				s := &segs[i]
 				s.Reason = "`" + printable(pw.Val) + "` read as `" + name + "`: " + s.Reason
-				if s.Class != ReadOnly {
+				if s.Class != ruleset.ReadOnly {
 					s.Why = label + " → " + s.Why
 				}
 			}

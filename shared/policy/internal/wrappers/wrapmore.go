@@ -1,6 +1,9 @@
-package policy
+package wrappers
 
 import (
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,12 +13,12 @@ import (
 
 // timeCmd: time [-p] [-f FMT] [-o FILE] [-a] [-v] [-q] command… (time(1),
 // GNU time); -o writes its report to a file.
-func timeCmd(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) {
+func timeCmd(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	opts, rest, unknown := timeOpts.scan(args)
 	n := unknownOption(f, name, unknown)
-	if HasOption(opts, "-o", "--output") {
+	if shellword.HasOption(opts, "-o", "--output") {
 		n = n.Child("")
-		n.AtLeast(ConfigMutation, "time -o writes its report to a file")
+		n.AtLeast(ruleset.ConfigMutation, "time -o writes its report to a file")
 	}
 	inner(c, name, args[rest:], text, n, in, "")
 }
@@ -25,16 +28,16 @@ var timeOpts = optSpec{flags: "apvqV", values: "fo", long: []string{"--append", 
 
 // watch [options] command: without -x the command is joined and run by sh -c
 // (watch(1), procps-ng).
-func watch(c Classifier, name string, args []Word, text string, f *Frame, _ Stdin) {
+func watch(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, _ walk.Stdin) {
 	opts, rest, unknown := watchOpts.scan(args)
 	f = unknownOption(f, name, unknown)
 	switch {
 	case rest >= len(args):
-		c.Add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "watch without a command runs nothing"})
-	case HasOption(opts, "-x", "--exec"):
-		inner(c, name, args[rest:], text, f, Stdin{}, "")
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: "watch without a command runs nothing"})
+	case shellword.HasOption(opts, "-x", "--exec"):
+		inner(c, name, args[rest:], text, f, walk.Stdin{}, "")
 	default:
-		c.NestedCode(JoinWords(args[rest:]), f, Stdin{}, "watch")
+		c.NestedCode(shellword.JoinWords(args[rest:]), f, walk.Stdin{}, "watch")
 	}
 }
 
@@ -43,7 +46,7 @@ var watchOpts = optSpec{flags: "bcCefgprtwx", values: "nqs", optional: "d",
 		"--exec", "--differences", "--no-linewrap"}, longValues: []string{"--interval", "--equexit", "--shotsdir"}}
 
 // sg GROUP [-c] COMMAND (sg(1)): the command is a string run by /bin/sh.
-func sg(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) {
+func sg(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	rest := args
 	if len(rest) > 0 && rest[0].Val == "-" {
 		rest = rest[1:]
@@ -60,13 +63,13 @@ func sg(c Classifier, name string, args []Word, text string, f *Frame, in Stdin)
 		shellStdin(c, name, text, f.Child(name), in)
 		return
 	}
-	c.NestedCode(JoinWords(rest), f, in, name+" -c")
+	c.NestedCode(shellword.JoinWords(rest), f, in, name+" -c")
 }
 
 // source FILE / . FILE runs a script in this shell.
-func source(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) {
+func source(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	if len(args) == 0 {
-		c.Add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 			Reason: name + " without a file fails or runs unknown code"})
 		return
 	}
@@ -75,14 +78,14 @@ func source(c Classifier, name string, args []Word, text string, f *Frame, in St
 
 // lxcAttach: lxc-attach -n NAME [options] [-- COMMAND…] (lxc-attach(1));
 // without a command it starts a shell in the container.
-func lxcAttach(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) {
+func lxcAttach(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	for i, a := range args {
 		if a.Val == "--" && !a.Dyn {
 			transport(c, name, name, args[i+1:], text, f, in)
 			return
 		}
 	}
-	_, rest := ScanOpts(args, "nfPasvugLlo", []string{"--name", "--rcfile", "--lxcpath", "--arch",
+	_, rest := shellword.ScanOpts(args, "nfPasvugLlo", []string{"--name", "--rcfile", "--lxcpath", "--arch",
 		"--namespaces", "--set-var", "--keep-var", "--uid", "--gid", "--pty-log",
 		"--logfile", "--logpriority", "--context"})
 	if rest < len(args) {
@@ -93,17 +96,17 @@ func lxcAttach(c Classifier, name string, args []Word, text string, f *Frame, in
 }
 
 // at / batch schedule the commands on their standard input (at(1)).
-func at(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) {
-	opts, _ := ScanOpts(args, "qfMmt", nil)
+func at(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
+	opts, _ := shellword.ScanOpts(args, "qfMmt", nil)
 	switch {
-	case HasOption(opts, "-l", "-c"):
-		c.Add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: name + " -l/-c only lists jobs"})
-	case HasOption(opts, "-f"):
-		c.Add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+	case shellword.HasOption(opts, "-l", "-c"):
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: name + " -l/-c only lists jobs"})
+	case shellword.HasOption(opts, "-f"):
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 			Reason: name + " schedules a script file whose contents are not known"})
 	default:
 		n := f.Child("")
-		n.AtLeast(ConfigMutation, name+" schedules a job")
+		n.AtLeast(ruleset.ConfigMutation, name+" schedules a job")
 		shellStdin(c, name, text, n, in)
 	}
 }
@@ -121,26 +124,26 @@ var systemdRunOpts = optSpec{flags: "rtPSqGdh", values: "upEHMs",
 // systemdRun: systemd-run [options] COMMAND… runs the command as a transient
 // unit: as that command, scheduled for later with a timer option (at least
 // config_mutation), on another machine with -H/--host or -M/--machine.
-func systemdRun(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) {
+func systemdRun(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	opts, rest, unknown := systemdRunOpts.scan(args)
 	n := unknownOption(f, name, unknown)
 	for _, o := range opts {
 		if strings.HasPrefix(o.Name, "--on-") || o.Name == "--timer-property" || o.Name == "--path-property" || o.Name == "--socket-property" {
 			n = n.Child("")
-			n.AtLeast(ConfigMutation, "systemd-run "+o.Name+" installs a timer, path or socket unit that runs the command later")
+			n.AtLeast(ruleset.ConfigMutation, "systemd-run "+o.Name+" installs a timer, path or socket unit that runs the command later")
 			break
 		}
 	}
-	if o, ok := OptionValue(opts, "-H", "--host", "-M", "--machine"); ok {
+	if o, ok := shellword.OptionValue(opts, "-H", "--host", "-M", "--machine"); ok {
 		via := "systemd-run " + o.Name + " " + o.Value
-		c.Add(n, Segment{Command: text, Program: name, Class: ReadOnly,
+		c.Add(n, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly,
 			Reason: name + " only carries the command; what it runs is classified on its own (via " + via + ")"})
 		if rest < len(args) {
 			c.Command(args[rest:], text, n.WithVia(via), in)
 		}
 		return
 	}
-	if rest >= len(args) && HasOption(opts, "-S", "--shell") {
+	if rest >= len(args) && shellword.HasOption(opts, "-S", "--shell") {
 		shellStdin(c, name, text, n.Child(name), in)
 		return
 	}
@@ -150,7 +153,7 @@ func systemdRun(c Classifier, name string, args []Word, text string, f *Frame, i
 // kubectlExec: kubectl [global options] exec [options] POD [-c CONTAINER]
 // -- COMMAND… (kubectl exec reference; without `--` the first word after the
 // pod is the command, the deprecated form).
-func kubectlExec(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
+func kubectlExec(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 	g := c.Rules().Grammars[name]
 	idx := -1
 	for i, a := range args {
@@ -169,7 +172,7 @@ func kubectlExec(c Classifier, name string, args []Word, text string, f *Frame, 
 		return false
 	}
 	var pod string
-	var cmd []Word
+	var cmd []shellword.Word
 	rest := args[idx+1:]
 	for i := 0; i < len(rest); i++ {
 		w := rest[i]
@@ -203,7 +206,7 @@ var kubectlExecValues = map[string]bool{"-c": true, "--container": true, "-f": t
 
 // lxdExec: lxc exec [REMOTE:]INSTANCE [options] -- COMMAND… (LXD's and
 // Incus's exec).
-func lxdExec(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
+func lxdExec(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 	if len(args) < 2 || args[0].Dyn || args[0].Val != "exec" {
 		return false
 	}
@@ -239,7 +242,7 @@ var pveshExecPath = regexp.MustCompile(`^/*nodes/+[^/]+/+qemu/+([^/]+)/+agent/+e
 // pveshExec unwraps pvesh VERB /nodes/N/qemu/ID/agent/exec --command …: the
 // command is an array (one --command per element) or, from older releases, a
 // string the agent splits into words.
-func pveshExec(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
+func pveshExec(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 	if len(args) < 2 || args[0].Dyn || args[0].Val == "usage" || args[0].Val == "help" {
 		return false
 	}
@@ -247,7 +250,7 @@ func pveshExec(c Classifier, name string, args []Word, text string, f *Frame, in
 	if m == nil || args[1].Dyn {
 		return false
 	}
-	var argv []Word
+	var argv []shellword.Word
 	for i := 2; i < len(args); i++ {
 		v := args[i].Val
 		if v == "--command" || v == "-command" {
@@ -258,22 +261,22 @@ func pveshExec(c Classifier, name string, args []Word, text string, f *Frame, in
 			continue
 		}
 		if after, ok := strings.CutPrefix(v, "--command="); ok {
-			argv = append(argv, Word{Val: after, Dyn: args[i].Dyn})
+			argv = append(argv, shellword.Word{Val: after, Dyn: args[i].Dyn})
 		}
 	}
 	via := "pvesh agent exec " + m[1]
 	if len(argv) == 1 && strings.ContainsAny(argv[0].Val, " \t") {
-		c.Add(f, Segment{Command: text, Program: name, Class: ReadOnly,
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly,
 			Reason: name + " only carries the command; what it runs is classified on its own (via " + via + ")"})
-		c.NestedCode(argv[0], f.WithVia(via), Stdin{}, "")
+		c.NestedCode(argv[0], f.WithVia(via), walk.Stdin{}, "")
 		return true
 	}
 	if len(argv) == 0 {
-		c.Add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 			Reason: name + " calls the guest agent's exec endpoint with no command the classifier can read"})
 		return true
 	}
-	transport(c, name, via, argv, text, f, Stdin{})
+	transport(c, name, via, argv, text, f, walk.Stdin{})
 	return true
 }
 
@@ -290,8 +293,8 @@ var interpreterCodeFlags = map[string]bool{"-c": true, "-e": true, "-E": true, "
 // subprocess, system, exec, backticks, child_process — are classified as
 // the commands they are, so wrapping a destructive command in an
 // interpreter never hides it.
-func interpreter(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
-	var code *Word
+func interpreter(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+	var code *shellword.Word
 	for i := 0; i < len(args) && code == nil; i++ {
 		a := args[i]
 		if a.Dyn || !strings.HasPrefix(a.Val, "-") {
@@ -301,7 +304,7 @@ func interpreter(c Classifier, name string, args []Word, text string, f *Frame, 
 		case interpreterCodeFlags[a.Val] && i+1 < len(args):
 			code = &args[i+1]
 		case len(a.Val) > 2 && a.Val[1] != '-' && interpreterCodeFlags[a.Val[:2]]:
-			code = &Word{Val: a.Val[2:], Dyn: a.Dyn}
+			code = &shellword.Word{Val: a.Val[2:], Dyn: a.Dyn}
 		case len(a.Val) > 2 && a.Val[1] != '-' && strings.ContainsAny(a.Val[len(a.Val)-1:], "ce") && i+1 < len(args):
 			code = &args[i+1] // a cluster such as perl -ne, python3 -Ic
 		}
@@ -311,21 +314,21 @@ func interpreter(c Classifier, name string, args []Word, text string, f *Frame, 
 	}
 	mark := c.Mark()
 	c.ApplyRules(name, name, args, text, f, true, in)
-	if segs := c.Since(mark); len(segs) > 0 && segs[0].Class == ConfigMutation && segs[0].Rule == "" {
+	if segs := c.Since(mark); len(segs) > 0 && segs[0].Class == ruleset.ConfigMutation && segs[0].Rule == "" {
 		segs[0].Why = "wrapper: " + name + " runs code the classifier cannot read, so it needs an operator"
 	}
 	n := f.Child(name + " " + "code")
-	n.AtLeast(ConfigMutation, name+" runs code the classifier cannot read")
+	n.AtLeast(ruleset.ConfigMutation, name+" runs code the classifier cannot read")
 	for _, cmd := range shellCalls(code.Val) {
 		if cmd.code {
-			c.NestedCode(Word{Val: cmd.argv[0], Dyn: code.Dyn}, n, Stdin{}, "")
+			c.NestedCode(shellword.Word{Val: cmd.argv[0], Dyn: code.Dyn}, n, walk.Stdin{}, "")
 			continue
 		}
-		argv := make([]Word, len(cmd.argv))
+		argv := make([]shellword.Word, len(cmd.argv))
 		for i, a := range cmd.argv {
-			argv[i] = Word{Val: a, Dyn: code.Dyn}
+			argv[i] = shellword.Word{Val: a, Dyn: code.Dyn}
 		}
-		c.Command(argv, text, n, Stdin{})
+		c.Command(argv, text, n, walk.Stdin{})
 	}
 	return true
 }
@@ -349,7 +352,7 @@ var (
 // strings each process-starting call is given.
 func shellCalls(code string) []shellCall {
 	var out []shellCall
-	for _, loc := range callRE.FindAllStringIndex(code, MaxArgScans) {
+	for _, loc := range callRE.FindAllStringIndex(code, walk.MaxArgScans) {
 		strs := leadingStrings(code[loc[1]:])
 		switch {
 		case len(strs) == 0:
@@ -359,7 +362,7 @@ func shellCalls(code string) []shellCall {
 			out = append(out, shellCall{argv: strs})
 		}
 	}
-	for _, m := range backtickRE.FindAllStringSubmatch(code, MaxArgScans) {
+	for _, m := range backtickRE.FindAllStringSubmatch(code, walk.MaxArgScans) {
 		for _, g := range m[1:] {
 			if strings.TrimSpace(g) != "" {
 				out = append(out, shellCall{argv: []string{g}, code: true})

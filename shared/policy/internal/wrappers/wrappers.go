@@ -1,43 +1,46 @@
-package policy
+package wrappers
 
 import (
 	"slices"
 	"strings"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/exfil"
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"mvdan.cc/sh/v3/syntax"
 )
 
-
 // inner classifies the command a local wrapper runs. With no command left,
 // the wrapper itself runs nothing of note: idle explains why.
-func inner(c Classifier, wrapper string, argv []Word, text string, f *Frame, in Stdin, idle string) {
+func inner(c walk.Classifier, wrapper string, argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin, idle string) {
 	if len(argv) == 0 {
 		if idle == "" {
 			idle = wrapper + " without a command runs nothing"
 		}
-		c.Add(f, Segment{Command: text, Program: wrapper, Class: ReadOnly, Reason: idle})
+		c.Add(f, walk.Segment{Command: text, Program: wrapper, Class: ruleset.ReadOnly, Reason: idle})
 		return
 	}
 	c.Command(argv, text, f.Child(wrapper), in)
 }
 
-func sudo(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) {
+func sudo(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	spec := &sudoOpts
 	if name == "doas" {
 		spec = &doasOpts
 	}
 	opts, rest, unknown := spec.scan(args)
-	if HasOption(opts, "-e", "--edit") {
-		c.Add(f, Segment{Command: text, Program: name, Class: ConfigMutation, Reason: name + " -e edits files"})
+	if shellword.HasOption(opts, "-e", "--edit") {
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation, Reason: name + " -e edits files"})
 		return
 	}
 	f = unknownOption(f, name, unknown)
 	// sudo accepts VAR=value before the command.
-	for rest < len(args) && IsAssignment(args[rest]) {
+	for rest < len(args) && shellword.IsAssignment(args[rest]) {
 		assignedWord(c, args[rest], text, f)
 		rest++
 	}
-	if rest >= len(args) && HasOption(opts, "-i", "-s", "--login", "--shell") {
+	if rest >= len(args) && shellword.HasOption(opts, "-i", "-s", "--login", "--shell") {
 		shellStdin(c, name, text, f.Child(name), in)
 		return
 	}
@@ -49,9 +52,9 @@ var doasOpts = optSpec{flags: "Lns", values: "Cu"}
 
 // assignedWord classifies a NAME=value argument of env or sudo like a shell
 // assignment.
-func assignedWord(c Classifier, w Word, text string, f *Frame) {
+func assignedWord(c walk.Classifier, w shellword.Word, text string, f *walk.Frame) {
 	name, val, _ := strings.Cut(w.Val, "=")
-	c.Assignment(name, Word{Val: val, Dyn: w.Dyn}, text, f)
+	c.Assignment(name, shellword.Word{Val: val, Dyn: w.Dyn}, text, f)
 }
 
 // envOpts are env's options (env(1), GNU coreutils; -P is BSD's).
@@ -59,18 +62,18 @@ var envOpts = optSpec{flags: "0iv", values: "uCSP",
 	long:       []string{"--ignore-environment", "--null", "--debug", "--list-signal-handling", "--block-signal", "--default-signal", "--ignore-signal"},
 	longValues: []string{"--unset", "--chdir", "--split-string"}}
 
-func env(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) {
+func env(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	opts, rest, unknown := envOpts.scan(args)
 	f = unknownOption(f, name, unknown)
-	for rest < len(args) && IsAssignment(args[rest]) {
+	for rest < len(args) && shellword.IsAssignment(args[rest]) {
 		assignedWord(c, args[rest], text, f)
 		rest++
 	}
-	if o, ok := OptionValue(opts, "-S", "--split-string"); ok {
+	if o, ok := shellword.OptionValue(opts, "-S", "--split-string"); ok {
 		// env -S splits its value into words and runs them: treat it as code.
-		code := Word{Val: o.Value, Dyn: o.ValueDyn}
+		code := shellword.Word{Val: o.Value, Dyn: o.ValueDyn}
 		if rest < len(args) {
-			tail := JoinWords(args[rest:])
+			tail := shellword.JoinWords(args[rest:])
 			code.Val += " " + tail.Val
 			code.Dyn = code.Dyn || tail.Dyn
 		}
@@ -84,7 +87,7 @@ func env(c Classifier, name string, args []Word, text string, f *Frame, in Stdin
 // (attached or the next word); -e, -i and -l take one only attached (GNU
 // getopt "e::i::l::"), so in `xargs -l rm -rf /` the command is rm. Long
 // options take a value after "=", and the required ones also the next word.
-func xargsOpts(args []Word) (repl string, rest int) {
+func xargsOpts(args []shellword.Word) (repl string, rest int) {
 	for rest = 0; rest < len(args); rest++ {
 		w := args[rest]
 		// As in scanOpts, a word only known at run time is an option when
@@ -98,14 +101,14 @@ func xargsOpts(args []Word) (repl string, rest int) {
 		if strings.HasPrefix(w.Val, "--") {
 			name, val, has := strings.Cut(w.Val, "=")
 			switch {
-			case OptionMatches(name, "--replace"):
+			case shellword.OptionMatches(name, "--replace"):
 				repl = "{}"
 				if has {
 					repl = val
 				}
-			case !has && (OptionMatches(name, "--arg-file") || OptionMatches(name, "--delimiter") ||
-				OptionMatches(name, "--max-args") || OptionMatches(name, "--max-procs") ||
-				OptionMatches(name, "--max-chars") || OptionMatches(name, "--process-slot-var")):
+			case !has && (shellword.OptionMatches(name, "--arg-file") || shellword.OptionMatches(name, "--delimiter") ||
+				shellword.OptionMatches(name, "--max-args") || shellword.OptionMatches(name, "--max-procs") ||
+				shellword.OptionMatches(name, "--max-chars") || shellword.OptionMatches(name, "--process-slot-var")):
 				rest++
 			}
 			continue
@@ -137,13 +140,13 @@ func xargsOpts(args []Word) (repl string, rest int) {
 	return repl, rest
 }
 
-func xargs(c Classifier, args []Word, text string, f *Frame, in Stdin) {
+func xargs(c walk.Classifier, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	repl, rest := xargsOpts(args)
 	if rest >= len(args) {
-		c.Add(f, Segment{Command: text, Program: "xargs", Class: ReadOnly, Reason: "xargs without a command echoes its input"})
+		c.Add(f, walk.Segment{Command: text, Program: "xargs", Class: ruleset.ReadOnly, Reason: "xargs without a command echoes its input"})
 		return
 	}
-	inner := make([]Word, 0, len(args)-rest+1)
+	inner := make([]shellword.Word, 0, len(args)-rest+1)
 	for _, w := range args[rest:] {
 		if repl != "" && strings.Contains(w.Val, repl) {
 			w.Dyn = true
@@ -152,14 +155,14 @@ func xargs(c Classifier, args []Word, text string, f *Frame, in Stdin) {
 	}
 	if repl == "" {
 		// The items read from stdin become further arguments.
-		inner = append(inner, Word{Val: "{input}", Dyn: true})
+		inner = append(inner, shellword.Word{Val: "{input}", Dyn: true})
 	}
 	// With -a the command inherits xargs's standard input; otherwise it
 	// reads /dev/null. Handing it on either way can only be more cautious.
 	c.Command(inner, text, f.Child("xargs"), in)
 }
 
-func flock(c Classifier, args []Word, text string, f *Frame, in Stdin) {
+func flock(c walk.Classifier, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	// flock [options] FILE COMMAND… | flock [options] FILE -c CODE | flock [options] FD
 	lockSeen := false
 	for i := 0; i < len(args); i++ {
@@ -174,7 +177,7 @@ func flock(c Classifier, args []Word, text string, f *Frame, in Stdin) {
 			}
 			return
 		case strings.HasPrefix(w.Val, "--command="):
-			c.NestedCode(Word{Val: strings.TrimPrefix(w.Val, "--command=")}, f, in, "flock -c")
+			c.NestedCode(shellword.Word{Val: strings.TrimPrefix(w.Val, "--command=")}, f, in, "flock -c")
 			return
 		case w.Val == "-w" || w.Val == "--wait" || w.Val == "--timeout" || w.Val == "-E" || w.Val == "--conflict-exit-code":
 			i++
@@ -191,11 +194,11 @@ func flock(c Classifier, args []Word, text string, f *Frame, in Stdin) {
 			return
 		}
 	}
-	c.Add(f, Segment{Command: text, Program: "flock", Class: ReadOnly, Reason: "flock without a command only takes a lock"})
+	c.Add(f, walk.Segment{Command: text, Program: "flock", Class: ruleset.ReadOnly, Reason: "flock without a command only takes a lock"})
 }
 
-func su(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) {
-	var code *Word
+func su(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
+	var code *shellword.Word
 	userMode := false // runuser -u USER [--] COMMAND…
 	for i := 0; i < len(args); i++ {
 		w := args[i]
@@ -210,24 +213,24 @@ func su(c Classifier, name string, args []Word, text string, f *Frame, in Stdin)
 		case strings.HasPrefix(w.Val, "--"):
 			opt, v, hasV := strings.Cut(w.Val, "=")
 			switch {
-			case OptionMatches(opt, "--command") || OptionMatches(opt, "--session-command"):
+			case shellword.OptionMatches(opt, "--command") || shellword.OptionMatches(opt, "--session-command"):
 				if !hasV && i+1 < len(args) {
 					i++
 					v, hasV = args[i].Val, true
 					if args[i].Dyn {
-						code = &Word{Val: v, Dyn: true}
+						code = &shellword.Word{Val: v, Dyn: true}
 						continue
 					}
 				}
 				if hasV {
-					code = &Word{Val: v}
+					code = &shellword.Word{Val: v}
 				}
-			case OptionMatches(opt, "--shell") || OptionMatches(opt, "--group") ||
-				OptionMatches(opt, "--supp-group") || OptionMatches(opt, "--whitelist-environment"):
+			case shellword.OptionMatches(opt, "--shell") || shellword.OptionMatches(opt, "--group") ||
+				shellword.OptionMatches(opt, "--supp-group") || shellword.OptionMatches(opt, "--whitelist-environment"):
 				if !hasV {
 					i++
 				}
-			case name == "runuser" && OptionMatches(opt, "--user"):
+			case name == "runuser" && shellword.OptionMatches(opt, "--user"):
 				if !hasV {
 					i++
 				}
@@ -240,9 +243,9 @@ func su(c Classifier, name string, args []Word, text string, f *Frame, in Stdin)
 			for j := 1; j < len(w.Val); j++ {
 				switch ch := w.Val[j]; {
 				case ch == 'c' || ch == 's' || ch == 'g' || ch == 'G' || ch == 'w' || (name == "runuser" && ch == 'u'):
-					var v Word
+					var v shellword.Word
 					if j+1 < len(w.Val) {
-						v = Word{Val: w.Val[j+1:]}
+						v = shellword.Word{Val: w.Val[j+1:]}
 					} else if i+1 < len(args) {
 						i++
 						v = args[i]
@@ -272,31 +275,31 @@ func su(c Classifier, name string, args []Word, text string, f *Frame, in Stdin)
 	shellStdin(c, name, text, f.Child(name), in)
 }
 
-func trap(c Classifier, args []Word, text string, f *Frame) {
-	opts, rest := ScanOpts(args, "", nil)
+func trap(c walk.Classifier, args []shellword.Word, text string, f *walk.Frame) {
+	opts, rest := shellword.ScanOpts(args, "", nil)
 	rem := args[rest:]
-	if HasOption(opts, "-l", "-p", "-P") || len(rem) < 2 || (!rem[0].Dyn && (rem[0].Val == "-" || rem[0].Val == "")) {
-		c.Add(f, Segment{Command: text, Program: "trap", Class: ReadOnly, Reason: "trap only lists or resets signal handlers"})
+	if shellword.HasOption(opts, "-l", "-p", "-P") || len(rem) < 2 || (!rem[0].Dyn && (rem[0].Val == "-" || rem[0].Val == "")) {
+		c.Add(f, walk.Segment{Command: text, Program: "trap", Class: ruleset.ReadOnly, Reason: "trap only lists or resets signal handlers"})
 		return
 	}
-	c.EvalCode(rem[0], f, Stdin{}, "trap")
+	c.EvalCode(rem[0], f, walk.Stdin{}, "trap")
 }
 
-func alias(c Classifier, args []Word, text string, f *Frame) {
+func alias(c walk.Classifier, args []shellword.Word, text string, f *walk.Frame) {
 	defined := false
 	for _, a := range args {
 		if _, v, ok := strings.Cut(a.Val, "="); ok {
 			defined = true
-			c.EvalCode(Word{Val: v, Dyn: a.Dyn}, f, Stdin{}, "alias")
+			c.EvalCode(shellword.Word{Val: v, Dyn: a.Dyn}, f, walk.Stdin{}, "alias")
 		}
 	}
 	if !defined {
-		c.Add(f, Segment{Command: text, Program: "alias", Class: ReadOnly, Reason: "alias without a definition only lists aliases"})
+		c.Add(f, walk.Segment{Command: text, Program: "alias", Class: ruleset.ReadOnly, Reason: "alias without a definition only lists aliases"})
 	}
 }
 
 // shell classifies sh/bash/… : code given with -c, a script file, or stdin.
-func shell(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) {
+func shell(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	cmdMode, stdinMode := false, false
 	i := 0
 options:
@@ -308,7 +311,7 @@ options:
 		case w.Proc != nil:
 			break options // the script is a command's output: bash <(curl …)
 		case w.Dyn:
-			c.Add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+			c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 				Reason: name + " options or script only known at run time (unknown code needs approval)"})
 			return
 		case w.Val == "--" || w.Val == "-":
@@ -336,7 +339,7 @@ options:
 	case cmdMode && i < len(args):
 		c.NestedCode(args[i], f, in, name+" -c")
 	case cmdMode:
-		c.Add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: name + " -c without code runs nothing"})
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: name + " -c without code runs nothing"})
 	case stdinMode || i >= len(args):
 		shellStdin(c, name, text, f.Child(""), in)
 	default:
@@ -348,48 +351,48 @@ options:
 // of a process substitution (bash <(curl …)) or standard input under another
 // name (bash /dev/stdin <<< …) is classified like code on stdin; any other
 // file is unknown code.
-func script(c Classifier, name string, file Word, text string, f *Frame, in Stdin) {
+func script(c walk.Classifier, name string, file shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	switch {
 	case file.Proc != nil:
 		shellStdin(c, name, text, f.Child(""), procOutput(c, file.Proc, f))
 	case !file.Dyn && (file.Val == "/dev/stdin" || file.Val == "/dev/fd/0" || file.Val == "/proc/self/fd/0"):
 		shellStdin(c, name, text, f.Child(""), in)
 	default:
-		c.Add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 			Reason: name + " runs the script file " + file.Val + ", whose contents are not known (unknown code needs approval)"})
 	}
 }
 
 // procOutput describes what a process substitution <(…) produces.
-func procOutput(c Classifier, ps *syntax.ProcSubst, f *Frame) Stdin {
+func procOutput(c walk.Classifier, ps *syntax.ProcSubst, f *walk.Frame) walk.Stdin {
 	if len(ps.Stmts) == 1 {
-		return c.PipeSource(ps.Stmts[0], f, Stdin{})
+		return c.PipeSource(ps.Stmts[0], f, walk.Stdin{})
 	}
-	return Stdin{Kind: StdinOther, Producer: "`" + NodeText(f.Src, ps) + "`"}
+	return walk.Stdin{Kind: walk.StdinOther, Producer: "`" + shellword.NodeText(f.Src, ps) + "`"}
 }
 
 // shellStdin classifies a program that runs the code on its stdin.
-func shellStdin(c Classifier, name, text string, f *Frame, in Stdin) {
+func shellStdin(c walk.Classifier, name, text string, f *walk.Frame, in walk.Stdin) {
 	switch in.Kind {
-	case StdinText:
-		c.NestedCode(Word{Val: in.Text, Dyn: in.Dyn}, f, Stdin{}, name+" reading "+in.Producer)
-	case StdinFetch:
-		c.Add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+	case walk.StdinText:
+		c.NestedCode(shellword.Word{Val: in.Text, Dyn: in.Dyn}, f, walk.Stdin{}, name+" reading "+in.Producer)
+	case walk.StdinFetch:
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 			Reason: "fetch-to-exec: " + name + " runs code downloaded by " + in.Producer + " (unknown code needs approval)"})
-	case StdinOther:
-		c.Add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+	case walk.StdinOther:
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 			Reason: name + " runs code read from " + in.Producer + " (unknown code needs approval)"})
 		c.DestructiveHint(in.Hint, f, name+" reading "+in.Producer)
 	default:
-		c.Add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 			Reason: name + " runs commands read from its standard input, which are not known (unknown code needs approval)"})
 	}
 }
 
 // transport records the transport itself (so the gate sees pct on the target)
 // and classifies the argv it runs elsewhere.
-func transport(c Classifier, program, via string, argv []Word, text string, f *Frame, in Stdin) {
-	c.Add(f, Segment{Command: text, Program: program, Class: ReadOnly,
+func transport(c walk.Classifier, program, via string, argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
+	c.Add(f, walk.Segment{Command: text, Program: program, Class: ruleset.ReadOnly,
 		Reason: program + " only carries the command; what it runs is classified on its own (via " + via + ")"})
 	if len(argv) == 0 {
 		return
@@ -435,54 +438,54 @@ func splitSSHOption(v string) (key, val string) {
 	return key, strings.TrimLeft(val, " \t")
 }
 
-func ssh(c Classifier, args []Word, text string, f *Frame, in Stdin) {
-	opts, rest := ScanOpts(args, sshValue, nil)
-	var remote []Word
+func ssh(c walk.Classifier, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
+	opts, rest := shellword.ScanOpts(args, sshValue, nil)
+	var remote []shellword.Word
 	if rest < len(args) {
 		// OpenSSH also takes options after the destination (ssh atlas -p 22
 		// ls), and they act like the ones before it.
-		more, n := ScanOpts(args[rest+1:], sshValue, nil)
+		more, n := shellword.ScanOpts(args[rest+1:], sshValue, nil)
 		opts = append(opts, more...)
 		remote = args[rest+1+n:]
 	}
 	local := f.Child("")
-	var remoteCommand *Word
+	var remoteCommand *shellword.Word
 	for _, o := range opts {
 		switch o.Name {
 		case "-o":
 			key, val := splitSSHOption(o.Value)
 			switch {
 			case o.ValueDyn:
-				local.AtLeast(ConfigMutation, "an ssh -o option is only known at run time")
+				local.AtLeast(ruleset.ConfigMutation, "an ssh -o option is only known at run time")
 			case sshCommandOptions[key]:
-				c.NestedCode(Word{Val: val}, f, Stdin{}, "ssh -o "+key)
+				c.NestedCode(shellword.Word{Val: val}, f, walk.Stdin{}, "ssh -o "+key)
 			case key == "remotecommand":
-				remoteCommand = &Word{Val: val}
+				remoteCommand = &shellword.Word{Val: val}
 			case !sshSafeOptions[key]:
-				local.AtLeast(ConfigMutation, "ssh -o "+key+" changes what ssh does on this machine")
+				local.AtLeast(ruleset.ConfigMutation, "ssh -o "+key+" changes what ssh does on this machine")
 			}
 		case "-L", "-R", "-D", "-W", "-O", "-N", "-w", "-M":
-			local.AtLeast(ConfigMutation, "ssh "+o.Name+" opens a tunnel or controls a connection")
+			local.AtLeast(ruleset.ConfigMutation, "ssh "+o.Name+" opens a tunnel or controls a connection")
 		case "-F":
-			local.AtLeast(ConfigMutation, "ssh -F reads a configuration file, whose ProxyCommand or LocalCommand would run here")
+			local.AtLeast(ruleset.ConfigMutation, "ssh -F reads a configuration file, whose ProxyCommand or LocalCommand would run here")
 		case "-E":
-			local.AtLeast(ConfigMutation, "ssh -E appends its log to a file")
+			local.AtLeast(ruleset.ConfigMutation, "ssh -E appends its log to a file")
 		case "-I":
-			local.AtLeast(ConfigMutation, "ssh -I loads a PKCS#11 library")
+			local.AtLeast(ruleset.ConfigMutation, "ssh -I loads a PKCS#11 library")
 		}
 	}
 	if rest >= len(args) {
-		c.Add(local, Segment{Command: text, Program: "ssh", Class: ReadOnly, Reason: "ssh without a destination connects nowhere"})
+		c.Add(local, walk.Segment{Command: text, Program: "ssh", Class: ruleset.ReadOnly, Reason: "ssh without a destination connects nowhere"})
 		return
 	}
 	dest := args[rest].Val
 	via := "ssh " + dest
-	c.Add(local, Segment{Command: text, Program: "ssh", Class: ReadOnly,
+	c.Add(local, walk.Segment{Command: text, Program: "ssh", Class: ruleset.ReadOnly,
 		Reason: "ssh only carries the command; what it runs is classified on its own (via " + via + ")"})
-	if HasOption(opts, "-N", "-W", "-O") {
+	if shellword.HasOption(opts, "-N", "-W", "-O") {
 		return
 	}
-	SSH(c, dest, opts, remote, text, local, in)
+	exfil.SSH(c, dest, opts, remote, text, local, in)
 	if len(remote) == 0 {
 		if remoteCommand != nil {
 			c.NestedCode(*remoteCommand, f.WithVia(via), in, "ssh -o RemoteCommand")
@@ -492,16 +495,16 @@ func ssh(c Classifier, args []Word, text string, f *Frame, in Stdin) {
 		return
 	}
 	// ssh joins its arguments with spaces and the remote shell parses them.
-	c.NestedCode(JoinWords(remote), f.WithVia(via), in, "")
-	if remoteCommand != nil && !slices.ContainsFunc(remote, func(w Word) bool { return !w.Dyn }) {
+	c.NestedCode(shellword.JoinWords(remote), f.WithVia(via), in, "")
+	if remoteCommand != nil && !slices.ContainsFunc(remote, func(w shellword.Word) bool { return !w.Dyn }) {
 		// Arguments only known at run time may be none (xargs with no
 		// input), and then RemoteCommand runs.
 		c.NestedCode(*remoteCommand, f.WithVia(via), in, "ssh -o RemoteCommand")
 	}
 }
 
-func pct(c Classifier, args []Word, text string, f *Frame, in Stdin) bool {
-	_, rest := ScanOpts(args, "", nil)
+func pct(c walk.Classifier, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+	_, rest := shellword.ScanOpts(args, "", nil)
 	if rest >= len(args) || args[rest].Dyn {
 		return false
 	}
@@ -533,7 +536,7 @@ func pct(c Classifier, args []Word, text string, f *Frame, in Stdin) bool {
 		if rest+1 < len(args) {
 			id = args[rest+1].Val
 		}
-		c.Add(f, Segment{Command: text, Program: "pct", Class: ReadOnly,
+		c.Add(f, walk.Segment{Command: text, Program: "pct", Class: ruleset.ReadOnly,
 			Reason: "pct only carries the command; what it runs is classified on its own (via pct enter " + id + ")"})
 		shellStdin(c, "pct enter", text, f.WithVia("pct enter "+id), in)
 		return true
@@ -541,8 +544,8 @@ func pct(c Classifier, args []Word, text string, f *Frame, in Stdin) bool {
 	return false
 }
 
-func qm(c Classifier, args []Word, text string, f *Frame, in Stdin) bool {
-	_, rest := ScanOpts(args, "", nil)
+func qm(c walk.Classifier, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+	_, rest := shellword.ScanOpts(args, "", nil)
 	if rest+2 >= len(args) || args[rest].Val != "guest" || args[rest+1].Val != "exec" || args[rest].Dyn || args[rest+1].Dyn {
 		return false
 	}
@@ -569,7 +572,7 @@ func qm(c Classifier, args []Word, text string, f *Frame, in Stdin) bool {
 
 // dockerExec unwraps docker exec, docker container exec and docker compose
 // exec; any other docker command goes to the rules.
-func dockerExec(c Classifier, name string, args []Word, text string, f *Frame, in Stdin) bool {
+func dockerExec(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 	// Find the position of "exec" among the leading positional words.
 	idx := -1
 	for i, a := range args {
@@ -594,7 +597,7 @@ func dockerExec(c Classifier, name string, args []Word, text string, f *Frame, i
 		}
 	}
 	short, long := "euw", []string{"--env", "--env-file", "--user", "--workdir", "--detach-keys", "--index"}
-	_, rest := ScanOpts(args[idx+1:], short, long)
+	_, rest := shellword.ScanOpts(args[idx+1:], short, long)
 	rest += idx + 1
 	if rest >= len(args) {
 		return false
@@ -610,7 +613,7 @@ func dockerExec(c Classifier, name string, args []Word, text string, f *Frame, i
 
 // isOptionValue reports whether args[i] is the value of the option before it,
 // by the program's grammar.
-func isOptionValue(args []Word, i int, g *Grammar) bool {
+func isOptionValue(args []shellword.Word, i int, g *shellword.Grammar) bool {
 	if i == 0 || g == nil {
 		return false
 	}
