@@ -29,7 +29,7 @@ type classifier struct {
 
 	substFrame *walk.Frame
 	walkFn     func(syntax.Node) bool
-	// pipes remembers the output of nested pipelines (see pipeSource).
+	// pipes remembers the output of nested pipelines (see PipeSource).
 	pipes    map[*syntax.Stmt]walk.Stdin
 	cmdlines []*shellword.Cmdline // free list, so rule matching does not allocate
 }
@@ -122,7 +122,7 @@ func (c *classifier) run(command string, declared Class) (res Result) {
 }
 
 // lookalikes classifies the command a second time as it reads once
-// normalised (see normaliseLookalikes) and keeps that reading's segments when
+// normalised (see Normalise) and keeps that reading's segments when
 // they raise the class: `рm -rf /` is classified as `rm -rf /` would be, not
 // as an unknown program. The first reading stays, so a class is never lowered.
 func (c *classifier) lookalikes(command string) {
@@ -161,7 +161,7 @@ func (c *classifier) lookalikes(command string) {
 	}
 }
 
-// add records a segment, applying the frame's floor, wrapper chain and
+// Add records a segment, applying the frame's floor, wrapper chain and
 // transport.
 func (c *classifier) Add(f *walk.Frame, s Segment) {
 	if c.full {
@@ -232,13 +232,13 @@ func (c *classifier) code(f *walk.Frame, in walk.Stdin) {
 	}
 }
 
-// nestedCode classifies a string that a wrapper hands to a new shell
+// NestedCode classifies a string that a wrapper hands to a new shell
 // process (bash -c, ssh, su -c …).
 func (c *classifier) NestedCode(code shellword.Word, f *walk.Frame, in walk.Stdin, wrapper string) {
 	c.nested(code, f, in, wrapper, false)
 }
 
-// evalCode classifies a string the current shell itself runs (eval, trap,
+// EvalCode classifies a string the current shell itself runs (eval, trap,
 // alias, text evaluated later): it shares the shell's functions and
 // variables.
 func (c *classifier) EvalCode(code shellword.Word, f *walk.Frame, in walk.Stdin, wrapper string) {
@@ -656,7 +656,7 @@ func (c *classifier) checkAssignArith(a *syntax.Assign, f *walk.Frame, integer b
 	}
 }
 
-// assignment classifies setting a variable, wherever it happens (a shell
+// Assignment classifies setting a variable, wherever it happens (a shell
 // assignment, export, env NAME=value, sudo NAME=value):
 //
 //   - PATH that puts any directory before the old $PATH other than the
@@ -730,7 +730,7 @@ func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *walk.Frame,
 	c.Command(argv, text, f, in)
 }
 
-// command classifies one argv: resolves the program, unwraps wrappers, and
+// Command classifies one argv: resolves the program, unwraps wrappers, and
 // applies the rules.
 func (c *classifier) Command(argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	if c.full || len(argv) == 0 {
@@ -761,7 +761,7 @@ func (c *classifier) Command(argv []shellword.Word, text string, f *walk.Frame, 
 	c.CommandResolved(argv, text, f, in)
 }
 
-// commandResolved classifies an argv whose program word is a literal.
+// CommandResolved classifies an argv whose program word is a literal.
 func (c *classifier) CommandResolved(argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	pw, args := argv[0], argv[1:]
 	name, base, system := c.p.ResolveProgram(pw.Val)
@@ -786,7 +786,7 @@ func (c *classifier) CommandResolved(argv []shellword.Word, text string, f *walk
 	c.ApplyRules(name, name, args, text, f, true, in)
 }
 
-// rules applies the policy rules to a program. For a program outside the
+// ApplyRules applies the policy rules to a program. For a program outside the
 // system directories (system false), read-only rules do not apply and the
 // destructive rules are matched against its base name.
 func (c *classifier) ApplyRules(name, base string, args []shellword.Word, text string, f *walk.Frame, system bool, in walk.Stdin) {

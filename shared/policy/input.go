@@ -17,7 +17,7 @@ func (c *classifier) fileInput(f *walk.Frame, r *syntax.Redirect) walk.Stdin {
 	return in
 }
 
-// pipeSource describes what the last command of a pipeline element writes to
+// PipeSource describes what the last command of a pipeline element writes to
 // the next element's stdin; in is what the element itself reads. A pipeline
 // nests to the left (a | b | c is (a | b) | c), so the sources of nested
 // pipelines are remembered: each element is looked at once.
@@ -77,8 +77,9 @@ func ownInput(st *syntax.Stmt, f *walk.Frame, in walk.Stdin) walk.Stdin {
 	return in
 }
 
-// envPrinters print the environment when given no command or variable to
-// set: their output is a credential store.
+// envPrinter reports whether a program prints the environment, as env,
+// printenv, set and export do when given no command or variable to set:
+// their output is a credential store.
 func envPrinter(name string, args []shellword.Word) bool {
 	switch name {
 	case "printenv":
@@ -186,7 +187,7 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *w
 	return other
 }
 
-// destructiveHint classifies text that may be code and keeps what it finds
+// DestructiveHint classifies text that may be code and keeps what it finds
 // only when it is destructive: a guess must never make a command look safer
 // or noisier, only catch what would otherwise hide.
 func (c *classifier) DestructiveHint(hint string, f *walk.Frame, wrapper string) {

@@ -66,7 +66,7 @@ func TestUnverifiedFindingsAreNotKeptByGuesses(t *testing.T) {
 	c.top.Reset()
 	f := &walk.Frame{Src: "", Sh: &c.top}
 	// Text that does not parse yields an unverified destructive segment;
-	// keepDestructive must drop it.
+	// KeepDestructive must drop it.
 	kept := c.KeepDestructive(func() { c.NestedCode(shellword.Word{Val: "echo 'unterminated", Dyn: true}, f, walk.Stdin{}, "test") })
 	if kept || len(c.segs) != 0 {
 		t.Fatalf("keepDestructive kept an unverified finding: %+v", c.segs)

@@ -324,7 +324,7 @@ func hasBracket(w *syntax.Word) bool {
 	return false
 }
 
-// keepDestructive runs fn, which classifies a guess at what a command may
+// KeepDestructive runs fn, which classifies a guess at what a command may
 // run, and keeps the segments it added only when one of them is verified
 // destructive: a guess may catch a destructive command that would otherwise
 // hide, but never make a command look safer or noisier. It reports whether

@@ -51,13 +51,13 @@ var senders = map[string]sendKind{
 	"smbclient": sendScript, "lftp": sendScript, "ftp": sendScript, "tftp": sendScript, "sftp": sendScript,
 }
 
-// payload is one piece of local data a command sends.
+// Payload is one piece of local data a command sends.
 type Payload struct {
 	What   string // "the file /etc/shadow", "the output of $(hostname)"
 	Secret string // the credential store it holds, "" if none is known
 }
 
-// exfil raises seg when the program sends local data off the machine.
+// Check raises seg when the program sends local data off the machine.
 func Check(c walk.Classifier, base string, args []shellword.Word, f *walk.Frame, in walk.Stdin, seg *walk.Segment) {
 	kind := senders[base]
 	if kind == 0 {
@@ -377,8 +377,9 @@ func onlyKnownVars(c walk.Classifier, text string, f *walk.Frame) bool {
 	return true
 }
 
-// ssh sends its standard input to the remote command (unless -n), and a
-// remote command expanded here with a substitution carries that output.
+// SSH records what ssh sends to dest: its standard input goes to the remote
+// command (unless -n), and a remote command expanded here with a
+// substitution carries that output.
 func SSH(c walk.Classifier, dest string, opts []shellword.Option, remote []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	var sent []Payload
 	for _, w := range remote {
@@ -399,7 +400,7 @@ func SSH(c walk.Classifier, dest string, opts []shellword.Option, remote []shell
 	c.Add(f, seg)
 }
 
-// exfilSegment sets seg from what a command sends to dest.
+// Describe sets seg from what a command sends to dest.
 func Describe(c walk.Classifier, seg *walk.Segment, prog, verb, dest string, sent []Payload) {
 	class, p := ruleset.ConfigMutation, sent[0]
 	for _, s := range sent {
@@ -425,7 +426,7 @@ var pathTokenRE = regexp.MustCompile(`[~./A-Za-z0-9_-][~./A-Za-z0-9_:*+-]*`)
 // substitution or a pipe: env, printenv, set, export -p, declare -p/-x.
 var envDumpRE = regexp.MustCompile("(?:^|\\$\\(|`|\\||;|&&)\\s*(?:/usr/bin/|/bin/)?(?:env|printenv(?:\\s+[A-Za-z_][A-Za-z0-9_]*)*|set|export(?:\\s+-p)?|(?:declare|typeset)\\s+-[pxX]+|compgen\\s+-e)\\s*(?:$|\\)|`|\\||;|&)")
 
-// secretInText looks into the text of an expansion — $(cat /etc/shadow),
+// SecretInText looks into the text of an expansion — $(cat /etc/shadow),
 // $(env), $KEY set from a credential earlier in the command — for a
 // credential store.
 func SecretInText(c walk.Classifier, text string, f *walk.Frame) string {
@@ -448,7 +449,7 @@ func SecretInText(c walk.Classifier, text string, f *walk.Frame) string {
 	return ""
 }
 
-// secretInWord is the credential store a word names, literally or in its
+// SecretInWord is the credential store a word names, literally or in its
 // expansions.
 func SecretInWord(c walk.Classifier, w shellword.Word, f *walk.Frame) string {
 	if w.Dyn {
@@ -457,7 +458,7 @@ func SecretInWord(c walk.Classifier, w shellword.Word, f *walk.Frame) string {
 	return c.Rules().CredentialIn(w.Val)
 }
 
-// secretOfStdin is the credential store a command's standard input carries:
+// SecretOfStdin is the credential store a command's standard input carries:
 // a file redirected in, the output of a program that read one (cat
 // /etc/shadow, tar c /etc/pve/priv, env), through any number of pipeline
 // stages.

@@ -51,13 +51,13 @@ var confusables = map[rune]byte{
 	'ʙ': 'b', 'ᴅ': 'd', 'ᴇ': 'e', 'ɢ': 'g', 'ʜ': 'h', 'ᴊ': 'j',
 }
 
-// unicodeSpaces are characters that display as a space but are not one to the
+// IsUnicodeSpace reports characters that display as a space but are not one to the
 // shell, so `rm` NO-BREAK SPACE `-rf` is a single word.
 func IsUnicodeSpace(r rune) bool {
 	return r > 0x7f && unicode.Is(unicode.Zs, r)
 }
 
-// isInvisible reports characters that display as nothing (or nearly so) and so
+// IsInvisible reports characters that display as nothing (or nearly so) and so
 // let a command run differently from how it reads: format characters (zero
 // width spaces and joiners, soft hyphen, word joiner, byte-order mark, tags),
 // control characters other than tab and newline, the Hangul fillers, and the
@@ -78,7 +78,7 @@ func IsInvisible(r rune) bool {
 	return unicode.Is(unicode.Cf, r)
 }
 
-// isBidi reports the bidirectional controls, which reorder how the text
+// IsBidi reports the bidirectional controls, which reorder how the text
 // around them is displayed ("Trojan Source").
 func IsBidi(r rune) bool {
 	switch {
@@ -99,7 +99,7 @@ func IsASCII(s string) bool {
 	return true
 }
 
-// normaliseLookalikes returns the text as a reader of it would take it:
+// Normalise returns the text as a reader of it would take it:
 // invisible characters removed, Unicode spaces made spaces, NFKC applied
 // (fullwidth `ｒｍ` is `rm`) and confusable letters replaced by the ASCII
 // letter they look like. ASCII text is returned unchanged without copying.
@@ -134,7 +134,7 @@ func Normalise(s string) string {
 	return b.String()
 }
 
-// lookalikeCommand classifies an argv whose program word is not ASCII: as
+// Command classifies an argv whose program word is not ASCII: as
 // the worst program it could be taken for when that is destructive, else as
 // the unknown program it is, explained as a lookalike either way.
 func Command(c walk.Classifier, argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
@@ -244,7 +244,7 @@ func firstLookalike(s string) (rune, bool) {
 	return 0, false
 }
 
-// describeRune names a character the way the syntax gate's messages do:
+// DescribeRune names a character the way the syntax gate's messages do:
 // "U+0440 CYRILLIC SMALL LETTER ER".
 func DescribeRune(r rune) string {
 	name := runenames.Name(r)
@@ -259,7 +259,7 @@ func DescribeRune(r rune) string {
 	return fmt.Sprintf("U+%04X %s", r, name)
 }
 
-// looksLike says what a non-ASCII character reads as, "" when it does not
+// LooksLike says what a non-ASCII character reads as, "" when it does not
 // read as ASCII.
 func LooksLike(r rune) string {
 	if IsInvisible(r) || IsBidi(r) {
@@ -274,7 +274,7 @@ func LooksLike(r rune) string {
 	return ""
 }
 
-// lookalikeLabel names the first word of command that normalising changed,
+// Label names the first word of command that normalising changed,
 // for the explanation of a class raised by reading it normalised:
 // "`рm` reads as `pm` (U+0440 CYRILLIC SMALL LETTER ER looks like `p`)".
 func Label(command string) string {

@@ -35,11 +35,11 @@ type Set struct {
 	// triggerPrograms are programs some destructive rule names: an unknown
 	// program passing one of these as an argument is checked as if it ran it.
 	triggerPrograms map[string]bool
-	// codeVars are variables whose value points at code programs load or
-	// run (LD_PRELOAD, BASH_ENV …); commandVars hold a command some program
+	// CodeVars are variables whose value points at code programs load or
+	// run (LD_PRELOAD, BASH_ENV …); CommandVars hold a command some program
 	// runs (GIT_SSH_COMMAND, PAGER …).
 	CodeVars, CommandVars map[string]bool
-	// codeVarGlobs are code_variables written with '*' (GIT_TRACE*, LD_*).
+	// CodeVarGlobs are code_variables written with '*' (GIT_TRACE*, LD_*).
 	CodeVarGlobs   []string
 	SafeRedirects  []*regexp.Regexp
 	DestructiveOut []*regexp.Regexp
@@ -51,16 +51,16 @@ type Set struct {
 	// pass their trailing arguments to another program, so a --help among
 	// them is not theirs. An empty path stands for the whole program.
 	runsArguments map[string][][]string
-	// codeDeletion finds, in an interpreter's literal code argument, a
+	// CodeDeletion finds, in an interpreter's literal code argument, a
 	// call that deletes or truncates files (shutil.rmtree, unlink …).
 	CodeDeletion *regexp.Regexp
 	// credentials are the credential stores (shadow, private keys,
 	// /etc/pve/priv, token files …): sending one off the machine is
 	// destructive, because a leaked secret cannot be taken back.
 	credentials []*regexp.Regexp
-	// hintPrograms are the programs a destructive rule names, the wrappers
+	// HintPrograms are the programs a destructive rule names, the wrappers
 	// and the shells, sorted: a glob used as a program name (/???/rm) is
-	// tried against each. hintRE finds one of them starting a command inside
+	// tried against each. HintRE finds one of them starting a command inside
 	// an argument (python3 -c 'os.system("rm -rf /x")').
 	HintPrograms []string
 	HintRE       *regexp.Regexp
@@ -79,7 +79,7 @@ func Default(wrappers []string) (*Set, error) {
 
 // LoadSet compiles the default policy extended by the operator policy file at
 // path ("" means none). It does not verify the rules' examples: that needs
-// the classifier (see verify).
+// the classifier (see Verify).
 func Load(filePath string, wrappers []string) (*Set, error) {
 	spec, err := decodeSpec(defaultPolicyYAML, "default policy")
 	if err != nil {
@@ -101,7 +101,7 @@ func Load(filePath string, wrappers []string) (*Set, error) {
 	return compile(spec, wrappers)
 }
 
-// verify classifies every rule's match and not_match examples with classify,
+// Verify classifies every rule's match and not_match examples with classify,
 // which returns the class and the names of every rule that applied, and
 // reports each one that disagrees with its rule: a match example must be
 // decided by the rule's class and the rule must apply to it; a not_match
@@ -449,7 +449,7 @@ func compile(s *fileSpec, wrappers []string) (*Set, error) {
 	return p, nil
 }
 
-// buildHints derives hintPrograms and hintRE from the compiled rules and the
+// buildHints derives HintPrograms and HintRE from the compiled rules and the
 // wrappers.
 func (p *Set) buildHints(wrappers []string) {
 	names := map[string]bool{}

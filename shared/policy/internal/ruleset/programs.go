@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// safePath reports whether a PATH value keeps program names resolving to the
+// SafePath reports whether a PATH value keeps program names resolving to the
 // system directories: only system directories before the old $PATH.
 func (p *Set) SafePath(value shellword.Word) bool {
 	for _, dir := range strings.Split(value.Val, ":") {
@@ -22,7 +22,7 @@ func (p *Set) SafePath(value shellword.Word) bool {
 	return true
 }
 
-// resolveProgram maps a command word to the program it names: a bare name, or
+// ResolveProgram maps a command word to the program it names: a bare name, or
 // a path in one of the system directories, is that program; any other path is
 // not (./cat is not the safe cat) and is returned whole, with its base name
 // for the destructive checks.
@@ -44,7 +44,7 @@ func (p *Set) ResolveProgram(s string) (name, base string, system bool) {
 	return s, b, false
 }
 
-// isInterpreter: a runs_arguments program as a whole (python3, perl …),
+// IsInterpreter: a runs_arguments program as a whole (python3, perl …),
 // whose literal code arguments are looked into.
 func (p *Set) IsInterpreter(base string) bool {
 	for _, sub := range p.runsArguments[base] {
@@ -55,7 +55,7 @@ func (p *Set) IsInterpreter(base string) bool {
 	return false
 }
 
-// asksHelp reports whether a command line asks the program only for its help
+// AsksHelp reports whether a command line asks the program only for its help
 // or version: --help or --version as an option (not a value, not after --)
 // of a program the policy knows, which parses its options before it acts.
 // Programs that hand their trailing arguments to another program
@@ -78,7 +78,7 @@ func (p *Set) AsksHelp(base string, cl *shellword.Cmdline) bool {
 	return false
 }
 
-// best parses args (the words after the program) by the program's grammar
+// Best parses args (the words after the program) by the program's grammar
 // into cl and returns the highest-class rule that applies, nil when none
 // does. For a program outside the system directories (system false),
 // read-only rules do not apply and the destructive rules are matched against
@@ -97,7 +97,7 @@ func (p *Set) Best(base string, args []shellword.Word, cl *shellword.Cmdline, sy
 	return best
 }
 
-// raise parses args by the program's grammar into cl and returns the
+// Raise parses args by the program's grammar into cl and returns the
 // highest-class of best and the program's destructive rules that apply, and
 // whether one of those replaced best.
 func (p *Set) Raise(best *Rule, base string, args []shellword.Word, cl *shellword.Cmdline, system bool, trace map[string]bool) (*Rule, bool) {
@@ -120,10 +120,10 @@ func (p *Set) Knows(name string) bool {
 	return len(p.byProgram[name]) > 0 || p.Grammars[name] != nil
 }
 
-// hasRules reports whether some rule names the program (not by a glob).
+// HasRules reports whether some rule names the program (not by a glob).
 func (p *Set) HasRules(name string) bool { return len(p.byProgram[name]) > 0 }
 
-// principle is the principle the named rule belongs to, "" for none (or no
+// Principle is the principle the named rule belongs to, "" for none (or no
 // such rule).
 func (p *Set) Principle(rule string) string {
 	for _, r := range p.rules {
@@ -151,7 +151,7 @@ func better(best, r *Rule, cl *shellword.Cmdline, system bool, trace map[string]
 	return best
 }
 
-// isTrigger reports whether some destructive rule names the program.
+// IsTrigger reports whether some destructive rule names the program.
 func (p *Set) IsTrigger(name string) bool {
 	if p.triggerPrograms[name] {
 		return true
@@ -164,7 +164,7 @@ func (p *Set) IsTrigger(name string) bool {
 	return false
 }
 
-// credentialIn reports the credential store a path is, or is a directory
+// CredentialIn reports the credential store a path is, or is a directory
 // holding: "" when it is neither. A relative path is also matched by its
 // last element (id_rsa, .env, server.key).
 func (p *Set) CredentialIn(file string) string {

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// rule is one compiled policy rule. A read_only rule is a permission: it
+// Rule is one compiled policy rule. A read_only rule is a permission: it
 // applies only when every condition is shown to hold, so anything the
 // classifier cannot see (an expansion, a glob that could be an option) makes
 // it not apply. A config_mutation or destructive rule is a trigger: it applies
@@ -50,7 +50,7 @@ type Rule struct {
 }
 
 // is reports whether the parsed option have means the listed option want,
-// for this rule (see known and optionMatches).
+// for this rule (see known and OptionMatches).
 func (r *Rule) is(have, want string) bool {
 	if have == want {
 		return true
@@ -269,7 +269,7 @@ func (r *Rule) triggers(c *shellword.Cmdline) bool {
 	return true
 }
 
-// anyPathRE is anyRE for a trigger's positive conditions: an absolute path
+// anyPathRE is AnyRE for a trigger's positive conditions: an absolute path
 // also matches in its cleaned form, so `chmod -R 777 /srv/../etc` or `/./`
 // is recognised as /etc or /. A trigger may only match more, never less.
 func anyPathRE(res []*regexp.Regexp, s string) bool {
@@ -292,7 +292,7 @@ var globSamples = []string{"/", "/etc", "/usr", "/var", "/home", "/root", "/boot
 	"/dev/nvme0n1", "/dev/nvme0n1p1", "/dev/mmcblk0", "/dev/mmcblk0p1", "/dev/md0", "/dev/dm-0", "/dev/zd0",
 	"/dev/mapper/pve-root", "/dev/pve/vm-100-disk-0", "/dev/mem", "/proc/sysrq-trigger"}
 
-// argMatches is anyPathRE for a word: a glob matches when one of the
+// ArgMatches is anyPathRE for a word: a glob matches when one of the
 // globSamples it could expand to does.
 func ArgMatches(res []*regexp.Regexp, w shellword.Word) bool {
 	if anyPathRE(res, w.Val) {
@@ -359,7 +359,7 @@ func (r *Rule) hasOptValue(opts []shellword.Option, want []optValues) bool {
 	return false
 }
 
-// explain is the rule's part of an explanation: its principle and the
+// Explain is the rule's part of an explanation: its principle and the
 // program with the subcommand it matched ("storage: zpool create"), or the
 // rule's name for a rule of no principle.
 func (r *Rule) Explain(program string, c *shellword.Cmdline) string {

@@ -2,7 +2,7 @@ package shellword
 
 import "strings"
 
-// grammar describes how one program lays out its command line: which options
+// Grammar describes how one program lays out its command line: which options
 // take the next word as their value, at which subcommand level. It is what lets
 // the classifier tell `docker compose -f x.yml ps` (ps is the subcommand) from
 // `docker logs -f web` (-f takes no value). A value option the grammar does not
@@ -18,7 +18,7 @@ type Grammar struct {
 	Levels map[string]map[string]bool
 }
 
-// option is one parsed option. Long options keep their "--" prefix and short
+// Option is one parsed option. Long options keep their "--" prefix and short
 // ones their "-", so rules name options exactly as a person types them.
 type Option struct {
 	Name     string
@@ -27,7 +27,7 @@ type Option struct {
 	ValueDyn bool
 }
 
-// cmdline is a command's arguments after the program, split into options and
+// Cmdline is a command's arguments after the program, split into options and
 // positional words by the program's grammar.
 type Cmdline struct {
 	Opts []Option
@@ -35,10 +35,10 @@ type Cmdline struct {
 	// dyn: some argument is only known at run time (an expansion). It may
 	// become any number of words, options included.
 	Dyn bool
-	// flagLike: some argument that could turn out to be an option is only known
+	// FlagLike: some argument that could turn out to be an option is only known
 	// at run time (an expansion, or a glob with no literal prefix).
 	FlagLike bool
-	// endOpts: the line holds `--`, which ends the options.
+	// EndOpts: the line holds `--`, which ends the options.
 	EndOpts bool
 }
 
@@ -48,7 +48,7 @@ func (c *Cmdline) reset() {
 	c.Dyn, c.FlagLike, c.EndOpts = false, false, false
 }
 
-// parse splits args (the words after the program name) by the grammar g,
+// Parse splits args (the words after the program name) by the grammar g,
 // which may be nil (GNU-style options, none taking a value).
 func (g *Grammar) Parse(args []Word, c *Cmdline) {
 	c.reset()
@@ -147,7 +147,7 @@ func (c *Cmdline) noteValue(w Word) {
 	}
 }
 
-// optionMatches reports whether a parsed option name means the listed option
+// OptionMatches reports whether a parsed option name means the listed option
 // want. GNU getopt_long accepts any unambiguous prefix of a long option, down
 // to one letter (`rm --r` is `rm --recursive` and `sort --o=F` is
 // `sort --output=F`, because no other option of theirs starts that way), so
@@ -164,7 +164,7 @@ func OptionMatches(have, want string) bool {
 	return len(have) >= 3 && strings.HasPrefix(have, "--") && strings.HasPrefix(want, have)
 }
 
-// shortOpts holds "-a", "-b", ... for every byte, so splitting an option
+// ShortOpts holds "-a", "-b", ... for every byte, so splitting an option
 // cluster does not allocate. It is an immutable table, not state.
 var ShortOpts = func() (t [256]string) {
 	for i := range t {

@@ -11,7 +11,7 @@ import (
 // sh` runs `rm -rf /`. A decoder fed literal text produces literal text, so
 // the classifier decodes it and classifies what the shell would run.
 
-// isDecoder reports whether name is a program decode follows.
+// IsDecoder reports whether name is a program Decode follows.
 func IsDecoder(name string) bool {
 	switch name {
 	case "base64", "base32", "xxd", "rev":
@@ -20,7 +20,7 @@ func IsDecoder(name string) bool {
 	return false
 }
 
-// decode is what a decoder writes when it reads the literal text in: only a
+// Decode is what a decoder writes when it reads the literal text in: only a
 // decoding invocation (base64 -d, base32 --decode, xxd -r -p, rev) is
 // followed.
 func Decode(name string, args []Word, in string) (string, bool) {

@@ -39,7 +39,7 @@ func MatchAlt(alts []string, s string) bool {
 	return false
 }
 
-// scanOpts consumes leading options. shortValue lists the single-letter
+// ScanOpts consumes leading options. shortValue lists the single-letter
 // options that take a value; longValue the long ones. It returns the options
 // and the index of the first word after them (after a "--").
 func ScanOpts(args []Word, shortValue string, longValue []string) ([]Option, int) {
@@ -83,7 +83,7 @@ func ScanOpts(args []Word, shortValue string, longValue []string) ([]Option, int
 	return opts, i
 }
 
-// shortOptValue returns the value of the short option at args[*i].val[j]: the
+// ShortOptValue returns the value of the short option at args[*i].val[j]: the
 // rest of the word (-n5), or else the next word (-n 5), advancing *i.
 func ShortOptValue(args []Word, i *int, j int) (string, bool) {
 	if w := args[*i]; j+1 < len(w.Val) {
@@ -118,7 +118,7 @@ func OptionValue(opts []Option, names ...string) (Option, bool) {
 	return Option{}, false
 }
 
-// joinWords joins arguments with spaces, the way ssh, eval and watch build the
+// JoinWords joins arguments with spaces, the way ssh, eval and watch build the
 // code they hand to a shell.
 func JoinWords(ws []Word) Word {
 	out := Word{Val: JoinVals(ws)}
@@ -145,7 +145,7 @@ func IsAssignment(w Word) bool {
 	return true
 }
 
-// plainWord reports whether a word is made only of literal and single-quoted
+// PlainWord reports whether a word is made only of literal and single-quoted
 // parts, which can hold no substitution.
 func PlainWord(w *syntax.Word) bool {
 	for _, p := range w.Parts {
@@ -181,7 +181,7 @@ func JoinVals(ws []Word) string {
 	return b.String()
 }
 
-// stmtText is a statement's source without its terminating ";".
+// StmtText is a statement's source without its terminating ";".
 func StmtText(src string, st *syntax.Stmt) string {
 	t := NodeText(src, st)
 	if st.Semicolon.IsValid() && !st.Background && !st.Coprocess && !st.Disown {
@@ -190,7 +190,7 @@ func StmtText(src string, st *syntax.Stmt) string {
 	return strings.TrimRight(t, " \t")
 }
 
-// bareLiteral returns the value of a word written as one unquoted literal.
+// BareLiteral returns the value of a word written as one unquoted literal.
 func BareLiteral(w *syntax.Word) (string, bool) {
 	if len(w.Parts) != 1 {
 		return "", false
@@ -202,7 +202,7 @@ func BareLiteral(w *syntax.Word) (string, bool) {
 	return l.Value, true
 }
 
-// identPrefix returns the shell identifier a string starts with ("a" for
+// IdentPrefix returns the shell identifier a string starts with ("a" for
 // "a[1]"), or "".
 func IdentPrefix(s string) string {
 	i := 0
@@ -215,7 +215,7 @@ func IdentPrefix(s string) string {
 	return s[:i]
 }
 
-// isShell reports whether name is a shell that runs code given with -c, a
+// IsShell reports whether name is a shell that runs code given with -c, a
 // script file or its stdin. Code for any of them is parsed as bash, which
 // accepts the others' code or fails to parse it (and then fails closed).
 func IsShell(name string) bool {

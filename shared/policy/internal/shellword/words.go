@@ -9,7 +9,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// word is one argument after the shell has done its work, as far as the
+// Word is one argument after the shell has done its work, as far as the
 // classifier can know it without running anything.
 type Word struct {
 	// val is the argument's value. For a dynamic word it is the value with every
@@ -24,7 +24,7 @@ type Word struct {
 	// still a good description (a glob with a literal prefix expands to names
 	// with that prefix) but it is not the argument the program will see.
 	Glob bool
-	// flagLike: a glob with no literal prefix, which can expand to a file name
+	// FlagLike: a glob with no literal prefix, which can expand to a file name
 	// that starts with "-" and so to an option.
 	FlagLike bool
 	// split: an expansion outside quotes, which the shell splits into any
@@ -42,7 +42,7 @@ type Word struct {
 // than this is treated as dynamic rather than enumerated.
 const maxBraceWords = 64
 
-// resolveWords resolves a command's words into arguments, performing brace
+// ResolveWords resolves a command's words into arguments, performing brace
 // expansion (which is how `{rm,-rf,/x}` runs rm).
 func ResolveWords(src string, ws []*syntax.Word, out []Word) []Word {
 	for _, w := range ws {
@@ -82,7 +82,7 @@ func hasBraceCandidate(w *syntax.Word) bool {
 	return false
 }
 
-// resolveParts resolves the parts of one word (no brace expansion).
+// ResolveParts resolves the parts of one word (no brace expansion).
 func ResolveParts(src string, parts []syntax.WordPart) Word {
 	// Fast paths for the overwhelmingly common shapes: one plain literal, one
 	// single-quoted string, one double-quoted plain literal.
@@ -207,7 +207,7 @@ func unescapeDouble(s string, b *strings.Builder) {
 	}
 }
 
-// decodeANSIC decodes the body of a $'...' string. Escapes it does not know
+// DecodeANSIC decodes the body of a $'...' string. Escapes it does not know
 // make the word dynamic rather than guessed.
 func DecodeANSIC(s string) (string, bool) {
 	if strings.IndexByte(s, '\\') < 0 {
@@ -286,7 +286,7 @@ func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
-// nodeText returns the source text of a node, or "" when its positions do not
+// NodeText returns the source text of a node, or "" when its positions do not
 // fit the source (which would mean the node came from another parse).
 func NodeText(src string, n syntax.Node) string {
 	start, end := int(n.Pos().Offset()), int(n.End().Offset())
@@ -296,7 +296,7 @@ func NodeText(src string, n syntax.Node) string {
 	return src[start:end]
 }
 
-// heredocText resolves a here-document body. A quoted delimiter (<<'EOF')
+// HeredocText resolves a here-document body. A quoted delimiter (<<'EOF')
 // makes the body literal; otherwise it expands like a double-quoted string.
 func HeredocText(src string, r *syntax.Redirect) Word {
 	if r.Hdoc == nil {

@@ -13,10 +13,10 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// ErrSyntax is wrapped by every error [CheckSyntax] returns.
+// ErrSyntax is wrapped by every error [Check] returns.
 var ErrSyntax = errors.New("syntax gate")
 
-// CheckSyntax refuses commands that are almost certainly typed wrong, with a
+// Check refuses commands that are almost certainly typed wrong, with a
 // message that names the fix: a flag separated from its dash (`head - n 3`,
 // which runs head on the files "-", "n" and "3"), a dash that is really an en
 // dash or minus sign (`–n`, pasted from a document), a command that does not

@@ -5,7 +5,7 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// shellState is what the classifier knows about one shell process while it
+// Shell is what the classifier knows about one shell process while it
 // walks the code that process runs: the top-level command, or the code handed
 // to a nested shell (bash -c, ssh, sh reading a here-document …). eval, trap
 // and alias code runs in the same shell and shares its state.
@@ -24,15 +24,15 @@ type Shell struct {
 	Files   []*syntax.File
 	Scanned int
 	Tainted map[string]bool
-	// codeLits are quoted literals holding "$(" or "`", text an arithmetic
+	// CodeLits are quoted literals holding "$(" or "`", text an arithmetic
 	// double expansion could run.
 	CodeLits []string
 	// integers are variables declared with -i: bash evaluates what is
 	// assigned to them as arithmetic.
 	Integers map[string]bool
-	// arithFlagged: the arithmetic double-expansion finding was recorded.
+	// ArithFlagged: the arithmetic double-expansion finding was recorded.
 	ArithFlagged bool
-	// loopVars are variables a for loop sets from literal words only.
+	// LoopVars are variables a for loop sets from literal words only.
 	LoopVars map[string]bool
 	// secrets are variables assigned from a credential store ($(cat
 	// /etc/shadow)), with the store: sending one is sending the secret.
@@ -66,7 +66,7 @@ func (s *Shell) SetLit(name, value string) {
 	s.Lits[name] = value
 }
 
-// unset forgets functions (and literal values) a call to unset may remove.
+// Unset forgets functions (and literal values) a call to unset may remove.
 func (s *Shell) Unset(args []shellword.Word) {
 	for _, a := range args {
 		if a.Dyn {

@@ -7,20 +7,20 @@ import (
 )
 
 const (
-	// maxDepth bounds how deeply code inside code (bash -c inside ssh inside
+	// MaxDepth bounds how deeply code inside code (bash -c inside ssh inside
 	// pct exec …) is followed; anything deeper is destructive.
 	MaxDepth = 12
-	// maxCommandBytes bounds the command text; anything longer is destructive.
+	// MaxCommandBytes bounds the command text; anything longer is destructive.
 	MaxCommandBytes = 256 << 10
-	// maxNesting bounds how deeply brackets may nest in the raw text: past it
+	// MaxNesting bounds how deeply brackets may nest in the raw text: past it
 	// the parser and the walk get slow, and no real command comes close.
 	MaxNesting = 200
-	// maxWraps bounds how many wrappers (sudo, env, timeout …) may stack.
+	// MaxWraps bounds how many wrappers (sudo, env, timeout …) may stack.
 	MaxWraps = 64
-	// maxWork bounds the segments and re-parses one classification may do, so
+	// MaxWork bounds the segments and re-parses one classification may do, so
 	// an adversarial command cannot make the gate slow.
 	MaxWork = 4096
-	// maxArgScans bounds how many arguments of one unknown program are checked
+	// MaxArgScans bounds how many arguments of one unknown program are checked
 	// as commands it might run.
 	MaxArgScans = 4
 )
@@ -62,7 +62,7 @@ type Segment struct {
 	Unverified bool `json:"-"`
 }
 
-// frame is the context a piece of shell code is classified in.
+// Frame is the context a piece of shell code is classified in.
 type Frame struct {
 	Src   string // the text node positions refer to
 	Depth int
@@ -77,7 +77,7 @@ type Frame struct {
 	Sh *Shell
 }
 
-// child returns the frame for code or an argv nested inside wrapper.
+// Child returns the frame for code or an argv nested inside wrapper.
 func (f *Frame) Child(wrapper string) *Frame {
 	n := *f
 	n.Wraps++
@@ -91,7 +91,7 @@ func (f *Frame) Child(wrapper string) *Frame {
 	return &n
 }
 
-// withVia returns a child frame whose commands run through a transport.
+// WithVia returns a child frame whose commands run through a transport.
 func (f *Frame) WithVia(via string) *Frame {
 	n := f.Child(via)
 	if n.Via == "" {
@@ -102,14 +102,14 @@ func (f *Frame) WithVia(via string) *Frame {
 	return n
 }
 
-// atLeast raises the frame's floor.
+// AtLeast raises the frame's floor.
 func (f *Frame) AtLeast(c ruleset.Class, why string) {
 	if c.Rank() > f.Floor.Rank() {
 		f.Floor, f.FloorWhy = c, why
 	}
 }
 
-// nesting estimates how deeply the parser would nest: the depth of ( and {
+// Nesting estimates how deeply the parser would nest: the depth of ( and {
 // in the raw text, quotes ignored, or a fifth of the count of | and & (each
 // pipe or && nests one binary command in the next). A cheap over-estimate
 // that keeps absurd inputs away from the parser.
@@ -129,7 +129,7 @@ func Nesting(s string) int {
 	return max(most, ops/5)
 }
 
-// clip shortens text for an explanation.
+// Clip shortens text for an explanation.
 func Clip(s string) string {
 	if len(s) > 60 {
 		return s[:57] + "…"
@@ -137,7 +137,7 @@ func Clip(s string) string {
 	return s
 }
 
-// stdinKind says what a command's standard input is, as far as it matters for
+// StdinKind says what a command's standard input is, as far as it matters for
 // programs that run their input as code (sh, bash, ssh without a command, at).
 type StdinKind uint8
 
@@ -153,13 +153,13 @@ type Stdin struct {
 	Text     string
 	Dyn      bool
 	Producer string
-	// hint, for stdinOther, is the producer's literal arguments one per line:
+	// hint, for StdinOther, is the producer's literal arguments one per line:
 	// printf '%s\n' 'rm -rf /x' | sh prints them, so they are checked as code.
 	Hint string
-	// secret is the credential store a redirected file is; envDump: the
+	// secret is the credential store a redirected file is; EnvDump: the
 	// producer prints the environment; up is what the producer itself read.
 	// They say whether a command that sends its input off the machine sends
-	// a secret (see exfil.go), and are looked at only then.
+	// a secret (see internal/exfil), and are looked at only then.
 	Secret  string
 	EnvDump bool
 	Up      *Stdin

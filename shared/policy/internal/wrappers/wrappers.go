@@ -90,7 +90,7 @@ func env(c walk.Classifier, name string, args []shellword.Word, text string, f *
 func xargsOpts(args []shellword.Word) (repl string, rest int) {
 	for rest = 0; rest < len(args); rest++ {
 		w := args[rest]
-		// As in scanOpts, a word only known at run time is an option when
+		// As in ScanOpts, a word only known at run time is an option when
 		// its literal text starts with "-" (find -exec xargs -I{} …).
 		if len(w.Val) < 2 || w.Val[0] != '-' {
 			return repl, rest

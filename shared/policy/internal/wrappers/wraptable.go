@@ -174,17 +174,17 @@ func init() {
 	slices.Sort(Names)
 }
 
-// wrapperNames lists every wrapper of the table, sorted; the classifier looks
+// Names lists every wrapper of the table, sorted; the classifier looks
 // for them inside arguments of unknown programs.
 var Names []string
 
-// isWrapper reports whether name has an entry in the wrapper table.
+// IsWrapper reports whether name has an entry in the wrapper table.
 func IsWrapper(name string) bool {
 	_, ok := wrapperTable[name]
 	return ok
 }
 
-// wrapper unwraps a program of the wrapper table and classifies what it runs.
+// Unwrap unwraps a program of the wrapper table and classifies what it runs.
 // It reports false when name is not a wrapper in this form.
 func Unwrap(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 	e, ok := wrapperTable[name]
