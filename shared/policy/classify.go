@@ -273,15 +273,10 @@ func (c *classifier) stmt(st *syntax.Stmt, f *walk.Frame, in walk.Stdin) {
 	}
 	sin := in
 	for _, r := range st.Redirs {
-		switch r.Op {
-		case syntax.RdrIn:
+		if r.Op == syntax.RdrIn {
 			sin = c.fileInput(f, r)
-		case syntax.Hdoc, syntax.DashHdoc:
-			w := shellword.HeredocText(f.Src, r)
-			sin = walk.Stdin{Kind: walk.StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
-		case syntax.WordHdoc:
-			w := shellword.ResolveParts(f.Src, r.Word.Parts)
-			sin = walk.Stdin{Kind: walk.StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
+		} else if h, ok := hereInput(f.Src, r); ok {
+			sin = h
 		}
 	}
 	c.redirects(st, f)
@@ -525,7 +520,7 @@ func (c *classifier) redirects(st *syntax.Stmt, f *walk.Frame) {
 			// bash opens a socket for /dev/tcp/HOST/PORT: what the
 			// statement writes leaves the machine.
 			seg := Segment{Command: text}
-			exfil.Describe(c, &seg, "the shell", "sends", w.Val, []exfil.Payload{c.statementPayload(st, f)})
+			exfil.Describe(&seg, "the shell", "sends", w.Val, []exfil.Payload{c.statementPayload(st, f)})
 			c.Add(f, seg)
 		case !w.Glob && ruleset.AnyRE(c.p.SafeRedirects, w.Val):
 			// /dev/null, /dev/stderr …: checked first, because the

@@ -58,19 +58,29 @@ func (c *classifier) PipeSource(x *syntax.Stmt, f *walk.Frame, in walk.Stdin) wa
 	return out
 }
 
+// hereInput is the standard input a here-document or here-string gives; ok
+// is false for any other redirection.
+func hereInput(src string, r *syntax.Redirect) (in walk.Stdin, ok bool) {
+	switch r.Op {
+	case syntax.Hdoc, syntax.DashHdoc:
+		w := shellword.HeredocText(src, r)
+		return walk.Stdin{Kind: walk.StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}, true
+	case syntax.WordHdoc:
+		w := shellword.ResolveParts(src, r.Word.Parts)
+		return walk.Stdin{Kind: walk.StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}, true
+	}
+	return walk.Stdin{}, false
+}
+
 // ownInput is what a statement's own here-document or here-string feeds it,
 // or in when it has none.
 func ownInput(st *syntax.Stmt, f *walk.Frame, in walk.Stdin) walk.Stdin {
 	for i := len(st.Redirs) - 1; i >= 0; i-- {
 		r := st.Redirs[i]
-		switch r.Op {
-		case syntax.Hdoc, syntax.DashHdoc:
-			w := shellword.HeredocText(f.Src, r)
-			return walk.Stdin{Kind: walk.StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
-		case syntax.WordHdoc:
-			w := shellword.ResolveParts(f.Src, r.Word.Parts)
-			return walk.Stdin{Kind: walk.StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
-		case syntax.RdrIn:
+		if h, ok := hereInput(f.Src, r); ok {
+			return h
+		}
+		if r.Op == syntax.RdrIn {
 			return walk.Stdin{Kind: walk.StdinOther, Producer: "the file " + shellword.NodeText(f.Src, r.Word)}
 		}
 	}
@@ -173,14 +183,8 @@ func (c *classifier) producerOutput(st *syntax.Stmt, call *syntax.CallExpr, f *w
 			return other
 		}
 		for i := len(st.Redirs) - 1; i >= 0; i-- {
-			r := st.Redirs[i]
-			switch r.Op {
-			case syntax.Hdoc, syntax.DashHdoc:
-				w := shellword.HeredocText(f.Src, r)
-				return walk.Stdin{Kind: walk.StdinText, Text: w.Val, Dyn: w.Dyn, Producer: "a here-document"}
-			case syntax.WordHdoc:
-				w := shellword.ResolveParts(f.Src, r.Word.Parts)
-				return walk.Stdin{Kind: walk.StdinText, Text: w.Val + "\n", Dyn: w.Dyn, Producer: "a here-string"}
+			if h, ok := hereInput(f.Src, st.Redirs[i]); ok {
+				return h
 			}
 		}
 	}

@@ -51,6 +51,10 @@ var senders = map[string]sendKind{
 	"smbclient": sendScript, "lftp": sendScript, "ftp": sendScript, "tftp": sendScript, "sftp": sendScript,
 }
 
+// verbs say what each kind of sender does with what it sends.
+var verbs = [...]string{sendHTTP: "uploads", sendStream: "sends", sendCopy: "copies", sendMail: "mails",
+	sendDNS: "looks up", sendScript: "uploads"}
+
 // Payload is one piece of local data a command sends.
 type Payload struct {
 	What   string // "the file /etc/shadow", "the output of $(hostname)"
@@ -64,55 +68,56 @@ func Check(c walk.Classifier, base string, args []shellword.Word, f *walk.Frame,
 		return
 	}
 	var sent []Payload
-	var verb string
 	switch kind {
 	case sendHTTP:
-		verb = "uploads"
 		sent = httpPayloads(c, base, args, f, in)
 	case sendStream:
-		verb = "sends"
 		if base == "openssl" && (len(args) == 0 || args[0].Val != "s_client") {
 			return
 		}
 		sent = streamPayloads(c, base, args, f, in)
 	case sendCopy:
-		verb = "copies"
 		sent = copyPayloads(c, base, args, f)
 	case sendMail:
-		verb = "mails"
-		sent = mailPayloads(c, args, f, in)
-		if len(sent) == 0 {
+		if sent = mailPayloads(c, args, f, in); len(sent) == 0 {
 			sent = []Payload{{What: "a message"}}
 		}
 	case sendDNS:
-		verb = "looks up"
 		sent = dnsPayloads(c, base, args, f)
 	case sendScript:
-		verb = "uploads"
 		sent = scriptPayloads(c, args, f, in)
 	}
+	verb := verbs[kind]
 	if len(sent) == 0 {
 		return
 	}
-	class, p := ruleset.ConfigMutation, sent[0]
-	for _, s := range sent {
-		if s.Secret != "" {
-			class, p = ruleset.Destructive, s
-			break
-		}
-	}
+	class, p := decisive(sent)
 	if class.Rank() < seg.Class.Rank() || class == seg.Class && seg.Rule != "" && class == ruleset.Destructive {
 		return
 	}
 	seg.Class, seg.Rule = class, ""
-	why := base + " " + verb + " " + p.What + " off the machine"
-	if p.Secret != "" {
-		why += ", a credential store (" + p.Secret + "): a leaked secret cannot be taken back"
-	} else {
-		why += " (data leaving the machine needs an operator)"
-	}
-	seg.Reason = why
+	seg.Reason = base + " " + verb + " " + p.What + " off the machine" + p.note()
 	seg.Cause = "exfiltration: " + base + " " + verb + " " + p.What
+}
+
+// decisive is the payload that decides what sending sent is, with its class:
+// the first credential store (destructive: a leaked secret cannot be taken
+// back), else the first payload (config_mutation).
+func decisive(sent []Payload) (ruleset.Class, Payload) {
+	for _, s := range sent {
+		if s.Secret != "" {
+			return ruleset.Destructive, s
+		}
+	}
+	return ruleset.ConfigMutation, sent[0]
+}
+
+// note ends the reason for sending p.
+func (p Payload) note() string {
+	if p.Secret != "" {
+		return ", a credential store (" + p.Secret + "): a leaked secret cannot be taken back"
+	}
+	return " (data leaving the machine needs an operator)"
 }
 
 // isCommandSubst reports whether a word's dynamic text holds a command or
@@ -396,26 +401,15 @@ func SSH(c walk.Classifier, dest string, opts []shellword.Option, remote []shell
 		return
 	}
 	seg := walk.Segment{Command: text, Program: "ssh", Class: ruleset.ReadOnly}
-	Describe(c, &seg, "ssh", "sends", dest, sent)
+	Describe(&seg, "ssh", "sends", dest, sent)
 	c.Add(f, seg)
 }
 
 // Describe sets seg from what a command sends to dest.
-func Describe(c walk.Classifier, seg *walk.Segment, prog, verb, dest string, sent []Payload) {
-	class, p := ruleset.ConfigMutation, sent[0]
-	for _, s := range sent {
-		if s.Secret != "" {
-			class, p = ruleset.Destructive, s
-			break
-		}
-	}
+func Describe(seg *walk.Segment, prog, verb, dest string, sent []Payload) {
+	class, p := decisive(sent)
 	seg.Class, seg.Rule = class, ""
-	seg.Reason = prog + " " + verb + " " + p.What + " to " + dest
-	if p.Secret != "" {
-		seg.Reason += ", a credential store (" + p.Secret + "): a leaked secret cannot be taken back"
-	} else {
-		seg.Reason += " (data leaving the machine needs an operator)"
-	}
+	seg.Reason = prog + " " + verb + " " + p.What + " to " + dest + p.note()
 	seg.Cause = "exfiltration: " + prog + " " + verb + " " + p.What + " to " + dest
 }
 

@@ -325,6 +325,26 @@ func compileREs(exprs []string, patterns map[string]string) ([]*regexp.Regexp, e
 	return out, nil
 }
 
+// reList is a list of regular expressions in a policy file: its key, its
+// source, and where it goes compiled.
+type reList struct {
+	key string
+	dst *[]*regexp.Regexp
+	src []string
+}
+
+// compileLists compiles each list in order; the error names the key of the
+// first that fails.
+func compileLists(lists []reList, patterns map[string]string) error {
+	for _, l := range lists {
+		var err error
+		if *l.dst, err = compileREs(l.src, patterns); err != nil {
+			return fmt.Errorf("%s: %w", l.key, err)
+		}
+	}
+	return nil
+}
+
 func compileOptValues(m map[string][]string, patterns map[string]string) ([]optValues, error) {
 	var out []optValues
 	keys := make([]string, 0, len(m))
@@ -395,14 +415,12 @@ func compile(s *fileSpec, wrappers []string) (*Set, error) {
 			return nil, fmt.Errorf("%w: code_deletions: %w", ErrPolicy, err)
 		}
 	}
-	if p.credentials, err = compileREs(s.CredentialPaths, patterns); err != nil {
-		return nil, fmt.Errorf("%w: credential_paths: %w", ErrPolicy, err)
-	}
-	if p.SafeRedirects, err = compileREs(s.SafeRedirectTargets, patterns); err != nil {
-		return nil, fmt.Errorf("%w: safe_redirect_targets: %w", ErrPolicy, err)
-	}
-	if p.DestructiveOut, err = compileREs(s.DestructiveWriteTargets, patterns); err != nil {
-		return nil, fmt.Errorf("%w: destructive_write_targets: %w", ErrPolicy, err)
+	if err := compileLists([]reList{
+		{"credential_paths", &p.credentials, s.CredentialPaths},
+		{"safe_redirect_targets", &p.SafeRedirects, s.SafeRedirectTargets},
+		{"destructive_write_targets", &p.DestructiveOut, s.DestructiveWriteTargets},
+	}, patterns); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 	}
 	for name, ps := range s.Programs {
 		if ps == nil {
@@ -550,14 +568,18 @@ func compileRule(rs *ruleSpec, patterns map[string]string) (*Rule, error) {
 	}
 	r.denyOpts, r.allowOpts, r.requireOpts = rs.DenyFlags, rs.AllowFlags, rs.RequireFlags
 	var err error
-	if r.optValues, err = compileOptValues(rs.FlagValues, patterns); err != nil {
-		return nil, fmt.Errorf("flag_values: %w", err)
-	}
-	if r.denyOptValues, err = compileOptValues(rs.DenyFlagValues, patterns); err != nil {
-		return nil, fmt.Errorf("deny_flag_values: %w", err)
-	}
-	if r.requireOptValues, err = compileOptValues(rs.RequireFlagValues, patterns); err != nil {
-		return nil, fmt.Errorf("require_flag_values: %w", err)
+	for _, v := range []struct {
+		key string
+		dst *[]optValues
+		src map[string][]string
+	}{
+		{"flag_values", &r.optValues, rs.FlagValues},
+		{"deny_flag_values", &r.denyOptValues, rs.DenyFlagValues},
+		{"require_flag_values", &r.requireOptValues, rs.RequireFlagValues},
+	} {
+		if *v.dst, err = compileOptValues(v.src, patterns); err != nil {
+			return nil, fmt.Errorf("%s: %w", v.key, err)
+		}
 	}
 	if rs.MinArgs != nil {
 		r.minArgs = *rs.MinArgs
@@ -565,20 +587,14 @@ func compileRule(rs *ruleSpec, patterns map[string]string) (*Rule, error) {
 	if rs.MaxArgs != nil {
 		r.maxArgs = *rs.MaxArgs
 	}
-	if r.firstArg, err = compileREs(rs.FirstArg, patterns); err != nil {
-		return nil, fmt.Errorf("first_arg: %w", err)
-	}
-	if r.args, err = compileREs(rs.Args, patterns); err != nil {
-		return nil, fmt.Errorf("args: %w", err)
-	}
-	if r.requireArgs, err = compileREs(rs.RequireArgs, patterns); err != nil {
-		return nil, fmt.Errorf("require_args: %w", err)
-	}
-	if r.denyArgs, err = compileREs(rs.DenyArgs, patterns); err != nil {
-		return nil, fmt.Errorf("deny_args: %w", err)
-	}
-	if r.lastArg, err = compileREs(rs.LastArg, patterns); err != nil {
-		return nil, fmt.Errorf("last_arg: %w", err)
+	if err := compileLists([]reList{
+		{"first_arg", &r.firstArg, rs.FirstArg},
+		{"args", &r.args, rs.Args},
+		{"require_args", &r.requireArgs, rs.RequireArgs},
+		{"deny_args", &r.denyArgs, rs.DenyArgs},
+		{"last_arg", &r.lastArg, rs.LastArg},
+	}, patterns); err != nil {
+		return nil, err
 	}
 	r.endOfOptions = rs.EndOfOptions
 	if len(rs.SQLReadOnly) > 0 && r.Class != ReadOnly {

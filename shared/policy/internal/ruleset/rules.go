@@ -95,25 +95,8 @@ func (r *Rule) permits(c *shellword.Cmdline) bool {
 	if !ok {
 		return false
 	}
-	for _, o := range c.Opts {
-		for _, d := range r.denyOpts {
-			if r.is(o.Name, d) {
-				return false
-			}
-		}
-		if len(r.allowOpts) > 0 && !slices.Contains(r.allowOpts, o.Name) {
-			return false
-		}
-		for _, ov := range r.optValues {
-			if r.is(o.Name, ov.name) && (!o.HasValue || o.ValueDyn || !AnyRE(ov.res, o.Value)) {
-				return false
-			}
-		}
-		for _, ov := range r.denyOptValues {
-			if r.is(o.Name, ov.name) && (o.ValueDyn || AnyRE(ov.res, o.Value)) {
-				return false
-			}
-		}
+	if r.optionsRuleOut(c.Opts, false) {
+		return false
 	}
 	if len(r.requireOpts) > 0 && !r.hasOpt(c.Opts, r.requireOpts) {
 		return false
@@ -174,6 +157,49 @@ func (r *Rule) permits(c *shellword.Cmdline) bool {
 	return true
 }
 
+// optionsRuleOut reports whether an option of the line shows the rule not to
+// apply (see ruledOutBy).
+func (r *Rule) optionsRuleOut(opts []shellword.Option, trigger bool) bool {
+	for _, o := range opts {
+		if r.ruledOutBy(o, trigger) {
+			return true
+		}
+	}
+	return false
+}
+
+// ruledOutBy reports whether one option shows the rule not to apply: it is
+// denied, outside allow_flags, or its value is outside flag_values or inside
+// deny_flag_values. For a permission (trigger false) every condition must be
+// shown to hold, so a value that is missing or only known at run time rules
+// the option out of flag_values, and one only known at run time may be in
+// deny_flag_values; for a trigger only a literal value can rule it out.
+func (r *Rule) ruledOutBy(o shellword.Option, trigger bool) bool {
+	for _, d := range r.denyOpts {
+		if r.is(o.Name, d) {
+			return true
+		}
+	}
+	if len(r.allowOpts) > 0 && !slices.Contains(r.allowOpts, o.Name) {
+		return true
+	}
+	literal := o.HasValue && !o.ValueDyn
+	for _, ov := range r.optValues {
+		if r.is(o.Name, ov.name) && (literal && !AnyRE(ov.res, o.Value) || !literal && !trigger) {
+			return true
+		}
+	}
+	for _, ov := range r.denyOptValues {
+		if !r.is(o.Name, ov.name) {
+			continue
+		}
+		if trigger && literal && AnyRE(ov.res, o.Value) || !trigger && (o.ValueDyn || AnyRE(ov.res, o.Value)) {
+			return true
+		}
+	}
+	return false
+}
+
 // isAny reports whether the parsed option have is one of the listed options.
 func (r *Rule) isAny(have string, want []string) bool {
 	for _, w := range want {
@@ -192,25 +218,8 @@ func (r *Rule) triggers(c *shellword.Cmdline) bool {
 	if !ok {
 		return false
 	}
-	for _, o := range c.Opts {
-		for _, d := range r.denyOpts {
-			if r.is(o.Name, d) {
-				return false
-			}
-		}
-		if len(r.allowOpts) > 0 && !slices.Contains(r.allowOpts, o.Name) {
-			return false
-		}
-		for _, ov := range r.optValues {
-			if r.is(o.Name, ov.name) && o.HasValue && !o.ValueDyn && !AnyRE(ov.res, o.Value) {
-				return false
-			}
-		}
-		for _, ov := range r.denyOptValues {
-			if r.is(o.Name, ov.name) && o.HasValue && !o.ValueDyn && AnyRE(ov.res, o.Value) {
-				return false
-			}
-		}
+	if r.optionsRuleOut(c.Opts, true) {
+		return false
 	}
 	if len(r.requireOpts) > 0 && !c.FlagLike && !r.hasOpt(c.Opts, r.requireOpts) {
 		return false

@@ -39,48 +39,63 @@ func MatchAlt(alts []string, s string) bool {
 	return false
 }
 
+// EachOption walks the leading options of args and returns the index of the
+// first word after them: options end at the first word that is not one, or
+// after a "--". A word only known at run time is an option only when its
+// literal text starts with "-" (an expansion's placeholder never does): find
+// -exec xargs -I{}. long is called for each "--name[=value]" with the name,
+// the attached value and whether there is one; short for each other option
+// word. Both get the index of the word, which they advance past a value they
+// take from the next word.
+func EachOption(args []Word, long func(i *int, w Word, name, val string, attached bool), short func(i *int, w Word)) int {
+	i := 0
+	for ; i < len(args); i++ {
+		w := args[i]
+		if len(w.Val) < 2 || w.Val[0] != '-' {
+			return i
+		}
+		if w.Val == "--" {
+			return i + 1
+		}
+		if strings.HasPrefix(w.Val, "--") {
+			name, val, has := strings.Cut(w.Val, "=")
+			long(&i, w, name, val, has)
+			continue
+		}
+		short(&i, w)
+	}
+	return i
+}
+
 // ScanOpts consumes leading options. shortValue lists the single-letter
 // options that take a value; longValue the long ones. It returns the options
 // and the index of the first word after them (after a "--").
 func ScanOpts(args []Word, shortValue string, longValue []string) ([]Option, int) {
 	var opts []Option
-	i := 0
-	for ; i < len(args); i++ {
-		w := args[i]
-		// A dynamic word is an option only when its literal text starts with
-		// "-" (an expansion's placeholder never does): find -exec xargs -I{}.
-		if len(w.Val) < 2 || w.Val[0] != '-' {
-			return opts, i
+	rest := EachOption(args, func(i *int, _ Word, name, val string, has bool) {
+		o := Option{Name: name, Value: val, HasValue: has}
+		if !has && slices.Contains(longValue, name) && *i+1 < len(args) {
+			*i++
+			o.Value, o.HasValue, o.ValueDyn = args[*i].Val, true, args[*i].Dyn
 		}
-		if w.Val == "--" {
-			return opts, i + 1
-		}
-		if strings.HasPrefix(w.Val, "--") {
-			name, val, has := strings.Cut(w.Val, "=")
-			o := Option{Name: name, Value: val, HasValue: has}
-			if !has && slices.Contains(longValue, name) && i+1 < len(args) {
-				i++
-				o.Value, o.HasValue, o.ValueDyn = args[i].Val, true, args[i].Dyn
-			}
-			opts = append(opts, o)
-			continue
-		}
+		opts = append(opts, o)
+	}, func(i *int, w Word) {
 		if w.Val[1] >= '0' && w.Val[1] <= '9' {
 			opts = append(opts, Option{Name: w.Val})
-			continue
+			return
 		}
 		for j := 1; j < len(w.Val); j++ {
 			o := Option{Name: ShortOpts[w.Val[j]]}
 			if strings.IndexByte(shortValue, w.Val[j]) >= 0 {
 				o.HasValue = true
-				o.Value, o.ValueDyn = ShortOptValue(args, &i, j)
+				o.Value, o.ValueDyn = ShortOptValue(args, i, j)
 				opts = append(opts, o)
 				break
 			}
 			opts = append(opts, o)
 		}
-	}
-	return opts, i
+	})
+	return opts, rest
 }
 
 // ShortOptValue returns the value of the short option at args[*i].val[j]: the
@@ -158,6 +173,8 @@ func PlainWord(w *syntax.Word) bool {
 	return true
 }
 
+// IsDigits reports whether s is a non-empty string of ASCII digits: a file
+// descriptor (2>&1), a number in a command.
 func IsDigits(s string) bool {
 	if s == "" {
 		return false

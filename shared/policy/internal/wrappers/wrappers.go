@@ -88,43 +88,31 @@ func env(c walk.Classifier, name string, args []shellword.Word, text string, f *
 // getopt "e::i::l::"), so in `xargs -l rm -rf /` the command is rm. Long
 // options take a value after "=", and the required ones also the next word.
 func xargsOpts(args []shellword.Word) (repl string, rest int) {
-	for rest = 0; rest < len(args); rest++ {
-		w := args[rest]
-		// As in ScanOpts, a word only known at run time is an option when
-		// its literal text starts with "-" (find -exec xargs -I{} …).
-		if len(w.Val) < 2 || w.Val[0] != '-' {
-			return repl, rest
-		}
-		if w.Val == "--" {
-			return repl, rest + 1
-		}
-		if strings.HasPrefix(w.Val, "--") {
-			name, val, has := strings.Cut(w.Val, "=")
-			switch {
-			case shellword.OptionMatches(name, "--replace"):
-				repl = "{}"
-				if has {
-					repl = val
-				}
-			case !has && (shellword.OptionMatches(name, "--arg-file") || shellword.OptionMatches(name, "--delimiter") ||
-				shellword.OptionMatches(name, "--max-args") || shellword.OptionMatches(name, "--max-procs") ||
-				shellword.OptionMatches(name, "--max-chars") || shellword.OptionMatches(name, "--process-slot-var")):
-				rest++
+	rest = shellword.EachOption(args, func(i *int, _ shellword.Word, name, val string, has bool) {
+		switch {
+		case shellword.OptionMatches(name, "--replace"):
+			repl = "{}"
+			if has {
+				repl = val
 			}
-			continue
+		case !has && (shellword.OptionMatches(name, "--arg-file") || shellword.OptionMatches(name, "--delimiter") ||
+			shellword.OptionMatches(name, "--max-args") || shellword.OptionMatches(name, "--max-procs") ||
+			shellword.OptionMatches(name, "--max-chars") || shellword.OptionMatches(name, "--process-slot-var")):
+			*i++
 		}
+	}, func(i *int, w shellword.Word) {
 		for j := 1; j < len(w.Val); j++ {
 			ch := w.Val[j]
 			if strings.IndexByte("adEILnPs", ch) >= 0 {
 				val := w.Val[j+1:]
-				if val == "" && rest+1 < len(args) {
-					rest++
-					val = args[rest].Val
+				if val == "" && *i+1 < len(args) {
+					*i++
+					val = args[*i].Val
 				}
 				if ch == 'I' {
 					repl = val
 				}
-				break
+				return
 			}
 			if strings.IndexByte("eil", ch) >= 0 {
 				if ch == 'i' {
@@ -133,10 +121,10 @@ func xargsOpts(args []shellword.Word) (repl string, rest int) {
 						repl = w.Val[j+1:]
 					}
 				}
-				break
+				return
 			}
 		}
-	}
+	})
 	return repl, rest
 }
 

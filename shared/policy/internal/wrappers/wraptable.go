@@ -222,38 +222,27 @@ type optSpec struct {
 // scan reads the leading options. unknown is the first option the spec does
 // not list ("" when every one is known).
 func (s *optSpec) scan(args []shellword.Word) (opts []shellword.Option, rest int, unknown string) {
-	i := 0
-	for ; i < len(args); i++ {
-		w := args[i]
-		if len(w.Val) < 2 || w.Val[0] != '-' {
-			return opts, i, unknown
-		}
-		if w.Val == "--" {
-			return opts, i + 1, unknown
-		}
-		if strings.HasPrefix(w.Val, "--") {
-			name, val, has := strings.Cut(w.Val, "=")
-			o := shellword.Option{Name: name, Value: val, HasValue: has, ValueDyn: has && w.Dyn}
-			switch full := longName(name, s.longValues); {
-			case full != "":
-				o.Name = full
-				if !has && i+1 < len(args) {
-					i++
-					o.Value, o.HasValue, o.ValueDyn = args[i].Val, true, args[i].Dyn
-				}
-			default:
-				if full = longName(name, s.long); full != "" {
-					o.Name = full
-				} else if unknown == "" && longName(name, s.mutating) == "" && longName(name, s.readOnly) == "" {
-					unknown = w.Val
-				}
+	rest = shellword.EachOption(args, func(i *int, w shellword.Word, name, val string, has bool) {
+		o := shellword.Option{Name: name, Value: val, HasValue: has, ValueDyn: has && w.Dyn}
+		switch full := longName(name, s.longValues); {
+		case full != "":
+			o.Name = full
+			if !has && *i+1 < len(args) {
+				*i++
+				o.Value, o.HasValue, o.ValueDyn = args[*i].Val, true, args[*i].Dyn
 			}
-			opts = append(opts, o)
-			continue
+		default:
+			if full = longName(name, s.long); full != "" {
+				o.Name = full
+			} else if unknown == "" && longName(name, s.mutating) == "" && longName(name, s.readOnly) == "" {
+				unknown = w.Val
+			}
 		}
+		opts = append(opts, o)
+	}, func(i *int, w shellword.Word) {
 		if s.numeric && w.Val[1] >= '0' && w.Val[1] <= '9' {
 			opts = append(opts, shellword.Option{Name: w.Val})
-			continue
+			return
 		}
 		for j := 1; j < len(w.Val); j++ {
 			ch := w.Val[j]
@@ -261,7 +250,7 @@ func (s *optSpec) scan(args []shellword.Word) (opts []shellword.Option, rest int
 			switch {
 			case strings.IndexByte(s.values, ch) >= 0:
 				o.HasValue = true
-				o.Value, o.ValueDyn = shellword.ShortOptValue(args, &i, j)
+				o.Value, o.ValueDyn = shellword.ShortOptValue(args, i, j)
 				opts = append(opts, o)
 				j = len(w.Val)
 				continue
@@ -279,8 +268,8 @@ func (s *optSpec) scan(args []shellword.Word) (opts []shellword.Option, rest int
 			}
 			opts = append(opts, o)
 		}
-	}
-	return opts, i, unknown
+	})
+	return opts, rest, unknown
 }
 
 // longName returns the listed long option that name is or abbreviates
