@@ -927,6 +927,9 @@ func (c *classifier) findExec(args []shellword.Word, text string, f *walk.Frame,
 	}
 }
 
+// The classifier is what the principles call back through.
+var _ walk.Classifier = (*classifier)(nil)
+
 // Rules is the compiled rule set (Classifier).
 func (c *classifier) Rules() *ruleset.Set { return c.p }
 

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	_ "embed"
 	"sync"
 
 	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"

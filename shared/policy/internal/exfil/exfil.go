@@ -354,7 +354,7 @@ func dnsPayloads(c walk.Classifier, base string, args []shellword.Word, f *walk.
 		if i > 0 && (base == "dig" || base == "kdig" || base == "drill") && (args[i-1].Val == "-p" || args[i-1].Val == "-b") {
 			continue
 		}
-		if !isCommandSubst(w) && onlyKnownVars(c, w.Val, f) {
+		if !isCommandSubst(w) && onlyKnownVars(w.Val, f) {
 			continue // a name built from values the command itself spells out
 		}
 		p := Payload{What: "a name built from " + walk.Clip(w.Val), Secret: SecretInText(c, w.Val, f)}
@@ -369,7 +369,7 @@ var varRefRE = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?`)
 // onlyKnownVars reports whether every expansion in text is a variable whose
 // value the command itself wrote (a literal assignment, a for loop over
 // literal words).
-func onlyKnownVars(c walk.Classifier, text string, f *walk.Frame) bool {
+func onlyKnownVars(text string, f *walk.Frame) bool {
 	refs := varRefRE.FindAllStringSubmatch(text, -1)
 	if len(refs) == 0 || strings.Count(text, "$") != len(refs) {
 		return false

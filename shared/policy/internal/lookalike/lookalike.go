@@ -90,6 +90,7 @@ func IsBidi(r rune) bool {
 	return false
 }
 
+// IsASCII reports whether s is all ASCII.
 func IsASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {

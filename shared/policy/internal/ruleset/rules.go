@@ -66,6 +66,7 @@ type optValues struct {
 	res  []*regexp.Regexp
 }
 
+// AnyRE reports whether one of res matches s.
 func AnyRE(res []*regexp.Regexp, s string) bool {
 	for _, re := range res {
 		if re.MatchString(s) {

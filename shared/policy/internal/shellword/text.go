@@ -30,6 +30,8 @@ func glob(pattern, s string) bool {
 	}
 }
 
+// MatchAlt reports whether s matches one of the alternatives, patterns whose
+// only special character is '*'.
 func MatchAlt(alts []string, s string) bool {
 	for _, a := range alts {
 		if glob(a, s) {
@@ -111,6 +113,7 @@ func ShortOptValue(args []Word, i *int, j int) (string, bool) {
 	return "", false
 }
 
+// HasOption reports whether one of opts is (or abbreviates) one of names.
 func HasOption(opts []Option, names ...string) bool {
 	for _, o := range opts {
 		for _, n := range names {
@@ -122,6 +125,8 @@ func HasOption(opts []Option, names ...string) bool {
 	return false
 }
 
+// OptionValue returns the first of opts that is (or abbreviates) one of
+// names.
 func OptionValue(opts []Option, names ...string) (Option, bool) {
 	for _, o := range opts {
 		for _, n := range names {
@@ -143,6 +148,8 @@ func JoinWords(ws []Word) Word {
 	return out
 }
 
+// IsAssignment reports whether a literal word is NAME=value, as env and sudo
+// take before the command.
 func IsAssignment(w Word) bool {
 	if w.Dyn {
 		return false
@@ -187,6 +194,7 @@ func IsDigits(s string) bool {
 	return true
 }
 
+// JoinVals joins the words' values with spaces.
 func JoinVals(ws []Word) string {
 	var b strings.Builder
 	for i, w := range ws {

@@ -27,6 +27,7 @@ func Check(command string) error {
 	return CheckWith(syntax.NewParser(syntax.Variant(syntax.LangBash)), command)
 }
 
+// CheckWith is Check with the caller's parser (the classifier's pooled one).
 func CheckWith(parser *syntax.Parser, command string) error {
 	if strings.TrimSpace(command) == "" {
 		return fmt.Errorf("%w: the command is empty", ErrSyntax)

@@ -39,6 +39,7 @@ type Shell struct {
 	Secrets map[string]string
 }
 
+// Reset forgets everything, for the next command.
 func (s *Shell) Reset() {
 	clear(s.Funcs)
 	clear(s.Lits)
@@ -52,6 +53,7 @@ func (s *Shell) Reset() {
 	s.ArithFlagged = false
 }
 
+// DefineFunc records that the shell has certainly defined the function name.
 func (s *Shell) DefineFunc(name string) {
 	if s.Funcs == nil {
 		s.Funcs = map[string]bool{}
@@ -59,6 +61,7 @@ func (s *Shell) DefineFunc(name string) {
 	s.Funcs[name] = true
 }
 
+// SetLit records the literal value assigned to a variable.
 func (s *Shell) SetLit(name, value string) {
 	if s.Lits == nil {
 		s.Lits = map[string]string{}
