@@ -709,9 +709,9 @@ func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *walk.Frame,
 		c.subst(w, f)
 	}
 	if len(call.Args) > 1 {
-		if prog, ok := shellword.BareLiteral(call.Args[0]); ok && isNameBuiltin(prog) {
+		if prog, ok := shellword.BareLiteral(call.Args[0]); ok && shellword.IsNameBuiltin(prog) {
 			for _, w := range call.Args[1:] {
-				if hasBracket(w) {
+				if shellword.HasBracket(w) {
 					c.checkArith(f, w)
 				}
 			}

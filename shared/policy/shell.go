@@ -4,36 +4,12 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
 	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"mvdan.cc/sh/v3/syntax"
 )
-
-// isNameBuiltin reports whether a builtin takes variable names as
-// arguments. A name with a subscript (`printf -v "a[$x]"`, `[ -v "a[$x]" ]`)
-// evaluates the subscript as arithmetic.
-func isNameBuiltin(name string) bool {
-	switch name {
-	case "read", "mapfile", "readarray", "getopts", "printf", "unset", "test", "[", "declare", "typeset",
-		"local", "export", "readonly", "let":
-		return true
-	}
-	return false
-}
-
-// isTaintingBuiltin reports whether a builtin sets the variables it is given
-// from data the command controls (printf only with -v, but any name-looking
-// argument is counted, which only makes the check more cautious).
-func isTaintingBuiltin(name string) bool {
-	switch name {
-	case "read", "mapfile", "readarray", "getopts", "printf":
-		return true
-	}
-	return false
-}
 
 // isTainted reports whether a variable's value may be text chosen by the
 // command itself rather than a literal free of expansions: assigned from an
@@ -68,7 +44,7 @@ func (c *classifier) collectTaint(s *walk.Shell, file *syntax.File) {
 	syntax.Walk(file, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.Assign:
-			if n.Name != nil && !safeAssign(n) {
+			if n.Name != nil && !shellword.SafeAssign(n) {
 				taint(n.Name.Value)
 			}
 		case *syntax.ParamExp:
@@ -79,7 +55,7 @@ func (c *classifier) collectTaint(s *walk.Shell, file *syntax.File) {
 			if wi, ok := n.Loop.(*syntax.WordIter); ok && wi.Name != nil {
 				safe := wi.InPos.IsValid()
 				for _, it := range wi.Items {
-					safe = safe && safeWord(it)
+					safe = safe && shellword.SafeWord(it)
 				}
 				if !safe {
 					taint(wi.Name.Value)
@@ -87,7 +63,7 @@ func (c *classifier) collectTaint(s *walk.Shell, file *syntax.File) {
 			}
 		case *syntax.CallExpr:
 			if len(n.Args) > 0 {
-				if prog, ok := shellword.BareLiteral(n.Args[0]); ok && isTaintingBuiltin(path.Base(prog)) {
+				if prog, ok := shellword.BareLiteral(n.Args[0]); ok && shellword.IsTaintingBuiltin(path.Base(prog)) {
 					for _, a := range n.Args[1:] {
 						if v, ok := shellword.BareLiteral(a); ok {
 							if name := shellword.IdentPrefix(v); name != "" {
@@ -110,131 +86,6 @@ func (c *classifier) noteCodeLit(s *walk.Shell, v string) {
 	if len(s.CodeLits) < 8 && (strings.Contains(v, "$(") || strings.Contains(v, "`")) {
 		s.CodeLits = append(s.CodeLits, v)
 	}
-}
-
-// safeAssign reports whether an assignment sets a literal free of "$" and
-// "`" (or nothing).
-func safeAssign(a *syntax.Assign) bool {
-	if a.Value != nil && !safeWord(a.Value) {
-		return false
-	}
-	if a.Array != nil {
-		for _, el := range a.Array.Elems {
-			if el.Value != nil && !safeWord(el.Value) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// safeWord: literal text (globs allowed: file names are the machine's, not
-// the command's) that holds no "$" or "`".
-func safeWord(w *syntax.Word) bool {
-	for _, p := range w.Parts {
-		switch p := p.(type) {
-		case *syntax.Lit:
-			if strings.ContainsAny(p.Value, "$`") {
-				return false
-			}
-		case *syntax.SglQuoted:
-			if p.Dollar || strings.ContainsAny(p.Value, "$`") {
-				return false
-			}
-		case *syntax.DblQuoted:
-			for _, q := range p.Parts {
-				l, ok := q.(*syntax.Lit)
-				if !ok || strings.ContainsAny(l.Value, "$`") {
-					return false
-				}
-			}
-		case *syntax.ExtGlob, *syntax.ArithmExp:
-			// A glob names the machine's files; $((…)) is a number.
-		case *syntax.CmdSubst:
-			if !numericOutput(p) {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// numericOutput reports whether a command substitution can only produce
-// numbers whatever its text says: `$(wc -l < f)`, `$(nproc)`, `$(id -u)`,
-// `$(grep -c x f)`, `$(seq 1 5)`. Such a value cannot smuggle a subscript
-// into arithmetic, so counting idioms stay read-only.
-func numericOutput(cs *syntax.CmdSubst) bool {
-	if len(cs.Stmts) != 1 || cs.Stmts[0] == nil {
-		return false
-	}
-	st := cs.Stmts[0]
-	for {
-		b, ok := st.Cmd.(*syntax.BinaryCmd)
-		if !ok || (b.Op != syntax.Pipe && b.Op != syntax.PipeAll) {
-			break
-		}
-		st = b.Y
-	}
-	call, ok := st.Cmd.(*syntax.CallExpr)
-	if !ok || len(call.Args) == 0 || len(call.Assigns) > 0 {
-		return false
-	}
-	for _, r := range st.Redirs {
-		// An error message (which may quote a file name) must not reach
-		// the output.
-		if r.Op != syntax.RdrIn {
-			return false
-		}
-	}
-	prog, ok := shellword.BareLiteral(call.Args[0])
-	if !ok {
-		return false
-	}
-	var opts, pos []string
-	for _, a := range call.Args[1:] {
-		v, ok := shellword.BareLiteral(a)
-		if !ok {
-			return false
-		}
-		if strings.HasPrefix(v, "-") && len(v) > 1 {
-			opts = append(opts, v)
-		} else {
-			pos = append(pos, v)
-		}
-	}
-	// onlyShort: every option is a cluster of the given letters.
-	onlyShort := func(letters string) bool {
-		for _, o := range opts {
-			if strings.HasPrefix(o, "--") || strings.Trim(o[1:], letters) != "" {
-				return false
-			}
-		}
-		return true
-	}
-	switch path.Base(prog) {
-	case "wc":
-		// Standard input only: with a file wc also prints its name.
-		return len(pos) == 0 && onlyShort("lwcmL")
-	case "nproc":
-		return len(pos) == 0 && len(opts) == 0
-	case "id":
-		return len(pos) == 0 && len(opts) > 0 && onlyShort("ugG")
-	case "grep":
-		// A count for standard input or one file (more files, -r or -H
-		// print names).
-		return (len(pos) == 1 || len(pos) == 2) && onlyShort("civEFwx") &&
-			slices.ContainsFunc(opts, func(o string) bool { return strings.ContainsRune(o, 'c') })
-	case "seq":
-		for _, v := range pos {
-			if _, err := strconv.ParseFloat(v, 64); err != nil {
-				return false
-			}
-		}
-		return len(opts) == 0 && len(pos) > 0
-	}
-	return false
 }
 
 // checkArith records that an arithmetic context (or an array subscript)
@@ -293,7 +144,7 @@ func (c *classifier) checkTest(f *walk.Frame, x syntax.TestExpr) {
 		}
 	case *syntax.UnaryTest:
 		if x.Op == syntax.TsVarSet {
-			if w, ok := x.X.(*syntax.Word); ok && hasBracket(w) {
+			if w, ok := x.X.(*syntax.Word); ok && shellword.HasBracket(w) {
 				c.checkArith(f, w)
 			}
 		}
@@ -301,27 +152,6 @@ func (c *classifier) checkTest(f *walk.Frame, x syntax.TestExpr) {
 	case *syntax.ParenTest:
 		c.checkTest(f, x.X)
 	}
-}
-
-// hasBracket reports whether a word has a literal '[' (a subscript).
-func hasBracket(w *syntax.Word) bool {
-	for _, p := range w.Parts {
-		switch p := p.(type) {
-		case *syntax.Lit:
-			if strings.IndexByte(p.Value, '[') >= 0 {
-				return true
-			}
-		case *syntax.SglQuoted:
-			if strings.IndexByte(p.Value, '[') >= 0 {
-				return true
-			}
-		case *syntax.DblQuoted:
-			if hasBracket(&syntax.Word{Parts: p.Parts}) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // KeepDestructive runs fn, which classifies a guess at what a command may
