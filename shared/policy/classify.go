@@ -2,114 +2,40 @@ package policy
 
 import (
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/exfil"
+	"github.com/oikos-hq/oikos/shared/policy/internal/lookalike"
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
+	"github.com/oikos-hq/oikos/shared/policy/internal/wrappers"
 	"mvdan.cc/sh/v3/syntax"
 )
-
-const (
-	// maxDepth bounds how deeply code inside code (bash -c inside ssh inside
-	// pct exec …) is followed; anything deeper is destructive.
-	maxDepth = 12
-	// maxCommandBytes bounds the command text; anything longer is destructive.
-	maxCommandBytes = 256 << 10
-	// maxNesting bounds how deeply brackets may nest in the raw text: past it
-	// the parser and the walk get slow, and no real command comes close.
-	maxNesting = 200
-	// maxWraps bounds how many wrappers (sudo, env, timeout …) may stack.
-	maxWraps = 64
-	// maxWork bounds the segments and re-parses one classification may do, so
-	// an adversarial command cannot make the gate slow.
-	maxWork = 4096
-	// maxArgScans bounds how many arguments of one unknown program are checked
-	// as commands it might run.
-	maxArgScans = 4
-)
-
-// Segment is one classified simple command: a program with its arguments, as
-// found anywhere in the command — a pipeline element, a list member, a
-// substitution, a function body, or the inner command of a wrapper.
-type Segment struct {
-	// Command is the source text the segment came from.
-	Command string `json:"command"`
-	// Program is the resolved program name ("rm" for `/bin/rm`, `\rm` or
-	// `busybox rm`); a program outside the system directories keeps its path.
-	Program string `json:"program,omitempty"`
-	Class   Class  `json:"class"`
-	Reason  string `json:"reason"`
-	// Rule names the policy rule that decided the class, "" when no rule
-	// applied (config_mutation by default) or the class came from shell
-	// structure (a redirection, a parse failure).
-	Rule string `json:"rule,omitempty"`
-	// Via names the transport the segment runs through when it does not run
-	// on the target itself: "ssh atlas", "pct exec 101", "qm guest exec 200",
-	// "docker exec web". The gate's host-only check looks only at segments
-	// with an empty Via.
-	Via string `json:"via,omitempty"`
-	// Why says which principle or rule raised the class, for the operator
-	// reading an approval: "wrapper: pct exec 101 → rm -rf /srv",
-	// "exfiltration: dig looks up a name built from $(whoami)", "storage:
-	// zpool create". Set on every segment above read_only.
-	Why string `json:"why,omitempty"`
-	// why is the explanation a rule or principle gave, before the wrapper
-	// chain is put in front of it; inner is the command a wrapper runs.
-	why, inner string
-	// unverified marks a destructive segment that is destructive because
-	// the classifier could not look inside (a parse failure, too deep, too
-	// long), not because a rule matched: a guess (keepDestructive) never
-	// keeps such a finding.
-	unverified bool
-}
-
-// Result is the classification of one command.
-type Result struct {
-	// Class is the highest class of any segment, and never below the declared
-	// class.
-	Class Class `json:"class"`
-	// Reasons explain Class: the reasons of the segments that reached it, and
-	// the declared class when that is what decided.
-	Reasons  []string  `json:"reasons"`
-	Segments []Segment `json:"segments"`
-	// Explanation names what raised the class, in one line that leads with
-	// its principle or rule: "wrapper: pct exec 101 → rm -rf /srv (…)",
-	// "exfiltration: dig looks up a name built from $(whoami)", "storage:
-	// zpool create (…)". Empty for read_only.
-	Explanation string `json:"explanation,omitempty"`
-}
-
-// Classify classifies a shell command. The result is never below declared:
-// classification only escalates. reversible_low comes out only when declared
-// over a read_only command; an unknown declared class is treated as
-// destructive.
-func (p *Policy) Classify(command string, declared Class) Result {
-	c := p.getClassifier()
-	defer p.putClassifier(c)
-	return c.run(command, declared)
-}
 
 // classifier holds the per-call state of one classification. It is pooled by
 // the Policy and used by one goroutine at a time.
 type classifier struct {
-	p      *Policy
+	p      *ruleset.Set
+	failed error // see Policy.failed
 	parser *syntax.Parser
 	reader strings.Reader
 	segs   []Segment
 	trace  map[string]bool
-	top    shellState // the shell the command itself runs in
+	top    walk.Shell // the shell the command itself runs in
 	work   int
 	full   bool
 
-	substFrame *frame
+	substFrame *walk.Frame
 	walkFn     func(syntax.Node) bool
-	// pipes remembers the output of nested pipelines (see pipeSource).
-	pipes    map[*syntax.Stmt]stdin
-	cmdlines []*cmdline // free list, so rule matching does not allocate
+	// pipes remembers the output of nested pipelines (see PipeSource).
+	pipes    map[*syntax.Stmt]walk.Stdin
+	cmdlines []*shellword.Cmdline // free list, so rule matching does not allocate
 }
 
 func newClassifier(p *Policy) *classifier {
-	c := &classifier{p: p, parser: syntax.NewParser(syntax.Variant(syntax.LangBash))}
+	c := &classifier{p: p.rules, failed: p.failed, parser: syntax.NewParser(syntax.Variant(syntax.LangBash))}
 	c.walkFn = c.visitSubst
 	return c
 }
@@ -121,88 +47,41 @@ func (c *classifier) parse(src string) (*syntax.File, error) {
 	return c.parser.Parse(&c.reader, "")
 }
 
-func (c *classifier) getCmdline() *cmdline {
+func (c *classifier) getCmdline() *shellword.Cmdline {
 	if n := len(c.cmdlines); n > 0 {
 		cl := c.cmdlines[n-1]
 		c.cmdlines = c.cmdlines[:n-1]
 		return cl
 	}
-	return &cmdline{}
+	return &shellword.Cmdline{}
 }
 
-func (c *classifier) putCmdline(cl *cmdline) { c.cmdlines = append(c.cmdlines, cl) }
-
-// frame is the context a piece of shell code is classified in.
-type frame struct {
-	src   string // the text node positions refer to
-	depth int
-	wraps int    // wrappers and nested code around this frame
-	via   string // transport, "" on the target itself
-	chain string // wrappers around the code, for reasons
-	// floor is the lowest class any segment of this frame may have, with why:
-	// code whose text is only partly known is at least config_mutation.
-	floor    Class
-	floorWhy string
-	// sh is the shell process the code runs in.
-	sh *shellState
-}
-
-// child returns the frame for code or an argv nested inside wrapper.
-func (f *frame) child(wrapper string) *frame {
-	n := *f
-	n.wraps++
-	if wrapper != "" {
-		if n.chain == "" {
-			n.chain = wrapper
-		} else {
-			n.chain += " → " + wrapper
-		}
-	}
-	return &n
-}
-
-// withVia returns a child frame whose commands run through a transport.
-func (f *frame) withVia(via string) *frame {
-	n := f.child(via)
-	if n.via == "" {
-		n.via = via
-	} else {
-		n.via += " → " + via
-	}
-	return n
-}
-
-// atLeast raises the frame's floor.
-func (f *frame) atLeast(c Class, why string) {
-	if c.Rank() > f.floor.Rank() {
-		f.floor, f.floorWhy = c, why
-	}
-}
+func (c *classifier) putCmdline(cl *shellword.Cmdline) { c.cmdlines = append(c.cmdlines, cl) }
 
 func (c *classifier) run(command string, declared Class) (res Result) {
 	c.segs, c.work, c.full = c.segs[:0], 0, false
-	c.top.reset()
+	c.top.Reset()
 	clear(c.pipes)
-	top := &frame{src: command, sh: &c.top}
+	top := &walk.Frame{Src: command, Sh: &c.top}
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				c.segs = append(c.segs, Segment{Command: command, Class: Destructive, unverified: true,
+				c.segs = append(c.segs, Segment{Command: command, Class: Destructive, Unverified: true,
 					Reason: fmt.Sprintf("classifier error (%v); failing closed", r)})
 			}
 		}()
 		switch {
-		case c.p.failed != nil:
-			c.add(top, Segment{Command: command, Class: Destructive,
-				Reason: "the policy failed to compile (" + c.p.failed.Error() + "); every command is destructive"})
-		case len(command) > maxCommandBytes:
-			c.add(top, Segment{Command: command[:80] + "…", Class: Destructive, unverified: true,
-				Reason: fmt.Sprintf("command longer than %d bytes; not verified", maxCommandBytes)})
-		case nesting(command) > maxNesting:
-			c.add(top, Segment{Command: command, Class: Destructive, unverified: true,
-				Reason: fmt.Sprintf("brackets or pipelines nested more than %d deep; not verified", maxNesting)})
+		case c.failed != nil:
+			c.Add(top, Segment{Command: command, Class: Destructive,
+				Reason: "the policy failed to compile (" + c.failed.Error() + "); every command is destructive"})
+		case len(command) > walk.MaxCommandBytes:
+			c.Add(top, Segment{Command: command[:80] + "…", Class: Destructive, Unverified: true,
+				Reason: fmt.Sprintf("command longer than %d bytes; not verified", walk.MaxCommandBytes)})
+		case walk.Nesting(command) > walk.MaxNesting:
+			c.Add(top, Segment{Command: command, Class: Destructive, Unverified: true,
+				Reason: fmt.Sprintf("brackets or pipelines nested more than %d deep; not verified", walk.MaxNesting)})
 		default:
-			c.code(top, stdin{})
+			c.code(top, walk.Stdin{})
 			c.lookalikes(command)
 		}
 	}()
@@ -243,11 +122,11 @@ func (c *classifier) run(command string, declared Class) (res Result) {
 }
 
 // lookalikes classifies the command a second time as it reads once
-// normalised (see normaliseLookalikes) and keeps that reading's segments when
+// normalised (see Normalise) and keeps that reading's segments when
 // they raise the class: `рm -rf /` is classified as `rm -rf /` would be, not
 // as an unknown program. The first reading stays, so a class is never lowered.
 func (c *classifier) lookalikes(command string) {
-	norm := normaliseLookalikes(command)
+	norm := lookalike.Normalise(command)
 	if norm == command || c.full {
 		return
 	}
@@ -256,9 +135,9 @@ func (c *classifier) lookalikes(command string) {
 	for _, s := range c.segs {
 		found = Max(found, s.Class)
 	}
-	c.top.reset()
+	c.top.Reset()
 	clear(c.pipes)
-	c.code(&frame{src: norm, sh: &c.top}, stdin{})
+	c.code(&walk.Frame{Src: norm, Sh: &c.top}, walk.Stdin{})
 	raised := false
 	for _, s := range c.segs[before:] {
 		raised = raised || s.Class.Rank() > found.Rank()
@@ -267,7 +146,7 @@ func (c *classifier) lookalikes(command string) {
 		c.segs = c.segs[:before]
 		return
 	}
-	label := "lookalike: " + lookalikeLabel(command)
+	label := "lookalike: " + lookalike.Label(command)
 	for i := before; i < len(c.segs); i++ {
 		s := &c.segs[i]
 		s.Reason = "read as `" + norm + "`: " + s.Reason
@@ -282,85 +161,65 @@ func (c *classifier) lookalikes(command string) {
 	}
 }
 
-// nesting estimates how deeply the parser would nest: the depth of ( and {
-// in the raw text, quotes ignored, or a fifth of the count of | and & (each
-// pipe or && nests one binary command in the next). A cheap over-estimate
-// that keeps absurd inputs away from the parser.
-func nesting(s string) int {
-	depth, most, ops := 0, 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '(', '{':
-			depth++
-			most = max(most, depth)
-		case ')', '}':
-			depth--
-		case '|', '&':
-			ops++
-		}
-	}
-	return max(most, ops/5)
-}
-
-// add records a segment, applying the frame's floor, wrapper chain and
+// Add records a segment, applying the frame's floor, wrapper chain and
 // transport.
-func (c *classifier) add(f *frame, s Segment) {
+func (c *classifier) Add(f *walk.Frame, s Segment) {
 	if c.full {
 		return
 	}
 	c.work++
-	if c.work > maxWork {
+	if c.work > walk.MaxWork {
 		c.full = true
-		c.segs = append(c.segs, Segment{Command: f.src, Class: Destructive, unverified: true,
-			Reason: fmt.Sprintf("more than %d commands to verify; failing closed", maxWork)})
+		c.segs = append(c.segs, Segment{Command: f.Src, Class: Destructive, Unverified: true,
+			Reason: fmt.Sprintf("more than %d commands to verify; failing closed", walk.MaxWork)})
 		return
 	}
-	if f.floor.Rank() > s.Class.Rank() {
-		s.Class = f.floor
-		s.Reason = f.floorWhy + "; " + s.Reason
+	if f.Floor.Rank() > s.Class.Rank() {
+		s.Class = f.Floor
+		s.Reason = f.FloorWhy + "; " + s.Reason
 		s.Rule = ""
 	}
 	if s.Class != ReadOnly {
-		why := s.why
+		why := s.Cause
 		if why == "" {
 			why = s.Reason
 		}
-		if f.chain != "" {
-			inner := s.inner
+		if f.Chain != "" {
+			inner := s.Inner
 			if inner == "" {
 				inner = s.Program
 			}
-			why = "wrapper: " + f.chain + " → " + clip(inner) + " (" + why + ")"
+			why = "wrapper: " + f.Chain + " → " + walk.Clip(inner) + " (" + why + ")"
 		}
 		s.Why = why
 	}
-	if f.chain != "" {
-		s.Reason += " (inside " + f.chain + ")"
+	if f.Chain != "" {
+		s.Reason += " (inside " + f.Chain + ")"
 	}
 	if s.Via == "" {
-		s.Via = f.via
+		s.Via = f.Via
 	}
 	c.segs = append(c.segs, s)
 }
 
 // code parses f.src as shell and classifies every statement in it.
-func (c *classifier) code(f *frame, in stdin) {
+func (c *classifier) code(f *walk.Frame, in walk.Stdin) {
 	if c.full {
 		return
 	}
-	if f.depth > maxDepth {
-		c.add(f, Segment{Command: f.src, Class: Destructive, unverified: true,
-			Reason: fmt.Sprintf("code nested more than %d levels deep; not verified", maxDepth)})
+	if f.Depth > walk.MaxDepth {
+		c.Add(f, Segment{Command: f.Src, Class: Destructive, Unverified: true,
+			Reason: fmt.Sprintf("code nested more than %d levels deep; not verified", walk.MaxDepth)})
 		return
 	}
 	c.work++
-	file, err := c.parse(f.src)
+	file, err := c.parse(f.Src)
 	if err != nil {
-		c.add(f, Segment{Command: f.src, Class: Destructive, unverified: true,
+		c.Add(f, Segment{Command: f.Src, Class: Destructive, Unverified: true,
 			Reason: "does not parse as shell (" + err.Error() + "), so nothing in it can be verified"})
 		return
 	}
-	f.sh.files = append(f.sh.files, file)
+	f.Sh.Files = append(f.Sh.Files, file)
 	for _, st := range file.Stmts {
 		c.stmt(st, f, in)
 		// A function is known to be defined only by a definition at the
@@ -368,61 +227,56 @@ func (c *classifier) code(f *frame, in stdin) {
 		// subshell or the background may not have run (or not in this
 		// shell), and a call would then run the program of that name.
 		if fd, ok := st.Cmd.(*syntax.FuncDecl); ok && fd.Name != nil && !st.Background && !st.Coprocess && !st.Negated {
-			f.sh.defineFunc(fd.Name.Value)
+			f.Sh.DefineFunc(fd.Name.Value)
 		}
 	}
 }
 
-// nestedCode classifies a string that a wrapper hands to a new shell
+// NestedCode classifies a string that a wrapper hands to a new shell
 // process (bash -c, ssh, su -c …).
-func (c *classifier) nestedCode(code word, f *frame, in stdin, wrapper string) {
+func (c *classifier) NestedCode(code shellword.Word, f *walk.Frame, in walk.Stdin, wrapper string) {
 	c.nested(code, f, in, wrapper, false)
 }
 
-// evalCode classifies a string the current shell itself runs (eval, trap,
+// EvalCode classifies a string the current shell itself runs (eval, trap,
 // alias, text evaluated later): it shares the shell's functions and
 // variables.
-func (c *classifier) evalCode(code word, f *frame, in stdin, wrapper string) {
+func (c *classifier) EvalCode(code shellword.Word, f *walk.Frame, in walk.Stdin, wrapper string) {
 	c.nested(code, f, in, wrapper, true)
 }
 
-func (c *classifier) nested(code word, f *frame, in stdin, wrapper string, sameShell bool) {
-	n := f.child(wrapper)
-	n.src, n.depth = code.val, f.depth+1
+func (c *classifier) nested(code shellword.Word, f *walk.Frame, in walk.Stdin, wrapper string, sameShell bool) {
+	n := f.Child(wrapper)
+	n.Src, n.Depth = code.Val, f.Depth+1
 	if !sameShell {
-		n.sh = &shellState{}
+		n.Sh = &walk.Shell{}
 	}
-	if code.dyn {
+	if code.Dyn {
 		by := wrapper
 		if by == "" {
 			by = "the remote shell"
 		}
-		n.atLeast(ConfigMutation, "the code run by "+by+" is only partly known before it runs")
+		n.AtLeast(ConfigMutation, "the code run by "+by+" is only partly known before it runs")
 	}
 	c.code(n, in)
 }
 
-func (c *classifier) stmts(list []*syntax.Stmt, f *frame, in stdin) {
+func (c *classifier) stmts(list []*syntax.Stmt, f *walk.Frame, in walk.Stdin) {
 	for _, st := range list {
 		c.stmt(st, f, in)
 	}
 }
 
-func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
+func (c *classifier) stmt(st *syntax.Stmt, f *walk.Frame, in walk.Stdin) {
 	if c.full || st == nil {
 		return
 	}
 	sin := in
 	for _, r := range st.Redirs {
-		switch r.Op {
-		case syntax.RdrIn:
+		if r.Op == syntax.RdrIn {
 			sin = c.fileInput(f, r)
-		case syntax.Hdoc, syntax.DashHdoc:
-			w := heredocText(f.src, r)
-			sin = stdin{kind: stdinText, text: w.val, dyn: w.dyn, producer: "a here-document"}
-		case syntax.WordHdoc:
-			w := resolveParts(f.src, r.Word.Parts)
-			sin = stdin{kind: stdinText, text: w.val + "\n", dyn: w.dyn, producer: "a here-string"}
+		} else if h, ok := hereInput(f.Src, r); ok {
+			sin = h
 		}
 	}
 	c.redirects(st, f)
@@ -434,7 +288,7 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 	case *syntax.BinaryCmd:
 		if cmd.Op == syntax.Pipe || cmd.Op == syntax.PipeAll {
 			c.stmt(cmd.X, f, sin)
-			c.stmt(cmd.Y, f, c.pipeSource(cmd.X, f, sin))
+			c.stmt(cmd.Y, f, c.PipeSource(cmd.X, f, sin))
 		} else {
 			c.stmt(cmd.X, f, sin)
 			c.stmt(cmd.Y, f, sin)
@@ -456,13 +310,13 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		if wi, ok := cmd.Loop.(*syntax.WordIter); ok && wi.Name != nil && wi.InPos.IsValid() {
 			known := true
 			for _, w := range wi.Items {
-				known = known && plainWord(w)
+				known = known && shellword.PlainWord(w)
 			}
 			if known {
-				if f.sh.loopVars == nil {
-					f.sh.loopVars = map[string]bool{}
+				if f.Sh.LoopVars == nil {
+					f.Sh.LoopVars = map[string]bool{}
 				}
-				f.sh.loopVars[wi.Name.Value] = true
+				f.Sh.LoopVars[wi.Name.Value] = true
 			}
 		}
 		if cl, ok := cmd.Loop.(*syntax.CStyleLoop); ok {
@@ -484,9 +338,9 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		// it ran: the call site may be anywhere, including later in the
 		// same command. Only a definition at the top level of the shell's
 		// code makes later calls name the function (see code).
-		c.stmt(cmd.Body, f, stdin{})
+		c.stmt(cmd.Body, f, walk.Stdin{})
 		if cmd.Name != nil && callsItself(cmd.Name.Value, cmd.Body) {
-			c.add(f, Segment{Command: stmtText(f.src, st), Program: cmd.Name.Value, Class: Destructive,
+			c.Add(f, Segment{Command: shellword.StmtText(f.Src, st), Program: cmd.Name.Value, Class: Destructive,
 				Reason: "the function " + cmd.Name.Value + " calls itself, which forks without end (a fork bomb takes the machine down)"})
 		}
 	case *syntax.ArithmCmd:
@@ -511,7 +365,7 @@ func (c *classifier) stmt(st *syntax.Stmt, f *frame, in stdin) {
 		}
 		c.stmt(cmd.Stmt, f, sin)
 	default:
-		c.add(f, Segment{Command: stmtText(f.src, st), Class: Destructive,
+		c.Add(f, Segment{Command: shellword.StmtText(f.Src, st), Class: Destructive,
 			Reason: fmt.Sprintf("shell construct %T is not known to the classifier; failing closed", cmd)})
 	}
 }
@@ -522,7 +376,7 @@ func callsItself(name string, body *syntax.Stmt) bool {
 	found := false
 	syntax.Walk(body, func(n syntax.Node) bool {
 		if call, ok := n.(*syntax.CallExpr); ok && len(call.Args) > 0 {
-			if prog, ok := bareLiteral(call.Args[0]); ok && prog == name {
+			if prog, ok := shellword.BareLiteral(call.Args[0]); ok && prog == name {
 				found = true
 			}
 		}
@@ -534,11 +388,11 @@ func callsItself(name string, body *syntax.Stmt) bool {
 // subst classifies every command and process substitution inside a node
 // (words, arithmetic, tests, assignments, redirections). Their commands run
 // wherever the enclosing word is expanded, whatever the enclosing command is.
-func (c *classifier) subst(n syntax.Node, f *frame) {
+func (c *classifier) subst(n syntax.Node, f *walk.Frame) {
 	if n == nil {
 		return
 	}
-	if w, ok := n.(*syntax.Word); ok && plainWord(w) {
+	if w, ok := n.(*syntax.Word); ok && shellword.PlainWord(w) {
 		return
 	}
 	saved := c.substFrame
@@ -552,10 +406,10 @@ func (c *classifier) subst(n syntax.Node, f *frame) {
 func (c *classifier) visitSubst(n syntax.Node) bool {
 	switch n := n.(type) {
 	case *syntax.CmdSubst:
-		c.stmts(n.Stmts, c.substFrame, stdin{})
+		c.stmts(n.Stmts, c.substFrame, walk.Stdin{})
 		return false
 	case *syntax.ProcSubst:
-		c.stmts(n.Stmts, c.substFrame, stdin{})
+		c.stmts(n.Stmts, c.substFrame, walk.Stdin{})
 		return false
 	case *syntax.ArithmExp:
 		c.checkArith(c.substFrame, n.X)
@@ -565,10 +419,10 @@ func (c *classifier) visitSubst(n syntax.Node) bool {
 			// substitutions in its value: code, unless the value is a
 			// literal this command set (its substitutions are classified
 			// where it is assigned).
-			if op, _ := bareLiteral(n.Exp.Word); op == "P" {
-				if _, known := c.substFrame.sh.lits[n.Param.Value]; !known {
+			if op, _ := shellword.BareLiteral(n.Exp.Word); op == "P" {
+				if _, known := c.substFrame.Sh.Lits[n.Param.Value]; !known {
 					f := c.substFrame
-					c.add(f, Segment{Command: nodeText(f.src, n), Class: ConfigMutation,
+					c.Add(f, Segment{Command: shellword.NodeText(f.Src, n), Class: ConfigMutation,
 						Reason: "${" + n.Param.Value + "@P} expands a value only known at run time as a prompt, which runs the commands in it (unknown code needs approval)"})
 				}
 			}
@@ -595,12 +449,12 @@ func (c *classifier) visitSubst(n syntax.Node) bool {
 // extglob refuses it, but zsh (the login shell on macOS) reads *(e:'cmd':)
 // as a glob qualifier that runs cmd for every file: it is at least
 // config_mutation, and destructive when it spells out a destructive command.
-func (c *classifier) extGlob(g *syntax.ExtGlob, f *frame) {
-	text := nodeText(f.src, g)
-	c.add(f, Segment{Command: text, Class: ConfigMutation,
+func (c *classifier) extGlob(g *syntax.ExtGlob, f *walk.Frame) {
+	text := shellword.NodeText(f.Src, g)
+	c.Add(f, Segment{Command: text, Class: ConfigMutation,
 		Reason: "the extended glob " + text + " is a glob qualifier in zsh, which can run commands (unknown code needs approval)"})
-	if g.Pattern != nil && c.p.hintRE != nil {
-		for _, loc := range c.p.hintRE.FindAllStringSubmatchIndex(g.Pattern.Value, maxArgScans) {
+	if g.Pattern != nil && c.p.HintRE != nil {
+		for _, loc := range c.p.HintRE.FindAllStringSubmatchIndex(g.Pattern.Value, walk.MaxArgScans) {
 			if c.codeHint(g.Pattern.Value[loc[2]:], f, "the glob qualifier "+text) {
 				return
 			}
@@ -612,36 +466,23 @@ func (c *classifier) extGlob(g *syntax.ExtGlob, f *frame) {
 // run under `sh -c`, and dash parses `((rm -rf /x))` as two nested
 // subshells running rm: so ((…)) is at least config_mutation, and
 // destructive when its text is a destructive command.
-func (c *classifier) posixArith(st *syntax.Stmt, cmd *syntax.ArithmCmd, f *frame) {
-	text := stmtText(f.src, st)
-	c.add(f, Segment{Command: text, Class: ConfigMutation,
+func (c *classifier) posixArith(st *syntax.Stmt, cmd *syntax.ArithmCmd, f *walk.Frame) {
+	text := shellword.StmtText(f.Src, st)
+	c.Add(f, Segment{Command: text, Class: ConfigMutation,
 		Reason: "`((…))` is arithmetic in bash but runs its text as a command in POSIX sh (dash runs container commands); unknown code needs approval"})
 	start, end := int(cmd.Left.Offset())+2, int(cmd.Right.Offset())
-	if start < end && end <= len(f.src) {
-		inner := f.src[start:end]
+	if start < end && end <= len(f.Src) {
+		inner := f.Src[start:end]
 		if _, err := c.parse(inner); err == nil {
-			c.destructiveHint(inner, f, "((…)) as POSIX sh")
+			c.DestructiveHint(inner, f, "((…)) as POSIX sh")
 		}
 	}
-}
-
-// plainWord reports whether a word is made only of literal and single-quoted
-// parts, which can hold no substitution.
-func plainWord(w *syntax.Word) bool {
-	for _, p := range w.Parts {
-		switch p.(type) {
-		case *syntax.Lit, *syntax.SglQuoted:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // redirects classifies a statement's output redirections: writing a file is a
 // mutation, writing a raw device destructive; /dev/null and duplicating a
 // file descriptor are nothing.
-func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
+func (c *classifier) redirects(st *syntax.Stmt, f *walk.Frame) {
 	for _, r := range st.Redirs {
 		c.subst(r, f)
 		// `echo 'rm -rf /x' > >(sh)`: the process substitution reads this
@@ -649,8 +490,8 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 		if r.Word != nil && len(r.Word.Parts) == 1 && (r.Op == syntax.RdrOut || r.Op == syntax.AppOut || r.Op == syntax.RdrAll) {
 			if ps, ok := r.Word.Parts[0].(*syntax.ProcSubst); ok && ps.Op == syntax.CmdOut {
 				if call, ok := st.Cmd.(*syntax.CallExpr); ok {
-					out := c.producerOutput(st, call, f, stdin{})
-					c.keepDestructive(func() { c.stmts(ps.Stmts, f, out) })
+					out := c.producerOutput(st, call, f, walk.Stdin{})
+					c.KeepDestructive(func() { c.stmts(ps.Stmts, f, out) })
 				}
 				continue
 			}
@@ -659,43 +500,43 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
 			syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut:
 		case syntax.DplOut:
-			w := resolveParts(f.src, r.Word.Parts)
-			if !w.dyn && (w.val == "-" || isDigits(w.val)) {
+			w := shellword.ResolveParts(f.Src, r.Word.Parts)
+			if !w.Dyn && (w.Val == "-" || shellword.IsDigits(w.Val)) {
 				continue
 			}
 		default:
 			continue
 		}
-		w := resolveParts(f.src, r.Word.Parts)
-		text := stmtText(f.src, st)
+		w := shellword.ResolveParts(f.Src, r.Word.Parts)
+		text := shellword.StmtText(f.Src, st)
 		// > (not >>) empties the file before anything is written.
 		overwrite := r.Op != syntax.AppOut && r.Op != syntax.AppClob && r.Op != syntax.AppAll &&
 			r.Op != syntax.AppAllClob && r.Op != syntax.RdrInOut && r.Op != syntax.DplOut
 		switch {
-		case w.dyn:
-			c.add(f, Segment{Command: text, Class: ConfigMutation,
-				Reason: "output redirected to a file only known at run time (" + w.val + ")"})
-		case !w.dyn && (strings.HasPrefix(w.val, "/dev/tcp/") || strings.HasPrefix(w.val, "/dev/udp/")):
+		case w.Dyn:
+			c.Add(f, Segment{Command: text, Class: ConfigMutation,
+				Reason: "output redirected to a file only known at run time (" + w.Val + ")"})
+		case !w.Dyn && (strings.HasPrefix(w.Val, "/dev/tcp/") || strings.HasPrefix(w.Val, "/dev/udp/")):
 			// bash opens a socket for /dev/tcp/HOST/PORT: what the
 			// statement writes leaves the machine.
 			seg := Segment{Command: text}
-			c.exfilSegment(&seg, "the shell", "sends", w.val, []payload{c.statementPayload(st, f)})
-			c.add(f, seg)
-		case !w.glob && anyRE(c.p.safeRedirects, w.val):
+			exfil.Describe(&seg, "the shell", "sends", w.Val, []exfil.Payload{c.statementPayload(st, f)})
+			c.Add(f, seg)
+		case !w.Glob && ruleset.AnyRE(c.p.SafeRedirects, w.Val):
 			// /dev/null, /dev/stderr …: checked first, because the
 			// destructive targets include every node below /dev.
-		case argMatches(c.p.destructiveOut, w):
-			c.add(f, Segment{Command: text, Class: Destructive,
-				Reason: "output redirected to " + w.val + ", a raw device or kernel trigger"})
-		case overwrite && argMatches(c.p.protected, w):
-			c.add(f, Segment{Command: text, Class: Destructive,
-				Reason: "output redirected over " + w.val + ", a protected file, whose contents are lost"})
+		case ruleset.ArgMatches(c.p.DestructiveOut, w):
+			c.Add(f, Segment{Command: text, Class: Destructive,
+				Reason: "output redirected to " + w.Val + ", a raw device or kernel trigger"})
+		case overwrite && ruleset.ArgMatches(c.p.Protected, w):
+			c.Add(f, Segment{Command: text, Class: Destructive,
+				Reason: "output redirected over " + w.Val + ", a protected file, whose contents are lost"})
 		case overwrite && c.truncates(st, f):
-			c.add(f, Segment{Command: text, Class: Destructive,
-				Reason: "empties " + w.val + " (a redirection that writes nothing truncates the file)"})
+			c.Add(f, Segment{Command: text, Class: Destructive,
+				Reason: "empties " + w.Val + " (a redirection that writes nothing truncates the file)"})
 		default:
-			c.add(f, Segment{Command: text, Class: ConfigMutation,
-				Reason: "output redirected to the file " + w.val})
+			c.Add(f, Segment{Command: text, Class: ConfigMutation,
+				Reason: "output redirected to the file " + w.Val})
 		}
 	}
 }
@@ -703,7 +544,7 @@ func (c *classifier) redirects(st *syntax.Stmt, f *frame) {
 // truncates reports whether a statement's only effect on its output file is
 // to empty it: no command (`> f`), or one that writes nothing (`: > f`,
 // `true > f`, `cat /dev/null > f`, `echo -n > f`, printf of an empty format).
-func (c *classifier) truncates(st *syntax.Stmt, f *frame) bool {
+func (c *classifier) truncates(st *syntax.Stmt, f *walk.Frame) bool {
 	if st.Cmd == nil {
 		return true
 	}
@@ -714,13 +555,13 @@ func (c *classifier) truncates(st *syntax.Stmt, f *frame) bool {
 	if len(call.Args) == 0 {
 		return true
 	}
-	argv := resolveWords(f.src, call.Args, nil)
+	argv := shellword.ResolveWords(f.Src, call.Args, nil)
 	for _, a := range argv {
-		if a.dyn || a.glob {
+		if a.Dyn || a.Glob {
 			return false
 		}
 	}
-	name, _, system := c.p.resolveProgram(argv[0].val)
+	name, _, system := c.p.ResolveProgram(argv[0].Val)
 	if !system {
 		return false
 	}
@@ -729,38 +570,26 @@ func (c *classifier) truncates(st *syntax.Stmt, f *frame) bool {
 	case ":", "true", "false":
 		return true
 	case "cat":
-		return len(args) > 0 && slices.ContainsFunc(args, func(w word) bool { return w.val == "/dev/null" }) &&
-			!slices.ContainsFunc(args, func(w word) bool { return w.val != "/dev/null" && !strings.HasPrefix(w.val, "-") })
+		return len(args) > 0 && slices.ContainsFunc(args, func(w shellword.Word) bool { return w.Val == "/dev/null" }) &&
+			!slices.ContainsFunc(args, func(w shellword.Word) bool { return w.Val != "/dev/null" && !strings.HasPrefix(w.Val, "-") })
 	case "echo":
-		return len(args) == 1 && args[0].val == "-n" || len(args) == 2 && args[0].val == "-n" && args[1].val == ""
+		return len(args) == 1 && args[0].Val == "-n" || len(args) == 2 && args[0].Val == "-n" && args[1].Val == ""
 	case "printf":
-		return len(args) == 1 && args[0].val == ""
+		return len(args) == 1 && args[0].Val == ""
 	}
 	return false
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // decl classifies declare/export/local/readonly/typeset: they set shell
 // variables only; substitutions in their arguments are classified, and so are
 // the assignments themselves.
-func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *frame) {
+func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *walk.Frame) {
 	c.subst(d, f)
-	text := stmtText(f.src, st)
+	text := shellword.StmtText(f.Src, st)
 	integer, nameref := false, false
 	for _, a := range d.Args {
 		if a.Naked && a.Value != nil {
-			if v, ok := bareLiteral(a.Value); ok && strings.HasPrefix(v, "-") {
+			if v, ok := shellword.BareLiteral(a.Value); ok && strings.HasPrefix(v, "-") {
 				integer = integer || strings.ContainsRune(v, 'i')
 				nameref = nameref || strings.ContainsRune(v, 'n')
 			}
@@ -773,10 +602,10 @@ func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *frame) {
 			c.checkArith(f, a.Value)
 		}
 		if integer && a.Name != nil {
-			if f.sh.integers == nil {
-				f.sh.integers = map[string]bool{}
+			if f.Sh.Integers == nil {
+				f.Sh.Integers = map[string]bool{}
 			}
-			f.sh.integers[a.Name.Value] = true
+			f.Sh.Integers[a.Name.Value] = true
 		}
 		c.assign(a, text, f)
 		c.checkAssignArith(a, f, integer)
@@ -785,29 +614,29 @@ func (c *classifier) decl(st *syntax.Stmt, d *syntax.DeclClause, f *frame) {
 	if d.Variant != nil {
 		name = d.Variant.Value
 	}
-	c.add(f, Segment{Command: text, Program: name, Class: ReadOnly,
+	c.Add(f, Segment{Command: text, Program: name, Class: ReadOnly,
 		Reason: name + " only sets shell variables"})
 }
 
 // assign classifies a shell assignment NAME=value (see assignment).
-func (c *classifier) assign(a *syntax.Assign, text string, f *frame) {
+func (c *classifier) assign(a *syntax.Assign, text string, f *walk.Frame) {
 	if a == nil || a.Name == nil || a.Naked {
 		return
 	}
-	var value word
+	var value shellword.Word
 	if a.Value != nil {
-		value = resolveParts(f.src, a.Value.Parts)
+		value = shellword.ResolveParts(f.Src, a.Value.Parts)
 	}
-	if !value.dyn && !value.glob && a.Index == nil && a.Array == nil {
-		f.sh.setLit(a.Name.Value, value.val)
+	if !value.Dyn && !value.Glob && a.Index == nil && a.Array == nil {
+		f.Sh.SetLit(a.Name.Value, value.Val)
 	}
-	c.assignment(a.Name.Value, value, text, f)
+	c.Assignment(a.Name.Value, value, text, f)
 }
 
 // checkAssignArith checks the arithmetic in an assignment: a subscript
 // (a[$i]=v, a=([$i]=v)), or the value of an integer variable (declare -i),
 // which bash evaluates as arithmetic.
-func (c *classifier) checkAssignArith(a *syntax.Assign, f *frame, integer bool) {
+func (c *classifier) checkAssignArith(a *syntax.Assign, f *walk.Frame, integer bool) {
 	if a == nil {
 		return
 	}
@@ -822,7 +651,7 @@ func (c *classifier) checkAssignArith(a *syntax.Assign, f *frame, integer bool) 
 	}
 }
 
-// assignment classifies setting a variable, wherever it happens (a shell
+// Assignment classifies setting a variable, wherever it happens (a shell
 // assignment, export, env NAME=value, sudo NAME=value):
 //
 //   - PATH that puts any directory before the old $PATH other than the
@@ -835,197 +664,145 @@ func (c *classifier) checkAssignArith(a *syntax.Assign, f *frame, integer bool) 
 //     config_mutation when it does not parse;
 //   - literal text holding a command substitution is classified as code: it
 //     runs when the variable is evaluated later (eval, arithmetic, a prompt).
-func (c *classifier) assignment(name string, value word, text string, f *frame) {
-	if value.dyn {
-		if s := c.secretInText(value.val, f); s != "" {
-			if f.sh.secrets == nil {
-				f.sh.secrets = map[string]string{}
+func (c *classifier) Assignment(name string, value shellword.Word, text string, f *walk.Frame) {
+	if value.Dyn {
+		if s := exfil.SecretInText(c, value.Val, f); s != "" {
+			if f.Sh.Secrets == nil {
+				f.Sh.Secrets = map[string]string{}
 			}
-			f.sh.secrets[name] = s
+			f.Sh.Secrets[name] = s
 		}
 	}
 	switch {
-	case name == "PATH" && !c.p.safePath(value):
-		c.add(f, Segment{Command: text, Class: ConfigMutation,
-			Reason: "sets PATH to " + value.val + ", so program names may resolve outside the system directories"})
-	case c.p.codeVars[name] || matchAlt(c.p.codeVarGlobs, name):
-		c.add(f, Segment{Command: text, Class: ConfigMutation,
+	case name == "PATH" && !c.p.SafePath(value):
+		c.Add(f, Segment{Command: text, Class: ConfigMutation,
+			Reason: "sets PATH to " + value.Val + ", so program names may resolve outside the system directories"})
+	case c.p.CodeVars[name] || shellword.MatchAlt(c.p.CodeVarGlobs, name):
+		c.Add(f, Segment{Command: text, Class: ConfigMutation,
 			Reason: "sets " + name + ", which makes programs load or run other code"})
-	case c.p.commandVars[name] && value.val != "":
-		if _, err := c.parse(value.val); err != nil {
-			c.add(f, Segment{Command: text, Class: ConfigMutation,
+	case c.p.CommandVars[name] && value.Val != "":
+		if _, err := c.parse(value.Val); err != nil {
+			c.Add(f, Segment{Command: text, Class: ConfigMutation,
 				Reason: "sets " + name + " to a command that does not parse"})
 			return
 		}
-		c.nestedCode(value, f, stdin{}, "the command in "+name)
+		c.NestedCode(value, f, walk.Stdin{}, "the command in "+name)
 		return
 	}
-	if value.dyn || !(strings.Contains(value.val, "$(") || strings.Contains(value.val, "`")) {
+	if value.Dyn || !(strings.Contains(value.Val, "$(") || strings.Contains(value.Val, "`")) {
 		return
 	}
-	if _, err := c.parse(value.val); err != nil {
+	if _, err := c.parse(value.Val); err != nil {
 		return // text that does not parse cannot run as shell either
 	}
-	c.evalCode(value, f, stdin{}, "text assigned to "+name)
+	c.EvalCode(value, f, walk.Stdin{}, "text assigned to "+name)
 }
 
-// safePath reports whether a PATH value keeps program names resolving to the
-// system directories: only system directories before the old $PATH.
-func (p *Policy) safePath(value word) bool {
-	for _, dir := range strings.Split(value.val, ":") {
-		if dir == "$PATH" || dir == "${PATH}" {
-			return true
-		}
-		if !p.systemDirs[path.Clean(dir)] {
-			return false
-		}
-	}
-	return true
-}
-
-func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *frame, in stdin) {
-	text := stmtText(f.src, st)
+func (c *classifier) call(st *syntax.Stmt, call *syntax.CallExpr, f *walk.Frame, in walk.Stdin) {
+	text := shellword.StmtText(f.Src, st)
 	for _, a := range call.Assigns {
 		c.subst(a, f)
 		c.assign(a, text, f)
-		c.checkAssignArith(a, f, a.Name != nil && f.sh.integers[a.Name.Value])
+		c.checkAssignArith(a, f, a.Name != nil && f.Sh.Integers[a.Name.Value])
 	}
 	for _, w := range call.Args {
 		c.subst(w, f)
 	}
 	if len(call.Args) > 1 {
-		if prog, ok := bareLiteral(call.Args[0]); ok && isNameBuiltin(prog) {
+		if prog, ok := shellword.BareLiteral(call.Args[0]); ok && shellword.IsNameBuiltin(prog) {
 			for _, w := range call.Args[1:] {
-				if hasBracket(w) {
+				if shellword.HasBracket(w) {
 					c.checkArith(f, w)
 				}
 			}
 		}
 	}
 	if len(call.Args) == 0 {
-		c.add(f, Segment{Command: text, Class: ReadOnly, Reason: "only assigns shell variables"})
+		c.Add(f, Segment{Command: text, Class: ReadOnly, Reason: "only assigns shell variables"})
 		return
 	}
-	argv := resolveWords(f.src, call.Args, make([]word, 0, len(call.Args)))
-	c.command(argv, text, f, in)
+	argv := shellword.ResolveWords(f.Src, call.Args, make([]shellword.Word, 0, len(call.Args)))
+	c.Command(argv, text, f, in)
 }
 
-// resolveProgram maps a command word to the program it names: a bare name, or
-// a path in one of the system directories, is that program; any other path is
-// not (./cat is not the safe cat) and is returned whole, with its base name
-// for the destructive checks.
-func (p *Policy) resolveProgram(s string) (name, base string, system bool) {
-	if s == "" {
-		return "", "", false
-	}
-	if !strings.Contains(s, "/") {
-		return s, s, true
-	}
-	clean := path.Clean(s)
-	dir, b := path.Split(clean)
-	if dir != "/" {
-		dir = strings.TrimSuffix(dir, "/")
-	}
-	if b != "" && p.systemDirs[dir] {
-		return b, b, true
-	}
-	return s, b, false
-}
-
-// command classifies one argv: resolves the program, unwraps wrappers, and
+// Command classifies one argv: resolves the program, unwraps wrappers, and
 // applies the rules.
-func (c *classifier) command(argv []word, text string, f *frame, in stdin) {
+func (c *classifier) Command(argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	if c.full || len(argv) == 0 {
 		return
 	}
 	pw, args := argv[0], argv[1:]
-	if f.wraps > maxWraps {
-		c.add(f, Segment{Command: text, Program: pw.val, Class: Destructive,
-			Reason: fmt.Sprintf("wrapped more than %d times; not verified", maxWraps)})
+	if f.Wraps > walk.MaxWraps {
+		c.Add(f, Segment{Command: text, Program: pw.Val, Class: Destructive,
+			Reason: fmt.Sprintf("wrapped more than %d times; not verified", walk.MaxWraps)})
 		return
 	}
-	if pw.dyn || pw.glob {
-		seg := Segment{Command: text, Program: pw.val, Class: ConfigMutation,
-			Reason: "the program `" + pw.val + "` is only known at run time (unknown code needs approval)"}
+	if pw.Dyn || pw.Glob {
+		seg := Segment{Command: text, Program: pw.Val, Class: ConfigMutation,
+			Reason: "the program `" + pw.Val + "` is only known at run time (unknown code needs approval)"}
 		// `$X rm -rf /`, `"$@" dd of=/dev/sda`: whatever $X is, it is
 		// handed a destructive command, which it probably runs.
-		c.scanArgs(pw.val, args, text, f, &seg, in)
-		c.add(f, seg)
+		c.scanArgs(pw.Val, args, text, f, &seg, in)
+		c.Add(f, seg)
 		if seg.Class != Destructive {
 			c.programHint(argv, text, f)
 		}
 		return
 	}
-	if !isASCII(pw.val) {
-		c.lookalikeCommand(argv, text, f, in)
+	if !lookalike.IsASCII(pw.Val) {
+		lookalike.Command(c, argv, text, f, in)
 		return
 	}
-	c.commandResolved(argv, text, f, in)
+	c.CommandResolved(argv, text, f, in)
 }
 
-// commandResolved classifies an argv whose program word is a literal.
-func (c *classifier) commandResolved(argv []word, text string, f *frame, in stdin) {
+// CommandResolved classifies an argv whose program word is a literal.
+func (c *classifier) CommandResolved(argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	pw, args := argv[0], argv[1:]
-	name, base, system := c.p.resolveProgram(pw.val)
+	name, base, system := c.p.ResolveProgram(pw.Val)
 	// A function this shell has certainly defined shadows a program of the
 	// same name, but only where the shell itself looks the name up: sudo,
 	// env, command, exec … run the real program.
-	if f.wraps == 0 && f.sh.funcs[pw.val] {
-		c.add(f, Segment{Command: text, Program: pw.val, Class: ReadOnly,
-			Reason: "calls the function " + pw.val + " defined in this command, whose body is classified on its own"})
+	if f.Wraps == 0 && f.Sh.Funcs[pw.Val] {
+		c.Add(f, Segment{Command: text, Program: pw.Val, Class: ReadOnly,
+			Reason: "calls the function " + pw.Val + " defined in this command, whose body is classified on its own"})
 		return
 	}
 	if name == "unset" && system {
-		f.sh.unset(args)
+		f.Sh.Unset(args)
 	}
 	if !system {
-		c.rules(name, base, args, text, f, false, in)
+		c.ApplyRules(name, base, args, text, f, false, in)
 		return
 	}
-	if c.wrapper(name, args, text, f, in) {
+	if wrappers.Unwrap(c, name, args, text, f, in) {
 		return
 	}
-	c.rules(name, name, args, text, f, true, in)
+	c.ApplyRules(name, name, args, text, f, true, in)
 }
 
-// rules applies the policy rules to a program. For a program outside the
+// ApplyRules applies the policy rules to a program. For a program outside the
 // system directories (system false), read-only rules do not apply and the
 // destructive rules are matched against its base name.
-func (c *classifier) rules(name, base string, args []word, text string, f *frame, system bool, in stdin) {
+func (c *classifier) ApplyRules(name, base string, args []shellword.Word, text string, f *walk.Frame, system bool, in walk.Stdin) {
 	cl := c.getCmdline()
-	c.p.grammars[base].parse(args, cl)
-	var best *rule
-	for _, r := range c.p.byProgram[base] {
-		best = c.better(best, r, cl, system)
-	}
-	for _, r := range c.p.globRules {
-		if matchAlt(r.progGlobs, base) {
-			best = c.better(best, r, cl, system)
-		}
-	}
-	dynamic := cl.dyn || cl.flagLike
+	best := c.p.Best(base, args, cl, system, c.trace)
+	dynamic := cl.Dyn || cl.FlagLike
 	// What a program reads on its standard input is matched against its
 	// destructive rules as if it were given as arguments: `echo FLUSHALL |
 	// redis-cli`, `psql <<< 'DROP TABLE x'`.
 	fromStdin := false
-	if (best == nil || best.class != Destructive) && in.kind == stdinText && len(c.p.byProgram[base]) > 0 {
+	if (best == nil || best.Class != Destructive) && in.Kind == walk.StdinText && c.p.HasRules(base) {
 		if extra := stdinFields(in); len(extra) > 0 {
-			all := make([]word, 0, len(args)+len(extra))
+			all := make([]shellword.Word, 0, len(args)+len(extra))
 			all = append(append(all, args...), extra...)
-			c.p.grammars[base].parse(all, cl)
-			for _, r := range c.p.byProgram[base] {
-				if r.class == Destructive {
-					if b := c.better(best, r, cl, system); b != best {
-						best, fromStdin = b, true
-					}
-				}
-			}
+			best, fromStdin = c.p.Raise(best, base, all, cl, system, c.trace)
 		}
 	}
-	asksHelp := system && c.p.asksHelp(base, cl)
+	asksHelp := system && c.p.AsksHelp(base, cl)
 	ruleWhy := ""
-	if best != nil && best.class != ReadOnly && !asksHelp {
-		ruleWhy = best.explain(name, cl)
+	if best != nil && best.Class != ReadOnly && !asksHelp {
+		ruleWhy = best.Explain(name, cl)
 	}
 	c.putCmdline(cl)
 	seg := Segment{Command: text, Program: name}
@@ -1034,12 +811,12 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 		seg.Class = ReadOnly
 		seg.Reason = name + ": --help or --version prints and exits; nothing else runs"
 	case best != nil:
-		seg.Class, seg.Rule = best.class, best.name
-		seg.Reason = name + ": " + best.reason + " (rule " + best.name + ")"
+		seg.Class, seg.Rule = best.Class, best.Name
+		seg.Reason = name + ": " + best.Reason + " (rule " + best.Name + ")"
 		if fromStdin {
-			seg.Reason += ", in what it reads from " + in.producer
+			seg.Reason += ", in what it reads from " + in.Producer
 		}
-		if best.class != ReadOnly && dynamic {
+		if best.Class != ReadOnly && dynamic {
 			seg.Reason += "; some arguments are only known at run time, so the rule is assumed to apply"
 		}
 	case !system:
@@ -1055,10 +832,10 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 	if seg.Class == ConfigMutation && base != "find" {
 		c.scanArgs(name, args, text, f, &seg, in)
 	}
-	if seg.Class == ConfigMutation && c.p.codeDeletion != nil && c.p.isInterpreter(base) {
+	if seg.Class == ConfigMutation && c.p.CodeDeletion != nil && c.p.IsInterpreter(base) {
 		for _, a := range args {
-			if !a.dyn {
-				if m := c.p.codeDeletion.FindString(a.val); m != "" {
+			if !a.Dyn {
+				if m := c.p.CodeDeletion.FindString(a.Val); m != "" {
 					seg.Class, seg.Rule = Destructive, ""
 					seg.Reason = "`" + name + "` runs code that deletes or truncates files (" + m + ")"
 					break
@@ -1067,69 +844,18 @@ func (c *classifier) rules(name, base string, args []word, text string, f *frame
 		}
 	}
 	if seg.Class != Destructive {
-		c.exfil(base, args, f, in, &seg)
+		exfil.Check(c, base, args, f, in, &seg)
 	}
-	if seg.why == "" && seg.Rule != "" {
-		seg.why = ruleWhy
+	if seg.Cause == "" && seg.Rule != "" {
+		seg.Cause = ruleWhy
 	}
-	if f.chain != "" && seg.Class != ReadOnly {
-		seg.inner = name + " " + joinVals(args)
+	if f.Chain != "" && seg.Class != ReadOnly {
+		seg.Inner = name + " " + shellword.JoinVals(args)
 	}
-	c.add(f, seg)
+	c.Add(f, seg)
 	if seg.Class == ConfigMutation {
 		c.argHints(args, f, name)
 	}
-}
-
-// isInterpreter: a runs_arguments program as a whole (python3, perl …),
-// whose literal code arguments are looked into.
-func (p *Policy) isInterpreter(base string) bool {
-	for _, sub := range p.runsArguments[base] {
-		if len(sub) == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// asksHelp reports whether a command line asks the program only for its help
-// or version: --help or --version as an option (not a value, not after --)
-// of a program the policy knows, which parses its options before it acts.
-// Programs that hand their trailing arguments to another program
-// (runs_arguments: interpreters, docker run, strace …) are excluded: their
-// --help may belong to the command they run.
-func (p *Policy) asksHelp(base string, cl *cmdline) bool {
-	if len(p.byProgram[base]) == 0 && p.grammars[base] == nil && !p.hostOnly[base] {
-		return false
-	}
-	for _, sub := range p.runsArguments[base] {
-		if len(sub) <= len(cl.pos) && slices.EqualFunc(sub, cl.pos[:len(sub)], func(s string, w word) bool { return !w.dyn && s == w.val }) {
-			return false
-		}
-	}
-	for _, o := range cl.opts {
-		if (o.name == "--help" || o.name == "--version") && !o.hasValue {
-			return true
-		}
-	}
-	return false
-}
-
-// better returns the higher-class of best and r, if r applies.
-func (c *classifier) better(best, r *rule, cl *cmdline, system bool) *rule {
-	if r.class == ReadOnly && !system {
-		return best
-	}
-	if !r.applies(cl) {
-		return best
-	}
-	if c.trace != nil {
-		c.trace[r.name] = true
-	}
-	if best == nil || r.class.Rank() > best.class.Rank() {
-		return r
-	}
-	return best
 }
 
 // scanArgs checks whether an unknown program is handed a destructive command
@@ -1137,26 +863,26 @@ func (c *classifier) better(best, r *rule, cl *cmdline, system bool) *rule {
 // program probably runs it, so the whole is destructive.
 // The command it may run gets the program's standard input (strace bash
 // /dev/stdin <<< '…' hands it on).
-func (c *classifier) scanArgs(name string, args []word, text string, f *frame, seg *Segment, in stdin) {
+func (c *classifier) scanArgs(name string, args []shellword.Word, text string, f *walk.Frame, seg *Segment, in walk.Stdin) {
 	scans := 0
 	// For a program the policy knows (pct, qm, docker …) the first word that
 	// is not an option is its subcommand (pct reboot 101), not a command.
-	skipSub := len(c.p.byProgram[name]) > 0 || c.p.grammars[name] != nil
+	skipSub := c.p.Knows(name)
 	for i, w := range args {
-		if w.dyn || w.glob || scans >= maxArgScans || c.full {
+		if w.Dyn || w.Glob || scans >= walk.MaxArgScans || c.full {
 			return
 		}
-		if skipSub && !strings.HasPrefix(w.val, "-") {
+		if skipSub && !strings.HasPrefix(w.Val, "-") {
 			skipSub = false
 			continue
 		}
-		n, _, system := c.p.resolveProgram(w.val)
-		if !system || !(c.p.isTrigger(n) || isWrapper(n)) {
+		n, _, system := c.p.ResolveProgram(w.Val)
+		if !system || !(c.p.IsTrigger(n) || wrappers.IsWrapper(n)) {
 			continue
 		}
 		scans++
 		mark := len(c.segs)
-		c.command(args[i:], text, f.child(name+" argument"), in)
+		c.Command(args[i:], text, f.Child(name+" argument"), in)
 		worst := ReadOnly
 		for _, s := range c.segs[mark:] {
 			worst = Max(worst, s.Class)
@@ -1166,78 +892,49 @@ func (c *classifier) scanArgs(name string, args []word, text string, f *frame, s
 		}
 		if worst == Destructive {
 			seg.Class = Destructive
-			seg.Reason = "`" + name + "` is given `" + joinVals(args[i:]) + "` as arguments, which it may run as a command"
+			seg.Reason = "`" + name + "` is given `" + shellword.JoinVals(args[i:]) + "` as arguments, which it may run as a command"
 			return
 		}
 		c.segs = c.segs[:mark]
 	}
 }
 
-// isTrigger reports whether some destructive rule names the program.
-func (p *Policy) isTrigger(name string) bool {
-	if p.triggerPrograms[name] {
-		return true
-	}
-	for _, r := range p.globRules {
-		if r.class == Destructive && matchAlt(r.progGlobs, name) {
-			return true
-		}
-	}
-	return false
-}
-
 // findExec classifies the commands find runs with -exec, -execdir, -ok and
 // -okdir; {} stands for a path only known at run time.
-func (c *classifier) findExec(args []word, text string, f *frame, in stdin) {
+func (c *classifier) findExec(args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	for i := 0; i < len(args); i++ {
-		switch args[i].val {
+		switch args[i].Val {
 		case "-exec", "-execdir", "-ok", "-okdir":
 		default:
 			continue
 		}
-		var inner []word
+		var inner []shellword.Word
 		j := i + 1
 		for ; j < len(args); j++ {
-			v := args[j].val
-			if !args[j].dyn && (v == ";" || v == "+") {
+			v := args[j].Val
+			if !args[j].Dyn && (v == ";" || v == "+") {
 				break
 			}
 			w := args[j]
 			if strings.Contains(v, "{}") {
-				w.dyn = true
+				w.Dyn = true
 			}
 			inner = append(inner, w)
 		}
 		// The commands find runs inherit its standard input.
-		c.command(inner, text, f.child("find "+args[i].val), in)
+		c.Command(inner, text, f.Child("find "+args[i].Val), in)
 		i = j
 	}
 }
 
-func joinVals(ws []word) string {
-	var b strings.Builder
-	for i, w := range ws {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(w.val)
-	}
-	return b.String()
-}
+// The classifier is what the principles call back through.
+var _ walk.Classifier = (*classifier)(nil)
 
-// stmtText is a statement's source without its terminating ";".
-func stmtText(src string, st *syntax.Stmt) string {
-	t := nodeText(src, st)
-	if st.Semicolon.IsValid() && !st.Background && !st.Coprocess && !st.Disown {
-		t = strings.TrimSuffix(t, ";")
-	}
-	return strings.TrimRight(t, " \t")
-}
+// Rules is the compiled rule set (Classifier).
+func (c *classifier) Rules() *ruleset.Set { return c.p }
 
-// Check classifies a command and runs the syntax gate over it with one
-// pooled parser: the gate needs both, for every execution.
-func (p *Policy) Check(command string, declared Class) (Result, error) {
-	c := p.getClassifier()
-	defer p.putClassifier(c)
-	return c.run(command, declared), checkSyntaxWith(c.parser, command)
-}
+// Mark is the number of segments recorded so far (Classifier).
+func (c *classifier) Mark() int { return len(c.segs) }
+
+// Since returns the segments recorded after mark (Classifier).
+func (c *classifier) Since(mark int) []Segment { return c.segs[mark:] }

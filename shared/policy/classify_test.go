@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -118,7 +119,7 @@ func TestFailsClosed(t *testing.T) {
 	t.Parallel()
 	p := Default()
 	nested := "rm -rf /x"
-	for i := 0; i < maxDepth+2; i++ {
+	for i := 0; i < walk.MaxDepth+2; i++ {
 		nested = "bash -c " + quote(t, nested)
 	}
 	okNested := "uptime"
@@ -142,12 +143,12 @@ func TestFailsClosed(t *testing.T) {
 		{"dynamic args of a destructive program", `zfs $OP tank`, Destructive, "only known at run time"},
 		{"too deep", nested, Destructive, "nested more than"},
 		{"deep but not too deep", okNested, ReadOnly, ""},
-		{"too many commands", strings.Repeat("ls;", maxWork+10), Destructive, "more than"},
-		{"brackets nested too deeply", strings.Repeat("(", maxNesting+1) + "ls" + strings.Repeat(")", maxNesting+1), Destructive, "nested more than"},
-		{"pipeline too long", strings.Repeat("ls | ", 5*maxNesting+5) + "ls", Destructive, "nested more than"},
-		{"too many wrappers", strings.Repeat("sudo ", maxWraps+1) + "ls", Destructive, "wrapped more than"},
-		{"many wrappers", strings.Repeat("sudo ", maxWraps-1) + "ls", ReadOnly, ""},
-		{"too long", "echo " + strings.Repeat("a", maxCommandBytes), Destructive, "longer than"},
+		{"too many commands", strings.Repeat("ls;", walk.MaxWork+10), Destructive, "more than"},
+		{"brackets nested too deeply", strings.Repeat("(", walk.MaxNesting+1) + "ls" + strings.Repeat(")", walk.MaxNesting+1), Destructive, "nested more than"},
+		{"pipeline too long", strings.Repeat("ls | ", 5*walk.MaxNesting+5) + "ls", Destructive, "nested more than"},
+		{"too many wrappers", strings.Repeat("sudo ", walk.MaxWraps+1) + "ls", Destructive, "wrapped more than"},
+		{"many wrappers", strings.Repeat("sudo ", walk.MaxWraps-1) + "ls", ReadOnly, ""},
+		{"too long", "echo " + strings.Repeat("a", walk.MaxCommandBytes), Destructive, "longer than"},
 		{"unknown declared class", "ls", Destructive, "not a class"},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,27 @@
 //     whether an execution runs now, queues for approval, is refused or is
 //     already queued.
 //
+// The classifier is this package (the walk over the parsed command: classify.go,
+// shell.go, input.go) composing parts that each do one job, in internal
+// packages imported in one direction, each only from the ones listed before it:
+//
+//   - internal/shellword: shell words and command lines on mvdan.cc/sh —
+//     resolving a word, option grammars, option scanning, decoders;
+//   - internal/ruleset: the policy document — the risk classes, the YAML policy
+//     file (default_policy.yaml, extended by the operator file), its compiled
+//     rules and how a rule matches a command line, read-only SQL;
+//   - internal/walk: what one classification records and hands around — the
+//     segments and the result, the frame code runs in, the shell's state, what
+//     a command reads, the limits — and the Classifier interface the
+//     principles call back through;
+//   - internal/exfil, internal/lookalike, internal/wrappers: the principles
+//     (data leaving the machine, names that only look alike, wrappers
+//     classified by what they run), each a table and the code that reads it;
+//   - internal/syntaxgate: the syntax gate behind [CheckSyntax].
+//
+// internal/policytest holds the corpus (testdata) and the principle-table
+// check the packages' tests share.
+//
 // The classifier fails closed: a command that does not parse, a shell construct it
 // does not know, or a word whose value is only known at run time never makes a
 // command read_only, and a known-destructive program whose arguments cannot be

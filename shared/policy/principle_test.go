@@ -1,9 +1,9 @@
 package policy
 
 import (
-	"strings"
 	"testing"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/policytest"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -29,7 +29,7 @@ func wrapCommand(t *testing.T, cmd string) []string {
 		return out
 	}
 	var out []string
-	if simpleCommand(cmd) {
+	if policytest.SimpleCommand(cmd) {
 		// A prefix wrapper runs one program: only a simple command (no
 		// list, pipe, assignment or here-document) means the same behind it.
 		out = append(out, "sudo "+cmd, "sudo -u root "+cmd, "env LC_ALL=C "+cmd, "timeout 30 "+cmd,
@@ -50,17 +50,6 @@ func wrapCommand(t *testing.T, cmd string) []string {
 		"ssh atlas "+quote("sh -c "+q),
 		"ssh atlas "+quote("pct exec 101 -- sh -c "+q),
 	)
-}
-
-// simpleCommand reports whether cmd is one program with arguments.
-func simpleCommand(cmd string) bool {
-	f, err := syntax.NewParser().Parse(strings.NewReader(cmd), "")
-	if err != nil || len(f.Stmts) != 1 {
-		return false
-	}
-	st := f.Stmts[0]
-	call, ok := st.Cmd.(*syntax.CallExpr)
-	return ok && len(call.Assigns) == 0 && len(st.Redirs) == 0 && !st.Background && len(call.Args) > 0
 }
 
 // TestDestructiveSurvivesWrappers: for every destructive case, each wrapper

@@ -3,38 +3,16 @@ package policy
 import (
 	"strings"
 	"testing"
+
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
+	"github.com/oikos-hq/oikos/shared/policy/internal/wrappers"
 )
 
 // Tests for the mechanisms added by the security review: option
 // abbreviations, the guesses that may only escalate, per-shell function and
 // variable tracking, and the small parsers of wrappers. The corpus holds the
 // end-to-end cases; these pin down the parts whose reasons matter.
-
-func TestOptionMatchesAbbreviationsAndGlobs(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		have, want string
-		match      bool
-	}{
-		{"--output", "--output", true},
-		{"--o", "--output", true}, // GNU getopt_long takes any unambiguous prefix
-		{"--ou", "--output", true},
-		{"--", "--output", false},
-		{"--outputx", "--output", false},
-		{"-o", "--output", false}, // a short option is never a prefix
-		{"--del", "--del*", true},
-		{"--delete-after", "--del*", true},
-		{"--dry-run", "--del*", false},
-		{"-batc", "-ba*", true},
-		{"-br", "-ba*", false},
-		{"--password-command", "--*command*", true},
-	}
-	for _, tt := range tests {
-		if got := optionMatches(tt.have, tt.want); got != tt.match {
-			t.Errorf("optionMatches(%q, %q) = %v, want %v", tt.have, tt.want, got, tt.match)
-		}
-	}
-}
 
 func TestRuleKnowsItsOwnOptionNames(t *testing.T) {
 	t.Parallel()
@@ -85,15 +63,15 @@ func TestUnverifiedFindingsAreNotKeptByGuesses(t *testing.T) {
 	c := p.getClassifier()
 	defer p.putClassifier(c)
 	c.segs = c.segs[:0]
-	c.top.reset()
-	f := &frame{src: "", sh: &c.top}
+	c.top.Reset()
+	f := &walk.Frame{Src: "", Sh: &c.top}
 	// Text that does not parse yields an unverified destructive segment;
-	// keepDestructive must drop it.
-	kept := c.keepDestructive(func() { c.nestedCode(word{val: "echo 'unterminated", dyn: true}, f, stdin{}, "test") })
+	// KeepDestructive must drop it.
+	kept := c.KeepDestructive(func() { c.NestedCode(shellword.Word{Val: "echo 'unterminated", Dyn: true}, f, walk.Stdin{}, "test") })
 	if kept || len(c.segs) != 0 {
 		t.Fatalf("keepDestructive kept an unverified finding: %+v", c.segs)
 	}
-	kept = c.keepDestructive(func() { c.nestedCode(word{val: "rm -rf /srv", dyn: true}, f, stdin{}, "test") })
+	kept = c.KeepDestructive(func() { c.NestedCode(shellword.Word{Val: "rm -rf /srv", Dyn: true}, f, walk.Stdin{}, "test") })
 	if !kept || len(c.segs) == 0 {
 		t.Fatalf("keepDestructive dropped a verified destructive finding")
 	}
@@ -163,62 +141,10 @@ func TestArithmeticOnValuesTheCommandSets(t *testing.T) {
 	}
 }
 
-func TestXargsOptions(t *testing.T) {
-	t.Parallel()
-	w := func(ss ...string) []word {
-		out := make([]word, len(ss))
-		for i, s := range ss {
-			out[i] = word{val: s}
-		}
-		return out
-	}
-	tests := []struct {
-		args []string
-		repl string
-		rest int
-	}{
-		{[]string{"rm", "-rf"}, "", 0},
-		{[]string{"-l", "rm"}, "", 1},  // -l takes no separate value
-		{[]string{"-l5", "rm"}, "", 1}, // attached
-		{[]string{"-i", "rm", "{}"}, "{}", 1},
-		{[]string{"-iX", "rm", "X"}, "X", 1},
-		{[]string{"-I", "F", "rm", "F"}, "F", 2},
-		{[]string{"-IF", "rm"}, "F", 1},
-		{[]string{"-n", "1", "-P", "4", "rm"}, "", 4},
-		{[]string{"--replace", "rm"}, "{}", 1},
-		{[]string{"--replace=@", "rm"}, "@", 1},
-		{[]string{"--max-args", "2", "rm"}, "", 2},
-		{[]string{"-0r", "rm"}, "", 1},
-		{[]string{"--", "-rm"}, "", 1},
-	}
-	for _, tt := range tests {
-		repl, rest := xargsOpts(w(tt.args...))
-		if repl != tt.repl || rest != tt.rest {
-			t.Errorf("xargsOpts(%q) = %q, %d; want %q, %d", tt.args, repl, rest, tt.repl, tt.rest)
-		}
-	}
-}
-
-func TestSplitSSHOption(t *testing.T) {
-	t.Parallel()
-	tests := []struct{ in, key, val string }{
-		{"ProxyCommand=nc %h %p", "proxycommand", "nc %h %p"},
-		{"ProxyCommand nc %h %p", "proxycommand", "nc %h %p"},
-		{"  BatchMode = yes", "batchmode", "yes"},
-		{"Port=22", "port", "22"},
-		{"Compression", "compression", ""},
-	}
-	for _, tt := range tests {
-		if k, v := splitSSHOption(tt.in); k != tt.key || v != tt.val {
-			t.Errorf("splitSSHOption(%q) = %q, %q; want %q, %q", tt.in, k, v, tt.key, tt.val)
-		}
-	}
-}
-
 func TestSubstituteKnown(t *testing.T) {
 	t.Parallel()
-	sh := &shellState{}
-	sh.setLit("x", "rm")
+	sh := &walk.Shell{}
+	sh.SetLit("x", "rm")
 	tests := []struct{ in, out string }{
 		{"$x -rf /srv", "rm -rf /srv"},
 		{"${x} -rf /srv", "rm -rf /srv"},
@@ -240,12 +166,12 @@ func TestSubstituteKnown(t *testing.T) {
 
 func TestWrapperNamesAreWrappers(t *testing.T) {
 	t.Parallel()
-	for _, n := range wrapperNames {
-		if !isWrapper(n) {
+	for _, n := range wrappers.Names {
+		if !wrappers.IsWrapper(n) {
 			t.Errorf("%q is listed in wrapperNames but isWrapper says no", n)
 		}
 	}
-	if !Default().isTrigger("rm") || Default().hintRE == nil {
+	if !Default().rules.IsTrigger("rm") || Default().rules.HintRE == nil {
 		t.Fatal("the default policy builds no hints")
 	}
 }

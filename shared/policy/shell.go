@@ -4,108 +4,12 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"mvdan.cc/sh/v3/syntax"
 )
-
-// shellState is what the classifier knows about one shell process while it
-// walks the code that process runs: the top-level command, or the code handed
-// to a nested shell (bash -c, ssh, sh reading a here-document …). eval, trap
-// and alias code runs in the same shell and shares its state.
-type shellState struct {
-	// funcs are the functions this shell has certainly defined so far: by a
-	// definition at the top level of its code, not undone by unset. A call
-	// to one runs the function (whose body was classified where it was
-	// defined), not the program of that name.
-	funcs map[string]bool
-	// lits holds the literal values assigned to variables, used only to
-	// look for a destructive command behind `$x -rf /`: never to lower a
-	// class.
-	lits map[string]string
-	// files is the code this shell runs; taint is computed over it lazily,
-	// the first time an arithmetic context needs it.
-	files   []*syntax.File
-	scanned int
-	tainted map[string]bool
-	// codeLits are quoted literals holding "$(" or "`", text an arithmetic
-	// double expansion could run.
-	codeLits []string
-	// integers are variables declared with -i: bash evaluates what is
-	// assigned to them as arithmetic.
-	integers map[string]bool
-	// arithFlagged: the arithmetic double-expansion finding was recorded.
-	arithFlagged bool
-	// loopVars are variables a for loop sets from literal words only.
-	loopVars map[string]bool
-	// secrets are variables assigned from a credential store ($(cat
-	// /etc/shadow)), with the store: sending one is sending the secret.
-	secrets map[string]string
-}
-
-func (s *shellState) reset() {
-	clear(s.funcs)
-	clear(s.lits)
-	clear(s.tainted)
-	clear(s.integers)
-	clear(s.loopVars)
-	clear(s.secrets)
-	clear(s.files)
-	s.files, s.scanned = s.files[:0], 0
-	s.codeLits = s.codeLits[:0]
-	s.arithFlagged = false
-}
-
-func (s *shellState) defineFunc(name string) {
-	if s.funcs == nil {
-		s.funcs = map[string]bool{}
-	}
-	s.funcs[name] = true
-}
-
-func (s *shellState) setLit(name, value string) {
-	if s.lits == nil {
-		s.lits = map[string]string{}
-	}
-	s.lits[name] = value
-}
-
-// unset forgets functions (and literal values) a call to unset may remove.
-func (s *shellState) unset(args []word) {
-	for _, a := range args {
-		if a.dyn {
-			// unset "$f" may remove any function.
-			clear(s.funcs)
-			continue
-		}
-		delete(s.funcs, a.val)
-		delete(s.lits, a.val)
-	}
-}
-
-// isNameBuiltin reports whether a builtin takes variable names as
-// arguments. A name with a subscript (`printf -v "a[$x]"`, `[ -v "a[$x]" ]`)
-// evaluates the subscript as arithmetic.
-func isNameBuiltin(name string) bool {
-	switch name {
-	case "read", "mapfile", "readarray", "getopts", "printf", "unset", "test", "[", "declare", "typeset",
-		"local", "export", "readonly", "let":
-		return true
-	}
-	return false
-}
-
-// isTaintingBuiltin reports whether a builtin sets the variables it is given
-// from data the command controls (printf only with -v, but any name-looking
-// argument is counted, which only makes the check more cautious).
-func isTaintingBuiltin(name string) bool {
-	switch name {
-	case "read", "mapfile", "readarray", "getopts", "printf":
-		return true
-	}
-	return false
-}
 
 // isTainted reports whether a variable's value may be text chosen by the
 // command itself rather than a literal free of expansions: assigned from an
@@ -113,7 +17,7 @@ func isTaintingBuiltin(name string) bool {
 // positional or special parameter (`bash -c CODE _ ARGS` sets those).
 // bash evaluates array subscripts inside arithmetic again, so arithmetic on
 // such a value can run a command substitution hidden in it.
-func (c *classifier) isTainted(f *frame, name string) bool {
+func (c *classifier) isTainted(f *walk.Frame, name string) bool {
 	switch name {
 	case "", "#", "?", "$", "!", "-":
 		return false
@@ -123,24 +27,24 @@ func (c *classifier) isTainted(f *frame, name string) bool {
 	if name[0] >= '0' && name[0] <= '9' {
 		return true
 	}
-	s := f.sh
-	for ; s.scanned < len(s.files); s.scanned++ {
-		c.collectTaint(s, s.files[s.scanned])
+	s := f.Sh
+	for ; s.Scanned < len(s.Files); s.Scanned++ {
+		c.collectTaint(s, s.Files[s.Scanned])
 	}
-	return s.tainted[name]
+	return s.Tainted[name]
 }
 
-func (c *classifier) collectTaint(s *shellState, file *syntax.File) {
+func (c *classifier) collectTaint(s *walk.Shell, file *syntax.File) {
 	taint := func(name string) {
-		if s.tainted == nil {
-			s.tainted = map[string]bool{}
+		if s.Tainted == nil {
+			s.Tainted = map[string]bool{}
 		}
-		s.tainted[name] = true
+		s.Tainted[name] = true
 	}
 	syntax.Walk(file, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.Assign:
-			if n.Name != nil && !safeAssign(n) {
+			if n.Name != nil && !shellword.SafeAssign(n) {
 				taint(n.Name.Value)
 			}
 		case *syntax.ParamExp:
@@ -151,7 +55,7 @@ func (c *classifier) collectTaint(s *shellState, file *syntax.File) {
 			if wi, ok := n.Loop.(*syntax.WordIter); ok && wi.Name != nil {
 				safe := wi.InPos.IsValid()
 				for _, it := range wi.Items {
-					safe = safe && safeWord(it)
+					safe = safe && shellword.SafeWord(it)
 				}
 				if !safe {
 					taint(wi.Name.Value)
@@ -159,10 +63,10 @@ func (c *classifier) collectTaint(s *shellState, file *syntax.File) {
 			}
 		case *syntax.CallExpr:
 			if len(n.Args) > 0 {
-				if prog, ok := bareLiteral(n.Args[0]); ok && isTaintingBuiltin(path.Base(prog)) {
+				if prog, ok := shellword.BareLiteral(n.Args[0]); ok && shellword.IsTaintingBuiltin(path.Base(prog)) {
 					for _, a := range n.Args[1:] {
-						if v, ok := bareLiteral(a); ok {
-							if name := identPrefix(v); name != "" {
+						if v, ok := shellword.BareLiteral(a); ok {
+							if name := shellword.IdentPrefix(v); name != "" {
 								taint(name)
 							}
 						}
@@ -178,148 +82,10 @@ func (c *classifier) collectTaint(s *shellState, file *syntax.File) {
 	})
 }
 
-func (c *classifier) noteCodeLit(s *shellState, v string) {
-	if len(s.codeLits) < 8 && (strings.Contains(v, "$(") || strings.Contains(v, "`")) {
-		s.codeLits = append(s.codeLits, v)
+func (c *classifier) noteCodeLit(s *walk.Shell, v string) {
+	if len(s.CodeLits) < 8 && (strings.Contains(v, "$(") || strings.Contains(v, "`")) {
+		s.CodeLits = append(s.CodeLits, v)
 	}
-}
-
-// safeAssign reports whether an assignment sets a literal free of "$" and
-// "`" (or nothing).
-func safeAssign(a *syntax.Assign) bool {
-	if a.Value != nil && !safeWord(a.Value) {
-		return false
-	}
-	if a.Array != nil {
-		for _, el := range a.Array.Elems {
-			if el.Value != nil && !safeWord(el.Value) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// safeWord: literal text (globs allowed: file names are the machine's, not
-// the command's) that holds no "$" or "`".
-func safeWord(w *syntax.Word) bool {
-	for _, p := range w.Parts {
-		switch p := p.(type) {
-		case *syntax.Lit:
-			if strings.ContainsAny(p.Value, "$`") {
-				return false
-			}
-		case *syntax.SglQuoted:
-			if p.Dollar || strings.ContainsAny(p.Value, "$`") {
-				return false
-			}
-		case *syntax.DblQuoted:
-			for _, q := range p.Parts {
-				l, ok := q.(*syntax.Lit)
-				if !ok || strings.ContainsAny(l.Value, "$`") {
-					return false
-				}
-			}
-		case *syntax.ExtGlob, *syntax.ArithmExp:
-			// A glob names the machine's files; $((…)) is a number.
-		case *syntax.CmdSubst:
-			if !numericOutput(p) {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// numericOutput reports whether a command substitution can only produce
-// numbers whatever its text says: `$(wc -l < f)`, `$(nproc)`, `$(id -u)`,
-// `$(grep -c x f)`, `$(seq 1 5)`. Such a value cannot smuggle a subscript
-// into arithmetic, so counting idioms stay read-only.
-func numericOutput(cs *syntax.CmdSubst) bool {
-	if len(cs.Stmts) != 1 || cs.Stmts[0] == nil {
-		return false
-	}
-	st := cs.Stmts[0]
-	for {
-		b, ok := st.Cmd.(*syntax.BinaryCmd)
-		if !ok || (b.Op != syntax.Pipe && b.Op != syntax.PipeAll) {
-			break
-		}
-		st = b.Y
-	}
-	call, ok := st.Cmd.(*syntax.CallExpr)
-	if !ok || len(call.Args) == 0 || len(call.Assigns) > 0 {
-		return false
-	}
-	for _, r := range st.Redirs {
-		// An error message (which may quote a file name) must not reach
-		// the output.
-		if r.Op != syntax.RdrIn {
-			return false
-		}
-	}
-	prog, ok := bareLiteral(call.Args[0])
-	if !ok {
-		return false
-	}
-	var opts, pos []string
-	for _, a := range call.Args[1:] {
-		v, ok := bareLiteral(a)
-		if !ok {
-			return false
-		}
-		if strings.HasPrefix(v, "-") && len(v) > 1 {
-			opts = append(opts, v)
-		} else {
-			pos = append(pos, v)
-		}
-	}
-	// onlyShort: every option is a cluster of the given letters.
-	onlyShort := func(letters string) bool {
-		for _, o := range opts {
-			if strings.HasPrefix(o, "--") || strings.Trim(o[1:], letters) != "" {
-				return false
-			}
-		}
-		return true
-	}
-	switch path.Base(prog) {
-	case "wc":
-		// Standard input only: with a file wc also prints its name.
-		return len(pos) == 0 && onlyShort("lwcmL")
-	case "nproc":
-		return len(pos) == 0 && len(opts) == 0
-	case "id":
-		return len(pos) == 0 && len(opts) > 0 && onlyShort("ugG")
-	case "grep":
-		// A count for standard input or one file (more files, -r or -H
-		// print names).
-		return (len(pos) == 1 || len(pos) == 2) && onlyShort("civEFwx") &&
-			slices.ContainsFunc(opts, func(o string) bool { return strings.ContainsRune(o, 'c') })
-	case "seq":
-		for _, v := range pos {
-			if _, err := strconv.ParseFloat(v, 64); err != nil {
-				return false
-			}
-		}
-		return len(opts) == 0 && len(pos) > 0
-	}
-	return false
-}
-
-// identPrefix returns the shell identifier a string starts with ("a" for
-// "a[1]"), or "".
-func identPrefix(s string) string {
-	i := 0
-	for ; i < len(s); i++ {
-		ch := s[i]
-		if !(ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || i > 0 && ch >= '0' && ch <= '9') {
-			break
-		}
-	}
-	return s[:i]
 }
 
 // checkArith records that an arithmetic context (or an array subscript)
@@ -327,8 +93,8 @@ func identPrefix(s string) string {
 // a second time, so the command's own text may run. It is at least
 // config_mutation, and destructive when a quoted literal of the command
 // holds a destructive command substitution.
-func (c *classifier) checkArith(f *frame, n syntax.Node) {
-	if n == nil || f.sh.arithFlagged || c.full {
+func (c *classifier) checkArith(f *walk.Frame, n syntax.Node) {
+	if n == nil || f.Sh.ArithFlagged || c.full {
 		return
 	}
 	hit := ""
@@ -344,7 +110,7 @@ func (c *classifier) checkArith(f *frame, n syntax.Node) {
 				hit = m.Param.Value
 			}
 		case *syntax.Lit:
-			if name := identPrefix(m.Value); name != "" && c.isTainted(f, name) {
+			if name := shellword.IdentPrefix(m.Value); name != "" && c.isTainted(f, name) {
 				hit = name
 			}
 		}
@@ -353,19 +119,19 @@ func (c *classifier) checkArith(f *frame, n syntax.Node) {
 	if hit == "" {
 		return
 	}
-	f.sh.arithFlagged = true
-	c.add(f, Segment{Command: nodeText(f.src, n), Class: ConfigMutation,
+	f.Sh.ArithFlagged = true
+	c.Add(f, Segment{Command: shellword.NodeText(f.Src, n), Class: ConfigMutation,
 		Reason: "arithmetic or an array subscript uses `" + hit + "`, whose value this command sets at run time; " +
 			"bash expands a subscript found in it again, so text the command chose may run as a command (unknown code needs approval)"})
-	for _, lit := range f.sh.codeLits {
+	for _, lit := range f.Sh.CodeLits {
 		// The literal is expanded as a here-document body, which runs the
 		// command substitutions in it wherever they sit.
-		c.destructiveHint(":<<OIKOS_LITERAL\n"+lit+"\nOIKOS_LITERAL\n", f, "text that arithmetic may run")
+		c.DestructiveHint(":<<OIKOS_LITERAL\n"+lit+"\nOIKOS_LITERAL\n", f, "text that arithmetic may run")
 	}
 }
 
 // checkTest looks for arithmetic comparisons and -v tests in [[ ]].
-func (c *classifier) checkTest(f *frame, x syntax.TestExpr) {
+func (c *classifier) checkTest(f *walk.Frame, x syntax.TestExpr) {
 	switch x := x.(type) {
 	case *syntax.BinaryTest:
 		switch x.Op {
@@ -378,7 +144,7 @@ func (c *classifier) checkTest(f *frame, x syntax.TestExpr) {
 		}
 	case *syntax.UnaryTest:
 		if x.Op == syntax.TsVarSet {
-			if w, ok := x.X.(*syntax.Word); ok && hasBracket(w) {
+			if w, ok := x.X.(*syntax.Word); ok && shellword.HasBracket(w) {
 				c.checkArith(f, w)
 			}
 		}
@@ -388,33 +154,12 @@ func (c *classifier) checkTest(f *frame, x syntax.TestExpr) {
 	}
 }
 
-// hasBracket reports whether a word has a literal '[' (a subscript).
-func hasBracket(w *syntax.Word) bool {
-	for _, p := range w.Parts {
-		switch p := p.(type) {
-		case *syntax.Lit:
-			if strings.IndexByte(p.Value, '[') >= 0 {
-				return true
-			}
-		case *syntax.SglQuoted:
-			if strings.IndexByte(p.Value, '[') >= 0 {
-				return true
-			}
-		case *syntax.DblQuoted:
-			if hasBracket(&syntax.Word{Parts: p.Parts}) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// keepDestructive runs fn, which classifies a guess at what a command may
+// KeepDestructive runs fn, which classifies a guess at what a command may
 // run, and keeps the segments it added only when one of them is verified
 // destructive: a guess may catch a destructive command that would otherwise
 // hide, but never make a command look safer or noisier. It reports whether
 // it kept them.
-func (c *classifier) keepDestructive(fn func()) bool {
+func (c *classifier) KeepDestructive(fn func()) bool {
 	if c.full {
 		return false
 	}
@@ -424,7 +169,7 @@ func (c *classifier) keepDestructive(fn func()) bool {
 		return true
 	}
 	for _, s := range c.segs[mark:] {
-		if s.Class == Destructive && !s.unverified {
+		if s.Class == Destructive && !s.Unverified {
 			return true
 		}
 	}
@@ -437,23 +182,23 @@ func (c *classifier) keepDestructive(fn func()) bool {
 // program a destructive rule names, and an expansion whose value the command
 // itself spells out (`x=rm; $x`, `rm${IFS}-rf`, `$(echo rm)`, `$0 -c`) is
 // substituted and the result classified.
-func (c *classifier) programHint(argv []word, text string, f *frame) {
+func (c *classifier) programHint(argv []shellword.Word, text string, f *walk.Frame) {
 	pw := argv[0]
-	if pw.glob && !pw.dyn {
-		base := path.Base(pw.val)
+	if pw.Glob && !pw.Dyn {
+		base := path.Base(pw.Val)
 		tried := 0
-		for _, name := range c.p.hintPrograms {
+		for _, name := range c.p.HintPrograms {
 			if ok, _ := path.Match(base, name); !ok {
 				continue
 			}
-			if tried++; tried > maxArgScans*4 {
+			if tried++; tried > walk.MaxArgScans*4 {
 				return
 			}
-			cand := make([]word, 0, len(argv))
-			cand = append(cand, word{val: name})
+			cand := make([]shellword.Word, 0, len(argv))
+			cand = append(cand, shellword.Word{Val: name})
 			cand = append(cand, argv[1:]...)
-			if c.keepDestructive(func() {
-				c.command(cand, joinVals(argv), f.child("the glob "+pw.val), stdin{})
+			if c.KeepDestructive(func() {
+				c.Command(cand, shellword.JoinVals(argv), f.Child("the glob "+pw.Val), walk.Stdin{})
 			}) {
 				return
 			}
@@ -462,24 +207,24 @@ func (c *classifier) programHint(argv []word, text string, f *frame) {
 	}
 	// ${RM} -rf /x, $SHELL -c '…': a variable named after a program
 	// probably holds it.
-	if m := paramNameRE.FindStringSubmatch(pw.val); m != nil {
-		if prog := programNamed(m[1]); prog != "" && slices.Contains(c.p.hintPrograms, prog) {
-			cand := append([]word{{val: prog}}, argv[1:]...)
-			if c.keepDestructive(func() {
-				c.command(cand, joinVals(argv), f.child("the variable "+pw.val), stdin{})
+	if m := paramNameRE.FindStringSubmatch(pw.Val); m != nil {
+		if prog := programNamed(m[1]); prog != "" && slices.Contains(c.p.HintPrograms, prog) {
+			cand := append([]shellword.Word{{Val: prog}}, argv[1:]...)
+			if c.KeepDestructive(func() {
+				c.Command(cand, shellword.JoinVals(argv), f.Child("the variable "+pw.Val), walk.Stdin{})
 			}) {
 				return
 			}
 		}
 	}
-	guess := substituteKnown(c.staticSubst(text, f), f.sh)
+	guess := substituteKnown(c.staticSubst(text, f), f.Sh)
 	if guess == text {
 		return
 	}
 	if _, err := c.parse(guess); err != nil {
 		return
 	}
-	c.destructiveHint(guess, f, "the expansion "+pw.val)
+	c.DestructiveHint(guess, f, "the expansion "+pw.Val)
 }
 
 // paramNameRE matches a word that is one variable: $X, ${X}, "$X".
@@ -508,7 +253,7 @@ var cmdSubstRE = regexp.MustCompile(`\$\(([^()]*)\)`)
 // staticSubst replaces each $(…) whose output the command spells out (echo
 // … | base64 -d, printf '\x72\x6d') with that output, trailing newlines cut
 // as the shell does.
-func (c *classifier) staticSubst(s string, f *frame) string {
+func (c *classifier) staticSubst(s string, f *walk.Frame) string {
 	if !strings.Contains(s, "$(") {
 		return s
 	}
@@ -518,12 +263,12 @@ func (c *classifier) staticSubst(s string, f *frame) string {
 			return m
 		}
 		sub := *f
-		sub.src = m[2 : len(m)-1]
-		out := c.pipeSource(file.Stmts[0], &sub, stdin{})
-		if out.kind != stdinText || out.dyn {
+		sub.Src = m[2 : len(m)-1]
+		out := c.PipeSource(file.Stmts[0], &sub, walk.Stdin{})
+		if out.Kind != walk.StdinText || out.Dyn {
 			return m
 		}
-		return strings.TrimRight(out.text, "\n")
+		return strings.TrimRight(out.Text, "\n")
 	})
 }
 
@@ -538,7 +283,7 @@ var (
 // their values: IFS with a space, $0 with a shell, a variable with the
 // literal the command assigned it (or the default in ${x:-word}), $(echo X)
 // with X.
-func substituteKnown(s string, sh *shellState) string {
+func substituteKnown(s string, sh *walk.Shell) string {
 	if strings.IndexByte(s, '$') < 0 && strings.IndexByte(s, '`') < 0 {
 		return s
 	}
@@ -546,7 +291,7 @@ func substituteKnown(s string, sh *shellState) string {
 	// ${x:-word}: the literal assigned to x, or else the default word.
 	s = defaultParamRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := defaultParamRE.FindStringSubmatch(m)
-		if v, ok := sh.lits[sub[1]]; ok && v != "" {
+		if v, ok := sh.Lits[sub[1]]; ok && v != "" {
 			return v
 		}
 		return sub[2]
@@ -555,12 +300,12 @@ func substituteKnown(s string, sh *shellState) string {
 	// P expands it as a prompt, which runs the substitutions in it).
 	s = transformParamRE.ReplaceAllStringFunc(s, func(m string) string {
 		sub := transformParamRE.FindStringSubmatch(m)
-		v, ok := sh.lits[sub[1]]
+		v, ok := sh.Lits[sub[1]]
 		if !ok {
 			return m
 		}
 		if sub[2] == "E" {
-			if d, ok := decodeANSIC(v); ok {
+			if d, ok := shellword.DecodeANSIC(v); ok {
 				return d
 			}
 		}
@@ -574,7 +319,7 @@ func substituteKnown(s string, sh *shellState) string {
 		case name == "0":
 			return "sh"
 		}
-		if v, ok := sh.lits[name]; ok {
+		if v, ok := sh.Lits[name]; ok {
 			return v
 		}
 		return m
@@ -585,21 +330,21 @@ func substituteKnown(s string, sh *shellState) string {
 // (python3 -c, awk, psql -c '\!', tar --to-command=, rsync -e, git -c
 // alias.x='!…') for a destructive shell command: such programs often run a
 // string they are given. Only a verified destructive finding is kept.
-func (c *classifier) argHints(args []word, f *frame, program string) {
-	if c.p.hintRE == nil {
+func (c *classifier) argHints(args []shellword.Word, f *walk.Frame, program string) {
+	if c.p.HintRE == nil {
 		return
 	}
 	tries := 0
 	for _, a := range args {
-		if a.dyn || c.full || tries >= maxArgScans*2 {
+		if a.Dyn || c.full || tries >= walk.MaxArgScans*2 {
 			return
 		}
-		v := a.val
+		v := a.Val
 		if !strings.ContainsAny(v, " \t\n") {
 			continue
 		}
-		for _, loc := range c.p.hintRE.FindAllStringSubmatchIndex(v, maxArgScans) {
-			if tries >= maxArgScans*2 {
+		for _, loc := range c.p.HintRE.FindAllStringSubmatchIndex(v, walk.MaxArgScans) {
+			if tries >= walk.MaxArgScans*2 {
 				return
 			}
 			tries++
@@ -613,12 +358,12 @@ func (c *classifier) argHints(args []word, f *frame, program string) {
 // codeHint classifies text that starts with a program name as shell code,
 // cut at a closing quote or bracket when the whole does not parse, and keeps
 // only a verified destructive finding.
-func (c *classifier) codeHint(text string, f *frame, wrapper string) bool {
+func (c *classifier) codeHint(text string, f *walk.Frame, wrapper string) bool {
 	try := func(s string) bool {
 		if _, err := c.parse(s); err != nil {
 			return false
 		}
-		return c.keepDestructive(func() { c.nestedCode(word{val: s, dyn: true}, f, stdin{}, wrapper) })
+		return c.KeepDestructive(func() { c.NestedCode(shellword.Word{Val: s, Dyn: true}, f, walk.Stdin{}, wrapper) })
 	}
 	if try(text) {
 		return true
@@ -632,19 +377,19 @@ func (c *classifier) codeHint(text string, f *frame, wrapper string) bool {
 // stdinFields returns a here-document's or echo's text, split into words,
 // for matching destructive rules against what a program reads (`echo
 // FLUSHALL | redis-cli`, `psql <<< 'DROP TABLE x'`).
-func stdinFields(in stdin) []word {
-	if in.kind != stdinText || in.dyn || len(in.text) > 64<<10 {
+func stdinFields(in walk.Stdin) []shellword.Word {
+	if in.Kind != walk.StdinText || in.Dyn || len(in.Text) > 64<<10 {
 		return nil
 	}
-	fs := strings.Fields(in.text)
+	fs := strings.Fields(in.Text)
 	if len(fs) > 256 {
 		fs = fs[:256]
 	}
 	// The whole text too, for rules that look for a phrase (DELETE FROM).
-	out := make([]word, 0, len(fs)+1)
-	out = append(out, word{val: strings.TrimSpace(in.text)})
+	out := make([]shellword.Word, 0, len(fs)+1)
+	out = append(out, shellword.Word{Val: strings.TrimSpace(in.Text)})
 	for _, s := range fs {
-		out = append(out, word{val: s})
+		out = append(out, shellword.Word{Val: s})
 	}
 	return out
 }

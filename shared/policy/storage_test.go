@@ -1,6 +1,8 @@
 package policy
 
-import "testing"
+import (
+	"testing"
+)
 
 // Principle 3 (docs/policy.md, default_policy.yaml): tools that claim or
 // rewrite storage are destructive, and so is retention that deletes older
@@ -141,10 +143,6 @@ func TestStoragePrinciple(t *testing.T) {
 		{"proxmox-backup-manager datastore remove store1", ConfigMutation, "proxmox-backup-manager(1) without --destroy-data"},
 	}
 
-	principles := map[string]string{}
-	for _, r := range p.rules {
-		principles[r.name] = r.principle
-	}
 	var destructive, readOnly, config int
 	for _, tc := range cases {
 		switch tc.want {
@@ -180,11 +178,11 @@ func TestStoragePrinciple(t *testing.T) {
 			t.Errorf("%s: %q: segment %q was decided by no rule; reasons: %q", tc.src, tc.cmd, decided.Command, got.Reasons)
 			continue
 		}
-		if pr := principles[decided.Rule]; pr != "storage" && pr != "retention" {
+		if pr := p.rules.Principle(decided.Rule); pr != "storage" && pr != "retention" {
 			t.Errorf("%s: %q: decided by rule %s, whose principle is %q, not storage or retention; reasons: %q",
 				tc.src, tc.cmd, decided.Rule, pr, got.Reasons)
 		}
-		if rs := p.byProgram[decided.Program]; len(rs) == 0 {
+		if !p.rules.HasRules(decided.Program) {
 			t.Errorf("%s: %q: no rule lists program %q", tc.src, tc.cmd, decided.Program)
 		}
 	}

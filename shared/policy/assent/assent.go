@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
 )
 
 // PendingApproval is an approval the immediately preceding assistant turn
@@ -160,7 +161,7 @@ func commandWords(command string) []string {
 				continue
 			}
 		}
-		if w == "" || strings.HasPrefix(w, "-") || isDigits(w) {
+		if w == "" || strings.HasPrefix(w, "-") || shellword.IsDigits(w) {
 			continue
 		}
 		out = append(out, w)
@@ -197,16 +198,4 @@ func ConfirmationPhrase(a PendingApproval) string {
 		verb = words[0]
 	}
 	return "confirm " + verb + " " + strings.ToLower(strings.TrimSpace(a.TargetSlug))
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

@@ -1,75 +1,81 @@
-package policy
+package wrappers_test
 
 import (
 	"encoding/json"
 	"testing"
 
+	"github.com/oikos-hq/oikos/shared/policy"
+	"github.com/oikos-hq/oikos/shared/policy/internal/policytest"
+	"github.com/oikos-hq/oikos/shared/policy/internal/wrappers"
 	"mvdan.cc/sh/v3/syntax"
 )
+
+// principleCase is a case of a principle's table (see policytest).
+type principleCase policytest.PrincipleCase
 
 // TestWrapperPrinciple: a wrapper is classified by what it runs; an inner
 // command that cannot be read makes it at least config_mutation, and so does
 // an option the wrapper's manual does not list.
 func TestWrapperPrinciple(t *testing.T) {
 	t.Parallel()
-	checkPrinciple(t, []principleCase{
+	policytest.CheckPrinciple(t, policy.Default(), []principleCase{
 		// The issue's list.
-		{"pct exec 101 -- rm -rf /srv/media", Destructive, ""},
-		{"pct exec 101 -- ls /srv", ReadOnly, ""},
-		{"qm guest exec 200 -- rm -rf /var/lib/app", Destructive, ""},
-		{"ssh atlas 'rm -rf /srv/old'", Destructive, ""},
-		{"docker exec web rm -rf /data", Destructive, ""},
-		{"podman exec web cat /etc/os-release", ReadOnly, ""},
-		{"su -c 'rm -rf /srv' root", Destructive, ""},
-		{"sudo $CMD", ConfigMutation, ""},
+		{"pct exec 101 -- rm -rf /srv/media", policy.Destructive, ""},
+		{"pct exec 101 -- ls /srv", policy.ReadOnly, ""},
+		{"qm guest exec 200 -- rm -rf /var/lib/app", policy.Destructive, ""},
+		{"ssh atlas 'rm -rf /srv/old'", policy.Destructive, ""},
+		{"docker exec web rm -rf /data", policy.Destructive, ""},
+		{"podman exec web cat /etc/os-release", policy.ReadOnly, ""},
+		{"su -c 'rm -rf /srv' root", policy.Destructive, ""},
+		{"sudo $CMD", policy.ConfigMutation, ""},
 		// From the tools' manuals.
-		{"pvesh create /nodes/atlas/qemu/200/agent/exec --command rm --command -rf --command /srv", Destructive, "pvesh(1); api agent/exec: command is an array"},
-		{"pvesh create /nodes/atlas/qemu/200/agent/exec --command 'rm -rf /srv'", Destructive, "api agent/exec: a string command is split into words"},
-		{"pvesh set /nodes/atlas/qemu/200/agent/exec --command cat --command /etc/hostname", ReadOnly, "pvesh(1): whatever verb is written"},
-		{"pvesh get /nodes/atlas/qemu/200/agent/exec-status --pid 12", ReadOnly, "api agent/exec-status only reads a result"},
-		{"kubectl exec -n prod web-0 -c app -- rm -rf /var/lib/app", Destructive, "kubectl exec: -n NS -c CONTAINER -- COMMAND"},
-		{"kubectl --context lab exec -it web-0 -- cat /etc/hosts", ReadOnly, "kubectl exec: global flags before exec"},
-		{"nerdctl exec -u root web ls /data", ReadOnly, "nerdctl exec"},
-		{"nsenter --target 1 --mount --uts --ipc --net --pid -- rm -rf /srv", Destructive, "nsenter(1) long options"},
-		{"nsenter -t 1 -m/proc/1/ns/mnt df -h", ReadOnly, "nsenter(1) -m[file]"},
-		{"chroot --userspec=1000:1000 /mnt/root rm -rf /etc", Destructive, "chroot(8) --userspec"},
-		{"systemd-run --wait --pipe --property=PrivateTmp=yes rm -rf /srv/cache", Destructive, "systemd-run(1) --property"},
-		{"systemd-run -P --wait cat /etc/machine-id", ReadOnly, "systemd-run(1) --pipe --wait"},
-		{"systemd-run --on-calendar=daily du -sh /srv", ConfigMutation, "systemd-run(1) --on-calendar installs a timer"},
-		{"systemd-run -H root@hermes --wait rm -rf /srv", Destructive, "systemd-run(1) -H runs on another host"},
-		{"runuser -u postgres -- dropdb app", Destructive, "runuser(1) -u USER -- COMMAND"},
-		{"su - postgres -c 'psql -c \"select 1\"'", ReadOnly, "su(1) -c"},
-		{"sudo -u www-data -H ls /var/www", ReadOnly, "sudo(8) -u -H"},
-		{"sudo --frobnicate ls", ConfigMutation, "sudo(8) lists no --frobnicate"},
-		{"timeout --preserve-status -k 5 30 rm -rf /srv/x", Destructive, "timeout(1) -k DURATION"},
-		{"timeout --bogus 5 ls", ConfigMutation, "timeout(1) lists no --bogus"},
-		{"env -i PATH=/usr/bin -u HOME rm -rf /srv", Destructive, "env(1) -i -u"},
-		{"env --frobnicate ls", ConfigMutation, "env(1) lists no --frobnicate"},
-		{"nice -n 19 ionice -c3 rm -rf /srv/old", Destructive, "nice(1), ionice(1)"},
-		{"nice -10 df -h", ReadOnly, "nice(1) -N"},
-		{"taskset -p 0x1 1234", ConfigMutation, "taskset(1) -p changes a running process"},
-		{"taskset -c 0,1 ls /", ReadOnly, "taskset(1) -c LIST"},
-		{"chrt -i 0 rm -rf /srv", Destructive, "chrt(1) -i PRIORITY"},
-		{"setpriv --reuid=1000 --regid=1000 --clear-groups rm -rf /srv", Destructive, "setpriv(1)"},
-		{"unshare -m --propagation private rm -rf /srv", Destructive, "unshare(1)"},
-		{"find /srv -name '*.bak' -execdir rm {} +", Destructive, "find(1) -execdir"},
-		{"find /tmp -name x -ok rm {} ;", Destructive, "find(1) -ok"},
-		{"printf '%s\\0' /srv/a | xargs -0 -r rm -f", Destructive, "xargs(1) -0 -r"},
-		{"watch -n 5 -d 'ls /srv'", ReadOnly, "watch(1) runs sh -c"},
-		{"flock -w 10 /run/lock/x -c 'rm -rf /srv/x'", Destructive, "flock(1) -c"},
-		{"bash -lc 'rm -rf /srv/x'", Destructive, "bash(1) -c in a cluster"},
-		{`python3 -c 'import subprocess; subprocess.run(["rm", "-rf", "/srv"])'`, Destructive, "python(1) -c; subprocess.run with an argv list"},
-		{`perl -e 'system("rm", "-rf", "/srv")'`, Destructive, "perl(1) -e; perlfunc system LIST"},
-		{"ruby -e '`rm -rf /srv`'", Destructive, "ruby(1) -e; backticks run a shell"},
-		{`node -e 'require("child_process").execFileSync("rm", ["-rf", "/srv"])'`, Destructive, "node(1) -e; child_process.execFileSync"},
-		{`php -r 'shell_exec("rm -rf /srv");'`, Destructive, "php(1) -r; shell_exec"},
-		{"python3 -c 'print(1)'", ConfigMutation, "python(1) -c: code the classifier cannot read"},
-		{"lxc exec web -- rm -rf /srv", Destructive, "lxc exec (LXD)"},
-		{"incus exec web -- ls /", ReadOnly, "incus exec"},
-		{"sg docker -c 'rm -rf /srv'", Destructive, "sg(1)"},
-		{"pkexec --user root rm -rf /srv", Destructive, "pkexec(1) --user"},
-		{"prlimit --nofile=1024 rm -rf /srv", Destructive, "prlimit(1) RESOURCE=limits COMMAND"},
-		{"pct exec 101 -- $CMD", ConfigMutation, "pct(1): an inner command only known at run time"},
+		{"pvesh create /nodes/atlas/qemu/200/agent/exec --command rm --command -rf --command /srv", policy.Destructive, "pvesh(1); api agent/exec: command is an array"},
+		{"pvesh create /nodes/atlas/qemu/200/agent/exec --command 'rm -rf /srv'", policy.Destructive, "api agent/exec: a string command is split into words"},
+		{"pvesh set /nodes/atlas/qemu/200/agent/exec --command cat --command /etc/hostname", policy.ReadOnly, "pvesh(1): whatever verb is written"},
+		{"pvesh get /nodes/atlas/qemu/200/agent/exec-status --pid 12", policy.ReadOnly, "api agent/exec-status only reads a result"},
+		{"kubectl exec -n prod web-0 -c app -- rm -rf /var/lib/app", policy.Destructive, "kubectl exec: -n NS -c CONTAINER -- COMMAND"},
+		{"kubectl --context lab exec -it web-0 -- cat /etc/hosts", policy.ReadOnly, "kubectl exec: global flags before exec"},
+		{"nerdctl exec -u root web ls /data", policy.ReadOnly, "nerdctl exec"},
+		{"nsenter --target 1 --mount --uts --ipc --net --pid -- rm -rf /srv", policy.Destructive, "nsenter(1) long options"},
+		{"nsenter -t 1 -m/proc/1/ns/mnt df -h", policy.ReadOnly, "nsenter(1) -m[file]"},
+		{"chroot --userspec=1000:1000 /mnt/root rm -rf /etc", policy.Destructive, "chroot(8) --userspec"},
+		{"systemd-run --wait --pipe --property=PrivateTmp=yes rm -rf /srv/cache", policy.Destructive, "systemd-run(1) --property"},
+		{"systemd-run -P --wait cat /etc/machine-id", policy.ReadOnly, "systemd-run(1) --pipe --wait"},
+		{"systemd-run --on-calendar=daily du -sh /srv", policy.ConfigMutation, "systemd-run(1) --on-calendar installs a timer"},
+		{"systemd-run -H root@hermes --wait rm -rf /srv", policy.Destructive, "systemd-run(1) -H runs on another host"},
+		{"runuser -u postgres -- dropdb app", policy.Destructive, "runuser(1) -u USER -- COMMAND"},
+		{"su - postgres -c 'psql -c \"select 1\"'", policy.ReadOnly, "su(1) -c"},
+		{"sudo -u www-data -H ls /var/www", policy.ReadOnly, "sudo(8) -u -H"},
+		{"sudo --frobnicate ls", policy.ConfigMutation, "sudo(8) lists no --frobnicate"},
+		{"timeout --preserve-status -k 5 30 rm -rf /srv/x", policy.Destructive, "timeout(1) -k DURATION"},
+		{"timeout --bogus 5 ls", policy.ConfigMutation, "timeout(1) lists no --bogus"},
+		{"env -i PATH=/usr/bin -u HOME rm -rf /srv", policy.Destructive, "env(1) -i -u"},
+		{"env --frobnicate ls", policy.ConfigMutation, "env(1) lists no --frobnicate"},
+		{"nice -n 19 ionice -c3 rm -rf /srv/old", policy.Destructive, "nice(1), ionice(1)"},
+		{"nice -10 df -h", policy.ReadOnly, "nice(1) -N"},
+		{"taskset -p 0x1 1234", policy.ConfigMutation, "taskset(1) -p changes a running process"},
+		{"taskset -c 0,1 ls /", policy.ReadOnly, "taskset(1) -c LIST"},
+		{"chrt -i 0 rm -rf /srv", policy.Destructive, "chrt(1) -i PRIORITY"},
+		{"setpriv --reuid=1000 --regid=1000 --clear-groups rm -rf /srv", policy.Destructive, "setpriv(1)"},
+		{"unshare -m --propagation private rm -rf /srv", policy.Destructive, "unshare(1)"},
+		{"find /srv -name '*.bak' -execdir rm {} +", policy.Destructive, "find(1) -execdir"},
+		{"find /tmp -name x -ok rm {} ;", policy.Destructive, "find(1) -ok"},
+		{"printf '%s\\0' /srv/a | xargs -0 -r rm -f", policy.Destructive, "xargs(1) -0 -r"},
+		{"watch -n 5 -d 'ls /srv'", policy.ReadOnly, "watch(1) runs sh -c"},
+		{"flock -w 10 /run/lock/x -c 'rm -rf /srv/x'", policy.Destructive, "flock(1) -c"},
+		{"bash -lc 'rm -rf /srv/x'", policy.Destructive, "bash(1) -c in a cluster"},
+		{`python3 -c 'import subprocess; subprocess.run(["rm", "-rf", "/srv"])'`, policy.Destructive, "python(1) -c; subprocess.run with an argv list"},
+		{`perl -e 'system("rm", "-rf", "/srv")'`, policy.Destructive, "perl(1) -e; perlfunc system LIST"},
+		{"ruby -e '`rm -rf /srv`'", policy.Destructive, "ruby(1) -e; backticks run a shell"},
+		{`node -e 'require("child_process").execFileSync("rm", ["-rf", "/srv"])'`, policy.Destructive, "node(1) -e; child_process.execFileSync"},
+		{`php -r 'shell_exec("rm -rf /srv");'`, policy.Destructive, "php(1) -r; shell_exec"},
+		{"python3 -c 'print(1)'", policy.ConfigMutation, "python(1) -c: code the classifier cannot read"},
+		{"lxc exec web -- rm -rf /srv", policy.Destructive, "lxc exec (LXD)"},
+		{"incus exec web -- ls /", policy.ReadOnly, "incus exec"},
+		{"sg docker -c 'rm -rf /srv'", policy.Destructive, "sg(1)"},
+		{"pkexec --user root rm -rf /srv", policy.Destructive, "pkexec(1) --user"},
+		{"prlimit --nofile=1024 rm -rf /srv", policy.Destructive, "prlimit(1) RESOURCE=limits COMMAND"},
+		{"pct exec 101 -- $CMD", policy.ConfigMutation, "pct(1): an inner command only known at run time"},
 	}, "wrapper:", 15)
 }
 
@@ -77,8 +83,8 @@ func TestWrapperPrinciple(t *testing.T) {
 // covered by the wrapping property below.
 func TestWrapperTable(t *testing.T) {
 	t.Parallel()
-	for name, e := range wrapperTable {
-		if e.source == "" || e.unwrap == nil {
+	for name, source := range wrappers.Sources() {
+		if source == "" {
 			t.Errorf("wrapper %q has no source or no unwrap function", name)
 		}
 		if wrapTemplates[name] == nil {
@@ -203,10 +209,10 @@ func shq(s string) string {
 // config_mutation one never makes it read_only.
 func TestWrappingNeverLowers(t *testing.T) {
 	t.Parallel()
-	p := Default()
+	p := policy.Default()
 	n := 0
-	for _, tc := range loadCorpus(t) {
-		if tc.Declared != "" || tc.Class == ReadOnly {
+	for _, tc := range policytest.Corpus(t) {
+		if tc.Declared != "" || tc.Class == policy.ReadOnly {
 			continue
 		}
 		base := p.Classify(tc.Command, "").Class
@@ -219,7 +225,7 @@ func TestWrappingNeverLowers(t *testing.T) {
 		}
 		js, _ := json.Marshal(tc.Command)
 		simple := ""
-		if simpleCommand(tc.Command) {
+		if policytest.SimpleCommand(tc.Command) {
 			simple = tc.Command
 		}
 		for name, tmpl := range wrapTemplates {

@@ -1,6 +1,9 @@
-package policy
+package wrappers
 
 import (
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"slices"
 	"strings"
 )
@@ -24,14 +27,14 @@ import (
 var wrapperTable map[string]wrapperEntry
 
 type wrapperEntry struct {
-	unwrap func(c *classifier, name string, args []word, text string, f *frame, in stdin) bool
+	unwrap func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool
 	// source names where the entry's reading of the command line comes from.
 	source string
 }
 
 // unwrapFunc adapts a wrapper method that always unwraps.
-func always(fn func(c *classifier, name string, args []word, text string, f *frame, in stdin)) func(*classifier, string, []word, string, *frame, stdin) bool {
-	return func(c *classifier, name string, args []word, text string, f *frame, in stdin) bool {
+func always(fn func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin)) func(walk.Classifier, string, []shellword.Word, string, *walk.Frame, walk.Stdin) bool {
+	return func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 		fn(c, name, args, text, f, in)
 		return true
 	}
@@ -40,21 +43,21 @@ func always(fn func(c *classifier, name string, args []word, text string, f *fra
 // prefix builds the entry of a wrapper written `wrapper [options] [skip
 // words] command…`, whose options its manual lists in spec.
 func prefix(spec optSpec, source string) wrapperEntry {
-	return wrapperEntry{source: source, unwrap: func(c *classifier, name string, args []word, text string, f *frame, in stdin) bool {
-		c.prefixWrapper(name, spec, args, text, f, in)
+	return wrapperEntry{source: source, unwrap: func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+		prefixWrapper(c, name, spec, args, text, f, in)
 		return true
 	}}
 }
 
 func init() {
-	shells := wrapperEntry{source: "bash(1) -c, dash(1)", unwrap: always((*classifier).shell)}
-	interp := wrapperEntry{source: "python(1) -c, perl(1) -e, ruby(1) -e, node(1) -e, php(1) -r", unwrap: (*classifier).interpreter}
-	docker := wrapperEntry{source: "docker-exec(1), podman-exec(1), nerdctl exec", unwrap: (*classifier).dockerExec}
+	shells := wrapperEntry{source: "bash(1) -c, dash(1)", unwrap: always(shell)}
+	interp := wrapperEntry{source: "python(1) -c, perl(1) -e, ruby(1) -e, node(1) -e, php(1) -r", unwrap: interpreter}
+	docker := wrapperEntry{source: "docker-exec(1), podman-exec(1), nerdctl exec", unwrap: dockerExec}
 	wrapperTable = map[string]wrapperEntry{
-		"sudo":    {source: "sudo(8)", unwrap: always((*classifier).sudo)},
-		"doas":    {source: "doas(1)", unwrap: always((*classifier).sudo)},
+		"sudo":    {source: "sudo(8)", unwrap: always(sudo)},
+		"doas":    {source: "doas(1)", unwrap: always(sudo)},
 		"pkexec":  prefix(optSpec{long: []string{"--disable-internal-agent", "--keep-cwd"}, longValues: []string{"--user"}}, "pkexec(1)"),
-		"env":     {source: "env(1)", unwrap: always((*classifier).env)},
+		"env":     {source: "env(1)", unwrap: always(env)},
 		"nice":    prefix(optSpec{values: "n", longValues: []string{"--adjustment"}, numeric: true}, "nice(1)"),
 		"nohup":   prefix(optSpec{}, "nohup(1)"),
 		"builtin": prefix(optSpec{}, "bash(1) builtin"),
@@ -88,70 +91,76 @@ func init() {
 			"--msgqueue", "--nice", "--nofile", "--nproc", "--rss", "--rtprio", "--rttime", "--sigpending", "--stack", "--noheadings", "--raw",
 			"--verbose", "--output"}, mutating: []string{"--pid"}, mutatingWhy: "changes the resource limits of a running process",
 			idle: "prlimit without a command prints limits"}, "prlimit(1)"),
-		"time": {source: "time(1)", unwrap: always((*classifier).timeCmd)},
-		"command": {source: "bash(1) command", unwrap: func(c *classifier, name string, args []word, text string, f *frame, in stdin) bool {
-			opts, rest := scanOpts(args, "", nil)
-			if hasOption(opts, "-v", "-V") {
-				c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "command -v only looks a name up"})
+		"time": {source: "time(1)", unwrap: always(timeCmd)},
+		"command": {source: "bash(1) command", unwrap: func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+			opts, rest := shellword.ScanOpts(args, "", nil)
+			if shellword.HasOption(opts, "-v", "-V") {
+				c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: "command -v only looks a name up"})
 				return true
 			}
-			c.inner(name, args[rest:], text, f, in, "")
+			inner(c, name, args[rest:], text, f, in, "")
 			return true
 		}},
-		"exec": {source: "bash(1) exec", unwrap: func(c *classifier, name string, args []word, text string, f *frame, in stdin) bool {
-			_, rest := scanOpts(args, "a", nil)
-			c.inner(name, args[rest:], text, f, in, "exec without a command only applies its redirections")
+		"exec": {source: "bash(1) exec", unwrap: func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+			_, rest := shellword.ScanOpts(args, "a", nil)
+			inner(c, name, args[rest:], text, f, in, "exec without a command only applies its redirections")
 			return true
 		}},
-		"systemd-run": {source: "systemd-run(1)", unwrap: always((*classifier).systemdRun)},
-		"xargs": {source: "xargs(1)", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, in stdin) {
-			c.xargs(args, text, f, in)
+		"systemd-run": {source: "systemd-run(1)", unwrap: always(systemdRun)},
+		"xargs": {source: "xargs(1)", unwrap: always(func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
+			xargs(c, args, text, f, in)
 		})},
-		"flock": {source: "flock(1)", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, in stdin) {
-			c.flock(args, text, f, in)
+		"flock": {source: "flock(1)", unwrap: always(func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
+			flock(c, args, text, f, in)
 		})},
-		"watch":   {source: "watch(1)", unwrap: always((*classifier).watch)},
-		"su":      {source: "su(1)", unwrap: always((*classifier).su)},
-		"runuser": {source: "runuser(1)", unwrap: always((*classifier).su)},
-		"sg":      {source: "sg(1)", unwrap: always((*classifier).sg)},
-		"eval": {source: "bash(1) eval", unwrap: func(c *classifier, name string, args []word, text string, f *frame, in stdin) bool {
+		"watch":   {source: "watch(1)", unwrap: always(watch)},
+		"su":      {source: "su(1)", unwrap: always(su)},
+		"runuser": {source: "runuser(1)", unwrap: always(su)},
+		"sg":      {source: "sg(1)", unwrap: always(sg)},
+		"eval": {source: "bash(1) eval", unwrap: func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 			if len(args) == 0 {
-				c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "eval without arguments runs nothing"})
+				c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: "eval without arguments runs nothing"})
 				return true
 			}
-			c.evalCode(joinWords(args), f, in, "eval")
+			c.EvalCode(shellword.JoinWords(args), f, in, "eval")
 			return true
 		}},
-		"trap":   {source: "bash(1) trap", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, _ stdin) { c.trap(args, text, f) })},
-		"alias":  {source: "bash(1) alias", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, _ stdin) { c.alias(args, text, f) })},
-		"source": {source: "bash(1) source", unwrap: always((*classifier).source)},
-		".":      {source: "bash(1) .", unwrap: always((*classifier).source)},
-		"ssh":    {source: "ssh(1)", unwrap: always(func(c *classifier, _ string, args []word, text string, f *frame, in stdin) { c.ssh(args, text, f, in) })},
-		"pct": {source: "pct(1) exec, enter", unwrap: func(c *classifier, _ string, args []word, text string, f *frame, in stdin) bool {
-			return c.pct(args, text, f, in)
+		"trap": {source: "bash(1) trap", unwrap: always(func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, _ walk.Stdin) {
+			trap(c, args, text, f)
+		})},
+		"alias": {source: "bash(1) alias", unwrap: always(func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, _ walk.Stdin) {
+			alias(c, args, text, f)
+		})},
+		"source": {source: "bash(1) source", unwrap: always(source)},
+		".":      {source: "bash(1) .", unwrap: always(source)},
+		"ssh": {source: "ssh(1)", unwrap: always(func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
+			ssh(c, args, text, f, in)
+		})},
+		"pct": {source: "pct(1) exec, enter", unwrap: func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+			return pct(c, args, text, f, in)
 		}},
-		"qm": {source: "qm(1) guest exec", unwrap: func(c *classifier, _ string, args []word, text string, f *frame, in stdin) bool {
-			return c.qm(args, text, f, in)
+		"qm": {source: "qm(1) guest exec", unwrap: func(c walk.Classifier, _ string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+			return qm(c, args, text, f, in)
 		}},
-		"pvesh":          {source: "pvesh(1); api: POST /nodes/{node}/qemu/{vmid}/agent/exec", unwrap: (*classifier).pveshExec},
+		"pvesh":          {source: "pvesh(1); api: POST /nodes/{node}/qemu/{vmid}/agent/exec", unwrap: pveshExec},
 		"docker":         docker,
 		"docker-compose": docker,
 		"podman":         docker,
 		"nerdctl":        docker,
-		"kubectl":        {source: "kubectl exec (kubectl reference)", unwrap: (*classifier).kubectlExec},
-		"lxc":            {source: "lxc exec (LXD), incus exec", unwrap: (*classifier).lxdExec},
-		"incus":          {source: "incus exec", unwrap: (*classifier).lxdExec},
-		"lxc-attach":     {source: "lxc-attach(1)", unwrap: always((*classifier).lxcAttach)},
-		"busybox": {source: "busybox(1)", unwrap: func(c *classifier, name string, args []word, text string, f *frame, in stdin) bool {
+		"kubectl":        {source: "kubectl exec (kubectl reference)", unwrap: kubectlExec},
+		"lxc":            {source: "lxc exec (LXD), incus exec", unwrap: lxdExec},
+		"incus":          {source: "incus exec", unwrap: lxdExec},
+		"lxc-attach":     {source: "lxc-attach(1)", unwrap: always(lxcAttach)},
+		"busybox": {source: "busybox(1)", unwrap: func(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 			if len(args) == 0 {
-				c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "busybox without an applet lists its applets"})
+				c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: "busybox without an applet lists its applets"})
 				return true
 			}
-			c.command(args, text, f.child("busybox"), in)
+			c.Command(args, text, f.Child("busybox"), in)
 			return true
 		}},
-		"at":    {source: "at(1)", unwrap: always((*classifier).at)},
-		"batch": {source: "at(1) batch", unwrap: always((*classifier).at)},
+		"at":    {source: "at(1)", unwrap: always(at)},
+		"batch": {source: "at(1) batch", unwrap: always(at)},
 	}
 	for _, s := range []string{"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "rbash", "fish"} {
 		wrapperTable[s] = shells
@@ -160,24 +169,24 @@ func init() {
 		wrapperTable[s] = interp
 	}
 	for n := range wrapperTable {
-		wrapperNames = append(wrapperNames, n)
+		Names = append(Names, n)
 	}
-	slices.Sort(wrapperNames)
+	slices.Sort(Names)
 }
 
-// wrapperNames lists every wrapper of the table, sorted; the classifier looks
+// Names lists every wrapper of the table, sorted; the classifier looks
 // for them inside arguments of unknown programs.
-var wrapperNames []string
+var Names []string
 
-// isWrapper reports whether name has an entry in the wrapper table.
-func isWrapper(name string) bool {
+// IsWrapper reports whether name has an entry in the wrapper table.
+func IsWrapper(name string) bool {
 	_, ok := wrapperTable[name]
 	return ok
 }
 
-// wrapper unwraps a program of the wrapper table and classifies what it runs.
+// Unwrap unwraps a program of the wrapper table and classifies what it runs.
 // It reports false when name is not a wrapper in this form.
-func (c *classifier) wrapper(name string, args []word, text string, f *frame, in stdin) bool {
+func Unwrap(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 	e, ok := wrapperTable[name]
 	if !ok {
 		return false
@@ -212,66 +221,55 @@ type optSpec struct {
 
 // scan reads the leading options. unknown is the first option the spec does
 // not list ("" when every one is known).
-func (s *optSpec) scan(args []word) (opts []option, rest int, unknown string) {
-	i := 0
-	for ; i < len(args); i++ {
-		w := args[i]
-		if len(w.val) < 2 || w.val[0] != '-' {
-			return opts, i, unknown
-		}
-		if w.val == "--" {
-			return opts, i + 1, unknown
-		}
-		if strings.HasPrefix(w.val, "--") {
-			name, val, has := strings.Cut(w.val, "=")
-			o := option{name: name, value: val, hasValue: has, valueDyn: has && w.dyn}
-			switch full := longName(name, s.longValues); {
-			case full != "":
-				o.name = full
-				if !has && i+1 < len(args) {
-					i++
-					o.value, o.hasValue, o.valueDyn = args[i].val, true, args[i].dyn
-				}
-			default:
-				if full = longName(name, s.long); full != "" {
-					o.name = full
-				} else if unknown == "" && longName(name, s.mutating) == "" && longName(name, s.readOnly) == "" {
-					unknown = w.val
-				}
+func (s *optSpec) scan(args []shellword.Word) (opts []shellword.Option, rest int, unknown string) {
+	rest = shellword.EachOption(args, func(i *int, w shellword.Word, name, val string, has bool) {
+		o := shellword.Option{Name: name, Value: val, HasValue: has, ValueDyn: has && w.Dyn}
+		switch full := longName(name, s.longValues); {
+		case full != "":
+			o.Name = full
+			if !has && *i+1 < len(args) {
+				*i++
+				o.Value, o.HasValue, o.ValueDyn = args[*i].Val, true, args[*i].Dyn
 			}
-			opts = append(opts, o)
-			continue
+		default:
+			if full = longName(name, s.long); full != "" {
+				o.Name = full
+			} else if unknown == "" && longName(name, s.mutating) == "" && longName(name, s.readOnly) == "" {
+				unknown = w.Val
+			}
 		}
-		if s.numeric && w.val[1] >= '0' && w.val[1] <= '9' {
-			opts = append(opts, option{name: w.val})
-			continue
+		opts = append(opts, o)
+	}, func(i *int, w shellword.Word) {
+		if s.numeric && w.Val[1] >= '0' && w.Val[1] <= '9' {
+			opts = append(opts, shellword.Option{Name: w.Val})
+			return
 		}
-		for j := 1; j < len(w.val); j++ {
-			ch := w.val[j]
-			o := option{name: shortOpts[ch]}
+		for j := 1; j < len(w.Val); j++ {
+			ch := w.Val[j]
+			o := shellword.Option{Name: shellword.ShortOpts[ch]}
 			switch {
 			case strings.IndexByte(s.values, ch) >= 0:
-				o.hasValue = true
-				o.value, o.valueDyn = shortOptValue(args, &i, j)
+				o.HasValue = true
+				o.Value, o.ValueDyn = shellword.ShortOptValue(args, i, j)
 				opts = append(opts, o)
-				j = len(w.val)
+				j = len(w.Val)
 				continue
-			case strings.IndexByte(s.optional, ch) >= 0 && j+1 < len(w.val) && strings.ContainsRune("/=.~", rune(w.val[j+1])):
-				o.value, o.hasValue = strings.TrimPrefix(w.val[j+1:], "="), true
+			case strings.IndexByte(s.optional, ch) >= 0 && j+1 < len(w.Val) && strings.ContainsRune("/=.~", rune(w.Val[j+1])):
+				o.Value, o.HasValue = strings.TrimPrefix(w.Val[j+1:], "="), true
 				opts = append(opts, o)
-				j = len(w.val)
+				j = len(w.Val)
 				continue
 			case strings.IndexByte(s.flags, ch) >= 0 || strings.IndexByte(s.optional, ch) >= 0:
-			case containsExact(s.mutating, o.name) || containsExact(s.readOnly, o.name):
+			case slices.Contains(s.mutating, o.Name) || slices.Contains(s.readOnly, o.Name):
 			default:
 				if unknown == "" {
-					unknown = w.val
+					unknown = w.Val
 				}
 			}
 			opts = append(opts, o)
 		}
-	}
-	return opts, i, unknown
+	})
+	return opts, rest, unknown
 }
 
 // longName returns the listed long option that name is or abbreviates
@@ -283,7 +281,7 @@ func longName(name string, list []string) string {
 		}
 	}
 	for _, l := range list {
-		if optionMatches(name, l) {
+		if shellword.OptionMatches(name, l) {
 			return l
 		}
 	}
@@ -292,34 +290,34 @@ func longName(name string, list []string) string {
 
 // unknownOption raises a frame for what a wrapper runs when the wrapper was
 // given an option its manual does not list.
-func unknownOption(f *frame, name, opt string) *frame {
+func unknownOption(f *walk.Frame, name, opt string) *walk.Frame {
 	if opt == "" {
 		return f
 	}
-	n := f.child("")
-	n.atLeast(ConfigMutation, name+" is given "+opt+", an option its manual does not list, so its effect is not known")
+	n := f.Child("")
+	n.AtLeast(ruleset.ConfigMutation, name+" is given "+opt+", an option its manual does not list, so its effect is not known")
 	return n
 }
 
 // prefixWrapper classifies `wrapper [options] [skip words] command…`.
-func (c *classifier) prefixWrapper(name string, spec optSpec, args []word, text string, f *frame, in stdin) {
+func prefixWrapper(c walk.Classifier, name string, spec optSpec, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	opts, rest, unknown := spec.scan(args)
-	if len(spec.readOnly) > 0 && hasOption(opts, spec.readOnly...) {
-		c.add(unknownOption(f, name, unknown), Segment{Command: text, Program: name, Class: ReadOnly, Reason: name + " " + spec.readOnly[0] + " only prints"})
+	if len(spec.readOnly) > 0 && shellword.HasOption(opts, spec.readOnly...) {
+		c.Add(unknownOption(f, name, unknown), walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: name + " " + spec.readOnly[0] + " only prints"})
 		return
 	}
-	if len(spec.mutating) > 0 && hasOption(opts, spec.mutating...) {
-		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation, Reason: name + " " + spec.mutatingWhy,
-			why: "wrapper: " + name + " " + spec.mutatingWhy})
+	if len(spec.mutating) > 0 && shellword.HasOption(opts, spec.mutating...) {
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation, Reason: name + " " + spec.mutatingWhy,
+			Cause: "wrapper: " + name + " " + spec.mutatingWhy})
 		return
 	}
 	f = unknownOption(f, name, unknown)
 	rest = min(rest+spec.skip, len(args))
 	if rest >= len(args) && spec.shellWithout {
-		c.shellStdin(name, text, f.child(name), in)
+		shellStdin(c, name, text, f.Child(name), in)
 		return
 	}
-	c.inner(name, args[rest:], text, f, in, spec.idle)
+	inner(c, name, args[rest:], text, f, in, spec.idle)
 }
 
 // sudoOpts are sudo's options (sudo(8)).

@@ -1,4 +1,4 @@
-package policy
+package syntaxgate
 
 import (
 	"errors"
@@ -6,33 +6,37 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/lookalike"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"golang.org/x/text/unicode/norm"
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// ErrSyntax is wrapped by every error [CheckSyntax] returns.
+// ErrSyntax is wrapped by every error [Check] returns.
 var ErrSyntax = errors.New("syntax gate")
 
-// CheckSyntax refuses commands that are almost certainly typed wrong, with a
+// Check refuses commands that are almost certainly typed wrong, with a
 // message that names the fix: a flag separated from its dash (`head - n 3`,
 // which runs head on the files "-", "n" and "3"), a dash that is really an en
 // dash or minus sign (`–n`, pasted from a document), a command that does not
 // parse as shell, or an empty command. Valid commands such as `tail -n 3`
 // pass: the check works on parsed words, never on the raw text, so quoted
 // text (`echo 'a - b'`) is not inspected.
-func CheckSyntax(command string) error {
-	return checkSyntaxWith(syntax.NewParser(syntax.Variant(syntax.LangBash)), command)
+func Check(command string) error {
+	return CheckWith(syntax.NewParser(syntax.Variant(syntax.LangBash)), command)
 }
 
-func checkSyntaxWith(parser *syntax.Parser, command string) error {
+// CheckWith is Check with the caller's parser (the classifier's pooled one).
+func CheckWith(parser *syntax.Parser, command string) error {
 	if strings.TrimSpace(command) == "" {
 		return fmt.Errorf("%w: the command is empty", ErrSyntax)
 	}
-	if len(command) > maxCommandBytes {
-		return fmt.Errorf("%w: the command is longer than %d bytes; split it up", ErrSyntax, maxCommandBytes)
+	if len(command) > walk.MaxCommandBytes {
+		return fmt.Errorf("%w: the command is longer than %d bytes; split it up", ErrSyntax, walk.MaxCommandBytes)
 	}
-	if nesting(command) > maxNesting {
-		return fmt.Errorf("%w: brackets or pipelines nest more than %d deep; simplify the command", ErrSyntax, maxNesting)
+	if walk.Nesting(command) > walk.MaxNesting {
+		return fmt.Errorf("%w: brackets or pipelines nest more than %d deep; simplify the command", ErrSyntax, walk.MaxNesting)
 	}
 	if err := checkInvisible(command); err != nil {
 		return err
@@ -47,19 +51,19 @@ func checkSyntaxWith(parser *syntax.Parser, command string) error {
 // words without showing. Neither belongs in a command an operator approves;
 // a file name that really holds one can be written with bash's $'\u…'.
 func checkInvisible(command string) error {
-	if isASCII(command) && !strings.ContainsFunc(command, isInvisible) {
+	if lookalike.IsASCII(command) && !strings.ContainsFunc(command, lookalike.IsInvisible) {
 		return nil
 	}
 	n := 0
 	for _, r := range command {
 		n++
 		switch {
-		case isBidi(r):
+		case lookalike.IsBidi(r):
 			return fmt.Errorf("%w: %s at character %d is a bidirectional control: it makes the command display in a different order from how it runs; delete it",
-				ErrSyntax, describeRune(r), n)
-		case isInvisible(r):
+				ErrSyntax, lookalike.DescribeRune(r), n)
+		case lookalike.IsInvisible(r):
 			return fmt.Errorf("%w: %s at character %d is invisible: the command would run differently from how it reads; delete it",
-				ErrSyntax, describeRune(r), n)
+				ErrSyntax, lookalike.DescribeRune(r), n)
 		}
 	}
 	return nil
@@ -91,7 +95,7 @@ func checkCall(parser *syntax.Parser, src string, call *syntax.CallExpr, depth i
 		if err := checkLookalikes(src, w, i == 0, depth); err != nil {
 			return err
 		}
-		lit, bare := bareLiteral(w)
+		lit, bare := shellword.BareLiteral(w)
 		if !bare {
 			continue
 		}
@@ -102,15 +106,15 @@ func checkCall(parser *syntax.Parser, src string, call *syntax.CallExpr, depth i
 		if i == 0 || lit != "-" || i+1 >= len(args) {
 			continue
 		}
-		next, ok := bareLiteral(args[i+1])
+		next, ok := shellword.BareLiteral(args[i+1])
 		if !ok || len(next) != 1 || !isASCIILetter(next[0]) {
 			continue
 		}
-		if prev, ok := bareLiteral(args[i-1]); ok && i > 1 && strings.HasPrefix(prev, "-") {
+		if prev, ok := shellword.BareLiteral(args[i-1]); ok && i > 1 && strings.HasPrefix(prev, "-") {
 			// `tar -cf - x`: the lone dash is the previous option's value.
 			continue
 		}
-		bad := nodeText(src, args[i]) + " " + nodeText(src, args[i+1])
+		bad := shellword.NodeText(src, args[i]) + " " + shellword.NodeText(src, args[i+1])
 		fixedArgs := make([]string, 0, len(args)-1)
 		for j := 0; j < len(args); j++ {
 			if j == i {
@@ -118,31 +122,31 @@ func checkCall(parser *syntax.Parser, src string, call *syntax.CallExpr, depth i
 				j++
 				continue
 			}
-			fixedArgs = append(fixedArgs, nodeText(src, args[j]))
+			fixedArgs = append(fixedArgs, shellword.NodeText(src, args[j]))
 		}
 		return fmt.Errorf("%w: flag typo `%s`: a space separates the dash from its flag; write `-%s`, as in `%s`",
 			ErrSyntax, bad, next, strings.Join(fixedArgs, " "))
 	}
 	// Follow literal code given to a shell with -c.
 	if depth < 4 && len(args) >= 3 {
-		prog, ok := bareLiteral(args[0])
+		prog, ok := shellword.BareLiteral(args[0])
 		if ok {
 			if i := strings.LastIndexByte(prog, '/'); i >= 0 {
 				prog = prog[i+1:]
 			}
 		}
-		if ok && isShell(prog) {
+		if ok && shellword.IsShell(prog) {
 			for i := 1; i+1 < len(args); i++ {
-				opt, ok := bareLiteral(args[i])
+				opt, ok := shellword.BareLiteral(args[i])
 				if !ok || !strings.HasPrefix(opt, "-") || strings.HasPrefix(opt, "--") {
 					continue
 				}
 				if strings.ContainsRune(opt, 'c') {
-					code := resolveParts(src, args[i+1].Parts)
-					if code.dyn {
+					code := shellword.ResolveParts(src, args[i+1].Parts)
+					if code.Dyn {
 						break
 					}
-					if err := checkSyntax(parser, code.val, depth+1); err != nil {
+					if err := checkSyntax(parser, code.Val, depth+1); err != nil {
 						return err
 					}
 					break
@@ -151,18 +155,6 @@ func checkCall(parser *syntax.Parser, src string, call *syntax.CallExpr, depth i
 		}
 	}
 	return nil
-}
-
-// bareLiteral returns the value of a word written as one unquoted literal.
-func bareLiteral(w *syntax.Word) (string, bool) {
-	if len(w.Parts) != 1 {
-		return "", false
-	}
-	l, ok := w.Parts[0].(*syntax.Lit)
-	if !ok {
-		return "", false
-	}
-	return l.Value, true
 }
 
 func isASCIILetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
@@ -196,7 +188,7 @@ func dashName(r rune) string {
 // file names that do not imitate ASCII (`données`, `фото`), keep their
 // Unicode.
 func checkLookalikes(src string, w *syntax.Word, program bool, depth int) error {
-	if isASCII(src[w.Pos().Offset():w.End().Offset()]) {
+	if lookalike.IsASCII(src[w.Pos().Offset():w.End().Offset()]) {
 		return nil
 	}
 	start, end := int(w.Pos().Offset()), int(w.End().Offset())
@@ -214,17 +206,17 @@ func checkLookalikes(src string, w *syntax.Word, program bool, depth int) error 
 	for _, part := range w.Parts {
 		if lit, ok := part.(*syntax.Lit); ok {
 			for _, r := range lit.Value {
-				if isUnicodeSpace(r) {
+				if lookalike.IsUnicodeSpace(r) {
 					return fmt.Errorf("%w: `%s` contains %s at %s, which looks like a space but joins the text around it into one word; type a plain space, or quote the word if the character is meant",
-						ErrSyntax, lit.Value, describeRune(r), at(r))
+						ErrSyntax, lit.Value, lookalike.DescribeRune(r), at(r))
 				}
 			}
 		}
 	}
 	if program {
-		val := resolveParts(src, w.Parts)
-		name := val.val
-		if strings.ContainsRune(name, '/') && normaliseLookalikes(name) == name {
+		val := shellword.ResolveParts(src, w.Parts)
+		name := val.Val
+		if strings.ContainsRune(name, '/') && lookalike.Normalise(name) == name {
 			// A path: its directories may be non-ASCII; its name is
 			// checked by the classifier like any other program outside
 			// the system directories.
@@ -235,15 +227,15 @@ func checkLookalikes(src string, w *syntax.Word, program bool, depth int) error 
 				continue
 			}
 			fix := "program names are ASCII; retype it in ASCII"
-			if n := norm.NFKC.String(name); n != name && isASCII(n) {
+			if n := norm.NFKC.String(name); n != name && lookalike.IsASCII(n) {
 				fix = "program names are ASCII; write `" + n + "`"
 			}
 			like := "which is not ASCII"
-			if l := looksLike(r); l != "" {
+			if l := lookalike.LooksLike(r); l != "" {
 				like = "which looks like " + l + " but is not ASCII"
 			}
 			return fmt.Errorf("%w: the command word `%s` contains %s at %s, %s; %s",
-				ErrSyntax, name, describeRune(r), at(r), like, fix)
+				ErrSyntax, name, lookalike.DescribeRune(r), at(r), like, fix)
 		}
 		return nil
 	}
@@ -252,11 +244,11 @@ func checkLookalikes(src string, w *syntax.Word, program bool, depth int) error 
 		if !ok {
 			continue
 		}
-		if n := normaliseLookalikes(lit.Value); n != lit.Value && isASCII(n) {
+		if n := lookalike.Normalise(lit.Value); n != lit.Value && lookalike.IsASCII(n) {
 			for _, r := range lit.Value {
-				if l := looksLike(r); r >= utf8.RuneSelf && l != "" {
+				if l := lookalike.LooksLike(r); r >= utf8.RuneSelf && l != "" {
 					return fmt.Errorf("%w: `%s` contains %s at %s, which looks like %s but is not ASCII; type `%s`, or quote the word if the character is meant",
-						ErrSyntax, lit.Value, describeRune(r), at(r), l, n)
+						ErrSyntax, lit.Value, lookalike.DescribeRune(r), at(r), l, n)
 				}
 			}
 		}

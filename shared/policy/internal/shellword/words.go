@@ -1,4 +1,4 @@
-package policy
+package shellword
 
 import (
 	"strconv"
@@ -9,49 +9,49 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// word is one argument after the shell has done its work, as far as the
+// Word is one argument after the shell has done its work, as far as the
 // classifier can know it without running anything.
-type word struct {
+type Word struct {
 	// val is the argument's value. For a dynamic word it is the value with every
 	// unresolvable part replaced by that part's own source text (so "$DIR" stays
 	// "$DIR"), which keeps the text re-parseable when the word is shell code.
-	val string
+	Val string
 	// dyn: the word contains a parameter, command, arithmetic or process
 	// expansion, so its value — and even how many arguments it becomes — is only
 	// known at run time.
-	dyn bool
+	Dyn bool
 	// glob: the word contains an unquoted glob character. Its literal text is
 	// still a good description (a glob with a literal prefix expands to names
 	// with that prefix) but it is not the argument the program will see.
-	glob bool
-	// flagLike: a glob with no literal prefix, which can expand to a file name
+	Glob bool
+	// FlagLike: a glob with no literal prefix, which can expand to a file name
 	// that starts with "-" and so to an option.
-	flagLike bool
+	FlagLike bool
 	// split: an expansion outside quotes, which the shell splits into any
 	// number of words; a word whose expansions are all quoted stays one word.
-	split bool
+	Split bool
 	// fixed is how many bytes of val come before the first expansion: the
 	// part of a dynamic word that is known.
-	fixed int
+	Fixed int
 	// proc is set when the whole word is one process substitution <(…):
 	// a shell given it as its script runs that command's output.
-	proc *syntax.ProcSubst
+	Proc *syntax.ProcSubst
 }
 
 // maxBraceWords bounds brace expansion: a word that expands to more arguments
 // than this is treated as dynamic rather than enumerated.
 const maxBraceWords = 64
 
-// resolveWords resolves a command's words into arguments, performing brace
+// ResolveWords resolves a command's words into arguments, performing brace
 // expansion (which is how `{rm,-rf,/x}` runs rm).
-func resolveWords(src string, ws []*syntax.Word, out []word) []word {
+func ResolveWords(src string, ws []*syntax.Word, out []Word) []Word {
 	for _, w := range ws {
 		out = resolveWord(src, w, out)
 	}
 	return out
 }
 
-func resolveWord(src string, w *syntax.Word, out []word) []word {
+func resolveWord(src string, w *syntax.Word, out []Word) []Word {
 	if hasBraceCandidate(w) {
 		// SplitBraces rewrites the word it is given; work on a copy so the
 		// tree (which other passes walk) never sees BraceExp nodes.
@@ -63,14 +63,14 @@ func resolveWord(src string, w *syntax.Word, out []word) []word {
 				n++
 				if err != nil || n > maxBraceWords {
 					out = out[:start]
-					return append(out, word{val: nodeText(src, w), dyn: true})
+					return append(out, Word{Val: NodeText(src, w), Dyn: true})
 				}
-				out = append(out, resolveParts(src, ew.Parts))
+				out = append(out, ResolveParts(src, ew.Parts))
 			}
 			return out
 		}
 	}
-	return append(out, resolveParts(src, w.Parts))
+	return append(out, ResolveParts(src, w.Parts))
 }
 
 func hasBraceCandidate(w *syntax.Word) bool {
@@ -82,38 +82,38 @@ func hasBraceCandidate(w *syntax.Word) bool {
 	return false
 }
 
-// resolveParts resolves the parts of one word (no brace expansion).
-func resolveParts(src string, parts []syntax.WordPart) word {
+// ResolveParts resolves the parts of one word (no brace expansion).
+func ResolveParts(src string, parts []syntax.WordPart) Word {
 	// Fast paths for the overwhelmingly common shapes: one plain literal, one
 	// single-quoted string, one double-quoted plain literal.
 	if len(parts) == 1 {
 		switch p := parts[0].(type) {
 		case *syntax.Lit:
 			if strings.IndexByte(p.Value, '\\') < 0 && !strings.ContainsAny(p.Value, "*?[") {
-				return word{val: p.Value}
+				return Word{Val: p.Value}
 			}
 		case *syntax.SglQuoted:
 			if !p.Dollar {
-				return word{val: p.Value}
+				return Word{Val: p.Value}
 			}
 		case *syntax.ProcSubst:
-			return word{val: nodeText(src, p), dyn: true, split: true, proc: p}
+			return Word{Val: NodeText(src, p), Dyn: true, Split: true, Proc: p}
 		case *syntax.DblQuoted:
 			if len(p.Parts) == 1 {
 				if l, ok := p.Parts[0].(*syntax.Lit); ok && strings.IndexByte(l.Value, '\\') < 0 {
-					return word{val: l.Value}
+					return Word{Val: l.Value}
 				}
 			}
 		}
 	}
 	var b strings.Builder
-	var w word
+	var w Word
 	resolveInto(src, parts, false, &b, &w)
-	w.val = b.String()
+	w.Val = b.String()
 	return w
 }
 
-func resolveInto(src string, parts []syntax.WordPart, quoted bool, b *strings.Builder, w *word) {
+func resolveInto(src string, parts []syntax.WordPart, quoted bool, b *strings.Builder, w *Word) {
 	for _, part := range parts {
 		switch p := part.(type) {
 		case *syntax.Lit:
@@ -127,43 +127,43 @@ func resolveInto(src string, parts []syntax.WordPart, quoted bool, b *strings.Bu
 				b.WriteString(p.Value)
 				continue
 			}
-			if s, ok := decodeANSIC(p.Value); ok {
+			if s, ok := DecodeANSIC(p.Value); ok {
 				b.WriteString(s)
 			} else {
 				w.markDyn(b, quoted)
-				b.WriteString(nodeText(src, p))
+				b.WriteString(NodeText(src, p))
 			}
 		case *syntax.DblQuoted:
 			resolveInto(src, p.Parts, true, b, w)
 		case *syntax.ExtGlob:
 			if !quoted {
 				if b.Len() == 0 {
-					w.flagLike = true
+					w.FlagLike = true
 				}
-				w.glob = true
+				w.Glob = true
 			}
-			b.WriteString(nodeText(src, p))
+			b.WriteString(NodeText(src, p))
 		default:
 			// Parameter, command, arithmetic and process expansions, and any
 			// part kind this code does not know: only known at run time.
 			w.markDyn(b, quoted)
-			b.WriteString(nodeText(src, p))
+			b.WriteString(NodeText(src, p))
 		}
 	}
 }
 
 // markDyn records an expansion at the current end of b.
-func (w *word) markDyn(b *strings.Builder, quoted bool) {
-	if !w.dyn {
-		w.fixed = b.Len()
+func (w *Word) markDyn(b *strings.Builder, quoted bool) {
+	if !w.Dyn {
+		w.Fixed = b.Len()
 	}
-	w.dyn = true
-	w.split = w.split || !quoted
+	w.Dyn = true
+	w.Split = w.Split || !quoted
 }
 
 // unescapeBare removes the backslashes of an unquoted literal and notes
 // unquoted glob characters.
-func unescapeBare(s string, b *strings.Builder, w *word) {
+func unescapeBare(s string, b *strings.Builder, w *Word) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch c {
@@ -178,10 +178,10 @@ func unescapeBare(s string, b *strings.Builder, w *word) {
 			if c == '[' && strings.IndexByte(s[i+1:], ']') < 0 {
 				break
 			}
-			if b.Len() == 0 && !w.glob {
-				w.flagLike = true
+			if b.Len() == 0 && !w.Glob {
+				w.FlagLike = true
 			}
-			w.glob = true
+			w.Glob = true
 		}
 		b.WriteByte(c)
 	}
@@ -207,9 +207,9 @@ func unescapeDouble(s string, b *strings.Builder) {
 	}
 }
 
-// decodeANSIC decodes the body of a $'...' string. Escapes it does not know
+// DecodeANSIC decodes the body of a $'...' string. Escapes it does not know
 // make the word dynamic rather than guessed.
-func decodeANSIC(s string) (string, bool) {
+func DecodeANSIC(s string) (string, bool) {
 	if strings.IndexByte(s, '\\') < 0 {
 		return s, true
 	}
@@ -286,9 +286,9 @@ func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
-// nodeText returns the source text of a node, or "" when its positions do not
+// NodeText returns the source text of a node, or "" when its positions do not
 // fit the source (which would mean the node came from another parse).
-func nodeText(src string, n syntax.Node) string {
+func NodeText(src string, n syntax.Node) string {
 	start, end := int(n.Pos().Offset()), int(n.End().Offset())
 	if start < 0 || end > len(src) || start > end {
 		return ""
@@ -296,11 +296,11 @@ func nodeText(src string, n syntax.Node) string {
 	return src[start:end]
 }
 
-// heredocText resolves a here-document body. A quoted delimiter (<<'EOF')
+// HeredocText resolves a here-document body. A quoted delimiter (<<'EOF')
 // makes the body literal; otherwise it expands like a double-quoted string.
-func heredocText(src string, r *syntax.Redirect) word {
+func HeredocText(src string, r *syntax.Redirect) Word {
 	if r.Hdoc == nil {
-		return word{}
+		return Word{}
 	}
 	if delimiterQuoted(r.Word) {
 		var b strings.Builder
@@ -308,15 +308,15 @@ func heredocText(src string, r *syntax.Redirect) word {
 			if l, ok := p.(*syntax.Lit); ok {
 				b.WriteString(l.Value)
 			} else {
-				return word{val: nodeText(src, r.Hdoc), dyn: true}
+				return Word{Val: NodeText(src, r.Hdoc), Dyn: true}
 			}
 		}
-		return word{val: b.String()}
+		return Word{Val: b.String()}
 	}
 	var b strings.Builder
-	var w word
+	var w Word
 	resolveInto(src, r.Hdoc.Parts, true, &b, &w)
-	w.val = b.String()
+	w.Val = b.String()
 	return w
 }
 

@@ -1,4 +1,4 @@
-package policy
+package shellword
 
 import (
 	"encoding/base32"
@@ -11,8 +11,8 @@ import (
 // sh` runs `rm -rf /`. A decoder fed literal text produces literal text, so
 // the classifier decodes it and classifies what the shell would run.
 
-// isDecoder reports whether name is a program producerOutput can decode for.
-func isDecoder(name string) bool {
+// IsDecoder reports whether name is a program Decode follows.
+func IsDecoder(name string) bool {
 	switch name {
 	case "base64", "base32", "xxd", "rev":
 		return true
@@ -20,19 +20,16 @@ func isDecoder(name string) bool {
 	return false
 }
 
-// decodeOutput is what a decoder writes when it reads in: only a decoding
-// invocation (base64 -d, base32 --decode, xxd -r -p, rev) reading literal
-// text from its standard input is followed.
-func decodeOutput(name string, args []word, in stdin) (stdin, bool) {
-	if in.kind != stdinText || in.dyn {
-		return stdin{}, false
-	}
+// Decode is what a decoder writes when it reads the literal text in: only a
+// decoding invocation (base64 -d, base32 --decode, xxd -r -p, rev) is
+// followed.
+func Decode(name string, args []Word, in string) (string, bool) {
 	decode, plainHex, reverse := false, false, false
 	for _, a := range args {
-		if a.dyn || a.glob {
-			return stdin{}, false
+		if a.Dyn || a.Glob {
+			return "", false
 		}
-		switch v := a.val; {
+		switch v := a.Val; {
 		case v == "-":
 		case v == "--decode":
 			decode = true
@@ -42,7 +39,7 @@ func decodeOutput(name string, args []word, in stdin) (stdin, bool) {
 		case v == "-revert":
 			reverse = true
 		case strings.HasPrefix(v, "--"), !strings.HasPrefix(v, "-") || len(v) < 2:
-			return stdin{}, false // a file operand or an option we do not follow
+			return "", false // a file operand or an option we do not follow
 		default:
 			for _, ch := range v[1:] {
 				switch ch {
@@ -54,7 +51,7 @@ func decodeOutput(name string, args []word, in stdin) (stdin, bool) {
 				case 'r':
 					reverse = true
 				default:
-					return stdin{}, false
+					return "", false
 				}
 			}
 		}
@@ -63,36 +60,36 @@ func decodeOutput(name string, args []word, in stdin) (stdin, bool) {
 	switch name {
 	case "base64":
 		if !decode {
-			return stdin{}, false
+			return "", false
 		}
-		b, ok := decodeBase64(in.text)
+		b, ok := decodeBase64(in)
 		if !ok {
-			return stdin{}, false
+			return "", false
 		}
 		out = b
 	case "base32":
 		if !decode {
-			return stdin{}, false
+			return "", false
 		}
-		b, err := base32.StdEncoding.DecodeString(strings.Join(strings.Fields(in.text), ""))
+		b, err := base32.StdEncoding.DecodeString(strings.Join(strings.Fields(in), ""))
 		if err != nil {
-			return stdin{}, false
+			return "", false
 		}
 		out = string(b)
 	case "xxd":
 		if !reverse || !plainHex {
-			return stdin{}, false
+			return "", false
 		}
-		b, err := hex.DecodeString(strings.Join(strings.Fields(in.text), ""))
+		b, err := hex.DecodeString(strings.Join(strings.Fields(in), ""))
 		if err != nil {
-			return stdin{}, false
+			return "", false
 		}
 		out = string(b)
 	case "rev":
 		if len(args) > 0 {
-			return stdin{}, false
+			return "", false
 		}
-		lines := strings.Split(in.text, "\n")
+		lines := strings.Split(in, "\n")
 		for i, l := range lines {
 			r := []rune(l)
 			for a, b := 0, len(r)-1; a < b; a, b = a+1, b-1 {
@@ -102,7 +99,7 @@ func decodeOutput(name string, args []word, in stdin) (stdin, bool) {
 		}
 		out = strings.Join(lines, "\n")
 	}
-	return stdin{kind: stdinText, text: out, producer: name + " decoding " + in.producer}, true
+	return out, true
 }
 
 // decodeBase64 decodes standard or URL-safe base64, padded or not, ignoring

@@ -1,19 +1,21 @@
-package policy
+package ruleset
 
 import (
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 )
 
-// rule is one compiled policy rule. A read_only rule is a permission: it
+// Rule is one compiled policy rule. A read_only rule is a permission: it
 // applies only when every condition is shown to hold, so anything the
 // classifier cannot see (an expansion, a glob that could be an option) makes
 // it not apply. A config_mutation or destructive rule is a trigger: it applies
 // unless a condition is shown to fail, so anything unknown makes it apply.
-type rule struct {
-	name, reason string
-	class        Class
+type Rule struct {
+	Name, Reason string
+	Class        Class
 	// principle names the principle the rule belongs to ("storage",
 	// "retention", "exfiltration"; "" for the rest): explanations lead
 	// with it, so an operator reading an approval sees why.
@@ -48,15 +50,15 @@ type rule struct {
 }
 
 // is reports whether the parsed option have means the listed option want,
-// for this rule (see known and optionMatches).
-func (r *rule) is(have, want string) bool {
+// for this rule (see known and OptionMatches).
+func (r *Rule) is(have, want string) bool {
 	if have == want {
 		return true
 	}
 	if r.known[have] {
 		return false
 	}
-	return optionMatches(have, want)
+	return shellword.OptionMatches(have, want)
 }
 
 type optValues struct {
@@ -64,39 +66,8 @@ type optValues struct {
 	res  []*regexp.Regexp
 }
 
-// glob matches s against a pattern whose only special character is '*'.
-func glob(pattern, s string) bool {
-	star := strings.IndexByte(pattern, '*')
-	if star < 0 {
-		return pattern == s
-	}
-	if !strings.HasPrefix(s, pattern[:star]) {
-		return false
-	}
-	s, pattern = s[len(pattern[:star]):], pattern[star+1:]
-	for {
-		star = strings.IndexByte(pattern, '*')
-		if star < 0 {
-			return strings.HasSuffix(s, pattern)
-		}
-		j := strings.Index(s, pattern[:star])
-		if j < 0 {
-			return false
-		}
-		s, pattern = s[j+star:], pattern[star+1:]
-	}
-}
-
-func matchAlt(alts []string, s string) bool {
-	for _, a := range alts {
-		if glob(a, s) {
-			return true
-		}
-	}
-	return false
-}
-
-func anyRE(res []*regexp.Regexp, s string) bool {
+// AnyRE reports whether one of res matches s.
+func AnyRE(res []*regexp.Regexp, s string) bool {
 	for _, re := range res {
 		if re.MatchString(s) {
 			return true
@@ -106,49 +77,32 @@ func anyRE(res []*regexp.Regexp, s string) bool {
 }
 
 // applies reports whether the rule applies to the parsed command line.
-func (r *rule) applies(c *cmdline) bool {
-	if r.class == ReadOnly {
+func (r *Rule) applies(c *shellword.Cmdline) bool {
+	if r.Class == ReadOnly {
 		return r.permits(c)
 	}
 	return r.triggers(c)
 }
 
 // permits: every condition must be shown to hold.
-func (r *rule) permits(c *cmdline) bool {
+func (r *Rule) permits(c *shellword.Cmdline) bool {
 	if !r.conditional {
 		return true
 	}
-	if c.dyn || c.flagLike {
+	if c.Dyn || c.FlagLike {
 		return false
 	}
-	rest, ok := r.matchSubcommand(c.pos, false)
+	rest, ok := r.matchSubcommand(c.Pos, false)
 	if !ok {
 		return false
 	}
-	for _, o := range c.opts {
-		for _, d := range r.denyOpts {
-			if r.is(o.name, d) {
-				return false
-			}
-		}
-		if len(r.allowOpts) > 0 && !containsExact(r.allowOpts, o.name) {
-			return false
-		}
-		for _, ov := range r.optValues {
-			if r.is(o.name, ov.name) && (!o.hasValue || o.valueDyn || !anyRE(ov.res, o.value)) {
-				return false
-			}
-		}
-		for _, ov := range r.denyOptValues {
-			if r.is(o.name, ov.name) && (o.valueDyn || anyRE(ov.res, o.value)) {
-				return false
-			}
-		}
-	}
-	if len(r.requireOpts) > 0 && !r.hasOpt(c.opts, r.requireOpts) {
+	if r.optionsRuleOut(c.Opts, false) {
 		return false
 	}
-	if len(r.requireOptValues) > 0 && !r.hasOptValue(c.opts, r.requireOptValues) {
+	if len(r.requireOpts) > 0 && !r.hasOpt(c.Opts, r.requireOpts) {
+		return false
+	}
+	if len(r.requireOptValues) > 0 && !r.hasOptValue(c.Opts, r.requireOptValues) {
 		return false
 	}
 	if r.minArgs >= 0 && len(rest) < r.minArgs {
@@ -157,21 +111,21 @@ func (r *rule) permits(c *cmdline) bool {
 	if r.maxArgs >= 0 && len(rest) > r.maxArgs {
 		return false
 	}
-	if len(r.firstArg) > 0 && (len(rest) == 0 || !anyRE(r.firstArg, rest[0].val)) {
+	if len(r.firstArg) > 0 && (len(rest) == 0 || !AnyRE(r.firstArg, rest[0].Val)) {
 		return false
 	}
 	for _, w := range rest {
-		if len(r.args) > 0 && !anyRE(r.args, w.val) {
+		if len(r.args) > 0 && !AnyRE(r.args, w.Val) {
 			return false
 		}
-		if anyRE(r.denyArgs, w.val) {
+		if AnyRE(r.denyArgs, w.Val) {
 			return false
 		}
 	}
 	if len(r.requireArgs) > 0 {
 		found := false
 		for _, w := range rest {
-			if anyRE(r.requireArgs, w.val) {
+			if AnyRE(r.requireArgs, w.Val) {
 				found = true
 				break
 			}
@@ -180,19 +134,19 @@ func (r *rule) permits(c *cmdline) bool {
 			return false
 		}
 	}
-	if len(r.lastArg) > 0 && (len(rest) == 0 || !anyRE(r.lastArg, rest[len(rest)-1].val)) {
+	if len(r.lastArg) > 0 && (len(rest) == 0 || !AnyRE(r.lastArg, rest[len(rest)-1].Val)) {
 		return false
 	}
-	if r.endOfOptions && !c.endOpts {
+	if r.endOfOptions && !c.EndOpts {
 		return false
 	}
 	if len(r.sqlOpts) > 0 {
 		found := false
-		for _, o := range c.opts {
-			if !r.isAny(o.name, r.sqlOpts) {
+		for _, o := range c.Opts {
+			if !r.isAny(o.Name, r.sqlOpts) {
 				continue
 			}
-			if !o.hasValue || o.valueDyn || !ReadOnlySQL(o.value) {
+			if !o.HasValue || o.ValueDyn || !ReadOnlySQL(o.Value) {
 				return false
 			}
 			found = true
@@ -204,8 +158,51 @@ func (r *rule) permits(c *cmdline) bool {
 	return true
 }
 
+// optionsRuleOut reports whether an option of the line shows the rule not to
+// apply (see ruledOutBy).
+func (r *Rule) optionsRuleOut(opts []shellword.Option, trigger bool) bool {
+	for _, o := range opts {
+		if r.ruledOutBy(o, trigger) {
+			return true
+		}
+	}
+	return false
+}
+
+// ruledOutBy reports whether one option shows the rule not to apply: it is
+// denied, outside allow_flags, or its value is outside flag_values or inside
+// deny_flag_values. For a permission (trigger false) every condition must be
+// shown to hold, so a value that is missing or only known at run time rules
+// the option out of flag_values, and one only known at run time may be in
+// deny_flag_values; for a trigger only a literal value can rule it out.
+func (r *Rule) ruledOutBy(o shellword.Option, trigger bool) bool {
+	for _, d := range r.denyOpts {
+		if r.is(o.Name, d) {
+			return true
+		}
+	}
+	if len(r.allowOpts) > 0 && !slices.Contains(r.allowOpts, o.Name) {
+		return true
+	}
+	literal := o.HasValue && !o.ValueDyn
+	for _, ov := range r.optValues {
+		if r.is(o.Name, ov.name) && (literal && !AnyRE(ov.res, o.Value) || !literal && !trigger) {
+			return true
+		}
+	}
+	for _, ov := range r.denyOptValues {
+		if !r.is(o.Name, ov.name) {
+			continue
+		}
+		if trigger && literal && AnyRE(ov.res, o.Value) || !trigger && (o.ValueDyn || AnyRE(ov.res, o.Value)) {
+			return true
+		}
+	}
+	return false
+}
+
 // isAny reports whether the parsed option have is one of the listed options.
-func (r *rule) isAny(have string, want []string) bool {
+func (r *Rule) isAny(have string, want []string) bool {
 	for _, w := range want {
 		if r.is(have, w) {
 			return true
@@ -217,66 +214,49 @@ func (r *rule) isAny(have string, want []string) bool {
 // triggers: the rule applies unless a condition is shown to fail. An argument
 // only known at run time may be any option or path, so it satisfies every
 // requirement; only literal text can rule the trigger out.
-func (r *rule) triggers(c *cmdline) bool {
-	rest, ok := r.matchSubcommand(c.pos, true)
+func (r *Rule) triggers(c *shellword.Cmdline) bool {
+	rest, ok := r.matchSubcommand(c.Pos, true)
 	if !ok {
 		return false
 	}
-	for _, o := range c.opts {
-		for _, d := range r.denyOpts {
-			if r.is(o.name, d) {
-				return false
-			}
-		}
-		if len(r.allowOpts) > 0 && !containsExact(r.allowOpts, o.name) {
-			return false
-		}
-		for _, ov := range r.optValues {
-			if r.is(o.name, ov.name) && o.hasValue && !o.valueDyn && !anyRE(ov.res, o.value) {
-				return false
-			}
-		}
-		for _, ov := range r.denyOptValues {
-			if r.is(o.name, ov.name) && o.hasValue && !o.valueDyn && anyRE(ov.res, o.value) {
-				return false
-			}
-		}
-	}
-	if len(r.requireOpts) > 0 && !c.flagLike && !r.hasOpt(c.opts, r.requireOpts) {
+	if r.optionsRuleOut(c.Opts, true) {
 		return false
 	}
-	if len(r.requireOptValues) > 0 && !c.dyn && !r.hasOptValue(c.opts, r.requireOptValues) {
+	if len(r.requireOpts) > 0 && !c.FlagLike && !r.hasOpt(c.Opts, r.requireOpts) {
 		return false
 	}
-	if r.minArgs >= 0 && len(rest) < r.minArgs && !c.dyn {
+	if len(r.requireOptValues) > 0 && !c.Dyn && !r.hasOptValue(c.Opts, r.requireOptValues) {
+		return false
+	}
+	if r.minArgs >= 0 && len(rest) < r.minArgs && !c.Dyn {
 		return false
 	}
 	if r.maxArgs >= 0 && len(rest) > r.maxArgs {
 		return false
 	}
 	if len(r.firstArg) > 0 {
-		if len(rest) == 0 && !c.dyn {
+		if len(rest) == 0 && !c.Dyn {
 			return false
 		}
-		if len(rest) > 0 && !rest[0].dyn && !argMatches(r.firstArg, rest[0]) {
+		if len(rest) > 0 && !rest[0].Dyn && !ArgMatches(r.firstArg, rest[0]) {
 			return false
 		}
 	}
 	for _, w := range rest {
-		if w.dyn {
+		if w.Dyn {
 			continue
 		}
-		if len(r.args) > 0 && !argMatches(r.args, w) {
+		if len(r.args) > 0 && !ArgMatches(r.args, w) {
 			return false
 		}
-		if anyRE(r.denyArgs, w.val) {
+		if AnyRE(r.denyArgs, w.Val) {
 			return false
 		}
 	}
-	if len(r.requireArgs) > 0 && !c.dyn {
+	if len(r.requireArgs) > 0 && !c.Dyn {
 		found := false
 		for _, w := range rest {
-			if argMatches(r.requireArgs, w) {
+			if ArgMatches(r.requireArgs, w) {
 				found = true
 				break
 			}
@@ -285,30 +265,30 @@ func (r *rule) triggers(c *cmdline) bool {
 			return false
 		}
 	}
-	if len(r.lastArg) > 0 && !c.dyn {
+	if len(r.lastArg) > 0 && !c.Dyn {
 		if len(rest) == 0 {
 			return false
 		}
-		if last := rest[len(rest)-1]; !last.dyn && !argMatches(r.lastArg, last) {
+		if last := rest[len(rest)-1]; !last.Dyn && !ArgMatches(r.lastArg, last) {
 			return false
 		}
 	}
-	if r.endOfOptions && !c.endOpts && !c.dyn {
+	if r.endOfOptions && !c.EndOpts && !c.Dyn {
 		return false
 	}
 	return true
 }
 
-// anyPathRE is anyRE for a trigger's positive conditions: an absolute path
+// anyPathRE is AnyRE for a trigger's positive conditions: an absolute path
 // also matches in its cleaned form, so `chmod -R 777 /srv/../etc` or `/./`
 // is recognised as /etc or /. A trigger may only match more, never less.
 func anyPathRE(res []*regexp.Regexp, s string) bool {
-	if anyRE(res, s) {
+	if AnyRE(res, s) {
 		return true
 	}
 	if strings.HasPrefix(s, "/") {
 		if clean := path.Clean(s); clean != s {
-			return anyRE(res, clean)
+			return AnyRE(res, clean)
 		}
 	}
 	return false
@@ -322,15 +302,15 @@ var globSamples = []string{"/", "/etc", "/usr", "/var", "/home", "/root", "/boot
 	"/dev/nvme0n1", "/dev/nvme0n1p1", "/dev/mmcblk0", "/dev/mmcblk0p1", "/dev/md0", "/dev/dm-0", "/dev/zd0",
 	"/dev/mapper/pve-root", "/dev/pve/vm-100-disk-0", "/dev/mem", "/proc/sysrq-trigger"}
 
-// argMatches is anyPathRE for a word: a glob matches when one of the
+// ArgMatches is anyPathRE for a word: a glob matches when one of the
 // globSamples it could expand to does.
-func argMatches(res []*regexp.Regexp, w word) bool {
-	if anyPathRE(res, w.val) {
+func ArgMatches(res []*regexp.Regexp, w shellword.Word) bool {
+	if anyPathRE(res, w.Val) {
 		return true
 	}
-	if w.glob {
+	if w.Glob {
 		for _, sample := range globSamples {
-			if ok, _ := path.Match(w.val, sample); ok && anyRE(res, sample) {
+			if ok, _ := path.Match(w.Val, sample); ok && AnyRE(res, sample) {
 				return true
 			}
 		}
@@ -341,7 +321,7 @@ func argMatches(res []*regexp.Regexp, w word) bool {
 // matchSubcommand matches the leading positional words against the rule's
 // subcommand paths and returns the words after the path. For a trigger, a word
 // only known at run time matches any element.
-func (r *rule) matchSubcommand(pos []word, trigger bool) ([]word, bool) {
+func (r *Rule) matchSubcommand(pos []shellword.Word, trigger bool) ([]shellword.Word, bool) {
 	if len(r.subcommands) == 0 {
 		return pos, true
 	}
@@ -352,10 +332,10 @@ func (r *rule) matchSubcommand(pos []word, trigger bool) ([]word, bool) {
 		ok := true
 		for i, alts := range path {
 			w := pos[i]
-			if w.dyn && trigger {
+			if w.Dyn && trigger {
 				continue
 			}
-			if w.dyn || !matchAlt(alts, w.val) {
+			if w.Dyn || !shellword.MatchAlt(alts, w.Val) {
 				ok = false
 				break
 			}
@@ -367,19 +347,10 @@ func (r *rule) matchSubcommand(pos []word, trigger bool) ([]word, bool) {
 	return nil, false
 }
 
-func containsExact(list []string, s string) bool {
-	for _, l := range list {
-		if l == s {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *rule) hasOpt(opts []option, want []string) bool {
+func (r *Rule) hasOpt(opts []shellword.Option, want []string) bool {
 	for _, o := range opts {
 		for _, w := range want {
-			if r.is(o.name, w) {
+			if r.is(o.Name, w) {
 				return true
 			}
 		}
@@ -387,10 +358,10 @@ func (r *rule) hasOpt(opts []option, want []string) bool {
 	return false
 }
 
-func (r *rule) hasOptValue(opts []option, want []optValues) bool {
+func (r *Rule) hasOptValue(opts []shellword.Option, want []optValues) bool {
 	for _, o := range opts {
 		for _, ov := range want {
-			if r.is(o.name, ov.name) && o.hasValue && (o.valueDyn || anyRE(ov.res, o.value)) {
+			if r.is(o.Name, ov.name) && o.HasValue && (o.ValueDyn || AnyRE(ov.res, o.Value)) {
 				return true
 			}
 		}
@@ -398,20 +369,20 @@ func (r *rule) hasOptValue(opts []option, want []optValues) bool {
 	return false
 }
 
-// explain is the rule's part of an explanation: its principle and the
+// Explain is the rule's part of an explanation: its principle and the
 // program with the subcommand it matched ("storage: zpool create"), or the
 // rule's name for a rule of no principle.
-func (r *rule) explain(program string, c *cmdline) string {
+func (r *Rule) Explain(program string, c *shellword.Cmdline) string {
 	if r.principle == "" {
-		return "rule " + r.name + ": " + program + " " + r.reason
+		return "rule " + r.Name + ": " + program + " " + r.Reason
 	}
 	out := r.principle + ": " + program
 	if len(r.subcommands) > 0 {
-		if rest, ok := r.matchSubcommand(c.pos, r.class != ReadOnly); ok {
-			for _, w := range c.pos[:len(c.pos)-len(rest)] {
-				out += " " + w.val
+		if rest, ok := r.matchSubcommand(c.Pos, r.Class != ReadOnly); ok {
+			for _, w := range c.Pos[:len(c.Pos)-len(rest)] {
+				out += " " + w.Val
 			}
 		}
 	}
-	return out + " (" + r.reason + ")"
+	return out + " (" + r.Reason + ")"
 }

@@ -1,6 +1,9 @@
-package policy
+package wrappers
 
 import (
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,14 +13,14 @@ import (
 
 // timeCmd: time [-p] [-f FMT] [-o FILE] [-a] [-v] [-q] command… (time(1),
 // GNU time); -o writes its report to a file.
-func (c *classifier) timeCmd(name string, args []word, text string, f *frame, in stdin) {
+func timeCmd(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	opts, rest, unknown := timeOpts.scan(args)
 	n := unknownOption(f, name, unknown)
-	if hasOption(opts, "-o", "--output") {
-		n = n.child("")
-		n.atLeast(ConfigMutation, "time -o writes its report to a file")
+	if shellword.HasOption(opts, "-o", "--output") {
+		n = n.Child("")
+		n.AtLeast(ruleset.ConfigMutation, "time -o writes its report to a file")
 	}
-	c.inner(name, args[rest:], text, n, in, "")
+	inner(c, name, args[rest:], text, n, in, "")
 }
 
 var timeOpts = optSpec{flags: "apvqV", values: "fo", long: []string{"--append", "--portability", "--verbose", "--quiet"},
@@ -25,16 +28,16 @@ var timeOpts = optSpec{flags: "apvqV", values: "fo", long: []string{"--append", 
 
 // watch [options] command: without -x the command is joined and run by sh -c
 // (watch(1), procps-ng).
-func (c *classifier) watch(name string, args []word, text string, f *frame, _ stdin) {
+func watch(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, _ walk.Stdin) {
 	opts, rest, unknown := watchOpts.scan(args)
 	f = unknownOption(f, name, unknown)
 	switch {
 	case rest >= len(args):
-		c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: "watch without a command runs nothing"})
-	case hasOption(opts, "-x", "--exec"):
-		c.inner(name, args[rest:], text, f, stdin{}, "")
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: "watch without a command runs nothing"})
+	case shellword.HasOption(opts, "-x", "--exec"):
+		inner(c, name, args[rest:], text, f, walk.Stdin{}, "")
 	default:
-		c.nestedCode(joinWords(args[rest:]), f, stdin{}, "watch")
+		c.NestedCode(shellword.JoinWords(args[rest:]), f, walk.Stdin{}, "watch")
 	}
 }
 
@@ -43,68 +46,68 @@ var watchOpts = optSpec{flags: "bcCefgprtwx", values: "nqs", optional: "d",
 		"--exec", "--differences", "--no-linewrap"}, longValues: []string{"--interval", "--equexit", "--shotsdir"}}
 
 // sg GROUP [-c] COMMAND (sg(1)): the command is a string run by /bin/sh.
-func (c *classifier) sg(name string, args []word, text string, f *frame, in stdin) {
+func sg(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	rest := args
-	if len(rest) > 0 && rest[0].val == "-" {
+	if len(rest) > 0 && rest[0].Val == "-" {
 		rest = rest[1:]
 	}
 	if len(rest) == 0 {
-		c.shellStdin(name, text, f.child(name), in)
+		shellStdin(c, name, text, f.Child(name), in)
 		return
 	}
 	rest = rest[1:] // the group
-	if len(rest) > 0 && rest[0].val == "-c" && !rest[0].dyn {
+	if len(rest) > 0 && rest[0].Val == "-c" && !rest[0].Dyn {
 		rest = rest[1:]
 	}
 	if len(rest) == 0 {
-		c.shellStdin(name, text, f.child(name), in)
+		shellStdin(c, name, text, f.Child(name), in)
 		return
 	}
-	c.nestedCode(joinWords(rest), f, in, name+" -c")
+	c.NestedCode(shellword.JoinWords(rest), f, in, name+" -c")
 }
 
 // source FILE / . FILE runs a script in this shell.
-func (c *classifier) source(name string, args []word, text string, f *frame, in stdin) {
+func source(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	if len(args) == 0 {
-		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 			Reason: name + " without a file fails or runs unknown code"})
 		return
 	}
-	c.script(name, args[0], text, f, in)
+	script(c, name, args[0], text, f, in)
 }
 
 // lxcAttach: lxc-attach -n NAME [options] [-- COMMAND…] (lxc-attach(1));
 // without a command it starts a shell in the container.
-func (c *classifier) lxcAttach(name string, args []word, text string, f *frame, in stdin) {
+func lxcAttach(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	for i, a := range args {
-		if a.val == "--" && !a.dyn {
-			c.transport(name, name, args[i+1:], text, f, in)
+		if a.Val == "--" && !a.Dyn {
+			transport(c, name, name, args[i+1:], text, f, in)
 			return
 		}
 	}
-	_, rest := scanOpts(args, "nfPasvugLlo", []string{"--name", "--rcfile", "--lxcpath", "--arch",
+	_, rest := shellword.ScanOpts(args, "nfPasvugLlo", []string{"--name", "--rcfile", "--lxcpath", "--arch",
 		"--namespaces", "--set-var", "--keep-var", "--uid", "--gid", "--pty-log",
 		"--logfile", "--logpriority", "--context"})
 	if rest < len(args) {
-		c.transport(name, name, args[rest:], text, f, in)
+		transport(c, name, name, args[rest:], text, f, in)
 		return
 	}
-	c.shellStdin(name, text, f.withVia(name), in)
+	shellStdin(c, name, text, f.WithVia(name), in)
 }
 
 // at / batch schedule the commands on their standard input (at(1)).
-func (c *classifier) at(name string, args []word, text string, f *frame, in stdin) {
-	opts, _ := scanOpts(args, "qfMmt", nil)
+func at(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
+	opts, _ := shellword.ScanOpts(args, "qfMmt", nil)
 	switch {
-	case hasOption(opts, "-l", "-c"):
-		c.add(f, Segment{Command: text, Program: name, Class: ReadOnly, Reason: name + " -l/-c only lists jobs"})
-	case hasOption(opts, "-f"):
-		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+	case shellword.HasOption(opts, "-l", "-c"):
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly, Reason: name + " -l/-c only lists jobs"})
+	case shellword.HasOption(opts, "-f"):
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 			Reason: name + " schedules a script file whose contents are not known"})
 	default:
-		n := f.child("")
-		n.atLeast(ConfigMutation, name+" schedules a job")
-		c.shellStdin(name, text, n, in)
+		n := f.Child("")
+		n.AtLeast(ruleset.ConfigMutation, name+" schedules a job")
+		shellStdin(c, name, text, n, in)
 	}
 }
 
@@ -121,46 +124,46 @@ var systemdRunOpts = optSpec{flags: "rtPSqGdh", values: "upEHMs",
 // systemdRun: systemd-run [options] COMMAND… runs the command as a transient
 // unit: as that command, scheduled for later with a timer option (at least
 // config_mutation), on another machine with -H/--host or -M/--machine.
-func (c *classifier) systemdRun(name string, args []word, text string, f *frame, in stdin) {
+func systemdRun(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
 	opts, rest, unknown := systemdRunOpts.scan(args)
 	n := unknownOption(f, name, unknown)
 	for _, o := range opts {
-		if strings.HasPrefix(o.name, "--on-") || o.name == "--timer-property" || o.name == "--path-property" || o.name == "--socket-property" {
-			n = n.child("")
-			n.atLeast(ConfigMutation, "systemd-run "+o.name+" installs a timer, path or socket unit that runs the command later")
+		if strings.HasPrefix(o.Name, "--on-") || o.Name == "--timer-property" || o.Name == "--path-property" || o.Name == "--socket-property" {
+			n = n.Child("")
+			n.AtLeast(ruleset.ConfigMutation, "systemd-run "+o.Name+" installs a timer, path or socket unit that runs the command later")
 			break
 		}
 	}
-	if o, ok := optionValue(opts, "-H", "--host", "-M", "--machine"); ok {
-		via := "systemd-run " + o.name + " " + o.value
-		c.add(n, Segment{Command: text, Program: name, Class: ReadOnly,
+	if o, ok := shellword.OptionValue(opts, "-H", "--host", "-M", "--machine"); ok {
+		via := "systemd-run " + o.Name + " " + o.Value
+		c.Add(n, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly,
 			Reason: name + " only carries the command; what it runs is classified on its own (via " + via + ")"})
 		if rest < len(args) {
-			c.command(args[rest:], text, n.withVia(via), in)
+			c.Command(args[rest:], text, n.WithVia(via), in)
 		}
 		return
 	}
-	if rest >= len(args) && hasOption(opts, "-S", "--shell") {
-		c.shellStdin(name, text, n.child(name), in)
+	if rest >= len(args) && shellword.HasOption(opts, "-S", "--shell") {
+		shellStdin(c, name, text, n.Child(name), in)
 		return
 	}
-	c.inner(name, args[rest:], text, n, in, "systemd-run without a command fails")
+	inner(c, name, args[rest:], text, n, in, "systemd-run without a command fails")
 }
 
 // kubectlExec: kubectl [global options] exec [options] POD [-c CONTAINER]
 // -- COMMAND… (kubectl exec reference; without `--` the first word after the
 // pod is the command, the deprecated form).
-func (c *classifier) kubectlExec(name string, args []word, text string, f *frame, in stdin) bool {
-	g := c.p.grammars[name]
+func kubectlExec(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+	g := c.Rules().Grammars[name]
 	idx := -1
 	for i, a := range args {
-		if a.dyn {
+		if a.Dyn {
 			return false
 		}
-		if strings.HasPrefix(a.val, "-") || isOptionValue(args, i, g) {
+		if strings.HasPrefix(a.Val, "-") || isOptionValue(args, i, g) {
 			continue
 		}
-		if a.val == "exec" {
+		if a.Val == "exec" {
 			idx = i
 		}
 		break
@@ -169,20 +172,20 @@ func (c *classifier) kubectlExec(name string, args []word, text string, f *frame
 		return false
 	}
 	var pod string
-	var cmd []word
+	var cmd []shellword.Word
 	rest := args[idx+1:]
 	for i := 0; i < len(rest); i++ {
 		w := rest[i]
 		switch {
-		case w.val == "--" && !w.dyn:
+		case w.Val == "--" && !w.Dyn:
 			cmd = rest[i+1:]
 			i = len(rest)
-		case strings.HasPrefix(w.val, "-"):
-			if !strings.Contains(w.val, "=") && kubectlExecValues[w.val] && i+1 < len(rest) {
+		case strings.HasPrefix(w.Val, "-"):
+			if !strings.Contains(w.Val, "=") && kubectlExecValues[w.Val] && i+1 < len(rest) {
 				i++
 			}
 		case pod == "":
-			pod = w.val
+			pod = w.Val
 		default:
 			cmd = rest[i:]
 			i = len(rest)
@@ -191,7 +194,7 @@ func (c *classifier) kubectlExec(name string, args []word, text string, f *frame
 	if pod == "" {
 		return false
 	}
-	c.transport(name, "kubectl exec "+pod, cmd, text, f, in)
+	transport(c, name, "kubectl exec "+pod, cmd, text, f, in)
 	return true
 }
 
@@ -203,23 +206,23 @@ var kubectlExecValues = map[string]bool{"-c": true, "--container": true, "-f": t
 
 // lxdExec: lxc exec [REMOTE:]INSTANCE [options] -- COMMAND… (LXD's and
 // Incus's exec).
-func (c *classifier) lxdExec(name string, args []word, text string, f *frame, in stdin) bool {
-	if len(args) < 2 || args[0].dyn || args[0].val != "exec" {
+func lxdExec(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+	if len(args) < 2 || args[0].Dyn || args[0].Val != "exec" {
 		return false
 	}
-	inst := args[1].val
+	inst := args[1].Val
 	cmd := args[2:]
 	for i := 0; i < len(cmd); i++ {
 		w := cmd[i]
-		if w.val == "--" && !w.dyn {
+		if w.Val == "--" && !w.Dyn {
 			cmd = cmd[i+1:]
 			break
 		}
-		if !strings.HasPrefix(w.val, "-") {
+		if !strings.HasPrefix(w.Val, "-") {
 			cmd = cmd[i:]
 			break
 		}
-		switch w.val {
+		switch w.Val {
 		case "--env", "--mode", "--cwd", "--user", "--group", "--project":
 			i++
 		}
@@ -227,7 +230,7 @@ func (c *classifier) lxdExec(name string, args []word, text string, f *frame, in
 			cmd = nil
 		}
 	}
-	c.transport(name, name+" exec "+inst, cmd, text, f, in)
+	transport(c, name, name+" exec "+inst, cmd, text, f, in)
 	return true
 }
 
@@ -239,17 +242,17 @@ var pveshExecPath = regexp.MustCompile(`^/*nodes/+[^/]+/+qemu/+([^/]+)/+agent/+e
 // pveshExec unwraps pvesh VERB /nodes/N/qemu/ID/agent/exec --command …: the
 // command is an array (one --command per element) or, from older releases, a
 // string the agent splits into words.
-func (c *classifier) pveshExec(name string, args []word, text string, f *frame, in stdin) bool {
-	if len(args) < 2 || args[0].dyn || args[0].val == "usage" || args[0].val == "help" {
+func pveshExec(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+	if len(args) < 2 || args[0].Dyn || args[0].Val == "usage" || args[0].Val == "help" {
 		return false
 	}
-	m := pveshExecPath.FindStringSubmatch(args[1].val)
-	if m == nil || args[1].dyn {
+	m := pveshExecPath.FindStringSubmatch(args[1].Val)
+	if m == nil || args[1].Dyn {
 		return false
 	}
-	var argv []word
+	var argv []shellword.Word
 	for i := 2; i < len(args); i++ {
-		v := args[i].val
+		v := args[i].Val
 		if v == "--command" || v == "-command" {
 			if i+1 < len(args) {
 				i++
@@ -258,22 +261,22 @@ func (c *classifier) pveshExec(name string, args []word, text string, f *frame, 
 			continue
 		}
 		if after, ok := strings.CutPrefix(v, "--command="); ok {
-			argv = append(argv, word{val: after, dyn: args[i].dyn})
+			argv = append(argv, shellword.Word{Val: after, Dyn: args[i].Dyn})
 		}
 	}
 	via := "pvesh agent exec " + m[1]
-	if len(argv) == 1 && strings.ContainsAny(argv[0].val, " \t") {
-		c.add(f, Segment{Command: text, Program: name, Class: ReadOnly,
+	if len(argv) == 1 && strings.ContainsAny(argv[0].Val, " \t") {
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ReadOnly,
 			Reason: name + " only carries the command; what it runs is classified on its own (via " + via + ")"})
-		c.nestedCode(argv[0], f.withVia(via), stdin{}, "")
+		c.NestedCode(argv[0], f.WithVia(via), walk.Stdin{}, "")
 		return true
 	}
 	if len(argv) == 0 {
-		c.add(f, Segment{Command: text, Program: name, Class: ConfigMutation,
+		c.Add(f, walk.Segment{Command: text, Program: name, Class: ruleset.ConfigMutation,
 			Reason: name + " calls the guest agent's exec endpoint with no command the classifier can read"})
 		return true
 	}
-	c.transport(name, via, argv, text, f, stdin{})
+	transport(c, name, via, argv, text, f, walk.Stdin{})
 	return true
 }
 
@@ -290,42 +293,42 @@ var interpreterCodeFlags = map[string]bool{"-c": true, "-e": true, "-E": true, "
 // subprocess, system, exec, backticks, child_process — are classified as
 // the commands they are, so wrapping a destructive command in an
 // interpreter never hides it.
-func (c *classifier) interpreter(name string, args []word, text string, f *frame, in stdin) bool {
-	var code *word
+func interpreter(c walk.Classifier, name string, args []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
+	var code *shellword.Word
 	for i := 0; i < len(args) && code == nil; i++ {
 		a := args[i]
-		if a.dyn || !strings.HasPrefix(a.val, "-") {
+		if a.Dyn || !strings.HasPrefix(a.Val, "-") {
 			break
 		}
 		switch {
-		case interpreterCodeFlags[a.val] && i+1 < len(args):
+		case interpreterCodeFlags[a.Val] && i+1 < len(args):
 			code = &args[i+1]
-		case len(a.val) > 2 && a.val[1] != '-' && interpreterCodeFlags[a.val[:2]]:
-			code = &word{val: a.val[2:], dyn: a.dyn}
-		case len(a.val) > 2 && a.val[1] != '-' && strings.ContainsAny(a.val[len(a.val)-1:], "ce") && i+1 < len(args):
+		case len(a.Val) > 2 && a.Val[1] != '-' && interpreterCodeFlags[a.Val[:2]]:
+			code = &shellword.Word{Val: a.Val[2:], Dyn: a.Dyn}
+		case len(a.Val) > 2 && a.Val[1] != '-' && strings.ContainsAny(a.Val[len(a.Val)-1:], "ce") && i+1 < len(args):
 			code = &args[i+1] // a cluster such as perl -ne, python3 -Ic
 		}
 	}
 	if code == nil {
 		return false
 	}
-	mark := len(c.segs)
-	c.rules(name, name, args, text, f, true, in)
-	if mark < len(c.segs) && c.segs[mark].Class == ConfigMutation && c.segs[mark].Rule == "" {
-		c.segs[mark].Why = "wrapper: " + name + " runs code the classifier cannot read, so it needs an operator"
+	mark := c.Mark()
+	c.ApplyRules(name, name, args, text, f, true, in)
+	if segs := c.Since(mark); len(segs) > 0 && segs[0].Class == ruleset.ConfigMutation && segs[0].Rule == "" {
+		segs[0].Why = "wrapper: " + name + " runs code the classifier cannot read, so it needs an operator"
 	}
-	n := f.child(name + " " + "code")
-	n.atLeast(ConfigMutation, name+" runs code the classifier cannot read")
-	for _, cmd := range shellCalls(code.val) {
+	n := f.Child(name + " " + "code")
+	n.AtLeast(ruleset.ConfigMutation, name+" runs code the classifier cannot read")
+	for _, cmd := range shellCalls(code.Val) {
 		if cmd.code {
-			c.nestedCode(word{val: cmd.argv[0], dyn: code.dyn}, n, stdin{}, "")
+			c.NestedCode(shellword.Word{Val: cmd.argv[0], Dyn: code.Dyn}, n, walk.Stdin{}, "")
 			continue
 		}
-		argv := make([]word, len(cmd.argv))
+		argv := make([]shellword.Word, len(cmd.argv))
 		for i, a := range cmd.argv {
-			argv[i] = word{val: a, dyn: code.dyn}
+			argv[i] = shellword.Word{Val: a, Dyn: code.Dyn}
 		}
-		c.command(argv, text, n, stdin{})
+		c.Command(argv, text, n, walk.Stdin{})
 	}
 	return true
 }
@@ -349,7 +352,7 @@ var (
 // strings each process-starting call is given.
 func shellCalls(code string) []shellCall {
 	var out []shellCall
-	for _, loc := range callRE.FindAllStringIndex(code, maxArgScans) {
+	for _, loc := range callRE.FindAllStringIndex(code, walk.MaxArgScans) {
 		strs := leadingStrings(code[loc[1]:])
 		switch {
 		case len(strs) == 0:
@@ -359,7 +362,7 @@ func shellCalls(code string) []shellCall {
 			out = append(out, shellCall{argv: strs})
 		}
 	}
-	for _, m := range backtickRE.FindAllStringSubmatch(code, maxArgScans) {
+	for _, m := range backtickRE.FindAllStringSubmatch(code, walk.MaxArgScans) {
 		for _, g := range m[1:] {
 			if strings.TrimSpace(g) != "" {
 				out = append(out, shellCall{argv: []string{g}, code: true})

@@ -1,4 +1,4 @@
-package policy
+package lookalike
 
 import (
 	"fmt"
@@ -7,6 +7,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/oikos-hq/oikos/shared/policy/internal/ruleset"
+	"github.com/oikos-hq/oikos/shared/policy/internal/shellword"
+	"github.com/oikos-hq/oikos/shared/policy/internal/walk"
 	"golang.org/x/text/unicode/norm"
 	"golang.org/x/text/unicode/runenames"
 )
@@ -48,18 +51,18 @@ var confusables = map[rune]byte{
 	'ʙ': 'b', 'ᴅ': 'd', 'ᴇ': 'e', 'ɢ': 'g', 'ʜ': 'h', 'ᴊ': 'j',
 }
 
-// unicodeSpaces are characters that display as a space but are not one to the
+// IsUnicodeSpace reports characters that display as a space but are not one to the
 // shell, so `rm` NO-BREAK SPACE `-rf` is a single word.
-func isUnicodeSpace(r rune) bool {
+func IsUnicodeSpace(r rune) bool {
 	return r > 0x7f && unicode.Is(unicode.Zs, r)
 }
 
-// isInvisible reports characters that display as nothing (or nearly so) and so
+// IsInvisible reports characters that display as nothing (or nearly so) and so
 // let a command run differently from how it reads: format characters (zero
 // width spaces and joiners, soft hyphen, word joiner, byte-order mark, tags),
 // control characters other than tab and newline, the Hangul fillers, and the
 // combining grapheme joiner and variation selectors.
-func isInvisible(r rune) bool {
+func IsInvisible(r rune) bool {
 	switch {
 	case r == '\t' || r == '\n':
 		return false
@@ -75,9 +78,9 @@ func isInvisible(r rune) bool {
 	return unicode.Is(unicode.Cf, r)
 }
 
-// isBidi reports the bidirectional controls, which reorder how the text
+// IsBidi reports the bidirectional controls, which reorder how the text
 // around them is displayed ("Trojan Source").
-func isBidi(r rune) bool {
+func IsBidi(r rune) bool {
 	switch {
 	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
 		return true
@@ -87,7 +90,8 @@ func isBidi(r rune) bool {
 	return false
 }
 
-func isASCII(s string) bool {
+// IsASCII reports whether s is all ASCII.
+func IsASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
 			return false
@@ -96,20 +100,20 @@ func isASCII(s string) bool {
 	return true
 }
 
-// normaliseLookalikes returns the text as a reader of it would take it:
+// Normalise returns the text as a reader of it would take it:
 // invisible characters removed, Unicode spaces made spaces, NFKC applied
 // (fullwidth `ｒｍ` is `rm`) and confusable letters replaced by the ASCII
 // letter they look like. ASCII text is returned unchanged without copying.
-func normaliseLookalikes(s string) string {
-	if isASCII(s) {
+func Normalise(s string) string {
+	if IsASCII(s) {
 		return s
 	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for _, r := range s {
 		switch {
-		case isInvisible(r):
-		case isUnicodeSpace(r):
+		case IsInvisible(r):
+		case IsUnicodeSpace(r):
 			b.WriteByte(' ')
 		case confusables[r] != 0:
 			// Before NFKC too: it folds some lookalikes (Greek lunate
@@ -131,19 +135,20 @@ func normaliseLookalikes(s string) string {
 	return b.String()
 }
 
-// lookalikeCommand classifies an argv whose program word is not ASCII: as
+// Command classifies an argv whose program word is not ASCII: as
 // the worst program it could be taken for when that is destructive, else as
 // the unknown program it is, explained as a lookalike either way.
-func (c *classifier) lookalikeCommand(argv []word, text string, f *frame, in stdin) {
-	if c.lookalikeProgram(argv, text, f, in) {
+func Command(c walk.Classifier, argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) {
+	if lookalikeProgram(c, argv, text, f, in) {
 		return
 	}
-	mark := len(c.segs)
-	c.commandResolved(argv, text, f, in)
-	r, _ := firstLookalike(argv[0].val)
-	label := fmt.Sprintf("lookalike: `%s` is not an ASCII program name (%s)", printable(argv[0].val), describeRune(r))
-	for i := mark; i < len(c.segs); i++ {
-		if s := &c.segs[i]; s.Class != ReadOnly && !strings.HasPrefix(s.Why, "lookalike: ") {
+	mark := c.Mark()
+	c.CommandResolved(argv, text, f, in)
+	r, _ := firstLookalike(argv[0].Val)
+	label := fmt.Sprintf("lookalike: `%s` is not an ASCII program name (%s)", printable(argv[0].Val), DescribeRune(r))
+	segs := c.Since(mark)
+	for i := range segs {
+		if s := &segs[i]; s.Class != ruleset.ReadOnly && !strings.HasPrefix(s.Why, "lookalike: ") {
 			s.Why = label + " → " + s.Why
 		}
 	}
@@ -158,9 +163,9 @@ func (c *classifier) lookalikeCommand(argv []word, text string, f *frame, in std
 // with the same arguments, as a glob program word is. It reports whether a
 // destructive reading was found; otherwise the word is classified as the
 // unknown program it is (config_mutation, never read_only).
-func (c *classifier) lookalikeProgram(argv []word, text string, f *frame, in stdin) bool {
+func lookalikeProgram(c walk.Classifier, argv []shellword.Word, text string, f *walk.Frame, in walk.Stdin) bool {
 	pw := argv[0]
-	base := pw.val
+	base := pw.Val
 	if i := strings.LastIndexByte(base, '/'); i >= 0 {
 		base = base[i+1:]
 	}
@@ -169,25 +174,26 @@ func (c *classifier) lookalikeProgram(argv []word, text string, f *frame, in std
 		return false
 	}
 	tried := 0
-	for _, name := range c.p.hintPrograms {
+	for _, name := range c.Rules().HintPrograms {
 		if len(name) != len(pattern) {
 			continue
 		}
 		if ok, _ := path.Match(pattern, name); !ok {
 			continue
 		}
-		if tried++; tried > maxArgScans*4 {
+		if tried++; tried > walk.MaxArgScans*4 {
 			break
 		}
-		cand := append([]word{{val: name}}, argv[1:]...)
-		mark := len(c.segs)
-		if c.keepDestructive(func() { c.command(cand, text, f, in) }) {
+		cand := append([]shellword.Word{{Val: name}}, argv[1:]...)
+		mark := c.Mark()
+		if c.KeepDestructive(func() { c.Command(cand, text, f, in) }) {
 			r, _ := firstLookalike(base)
-			label := fmt.Sprintf("lookalike: `%s` could be `%s` (%s in a program name)", printable(pw.val), name, describeRune(r))
-			for i := mark; i < len(c.segs); i++ {
-				s := &c.segs[i]
-				s.Reason = "`" + printable(pw.val) + "` read as `" + name + "`: " + s.Reason
-				if s.Class != ReadOnly {
+			label := fmt.Sprintf("lookalike: `%s` could be `%s` (%s in a program name)", printable(pw.Val), name, DescribeRune(r))
+			segs := c.Since(mark)
+			for i := range segs {
+				s := &segs[i]
+				s.Reason = "`" + printable(pw.Val) + "` read as `" + name + "`: " + s.Reason
+				if s.Class != ruleset.ReadOnly {
 					s.Why = label + " → " + s.Why
 				}
 			}
@@ -211,12 +217,12 @@ func lookalikePattern(name string) (pattern string, wild, ok bool) {
 				b.WriteByte('\\')
 			}
 			b.WriteRune(r)
-		case isInvisible(r) || isBidi(r):
+		case IsInvisible(r) || IsBidi(r):
 		case confusables[r] != 0:
 			b.WriteByte('?')
 			wild = true
 		default:
-			if n := norm.NFKC.String(string(r)); isASCII(n) && n != "" {
+			if n := norm.NFKC.String(string(r)); IsASCII(n) && n != "" {
 				b.WriteString(n)
 			} else if unicode.IsLetter(r) {
 				b.WriteByte('?')
@@ -232,16 +238,16 @@ func lookalikePattern(name string) (pattern string, wild, ok bool) {
 // firstLookalike returns the first character of s outside printable ASCII.
 func firstLookalike(s string) (rune, bool) {
 	for _, r := range s {
-		if r >= utf8.RuneSelf || isInvisible(r) {
+		if r >= utf8.RuneSelf || IsInvisible(r) {
 			return r, true
 		}
 	}
 	return 0, false
 }
 
-// describeRune names a character the way the syntax gate's messages do:
+// DescribeRune names a character the way the syntax gate's messages do:
 // "U+0440 CYRILLIC SMALL LETTER ER".
-func describeRune(r rune) string {
+func DescribeRune(r rune) string {
 	name := runenames.Name(r)
 	if name == "" || strings.HasPrefix(name, "<") {
 		switch {
@@ -254,36 +260,36 @@ func describeRune(r rune) string {
 	return fmt.Sprintf("U+%04X %s", r, name)
 }
 
-// looksLike says what a non-ASCII character reads as, "" when it does not
+// LooksLike says what a non-ASCII character reads as, "" when it does not
 // read as ASCII.
-func looksLike(r rune) string {
-	if isInvisible(r) || isBidi(r) {
+func LooksLike(r rune) string {
+	if IsInvisible(r) || IsBidi(r) {
 		return "nothing"
 	}
-	if isUnicodeSpace(r) {
+	if IsUnicodeSpace(r) {
 		return "a space"
 	}
-	if n := normaliseLookalikes(string(r)); n != "" && isASCII(n) {
+	if n := Normalise(string(r)); n != "" && IsASCII(n) {
 		return "`" + n + "`"
 	}
 	return ""
 }
 
-// lookalikeLabel names the first word of command that normalising changed,
+// Label names the first word of command that normalising changed,
 // for the explanation of a class raised by reading it normalised:
 // "`рm` reads as `pm` (U+0440 CYRILLIC SMALL LETTER ER looks like `p`)".
-func lookalikeLabel(command string) string {
+func Label(command string) string {
 	for _, w := range strings.FieldsFunc(command, func(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == ';' || r == '|' || r == '&' }) {
-		n := normaliseLookalikes(w)
+		n := Normalise(w)
 		if n == w {
 			continue
 		}
 		for _, r := range w {
-			if r < utf8.RuneSelf && !isInvisible(r) {
+			if r < utf8.RuneSelf && !IsInvisible(r) {
 				continue
 			}
-			if like := looksLike(r); like != "" || isInvisible(r) {
-				return fmt.Sprintf("`%s` reads as `%s` (%s looks like %s)", printable(w), n, describeRune(r), like)
+			if like := LooksLike(r); like != "" || IsInvisible(r) {
+				return fmt.Sprintf("`%s` reads as `%s` (%s looks like %s)", printable(w), n, DescribeRune(r), like)
 			}
 		}
 		return fmt.Sprintf("`%s` reads as `%s`", printable(w), n)
@@ -294,12 +300,12 @@ func lookalikeLabel(command string) string {
 // printable writes invisible and bidirectional characters as \u escapes, so a
 // message shows where they are.
 func printable(s string) string {
-	if isASCII(s) && !strings.ContainsFunc(s, isInvisible) {
+	if IsASCII(s) && !strings.ContainsFunc(s, IsInvisible) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
-		if isInvisible(r) || isBidi(r) {
+		if IsInvisible(r) || IsBidi(r) {
 			fmt.Fprintf(&b, "\\u%04X", r)
 		} else {
 			b.WriteRune(r)
