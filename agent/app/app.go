@@ -26,6 +26,7 @@ import (
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/schema"
+	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
 // Version is the agent's build version (set with -ldflags at release builds).
@@ -107,29 +108,12 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 	continuer := loop.NewContinuer(nomos, bus, log)
 	watch := taskwatch.New(taskwatch.Options{Tasks: taskSvc, Bus: bus, API: api, Token: cfg.AgentToken, IdleAfter: cfg.IdleAfter, Logger: log})
 
-	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
-	health.AddCheck("listener", func(context.Context) error {
-		if !notifier.Connected() {
-			return fmt.Errorf("event listener is not connected")
-		}
-		return nil
-	})
-	if err := notifier.Start(ctx); err != nil {
+	health.AddDatabaseChecks(pool, notifier)
+	stop, err := startstop.StartAll(ctx, notifier, bus, watch, continuer)
+	if err != nil {
 		return err
 	}
-	defer notifier.Stop()
-	if err := bus.Start(ctx); err != nil {
-		return err
-	}
-	defer bus.Stop()
-	if err := watch.Start(ctx); err != nil {
-		return err
-	}
-	defer watch.Stop()
-	if err := continuer.Start(ctx); err != nil {
-		return err
-	}
-	defer continuer.Stop()
+	defer stop()
 
 	mux := health.Mux()
 	mux.Handle("/mcp", mcpserver.New(reg, api, mcpserver.Options{Version: Version, Log: log}))

@@ -35,6 +35,7 @@ import (
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/schema"
+	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
 // Run starts the scheduler and blocks until ctx ends.
@@ -148,27 +149,13 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	}
 	work.Executor, work.Runner, work.Onboard = ex, runner, connects
 
-	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
-	health.AddCheck("listener", func(context.Context) error {
-		if !notifier.Connected() {
-			return fmt.Errorf("event listener is not connected")
-		}
-		return nil
-	})
+	health.AddDatabaseChecks(pool, notifier)
 
-	if err := notifier.Start(ctx); err != nil {
+	stop, err := startstop.StartAll(ctx, notifier, lm, ex, runner, engine, sweeper, discovery, connects)
+	if err != nil {
 		return err
 	}
-	defer notifier.Stop()
-	for _, part := range []interface {
-		Start(context.Context) error
-		Stop()
-	}{lm, ex, runner, engine, sweeper, discovery, connects} {
-		if err := part.Start(ctx); err != nil {
-			return err
-		}
-		defer part.Stop()
-	}
+	defer stop()
 	mux := health.Mux()
 	mux.Handle("GET /status", statusHandler(pool, lm, runner))
 	return daemon.Serve(ctx, log, cfg.Addr, health.Metrics.InstrumentHandler(mux), ready)

@@ -171,11 +171,19 @@ func Read(resp *http.Response, err error) ([]byte, error) { return ReadLimit(res
 // Decode reads a 2xx answer (see Read) and decodes its JSON into a T (an empty body leaves
 // T's zero value).
 func Decode[T any](resp *http.Response, err error) (T, error) {
-	var out T
 	raw, err := Read(resp, err)
 	if err != nil {
-		return out, err
+		var zero T
+		return zero, err
 	}
+	return DecodeBody[T](resp, raw)
+}
+
+// DecodeBody decodes raw, the body of the 2xx answer resp (as Read or ReadLimit returned
+// it), into a T; an empty body leaves T's zero value. For a client that reads the answer
+// its own way (its own bound, its own error words) and decodes it like Decode.
+func DecodeBody[T any](resp *http.Response, raw []byte) (T, error) {
+	var out T
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &out); err != nil {
 			return out, fmt.Errorf("decode answer of %s: %w", describe(resp), err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/oikos-hq/oikos/shared/apiclient"
@@ -56,5 +57,20 @@ func TestClientHeadersAndProblems(t *testing.T) {
 	}
 	if _, err := apiclient.New("127.0.0.1:8080", apiclient.Options{}); err == nil {
 		t.Fatal("a base without scheme is accepted")
+	}
+}
+
+func TestDecodeBody(t *testing.T) {
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/whoami?x=1", nil)
+	resp := &http.Response{StatusCode: http.StatusOK, Request: req}
+	if v, err := apiclient.DecodeBody[map[string]int](resp, nil); err != nil || v != nil {
+		t.Fatalf("empty body: %v %v", v, err)
+	}
+	if v, err := apiclient.DecodeBody[map[string]int](resp, []byte(`{"a":1}`)); err != nil || v["a"] != 1 {
+		t.Fatalf("body: %v %v", v, err)
+	}
+	_, err := apiclient.DecodeBody[map[string]int](resp, []byte(`[`))
+	if err == nil || !strings.Contains(err.Error(), "decode answer of GET /api/v1/whoami?x=1") {
+		t.Fatalf("bad body: %v", err)
 	}
 }

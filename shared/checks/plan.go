@@ -268,7 +268,7 @@ func parseOverride(m map[string]any) (override, error) {
 		}
 	}
 	if raw, ok := m["args"]; ok && raw != nil {
-		if ov.args, err = attrStrings(raw); err != nil {
+		if ov.args, err = StringList(raw); err != nil {
 			return ov, fmt.Errorf("args: %w", err)
 		}
 		ov.hasArgs = true
@@ -291,9 +291,13 @@ func attrString(v any) string {
 	return ""
 }
 
-// attrStrings accepts a list of strings as Go or JSON shapes.
-func attrStrings(v any) ([]string, error) {
+// StringList reads a list of strings in its Go or its JSON shape ([]string, []any of
+// strings), as a check's args arrive from an override or from a check row's config; nil
+// (absent) is no list.
+func StringList(v any) ([]string, error) {
 	switch x := v.(type) {
+	case nil:
+		return nil, nil
 	case []string:
 		return slices.Clone(x), nil
 	case []any:

@@ -68,6 +68,19 @@ func (h *Health) AddCheck(name string, c ReadyCheck) {
 	h.checks[name] = c
 }
 
+// AddDatabaseChecks registers the two readiness checks of a daemon on the database:
+// "database" (db answers a ping) and "listener" (the LISTEN connection of its event
+// notifier is up).
+func (h *Health) AddDatabaseChecks(db interface{ Ping(context.Context) error }, listener interface{ Connected() bool }) {
+	h.AddCheck("database", func(ctx context.Context) error { return db.Ping(ctx) })
+	h.AddCheck("listener", func(context.Context) error {
+		if !listener.Connected() {
+			return fmt.Errorf("event listener is not connected")
+		}
+		return nil
+	})
+}
+
 // Ready runs every check with a short timeout and returns the failures by name.
 func (h *Health) Ready(ctx context.Context) map[string]string {
 	h.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oikos-hq/oikos/shared/duration"
+	"github.com/oikos-hq/oikos/shared/yamlnode"
 )
 
 // namePattern is the shape of type and relationship names: lower-case kebab.
@@ -48,7 +49,7 @@ func Parse(data []byte) (*Ontology, error) {
 		return nil, &ParseError{Line: YAMLErrorLine(err), Reason: "invalid YAML: " + err.Error()}
 	}
 	p := &parser{}
-	root := deref(firstContent(&doc))
+	root := yamlnode.Deref(firstContent(&doc))
 	if root == nil {
 		return nil, &ParseError{Reason: "document is empty"}
 	}
@@ -100,26 +101,18 @@ func firstContent(doc *yaml.Node) *yaml.Node {
 	return doc
 }
 
-// deref follows aliases so anchors (&lifecycle / *lifecycle) can share declarations.
-func deref(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	return n
-}
-
 // fields returns a mapping's values by key, reporting non-mappings, duplicate keys and keys
 // outside allowed (a misspelt key such as "attribute_schema" must fail loudly, never be
 // silently ignored).
 func (p *parser) fields(n *yaml.Node, typ string, allowed ...string) map[string]*yaml.Node {
 	out := map[string]*yaml.Node{}
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind != yaml.MappingNode {
-		p.fail(n.Line, typ, "expected a mapping, got %s", kindName(n))
+		p.fail(n.Line, typ, "expected a mapping, got %s", yamlnode.KindName(n))
 		return out
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), n.Content[i+1]
+		k, v := yamlnode.Deref(n.Content[i]), n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
 			p.fail(k.Line, typ, "mapping key must be a string")
 			continue
@@ -137,25 +130,10 @@ func (p *parser) fields(n *yaml.Node, typ string, allowed ...string) map[string]
 	return out
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.ShortTag() == "!!null" {
-			return "nothing"
-		}
-		return fmt.Sprintf("the scalar %q", n.Value)
-	}
-	return "an unexpected node"
-}
-
 func (p *parser) str(n *yaml.Node, typ, what string) string {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind != yaml.ScalarNode {
-		p.fail(n.Line, typ, "%s: expected a string, got %s", what, kindName(n))
+		p.fail(n.Line, typ, "%s: expected a string, got %s", what, yamlnode.KindName(n))
 		return ""
 	}
 	if n.ShortTag() == "!!null" {
@@ -165,29 +143,29 @@ func (p *parser) str(n *yaml.Node, typ, what string) string {
 }
 
 func (p *parser) boolean(n *yaml.Node, typ, what string) bool {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	var b bool
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
-		p.fail(n.Line, typ, "%s: expected true or false, got %s", what, kindName(n))
+		p.fail(n.Line, typ, "%s: expected true or false, got %s", what, yamlnode.KindName(n))
 		return false
 	}
 	return b
 }
 
 func (p *parser) strList(n *yaml.Node, typ, what string) []string {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return []string{}
 	}
 	if n.Kind != yaml.SequenceNode {
-		p.fail(n.Line, typ, "%s: expected a list, got %s", what, kindName(n))
+		p.fail(n.Line, typ, "%s: expected a list, got %s", what, yamlnode.KindName(n))
 		return []string{}
 	}
 	out := make([]string, 0, len(n.Content))
 	for _, c := range n.Content {
-		c = deref(c)
+		c = yamlnode.Deref(c)
 		if c.Kind != yaml.ScalarNode || c.ShortTag() == "!!null" {
-			p.fail(c.Line, typ, "%s: expected a string item, got %s", what, kindName(c))
+			p.fail(c.Line, typ, "%s: expected a string item, got %s", what, yamlnode.KindName(c))
 			continue
 		}
 		out = append(out, c.Value)
@@ -202,21 +180,21 @@ func (p *parser) duration(n *yaml.Node, typ, what string) time.Duration {
 	}
 	d, err := duration.Parse(s)
 	if err != nil {
-		p.fail(deref(n).Line, typ, "%s: %q is not a positive duration such as 60s, 5m or 1d", what, s)
+		p.fail(yamlnode.Deref(n).Line, typ, "%s: %q is not a positive duration such as 60s, 5m or 1d", what, s)
 		return 0
 	}
 	return d
 }
 
 func (p *parser) entityTypes(n *yaml.Node) []*declared {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind != yaml.SequenceNode {
-		p.fail(n.Line, "", "entity_types: expected a list, got %s", kindName(n))
+		p.fail(n.Line, "", "entity_types: expected a list, got %s", yamlnode.KindName(n))
 		return nil
 	}
 	var out []*declared
 	for _, item := range n.Content {
-		item = deref(item)
+		item = yamlnode.Deref(item)
 		if d := p.entityType(item); d != nil {
 			out = append(out, d)
 		}
@@ -228,8 +206,8 @@ func (p *parser) entityType(n *yaml.Node) *declared {
 	name := ""
 	if n.Kind == yaml.MappingNode {
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if deref(n.Content[i]).Value == "name" {
-				name = deref(n.Content[i+1]).Value
+			if yamlnode.Deref(n.Content[i]).Value == "name" {
+				name = yamlnode.Deref(n.Content[i+1]).Value
 			}
 		}
 	}
@@ -280,18 +258,18 @@ var attrTypes = []string{AttrString, AttrInteger, AttrNumber, AttrBoolean, AttrO
 
 func (p *parser) attributes(n *yaml.Node, typ string) map[string]AttributeSpec {
 	out := map[string]AttributeSpec{}
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return out
 	}
 	if n.Kind != yaml.MappingNode {
-		p.fail(n.Line, typ, "attributes: expected a mapping of attribute name to schema, got %s", kindName(n))
+		p.fail(n.Line, typ, "attributes: expected a mapping of attribute name to schema, got %s", yamlnode.KindName(n))
 		return out
 	}
 	for name, v := range p.fields(n, typ) {
 		f := p.fields(v, typ, "type", "description", "enum")
 		spec := AttributeSpec{}
-		line := deref(v).Line
+		line := yamlnode.Deref(v).Line
 		if t, ok := f["type"]; ok {
 			spec.Type = p.str(t, typ, "attributes."+name+".type")
 		}
@@ -316,9 +294,9 @@ func (p *parser) attributes(n *yaml.Node, typ string) map[string]AttributeSpec {
 }
 
 func (p *parser) transitions(n *yaml.Node, typ string) []Transition {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind != yaml.SequenceNode {
-		p.fail(n.Line, typ, "transitions: expected a list, got %s", kindName(n))
+		p.fail(n.Line, typ, "transitions: expected a list, got %s", yamlnode.KindName(n))
 		return []Transition{}
 	}
 	out := make([]Transition, 0, len(n.Content))
@@ -335,7 +313,7 @@ func (p *parser) transitions(n *yaml.Node, typ string) []Transition {
 			tr.Preconditions = p.strList(v, typ, "transition preconditions")
 		}
 		if tr.From == "" || tr.To == "" {
-			p.fail(deref(item).Line, typ, "a transition needs both from and to")
+			p.fail(yamlnode.Deref(item).Line, typ, "a transition needs both from and to")
 			continue
 		}
 		out = append(out, tr)
@@ -345,16 +323,16 @@ func (p *parser) transitions(n *yaml.Node, typ string) []Transition {
 
 // monitoring decodes either the scalar "none" or a list of checks.
 func (p *parser) monitoring(n *yaml.Node, typ string) ([]MonitoringSpec, bool) {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind == yaml.ScalarNode {
 		if n.Value == "none" {
 			return []MonitoringSpec{}, true
 		}
-		p.fail(n.Line, typ, "monitoring: expected a list of checks or the word none, got %s", kindName(n))
+		p.fail(n.Line, typ, "monitoring: expected a list of checks or the word none, got %s", yamlnode.KindName(n))
 		return []MonitoringSpec{}, false
 	}
 	if n.Kind != yaml.SequenceNode {
-		p.fail(n.Line, typ, "monitoring: expected a list of checks or the word none, got %s", kindName(n))
+		p.fail(n.Line, typ, "monitoring: expected a list of checks or the word none, got %s", yamlnode.KindName(n))
 		return []MonitoringSpec{}, false
 	}
 	if len(n.Content) == 0 {
@@ -362,7 +340,7 @@ func (p *parser) monitoring(n *yaml.Node, typ string) ([]MonitoringSpec, bool) {
 	}
 	out := make([]MonitoringSpec, 0, len(n.Content))
 	for _, item := range n.Content {
-		line := deref(item).Line
+		line := yamlnode.Deref(item).Line
 		f := p.fields(item, typ, "kind", "script", "interval", "timeout", "args", "requires_all", "requires_any")
 		m := MonitoringSpec{}
 		if v, ok := f["kind"]; ok {
@@ -418,19 +396,19 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 func (p *parser) relationshipTypes(n *yaml.Node) []*RelationshipType {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind != yaml.SequenceNode {
-		p.fail(n.Line, "", "relationship_types: expected a list, got %s", kindName(n))
+		p.fail(n.Line, "", "relationship_types: expected a list, got %s", yamlnode.KindName(n))
 		return nil
 	}
 	var out []*RelationshipType
 	for _, item := range n.Content {
-		item = deref(item)
+		item = yamlnode.Deref(item)
 		name := ""
 		if item.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(item.Content); i += 2 {
-				if deref(item.Content[i]).Value == "name" {
-					name = deref(item.Content[i+1]).Value
+				if yamlnode.Deref(item.Content[i]).Value == "name" {
+					name = yamlnode.Deref(item.Content[i+1]).Value
 				}
 			}
 		}

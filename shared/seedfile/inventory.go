@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/yamlnode"
 )
 
 // Inventory is the parsed inventory seed: the fleet's entities and the edges between them.
@@ -83,14 +84,14 @@ func ParseInventoryFile(file string, data []byte) (*Inventory, error) {
 }
 
 func (p *problems) entities(n *yaml.Node) []EntitySeed {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind != yaml.SequenceNode {
-		p.add(n.Line, "", "entities", nil, "expected a list, got %s", kindName(n))
+		p.add(n.Line, "", "entities", nil, "expected a list, got %s", yamlnode.KindName(n))
 		return []EntitySeed{}
 	}
 	out := make([]EntitySeed, 0, len(n.Content))
 	for _, item := range n.Content {
-		item = deref(item)
+		item = yamlnode.Deref(item)
 		f, ok := p.mapping(item, "", "", "type", "name", "state", "attributes")
 		if !ok {
 			continue
@@ -113,7 +114,7 @@ func (p *problems) entities(n *yaml.Node) []EntitySeed {
 				e.attrLines = keyLines(v)
 			case nil:
 			default:
-				p.add(deref(v).Line, slug, "attributes", nil, "expected a mapping, got %s", kindName(deref(v)))
+				p.add(yamlnode.Deref(v).Line, slug, "attributes", nil, "expected a mapping, got %s", yamlnode.KindName(yamlnode.Deref(v)))
 			}
 		}
 		out = append(out, e)
@@ -122,14 +123,14 @@ func (p *problems) entities(n *yaml.Node) []EntitySeed {
 }
 
 func (p *problems) edges(n *yaml.Node) []EdgeSeed {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind != yaml.SequenceNode {
-		p.add(n.Line, "", "relationships", nil, "expected a list, got %s", kindName(n))
+		p.add(n.Line, "", "relationships", nil, "expected a list, got %s", yamlnode.KindName(n))
 		return []EdgeSeed{}
 	}
 	out := make([]EdgeSeed, 0, len(n.Content))
 	for _, item := range n.Content {
-		item = deref(item)
+		item = yamlnode.Deref(item)
 		f, ok := p.mapping(item, "", "", "type", "source", "target")
 		if !ok {
 			continue
@@ -265,7 +266,7 @@ func (p *problems) attributeErrors(line int, attrLines map[string]int, slug stri
 
 // keyLines maps each key of a mapping node to the line it is on.
 func keyLines(n *yaml.Node) map[string]int {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	out := map[string]int{}
 	if n.Kind != yaml.MappingNode {
 		return out

@@ -6,6 +6,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/yamlnode"
 )
 
 // Knowledge kinds; each is also the entity type of the document.
@@ -64,12 +65,12 @@ func ParseKnowledgeFile(file string, data []byte) (*KnowledgeSet, error) {
 	}
 	top, _ := p.mapping(r, "", "", "documents")
 	if n, ok := top["documents"]; ok {
-		n = deref(n)
+		n = yamlnode.Deref(n)
 		if n.Kind != yaml.SequenceNode {
-			p.add(n.Line, "", "documents", nil, "expected a list, got %s", kindName(n))
+			p.add(n.Line, "", "documents", nil, "expected a list, got %s", yamlnode.KindName(n))
 		} else {
 			for _, item := range n.Content {
-				item = deref(item)
+				item = yamlnode.Deref(item)
 				f, ok := p.mapping(item, "", "", "slug", "kind", "title", "tags", "about", "body")
 				if !ok {
 					continue

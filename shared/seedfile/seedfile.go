@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/yamlnode"
 )
 
 // Default file names used in error messages when the caller does not name the file.
@@ -112,27 +113,20 @@ func root(file string, data []byte, p *problems) *yaml.Node {
 		p.add(0, "", "", nil, "document is empty")
 		return nil
 	}
-	return deref(doc.Content[0])
-}
-
-func deref(n *yaml.Node) *yaml.Node {
-	for n != nil && n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	return n
+	return yamlnode.Deref(doc.Content[0])
 }
 
 // mapping returns a mapping node's values by key; it reports non-mappings, duplicate and
 // unknown keys (a misspelt key must fail, never be ignored).
 func (p *problems) mapping(n *yaml.Node, entity, what string, allowed ...string) (map[string]*yaml.Node, bool) {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	out := map[string]*yaml.Node{}
 	if n.Kind != yaml.MappingNode {
-		p.add(n.Line, entity, what, nil, "expected a mapping, got %s", kindName(n))
+		p.add(n.Line, entity, what, nil, "expected a mapping, got %s", yamlnode.KindName(n))
 		return out, false
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := deref(n.Content[i])
+		k := yamlnode.Deref(n.Content[i])
 		if _, dup := out[k.Value]; dup {
 			p.add(k.Line, entity, joinField(what, k.Value), nil, "key given twice")
 			continue
@@ -162,25 +156,10 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.ShortTag() == "!!null" {
-			return "nothing"
-		}
-		return fmt.Sprintf("the scalar %q", n.Value)
-	}
-	return "an unexpected node"
-}
-
 func (p *problems) str(n *yaml.Node, entity, field string) string {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind != yaml.ScalarNode {
-		p.add(n.Line, entity, field, nil, "expected a string, got %s", kindName(n))
+		p.add(n.Line, entity, field, nil, "expected a string, got %s", yamlnode.KindName(n))
 		return ""
 	}
 	if n.ShortTag() == "!!null" {
@@ -190,19 +169,19 @@ func (p *problems) str(n *yaml.Node, entity, field string) string {
 }
 
 func (p *problems) strList(n *yaml.Node, entity, field string) []string {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		return nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		p.add(n.Line, entity, field, nil, "expected a list, got %s", kindName(n))
+		p.add(n.Line, entity, field, nil, "expected a list, got %s", yamlnode.KindName(n))
 		return nil
 	}
 	out := make([]string, 0, len(n.Content))
 	for _, c := range n.Content {
-		c = deref(c)
+		c = yamlnode.Deref(c)
 		if c.Kind != yaml.ScalarNode || c.ShortTag() == "!!null" {
-			p.add(c.Line, entity, field, nil, "expected a string item, got %s", kindName(c))
+			p.add(c.Line, entity, field, nil, "expected a string item, got %s", yamlnode.KindName(c))
 			continue
 		}
 		out = append(out, c.Value)
@@ -214,7 +193,7 @@ func (p *problems) strList(n *yaml.Node, entity, field string) []string {
 // string, int, float64, bool, nil, []any or map[string]any. Unquoted timestamps stay strings
 // (yaml.v3 would turn them into time.Time, which the schema and JSON storage do not expect).
 func (p *problems) value(n *yaml.Node, entity, field string) any {
-	n = deref(n)
+	n = yamlnode.Deref(n)
 	switch n.Kind {
 	case yaml.ScalarNode:
 		switch n.ShortTag() {
@@ -242,7 +221,7 @@ func (p *problems) value(n *yaml.Node, entity, field string) any {
 	case yaml.MappingNode:
 		out := map[string]any{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := deref(n.Content[i])
+			k := yamlnode.Deref(n.Content[i])
 			if k.Kind != yaml.ScalarNode {
 				p.add(k.Line, entity, field, nil, "mapping keys must be strings")
 				continue

@@ -143,3 +143,29 @@ func (l *Lifecycle) Stop() {
 	l.mu.Unlock()
 	l.wg.Wait()
 }
+
+// Part is a long-running part with this lifecycle: Start(ctx) error and Stop().
+type Part interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// StartAll starts parts in order, as a daemon starts its parts. When one fails to start, it
+// stops those already started, last first, and returns the error. Otherwise it returns stop,
+// which stops them all, last first; the daemon defers it.
+func StartAll(ctx context.Context, parts ...Part) (stop func(), err error) {
+	started := make([]Part, 0, len(parts))
+	stop = func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].Stop()
+		}
+	}
+	for _, p := range parts {
+		if err := p.Start(ctx); err != nil {
+			stop()
+			return func() {}, err
+		}
+		started = append(started, p)
+	}
+	return stop, nil
+}

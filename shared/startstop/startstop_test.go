@@ -294,3 +294,42 @@ func (b *safeBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// part records its Start and Stop calls in log; fail makes Start fail.
+type fakePart struct {
+	name string
+	fail bool
+	log  *[]string
+}
+
+func (p fakePart) Start(context.Context) error {
+	*p.log = append(*p.log, "start "+p.name)
+	if p.fail {
+		return errors.New(p.name + " failed")
+	}
+	return nil
+}
+
+func (p fakePart) Stop() { *p.log = append(*p.log, "stop "+p.name) }
+
+func TestStartAll(t *testing.T) {
+	var log []string
+	stop, err := startstop.StartAll(context.Background(), fakePart{"a", false, &log}, fakePart{"b", false, &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if got, want := strings.Join(log, ","), "start a,start b,stop b,stop a"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+
+	log = nil
+	stop, err = startstop.StartAll(context.Background(), fakePart{"a", false, &log}, fakePart{"b", false, &log}, fakePart{"c", true, &log}, fakePart{"d", false, &log})
+	if err == nil || err.Error() != "c failed" {
+		t.Fatalf("err = %v", err)
+	}
+	stop() // nothing more to stop
+	if got, want := strings.Join(log, ","), "start a,start b,start c,stop b,stop a"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}

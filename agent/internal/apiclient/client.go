@@ -109,17 +109,12 @@ func answer(resp *http.Response, err error) ([]byte, error) {
 // Decode reads the answer of a generated call (c.API().Op(ctx, ..., As(token, session)...))
 // and decodes its JSON into a T.
 func Decode[T any](resp *http.Response, err error) (T, error) {
-	var out T
 	raw, err := answer(resp, err)
 	if err != nil {
-		return out, err
+		var zero T
+		return zero, err
 	}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &out); err != nil {
-			return out, fmt.Errorf("decode api answer to %s %s: %w", resp.Request.Method, resp.Request.URL.Path, err)
-		}
-	}
-	return out, nil
+	return api.DecodeBody[T](resp, raw)
 }
 
 // Raw reads the answer of a generated call as it is, for tools that pass it on.

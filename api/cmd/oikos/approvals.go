@@ -143,7 +143,7 @@ func decide(ctx context.Context, env *cliEnv, decision, id, via, reason string) 
 		return 1
 	}
 	fmt.Fprintf(env.Stdout, "approval %s %s (%s); execution %s is %s\n", res.Approval.ID, res.Approval.Status,
-		res.Approval.RiskClass, res.Execution.ID, res.Execution.Status)
+		res.Approval.RiskClass, res.Execution.Id, res.Execution.Status)
 	if res.Window != nil {
 		scope := "this session"
 		if res.Window.Target != "" {
@@ -152,7 +152,7 @@ func decide(ctx context.Context, env *cliEnv, decision, id, via, reason string) 
 		fmt.Fprintf(env.Stdout, "%s window open for %s until %s\n", res.Window.Kind, scope, res.Window.ExpiresAt.Local().Format("15:04:05"))
 	}
 	if res.Execution.Status == "approved" {
-		fmt.Fprintf(env.Stdout, "follow it with: oikos executions tail %s\n", res.Execution.ID)
+		fmt.Fprintf(env.Stdout, "follow it with: oikos executions tail %s\n", res.Execution.Id)
 	}
 	return 0
 }

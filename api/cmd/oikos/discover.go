@@ -17,46 +17,12 @@ import (
 	"github.com/oikos-hq/oikos/shared/duration"
 )
 
-// discovery is POST /api/v1/entities/{ref}/discover/services's answer.
-type discovery struct {
-	Target    string `json:"target"`
-	Proposals []struct {
-		Name        string `json:"name"`
-		Unit        string `json:"unit"`
-		Description string `json:"description"`
-		Ports       []int  `json:"ports"`
-		Port        *int   `json:"port"`
-		Exists      bool   `json:"exists"`
-		Entity      string `json:"entity"`
-		Note        string `json:"note"`
-	} `json:"proposals"`
-	Plumbing  []string `json:"plumbing"`
-	Unmatched []struct {
-		Address string `json:"address"`
-		Port    int    `json:"port"`
-		Process string `json:"process"`
-	} `json:"unmatched_listeners"`
-	Executions []struct {
-		ID      string `json:"id"`
-		Command string `json:"command"`
-	} `json:"executions"`
-}
-
-// acceptedServices is POST /api/v1/entities/{ref}/services's answer.
-type acceptedServices struct {
-	Target  string `json:"target"`
-	Created []struct {
-		Slug   string `json:"slug"`
-		Unit   string `json:"unit"`
-		Port   *int   `json:"port"`
-		RunsOn string `json:"runs_on"`
-	} `json:"created"`
-	Skipped []struct {
-		Name   string `json:"name"`
-		Reason string `json:"reason"`
-	} `json:"skipped"`
-	ChecksChanged int `json:"checks_changed"`
-}
+// discovery is POST /api/v1/entities/{ref}/discover/services's answer; acceptedServices is
+// POST /api/v1/entities/{ref}/services's.
+type (
+	discovery        = apiclient.ServiceDiscovery
+	acceptedServices = apiclient.AcceptedServices
+)
 
 // acceptService is one service of an accept's body.
 type acceptService struct {
@@ -104,11 +70,7 @@ func runDiscover(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	slug := pos[0]
 	// The api waits up to timeout for the scheduler; give the request a little more.
-	client := *env.HTTP
-	client.Timeout = max(client.Timeout, *timeout+30*time.Second)
-	e := *env
-	e.HTTP = &client
-	env = &e
+	env = withTimeout(env, *timeout, 30*time.Second)
 
 	var raw json.RawMessage
 	if err := env.do(func(c *apiclient.Client) (*http.Response, error) {
@@ -185,7 +147,7 @@ func runDiscover(ctx context.Context, env *cliEnv, args []string) int {
 		return printIndented(env, "oikos discover", both)
 	}
 	for _, c := range a.Created {
-		fmt.Fprintf(env.Stdout, "created %s%s -runs-on-> %s\n", c.Slug, serviceDetail(c.Unit, c.Port), c.RunsOn)
+		fmt.Fprintf(env.Stdout, "created %s%s -runs-on-> %s\n", c.Slug, serviceDetail(deref(c.Unit), c.Port), c.RunsOn)
 	}
 	for _, s := range a.Skipped {
 		fmt.Fprintf(env.Stdout, "skipped %s: %s\n", s.Name, s.Reason)
@@ -224,7 +186,7 @@ func proposalNames(d discovery) string {
 func printDiscovery(w io.Writer, slug string, d discovery) {
 	var ids []string
 	for _, x := range d.Executions {
-		ids = append(ids, x.ID)
+		ids = append(ids, x.Id.String())
 	}
 	fmt.Fprintf(w, "services running on %s (executions %s)\n", d.Target, strings.Join(ids, ", "))
 	if len(d.Proposals) == 0 {
@@ -242,23 +204,23 @@ func printDiscovery(w io.Writer, slug string, d discovery) {
 			}
 			exists := "no"
 			if p.Exists {
-				exists = "yes (" + p.Entity + ")"
+				exists = "yes (" + deref(p.Entity) + ")"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, p.Unit, strings.Join(ports, ","), exists)
 		}
 		tw.Flush()
 	}
 	for _, p := range d.Proposals {
-		if p.Note != "" {
-			fmt.Fprintf(w, "note: %s: %s\n", p.Unit, p.Note)
+		if p.Note != nil && *p.Note != "" {
+			fmt.Fprintf(w, "note: %s: %s\n", p.Unit, *p.Note)
 		}
 	}
 	if len(d.Plumbing) > 0 {
 		fmt.Fprintf(w, "left out as base-system plumbing: %s\n", strings.Join(d.Plumbing, ", "))
 	}
-	if len(d.Unmatched) > 0 {
+	if len(d.UnmatchedListeners) > 0 {
 		var l []string
-		for _, u := range d.Unmatched {
+		for _, u := range d.UnmatchedListeners {
 			p := u.Process
 			if p == "" {
 				p = "unknown process"

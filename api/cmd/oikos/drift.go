@@ -76,11 +76,7 @@ func runDrift(ctx context.Context, env *cliEnv, args []string) int {
 	if *refresh {
 		q = apiclient.DriftReportParams{Refresh: refresh, Timeout: apiclient.Ptr(timeout.String())}
 		// The api waits up to timeout for the scheduler; give the request a little more.
-		client := *env.HTTP
-		client.Timeout = max(client.Timeout, *timeout+10*time.Second)
-		e := *env
-		e.HTTP = &client
-		env = &e
+		env = withTimeout(env, *timeout, 10*time.Second)
 	}
 	var raw json.RawMessage
 	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.DriftReport(ctx, &q) }, &raw); err != nil {

@@ -18,26 +18,8 @@ import (
 	"github.com/oikos-hq/oikos/shared/sse"
 )
 
-// execution is the part of an execution the CLI shows.
-type execution struct {
-	ID            string     `json:"id"`
-	Target        string     `json:"target"`
-	Action        string     `json:"action"`
-	Command       string     `json:"command"`
-	RiskClass     string     `json:"risk_class"`
-	Reasons       []string   `json:"reasons"`
-	Status        string     `json:"status"`
-	AuthorisedBy  string     `json:"authorised_by"`
-	ApprovalID    *string    `json:"approval_id"`
-	SessionID     *string    `json:"session_id"`
-	ExitCode      *int       `json:"exit_code"`
-	Error         string     `json:"error"`
-	CreatedAt     time.Time  `json:"created_at"`
-	StartedAt     *time.Time `json:"started_at"`
-	FinishedAt    *time.Time `json:"finished_at"`
-	AlreadyQueued bool       `json:"already_queued"`
-	Message       string     `json:"message"`
-}
+// execution is the api's execution, as the generated client reads it.
+type execution = apiclient.Execution
 
 // page is the api's list shape.
 type page[T any] struct {
@@ -95,7 +77,7 @@ func executionsList(ctx context.Context, env *cliEnv, args []string) int {
 		if x.ExitCode != nil {
 			exit = strconv.Itoa(*x.ExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Status, exit, x.RiskClass, x.Target,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.Id, x.Status, exit, x.RiskClass, x.Target,
 			shorten(oneLine(x.Command), 60), x.CreatedAt.Local().Format("2006-01-02 15:04:05"))
 	}
 	if err := tw.Flush(); err != nil {

@@ -193,7 +193,7 @@ func TestCLIRunFollowsReadOnly(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &p) != nil || len(p.Items) != 1 {
 		t.Fatalf("executions list --json: %d %s", code, out)
 	}
-	code, out, _ = a.cli(runExecutions, "", "tail", p.Items[0].ID)
+	code, out, _ = a.cli(runExecutions, "", "tail", p.Items[0].Id.String())
 	if code != 3 || out != stdout {
 		t.Fatalf("tail: %d %q", code, out)
 	}

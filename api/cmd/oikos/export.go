@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -37,16 +36,8 @@ func runExport(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: oikos export [--type T]... > fleet.yaml")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "oikos export: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	if status, ok := parseFlagsOnly(fs, args); !ok {
+		return status
 	}
 	var q apiclient.ExportFleetParams
 	if len(types) > 0 {

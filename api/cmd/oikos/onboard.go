@@ -55,10 +55,12 @@ type hostAnswer struct {
 	Next string `json:"next"`
 }
 
-// withTimeout gives env's HTTP client room for a request the api holds open for wait.
-func withTimeout(env *cliEnv, wait time.Duration) *cliEnv {
+// withTimeout gives env's HTTP client room for a request the api holds open for wait: the
+// client's timeout becomes at least wait+margin (the margin covers the api's own work around
+// the wait).
+func withTimeout(env *cliEnv, wait, margin time.Duration) *cliEnv {
 	client := *env.HTTP
-	client.Timeout = max(client.Timeout, wait+15*time.Second)
+	client.Timeout = max(client.Timeout, wait+margin)
 	e := *env
 	e.HTTP = &client
 	return &e
@@ -88,7 +90,7 @@ func runAdd(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, use)
 		return 2
 	}
-	env = withTimeout(env, *timeout)
+	env = withTimeout(env, *timeout, 15*time.Second)
 	body := apiclient.AddHostJSONRequestBody{Type: &typ, Name: name, Address: *address, User: user, Port: port,
 		Fingerprint: apiclient.Opt(*fingerprint), Wait: apiclient.Ptr(timeout.String())}
 	var ans hostAnswer

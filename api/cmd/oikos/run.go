@@ -59,25 +59,27 @@ func runRun(ctx context.Context, env *cliEnv, args []string) int {
 		return 1
 	}
 	switch {
-	case x.AlreadyQueued:
-		fmt.Fprintf(env.Stdout, "%s\n", x.Message)
+	case x.AlreadyQueued != nil && *x.AlreadyQueued:
+		fmt.Fprintf(env.Stdout, "%s\n", deref(x.Message))
 		return 0
 	case x.Status == "pending_approval":
-		fmt.Fprintf(env.Stdout, "execution %s is %s and waits for approval %s\n", x.ID, x.RiskClass, deref(x.ApprovalID))
-		fmt.Fprintf(env.Stdout, "decide it with: oikos approve %s   (or: oikos deny %s)\n", deref(x.ApprovalID), deref(x.ApprovalID))
+		fmt.Fprintf(env.Stdout, "execution %s is %s and waits for approval %s\n", x.Id, x.RiskClass, deref(x.ApprovalId))
+		fmt.Fprintf(env.Stdout, "decide it with: oikos approve %s   (or: oikos deny %s)\n", deref(x.ApprovalId), deref(x.ApprovalId))
 		return 0
 	}
-	fmt.Fprintf(env.Stderr, "execution %s: %s, %s\n", x.ID, x.RiskClass, x.Message)
+	fmt.Fprintf(env.Stderr, "execution %s: %s, %s\n", x.Id, x.RiskClass, deref(x.Message))
 	if *noWait {
-		fmt.Fprintln(env.Stdout, x.ID)
+		fmt.Fprintln(env.Stdout, x.Id)
 		return 0
 	}
-	return followExecution(ctx, env, x.ID)
+	return followExecution(ctx, env, x.Id.String())
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// deref is *p, or T's zero value for nil (an optional field the api left out).
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
 	}
-	return *s
+	return *p
 }

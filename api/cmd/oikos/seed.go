@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,16 +30,8 @@ func runSeed(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: oikos seed [--diff] [--ontology FILE] [--inventory FILE | --demo] [--knowledge FILE]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "oikos seed: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	if status, ok := parseFlagsOnly(fs, args); !ok {
+		return status
 	}
 
 	files := seed.Embedded()

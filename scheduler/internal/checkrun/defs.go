@@ -98,7 +98,7 @@ func parseSpec(kind string, c map[string]any) (any, error) {
 		if s.OS != checks.OSLinux && s.OS != checks.OSDarwin {
 			return nil, fmt.Errorf("config os %q is not linux or darwin", s.OS)
 		}
-		args, err := strs(c[checks.KeyArgs])
+		args, err := checks.StringList(c[checks.KeyArgs])
 		if err != nil {
 			return nil, fmt.Errorf("config args: %w", err)
 		}
@@ -170,27 +170,6 @@ func parseSpec(kind string, c map[string]any) (any, error) {
 func str(c map[string]any, k string) string {
 	s, _ := c[k].(string)
 	return strings.TrimSpace(s)
-}
-
-func strs(v any) ([]string, error) {
-	switch x := v.(type) {
-	case nil:
-		return nil, nil
-	case []any:
-		out := make([]string, 0, len(x))
-		for _, e := range x {
-			s, ok := e.(string)
-			if !ok {
-				return nil, fmt.Errorf("expected strings, got %T", e)
-			}
-			out = append(out, s)
-		}
-		return out, nil
-	case []string:
-		return x, nil
-	default:
-		return nil, fmt.Errorf("expected a list of strings, got %T", v)
-	}
 }
 
 func num(v any) (int, error) {

@@ -728,13 +728,22 @@ func (r *Runner) reload(ctx context.Context) error {
 
 // resolve returns the target for a slug or id, reusing a recent resolution.
 func (r *Runner) resolve(ctx context.Context, key string) (remote.Target, error) {
+	return r.cachedResolve(key, func() (remote.Target, error) {
+		t, _, err := r.fleet.Resolve(ctx, key)
+		return t, err
+	})
+}
+
+// cachedResolve returns the cached target under key while it is younger than ResolveTTL,
+// else resolves it with find and caches what find found (a failure is not cached).
+func (r *Runner) cachedResolve(key string, find func() (remote.Target, error)) (remote.Target, error) {
 	r.resMu.Lock()
 	c, ok := r.resCache[key]
 	r.resMu.Unlock()
 	if ok && time.Since(c.at) < r.opts.ResolveTTL {
 		return c.t, nil
 	}
-	t, _, err := r.fleet.Resolve(ctx, key)
+	t, err := find()
 	if err != nil {
 		return remote.Target{}, err
 	}
@@ -750,21 +759,9 @@ func execKey(targetID string) string { return "exec:" + targetID }
 // machine or a guest, else on what the target runs on (fleet.Graph.ResolveRunsOn). The
 // result is cached like any resolution.
 func (r *Runner) resolveExec(ctx context.Context, d *checkDef) (remote.Target, error) {
-	key := execKey(d.TargetID)
-	r.resMu.Lock()
-	c, ok := r.resCache[key]
-	r.resMu.Unlock()
-	if ok && time.Since(c.at) < r.opts.ResolveTTL {
-		return c.t, nil
-	}
-	t, err := r.fleet.ResolveRunsOn(ctx, d.TargetID)
-	if err != nil {
-		return remote.Target{}, err
-	}
-	r.resMu.Lock()
-	r.resCache[key] = cachedTarget{t: t, at: time.Now()}
-	r.resMu.Unlock()
-	return t, nil
+	return r.cachedResolve(execKey(d.TargetID), func() (remote.Target, error) {
+		return r.fleet.ResolveRunsOn(ctx, d.TargetID)
+	})
 }
 
 // forgetOnFailure drops a cached resolution after a failure that an edited address, user

@@ -108,16 +108,17 @@ func (s *Store) RunsOn(ctx context.Context, id string) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// qPrefetchByID and qPrefetchBySlug read an entity (by id, by slug) with its candidate
-// hosts, each row tagged with its role. The name candidates follow EntitiesByName for
-// proxmox-host. The two differ only in t's WHERE condition.
-const qPrefetchByID = `
-WITH RECURSIVE ph(name) AS (
+// qPrefetchHosts is the CTE of proxmox-host and its subtypes (the WITH RECURSIVE is the
+// query's own, so that this fragment does not read as a statement of its own).
+const qPrefetchHosts = `ph(name) AS (
     SELECT 'proxmox-host'::text
     UNION
     SELECT et.name FROM entity_types et JOIN ph ON et.parent = ph.name
 ), t AS (
-    SELECT * FROM entities e WHERE e.id = $1
+    SELECT * FROM entities e WHERE `
+
+// qPrefetchTail is the rest of the query after t's WHERE condition.
+const qPrefetchTail = `
 )
 SELECT 'self', t.id::text, t.slug, t.type, t.name, t.attributes, t.state = 'destroyed' FROM t
 UNION ALL
@@ -133,27 +134,14 @@ UNION ALL
  FROM t JOIN entities a ON a.name = t.attributes->>'host' AND a.type IN (SELECT name FROM ph)
  ORDER BY (a.state = 'destroyed'), a.slug LIMIT 2)`
 
-const qPrefetchBySlug = `
-WITH RECURSIVE ph(name) AS (
-    SELECT 'proxmox-host'::text
-    UNION
-    SELECT et.name FROM entity_types et JOIN ph ON et.parent = ph.name
-), t AS (
-    SELECT * FROM entities e WHERE e.slug = $1
+// qPrefetchByID and qPrefetchBySlug read an entity (by id, by slug) with its candidate
+// hosts, each row tagged with its role. The name candidates follow EntitiesByName for
+// proxmox-host. The two differ only in t's WHERE condition, between qPrefetchHosts and
+// qPrefetchTail.
+const (
+	qPrefetchByID   = "\nWITH RECURSIVE " + qPrefetchHosts + "e.id = $1" + qPrefetchTail
+	qPrefetchBySlug = "\nWITH RECURSIVE " + qPrefetchHosts + "e.slug = $1" + qPrefetchTail
 )
-SELECT 'self', t.id::text, t.slug, t.type, t.name, t.attributes, t.state = 'destroyed' FROM t
-UNION ALL
-(SELECT 'edge', s.id::text, s.slug, s.type, s.name, s.attributes, s.state = 'destroyed'
- FROM t JOIN relationships r ON r.target_id = t.id AND r.type = 'hosts' AND r.valid_to IS NULL
-        JOIN entities s ON s.id = r.source_id
- ORDER BY (s.state = 'destroyed'), r.valid_from DESC LIMIT 1)
-UNION ALL
-(SELECT 'slug', a.id::text, a.slug, a.type, a.name, a.attributes, a.state = 'destroyed'
- FROM t JOIN entities a ON a.slug = t.attributes->>'host' LIMIT 1)
-UNION ALL
-(SELECT 'name', a.id::text, a.slug, a.type, a.name, a.attributes, a.state = 'destroyed'
- FROM t JOIN entities a ON a.name = t.attributes->>'host' AND a.type IN (SELECT name FROM ph)
- ORDER BY (a.state = 'destroyed'), a.slug LIMIT 2)`
 
 // Prefetched is one row of Prefetch: the entity itself ("self") or a candidate host found
 // by its hosts edge ("edge"), its `host` attribute as a slug ("slug") or as a name ("name").

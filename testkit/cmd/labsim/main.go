@@ -30,6 +30,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/oikos-hq/oikos/seeds"
+	envconfig "github.com/oikos-hq/oikos/shared/config"
 	"github.com/oikos-hq/oikos/shared/logging"
 	"github.com/oikos-hq/oikos/testkit/labsim"
 )
@@ -50,12 +51,9 @@ type config struct {
 }
 
 func parseConfig(args []string, getenv func(string) string) (config, error) {
-	def := func(env, fallback string) string {
-		if v := getenv(env); v != "" {
-			return v
-		}
-		return fallback
-	}
+	// A setting's flag defaults to its environment variable (or NAME_FILE, as the daemons
+	// read theirs), else to fallback.
+	def := envconfig.New(getenv).String
 	var c config
 	fs := flag.NewFlagSet("labsim", flag.ContinueOnError)
 	fs.StringVar(&c.inventory, "inventory", def("LABSIM_INVENTORY", ""), "inventory YAML file (default: the embedded seeded inventory)")

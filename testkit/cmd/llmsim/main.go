@@ -31,6 +31,7 @@ import (
 	"strings"
 	"syscall"
 
+	envconfig "github.com/oikos-hq/oikos/shared/config"
 	"github.com/oikos-hq/oikos/shared/logging"
 	"github.com/oikos-hq/oikos/testkit/llmsim"
 )
@@ -69,12 +70,9 @@ func (l *stringList) Set(v string) error {
 }
 
 func parseConfig(args []string, getenv func(string) string) (config, error) {
-	def := func(env, fallback string) string {
-		if v := getenv(env); v != "" {
-			return v
-		}
-		return fallback
-	}
+	// A setting's flag defaults to its environment variable (or NAME_FILE, as the daemons
+	// read theirs), else to fallback.
+	def := envconfig.New(getenv).String
 	var c config
 	var scripts stringList
 	for _, s := range strings.Split(getenv("LLMSIM_SCRIPT"), ",") {
