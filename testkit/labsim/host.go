@@ -1,6 +1,7 @@
 package labsim
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -28,6 +29,8 @@ type hostRT struct {
 	ln     net.Listener
 	conns  map[net.Conn]struct{}
 	total  int
+	// haCancel stops the pending HA recovery of this node's guests (nil when none is).
+	haCancel context.CancelFunc
 }
 
 func (s *Sim) guestDir(host string, vmid int) string { return s.lab.GuestDir(host, vmid) }

@@ -97,7 +97,23 @@ type Guest struct {
 	IPv4     string
 	Gateway  string
 	NetDown  bool
+
+	// Dir is the directory holding the guest's machine: it stays where the guest was
+	// created when the guest migrates (the machine moves with it, as its disk would).
+	Dir string
+	// host is the node the guest is on now (Migrate changes it).
+	host *Host
+	// HAReq is the requested ha-manager state of an HA-managed guest ("started" or
+	// "stopped"; "" when ha-manager does not manage it) and HAState the CRM's current one:
+	// the requested state, or "fence" between its node going down and its recovery.
+	HAReq, HAState string
 }
+
+// Host is the node the guest is on now; the caller holds Lab.Mu.
+func (g *Guest) Host() *Host { return g.host }
+
+// Place records h as the guest's node (a guest created on h); the caller holds Lab.Mu.
+func (g *Guest) Place(h *Host) { g.host = h }
 
 // DisplayName is the guest's name as the Proxmox tools show it.
 func (g *Guest) DisplayName() string {
@@ -228,7 +244,11 @@ func (l *Lab) AddHost(h fleet.Host, extra shell.Registry) (*Host, error) {
 		if g.Status == "" {
 			g.Status = fleet.StatusRunning
 		}
-		grt := &Guest{Cfg: g, OSType: g.OSType, Storage: "local-lvm"}
+		grt := &Guest{Cfg: g, OSType: g.OSType, Storage: "local-lvm", host: rt}
+		if g.HA {
+			grt.HAReq = map[bool]string{true: "started", false: "stopped"}[g.Status != fleet.StatusStopped]
+			grt.HAState = grt.HAReq
+		}
 		if grt.OSType == "" {
 			grt.OSType = map[string]string{fleet.GuestLXC: "debian", fleet.GuestVM: "l26"}[g.Kind]
 		}
@@ -262,9 +282,9 @@ func (l *Lab) AttachGuestMachine(h *Host, g *Guest, fresh bool) error {
 		IPv4: g.IPv4, Gateway: g.Gateway,
 		Reachable: func(addr string) bool {
 			l.Mu.Lock()
-			down := g.NetDown
+			down, on := g.NetDown, g.host
 			l.Mu.Unlock()
-			return !down && l.reachableFrom(h, addr)
+			return !down && l.reachableFrom(on, addr)
 		},
 		NetworkDown: func() bool {
 			l.Mu.Lock()
@@ -277,7 +297,8 @@ func (l *Lab) AttachGuestMachine(h *Host, g *Guest, fresh bool) error {
 	if cfg.Hostname == "" {
 		cfg.Hostname = "CT" + strconv.Itoa(g.Cfg.VMID)
 	}
-	m, err := l.newMachine(l.GuestDir(h.Cfg.Name, g.Cfg.VMID), cfg, nil, fresh)
+	g.Dir = l.GuestDir(h.Cfg.Name, g.Cfg.VMID)
+	m, err := l.newMachine(g.Dir, cfg, nil, fresh)
 	if err != nil {
 		return err
 	}

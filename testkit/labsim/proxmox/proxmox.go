@@ -211,7 +211,7 @@ func (pt *Tools) destroyGuest(inv *shell.Invocation, h *lab.Host, g *lab.Guest, 
 	storage := g.Storage
 	pt.lab.Mu.Unlock()
 	g.M.FS.Close()
-	dir := pt.lab.GuestDir(h.Cfg.Name, g.Cfg.VMID)
+	dir := g.Dir
 	if err := os.RemoveAll(dir); err != nil {
 		pt.log.Error().Err(err).Str("dir", dir).Msg("remove guest directory")
 	}
