@@ -67,5 +67,3 @@ func (s *Sim) GuestPlacement(host string, vmid int) (Placement, error) {
 	}
 	return proxmox.PlacementOf(g), nil
 }
-
-

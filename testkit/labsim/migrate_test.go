@@ -60,7 +60,7 @@ func TestControlMigrate(t *testing.T) {
 	}
 
 	for _, c := range []struct{ host, vmid, body, field string }{
-		{"atlas", "101", `{"target": "boreas"}`, "vmid"},    // no longer there
+		{"atlas", "101", `{"target": "boreas"}`, "vmid"},     // no longer there
 		{"boreas", "101", `{"target": "nowhere"}`, "target"}, // unknown node
 		{"boreas", "101", `{"target": "ceres"}`, "target"},   // outside the cluster
 		{"boreas", "101", `{"target": "boreas"}`, "target"},  // its own node

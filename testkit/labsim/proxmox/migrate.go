@@ -188,4 +188,3 @@ func PlacementOf(g *lab.Guest) Placement {
 	h := g.Host()
 	return Placement{Host: h.Cfg.Name, Node: h.Cfg.Node, VMID: g.Cfg.VMID, Name: g.DisplayName(), Kind: g.Cfg.Kind, Status: g.Cfg.Status}
 }
-
