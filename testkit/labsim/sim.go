@@ -170,6 +170,9 @@ func New(fleet Fleet, opts Options) (*Sim, error) {
 		s.order = append(s.order, h.Name)
 		s.declared[h.Addr] = h.Name
 	}
+	if err := s.writeClusterFiles(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

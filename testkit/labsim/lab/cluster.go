@@ -87,6 +87,7 @@ func nameOf(h *Host) string {
 // "fence" state until they are recovered); Unfence puts them back to their requested state
 // when the node came back first. The caller holds Mu.
 func (l *Lab) Fence(h *Host) {
+	h.DownAt = l.clock()
 	for _, g := range h.Guests {
 		if g.HAReq != "" {
 			g.HAState = "fence"

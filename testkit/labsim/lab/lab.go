@@ -73,6 +73,8 @@ type Host struct {
 	M      *Machine
 	Fault  Fault
 	Guests map[int]*Guest
+	// DownAt is when the host last went down (its LRM's last timestamp).
+	DownAt time.Time
 }
 
 // Guest is the runtime state of one guest. Mutable fields are guarded by Lab.Mu.

@@ -155,6 +155,7 @@ func (pt *Tools) migrateCmd(inv *shell.Invocation, host, kind string, args []str
 		g.SetRunning(true, now)
 	}
 	stamp("migration finished successfully (duration %s)", clockDuration(time.Second))
+	pt.addTask(h, map[string]string{fleet.GuestVM: "qmigrate", fleet.GuestLXC: "vzmigrate"}[kind], vmid, now)
 	return 0
 }
 
@@ -187,4 +188,13 @@ type Placement struct {
 func PlacementOf(g *lab.Guest) Placement {
 	h := g.Host()
 	return Placement{Host: h.Cfg.Name, Node: h.Cfg.Node, VMID: g.Cfg.VMID, Name: g.DisplayName(), Kind: g.Cfg.Kind, Status: g.Cfg.Status}
+}
+
+// addTask records a finished task in node h's task log; the caller holds the lock.
+func (pt *Tools) addTask(h *lab.Host, typ string, vmid int, at time.Time) {
+	pid := 10000 + len(pt.tasks[h.Cfg.Node])*17 + vmid%1000
+	start := at.Unix()
+	upid := fmt.Sprintf("UPID:%s:%08X:%08X:%08X:%s:%d:root@pam:", h.Cfg.Node, pid, pid*131, start, typ, vmid)
+	pt.tasks[h.Cfg.Node] = append(pt.tasks[h.Cfg.Node], map[string]any{"upid": upid, "node": h.Cfg.Node, "pid": pid,
+		"pstart": pid * 131, "starttime": start, "endtime": start + 1, "type": typ, "id": fmt.Sprint(vmid), "user": "root@pam", "status": "OK"})
 }
