@@ -208,6 +208,9 @@ func (l *Lab) GuestDir(host string, vmid int) string {
 // AddHost builds host h's machine (with the extra programs) and its guests' machines and
 // adds it to the lab. The caller has validated h against the fleet.
 func (l *Lab) AddHost(h fleet.Host, extra shell.Registry) (*Host, error) {
+	if h.Node == "" {
+		h.Node = h.Name // as fleet.FromInventory defaults it
+	}
 	rt := &Host{Cfg: h, Guests: map[int]*Guest{}}
 	role := system.RoleLinux
 	switch h.Kind {
