@@ -151,8 +151,8 @@ func method2verb(m string) string {
 	return map[string]string{"PUT": "set", "POST": "create", "DELETE": "delete"}[m]
 }
 
-// pveshGet answers GET path on node h: the result, the properties its schema requires
-// (the text table's first columns) and a non-zero exit when it failed (message printed).
+// pveshGet answers GET path on node h: the result, the properties its schema returns in
+// the order the text table prints them (required ones sorted, then optional ones sorted) and a non-zero exit when it failed (message printed).
 // The caller holds the lock.
 func (pt *Tools) pveshGet(inv *shell.Invocation, h *lab.Host, p, typeFilter string) (any, []string, int) {
 	now := pt.lab.Now()
@@ -200,13 +200,13 @@ func (pt *Tools) pveshGet(inv *shell.Invocation, h *lab.Host, p, typeFilter stri
 				}
 			}
 		}
-		return items, []string{"id", "type"}, 0
+		return items, []string{"id", "type", "cpu", "disk", "diskread", "diskwrite", "hastate", "level", "lock", "maxcpu", "maxdisk", "maxmem", "mem", "name", "netin", "netout", "node", "plugintype", "pool", "status", "storage", "tags", "template", "uptime", "vmid"}, 0
 	case p == "/cluster/status":
-		return pt.clusterStatus(h), []string{"id", "name", "type"}, 0
+		return pt.clusterStatus(h), []string{"id", "name", "type", "ip", "level", "local", "nodeid", "nodes", "online", "quorate", "version"}, 0
 	case p == "/cluster/ha/resources":
-		return pt.haResources(h), []string{"sid"}, 0
+		return pt.haResources(h), []string{"sid", "comment", "digest", "group", "max_relocate", "max_restart", "state", "type"}, 0
 	case p == "/cluster/ha/status/current":
-		return pt.haStatus(h), []string{"id"}, 0
+		return pt.haStatus(h), []string{"id", "node", "status", "type", "crm_state", "max_relocate", "max_restart", "quorate", "request_state", "sid", "state", "timestamp"}, 0
 	case p == "/cluster/ha/status/manager_status":
 		return pt.haManagerStatus(h), nil, 0
 	case p == "/version":
@@ -238,7 +238,7 @@ func (pt *Tools) pveshGet(inv *shell.Invocation, h *lab.Host, p, typeFilter stri
 			}
 			items = append(items, item)
 		}
-		return items, []string{"node", "status"}, 0
+		return items, []string{"node", "status", "cpu", "level", "maxcpu", "maxmem", "mem", "ssl_fingerprint", "uptime"}, 0
 	case len(parts) == 3 && parts[0] == "nodes" && parts[2] == "status":
 		target, code := nodeOf()
 		if target == nil {
@@ -255,7 +255,7 @@ func (pt *Tools) pveshGet(inv *shell.Invocation, h *lab.Host, p, typeFilter stri
 			items = append(items, map[string]any{"storage": st.ID, "type": st.Type, "content": st.Content, "active": 1, "enabled": 1,
 				"shared": 0, "total": st.Total, "used": st.Used, "avail": st.Avail, "used_fraction": float64(st.Used) / float64(st.Total)})
 		}
-		return items, []string{"storage"}, 0
+		return items, []string{"content", "storage", "type", "active", "avail", "enabled", "shared", "total", "used", "used_fraction"}, 0
 	case len(parts) == 3 && parts[0] == "nodes" && parts[2] == "tasks":
 		target, code := nodeOf()
 		if target == nil {
@@ -265,7 +265,7 @@ func (pt *Tools) pveshGet(inv *shell.Invocation, h *lab.Host, p, typeFilter stri
 		for i := len(pt.tasks[target.Cfg.Node]) - 1; i >= 0; i-- {
 			items = append(items, pt.tasks[target.Cfg.Node][i])
 		}
-		return items, []string{"upid"}, 0
+		return items, []string{"id", "node", "pid", "pstart", "starttime", "type", "upid", "user", "endtime", "status"}, 0
 	case len(parts) == 3 && parts[0] == "nodes" && (parts[2] == "lxc" || parts[2] == "qemu"):
 		target, code := nodeOf()
 		if target == nil {
@@ -281,7 +281,10 @@ func (pt *Tools) pveshGet(inv *shell.Invocation, h *lab.Host, p, typeFilter stri
 				items = append(items, pt.guestResource(target, g, now, false))
 			}
 		}
-		return items, []string{"status", "vmid"}, 0
+		if want == fleet.GuestVM {
+			return items, []string{"status", "vmid", "cpus", "lock", "maxdisk", "maxmem", "name", "pid", "qmpstatus", "running-machine", "running-qemu", "tags", "uptime"}, 0
+		}
+		return items, []string{"status", "vmid", "cpus", "lock", "maxdisk", "maxmem", "maxswap", "name", "tags", "uptime"}, 0
 	case len(parts) == 5 && parts[0] == "nodes" && (parts[2] == "lxc" || parts[2] == "qemu") && parts[4] == "config",
 		len(parts) == 6 && parts[0] == "nodes" && (parts[2] == "lxc" || parts[2] == "qemu") && parts[4] == "status" && parts[5] == "current":
 		target := pt.nodeHost(h, parts[1])

@@ -11,11 +11,11 @@ import (
 
 // textResult renders a pvesh result in its default text format (pve-common's
 // CLIFormatter): a scalar on a line of its own; an object as a key/value table; a list of
-// objects as a table whose columns are the schema's required properties and then the
-// others in sorted order, rows sorted by the first column, numbers right-aligned, in UTF-8
+// objects as a table whose columns are the schema's properties (cols: required ones
+// sorted, then optional ones sorted; without a schema every key, sorted), rows sorted by the first column, numbers right-aligned, in UTF-8
 // box drawing (noborder and noheader drop the frame and the title row). Values are printed
 // raw: the renderers of the real schema (bytes, durations) are not applied.
-func textResult(v any, required []string, noborder, noheader bool) string {
+func textResult(v any, cols []string, noborder, noheader bool) string {
 	switch t := v.(type) {
 	case []any:
 		if len(t) == 0 {
@@ -33,19 +33,13 @@ func textResult(v any, required []string, noborder, noheader bool) string {
 			}
 			rows = append(rows, m)
 		}
-		var props []string
-		for _, k := range required {
-			if keys[k] {
+		props := cols
+		if len(props) == 0 {
+			for k := range keys {
 				props = append(props, k)
-				delete(keys, k)
 			}
+			sort.Strings(props)
 		}
-		var rest []string
-		for k := range keys {
-			rest = append(rest, k)
-		}
-		sort.Strings(rest)
-		props = append(props, rest...)
 		return textTable(rows, props, noborder, noheader)
 	case map[string]any:
 		var keys []string
@@ -127,13 +121,13 @@ func textTable(rows []map[string]any, props []string, noborder, noheader bool) s
 		}
 		return s + fill
 	}
-	line := func(cells func(p string) string) string {
+	line := func(raw func(p string) string) string {
 		var b strings.Builder
 		for i, p := range props {
-			c := cells(p)
+			c := pad(p, raw(p))
 			switch {
 			case noborder && i == len(props)-1:
-				b.WriteString(strings.TrimRight(c, " ")) // the last column is not padded
+				b.WriteString(raw(p)) // the last column is not aligned
 			case noborder:
 				b.WriteString(c + " ")
 			default:
@@ -162,7 +156,7 @@ func textTable(rows []map[string]any, props []string, noborder, noheader bool) s
 		b.WriteString(rule("┌", "┬", "┐", "─"))
 	}
 	if !noheader {
-		b.WriteString(line(func(p string) string { return pad(p, p) }))
+		b.WriteString(line(func(p string) string { return p }))
 	}
 	for i, r := range rows {
 		if !noborder && (i > 0 || !noheader) {
@@ -172,7 +166,7 @@ func textTable(rows []map[string]any, props []string, noborder, noheader bool) s
 				b.WriteString(rule("├", "┼", "┤", "─"))
 			}
 		}
-		b.WriteString(line(func(p string) string { return pad(p, cellText(r[p])) }))
+		b.WriteString(line(func(p string) string { return cellText(r[p]) }))
 	}
 	if !noborder {
 		b.WriteString(rule("└", "┴", "┘", "─"))
