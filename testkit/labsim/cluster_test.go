@@ -2,6 +2,7 @@ package labsim
 
 import (
 	"encoding/json"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -235,5 +236,51 @@ func TestHAFenceThenBackUp(t *testing.T) {
 	}
 	if moved, err := sim.RecoverHA("atlas"); err != nil || len(moved) != 0 {
 		t.Fatalf("recover an up node: %v %v", moved, err)
+	}
+}
+
+func TestMigrateInAThreeNodeCluster(t *testing.T) {
+	sim := startSim(t, threeNodes(), func(o *Options) {
+		o.ControlAddr = "127.0.0.1:0"
+		o.HARecoveryDelay = -1
+	})
+	if err := sim.SetHostFault("ceres", Fault{Down: true}); err != nil {
+		t.Fatal(err)
+	}
+	a := dialHost(t, sim, "atlas")
+	// Still quorate with one of three down; the task fails on the unreachable target.
+	r := run(t, a, "pct migrate 102 ceres --restart")
+	if r.code != 255 || !strings.Contains(r.stdout, "starting migration of CT 102 to node 'ceres' (127.0.10.3)\n") ||
+		!strings.HasSuffix(r.stdout, "ERROR: migration aborted (duration 00:00:00): Can't connect to destination address using public key\nTASK ERROR: migration aborted\n") {
+		t.Fatalf("migrate to a down node: %+v", r)
+	}
+	ctl := "http://" + sim.ControlAddr()
+	if resp, m := postMigrate(t, ctl, "atlas", "102", `{"target": "ceres"}`); resp.StatusCode != 409 || m["field"] != "target" {
+		t.Fatalf("control migrate to a down node: %d %v", resp.StatusCode, m)
+	}
+	// An HA guest asks the CRM.
+	r = run(t, a, "qm migrate 150 boreas --online")
+	if r.code != 0 || r.stdout != "Requesting HA migration for VM 150 to node boreas\n" {
+		t.Fatalf("HA migrate: %+v", r)
+	}
+	if p, _ := sim.GuestPlacement("atlas", 150); p.Host != "boreas" || p.Status != "running" {
+		t.Fatalf("HA guest after migrate: %+v", p)
+	}
+	// The control API recovers a down node's HA guests at once.
+	if err := sim.SetHostFault("ceres", Fault{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.SetHostFault("atlas", Fault{Down: true}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(ctl+"/ha/recover/atlas", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var moved []Placement
+	if err := json.NewDecoder(resp.Body).Decode(&moved); err != nil || resp.StatusCode != 200 || len(moved) != 1 ||
+		moved[0].VMID != 101 || moved[0].Host != "ceres" || moved[0].Status != "running" {
+		t.Fatalf("POST /ha/recover: %d %+v %v", resp.StatusCode, moved, err)
 	}
 }
