@@ -88,6 +88,10 @@ func TestClusterStatusAndPvecm(t *testing.T) {
 	if !strings.Contains(r.stdout, `"name":"ceres","nodeid":3,"online":0`) || !strings.Contains(r.stdout, `"quorate":1`) {
 		t.Errorf("status with ceres down: %s", r.stdout)
 	}
+	if r := run(t, a, "pvesh get /nodes/ceres/lxc --output-format json"); r.code != 255 ||
+		!strings.HasPrefix(r.stderr, "ssh: connect to host 127.0.10.3 port 22: No route to host\nproxy handler failed: command '/usr/bin/ssh") {
+		t.Errorf("a down node's path: %+v", r)
+	}
 	if r := run(t, a, "pvecm status"); !strings.Contains(r.stdout, "Nodes:            2\n") || strings.Contains(r.stdout, "127.0.10.3") {
 		t.Errorf("pvecm status with ceres down:\n%s", r.stdout)
 	}

@@ -163,6 +163,9 @@ func (pt *Tools) pveshGet(inv *shell.Invocation, h *lab.Host, p, typeFilter stri
 			fmt.Fprintf(inv.Stderr, "hostname lookup '%s' failed - failed to get address info for: %s: Name or service not known\n", parts[1], parts[1])
 			return nil, exitPVE
 		}
+		if target != h && target.Fault.Down {
+			return nil, proxyFailed(inv, target, p)
+		}
 		return target, 0
 	}
 	switch {
@@ -288,6 +291,9 @@ func (pt *Tools) pveshGet(inv *shell.Invocation, h *lab.Host, p, typeFilter stri
 	case len(parts) == 5 && parts[0] == "nodes" && (parts[2] == "lxc" || parts[2] == "qemu") && parts[4] == "config",
 		len(parts) == 6 && parts[0] == "nodes" && (parts[2] == "lxc" || parts[2] == "qemu") && parts[4] == "status" && parts[5] == "current":
 		target := pt.nodeHost(h, parts[1])
+		if target != nil && target != h && target.Fault.Down {
+			return nil, nil, proxyFailed(inv, target, p)
+		}
 		vmid, _ := strconv.Atoi(parts[3])
 		var g *lab.Guest
 		if target != nil {
@@ -323,6 +329,17 @@ func (pt *Tools) pveshGet(inv *shell.Invocation, h *lab.Host, p, typeFilter stri
 	}
 	fmt.Fprintf(inv.Stderr, "No '%s' handler defined for '%s'\n", "get", p)
 	return nil, nil, exitPVE
+}
+
+// proxyFailed answers a path of another node that is down: pvesh proxies it over SSH with
+// the node's pinned key, ssh cannot connect and run_command reports the failed command.
+func proxyFailed(inv *shell.Invocation, target *lab.Host, p string) int {
+	ip, node := lab.HostIP(target.Cfg.Addr), target.Cfg.Node
+	fmt.Fprintf(inv.Stderr, "ssh: connect to host %s port 22: No route to host\n", ip)
+	fmt.Fprintf(inv.Stderr, "proxy handler failed: command '/usr/bin/ssh -e none -o 'BatchMode=yes' -o 'HostKeyAlias=%s' "+
+		"-o 'UserKnownHostsFile=/etc/pve/nodes/%s/ssh_known_hosts' -o 'GlobalKnownHostsFile=none' root@%s -- "+
+		"pvesh --noproxy get %s --output-format json' failed: exit code 255\n", node, node, ip, p)
+	return exitPVE
 }
 
 // nodeStatus is GET /nodes/N/status for host h.
