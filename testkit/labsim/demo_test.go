@@ -74,12 +74,20 @@ func TestSeededInventory(t *testing.T) {
 	if !ok || atlas.Kind != KindProxmox || len(atlas.Guests) == 0 {
 		t.Fatalf("atlas: %+v", atlas)
 	}
+	var ha []int
 	for _, h := range f.Hosts {
 		for _, g := range h.Guests {
 			if g.VMID == 0 || g.Kind == "" {
 				t.Errorf("%s: guest %+v", h.Name, g)
 			}
+			if g.HA {
+				ha = append(ha, g.VMID)
+			}
 		}
+	}
+	// The demo cluster has HA-managed guests (ha: true) for ha-manager and recovery.
+	if len(ha) < 2 || atlas.Cluster != "olympus" {
+		t.Errorf("HA guests of the demo cluster: %v (atlas in %q)", ha, atlas.Cluster)
 	}
 	sim, err := New(f, Options{StateDir: t.TempDir()})
 	if err != nil {

@@ -4,8 +4,16 @@
 // under the state directory. Commands are never run on the real machine: they are
 // interpreted by labsim/shell, every path is mapped into the machine's sandbox (labsim/sandbox)
 // and only simulated programs written in Go run (labsim/coreutils, labsim/system and the
-// Proxmox tools pct, qm, pveam and pvesh in labsim/proxmox, which print exactly what
-// docs/proxmox.md describes). Tests can therefore send `rm -rf /` safely.
+// Proxmox tools pct, qm, pveam, pvesh, pvesm, pvecm, ha-manager and pveversion in
+// labsim/proxmox, which print exactly what docs/proxmox.md describes). Tests can therefore
+// send `rm -rf /` safely.
+//
+// Proxmox hosts of one Cluster share a vmid namespace, answer pvecm and /cluster/status as
+// members, and show the cluster's /etc/pve (corosync.conf, priv/known_hosts and every
+// node's ssh_known_hosts with the nodes' original host keys). Guests move between members
+// (qm migrate, pct migrate, MigrateGuest or the control API's migrate), keeping their
+// machine, address and routes; HA-managed guests (fleet.Guest.HA) are recovered on a
+// surviving member after their node goes down (Options.HARecoveryDelay).
 //
 // The packages, each importing only those after it: labsim (this one: the SSH and HTTP
 // listeners, faults set from outside, the control API), labsim/proxmox (the Proxmox tools),

@@ -1,6 +1,7 @@
 package labsim
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -9,7 +10,9 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/crypto/ssh"
 
@@ -28,6 +31,8 @@ type hostRT struct {
 	ln     net.Listener
 	conns  map[net.Conn]struct{}
 	total  int
+	// haCancel stops the pending HA recovery of this node's guests (nil when none is).
+	haCancel context.CancelFunc
 }
 
 func (s *Sim) guestDir(host string, vmid int) string { return s.lab.GuestDir(host, vmid) }
@@ -81,4 +86,32 @@ func loadOrCreateKey(path string) (ssh.Signer, error) {
 		return nil, err
 	}
 	return ssh.NewSignerFromKey(priv)
+}
+
+// writeClusterFiles writes what pmxcfs shares under /etc/pve into every Proxmox node's
+// sandbox: corosync.conf, the merged priv/known_hosts and every member's
+// nodes/NAME/ssh_known_hosts, listing each node's original host key (a node whose fault
+// changes its key still appears with the original, so a forged key shows).
+func (s *Sim) writeClusterFiles() error {
+	keys := map[string]string{}
+	for name, h := range s.hosts {
+		keys[name] = strings.TrimSpace(string(ssh.MarshalAuthorizedKey(h.key.PublicKey())))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, name := range s.order {
+		h := s.hosts[name]
+		if h.Cfg.Kind != KindProxmox {
+			continue
+		}
+		for p, data := range s.pve.ClusterFiles(h.Host, keys) {
+			if err := h.M.FS.MkdirAll(path.Dir(p), 0o755); err != nil {
+				return fmt.Errorf("labsim: %s: %w", name, err)
+			}
+			if err := h.M.FS.WriteFile(p, data, 0o600); err != nil {
+				return fmt.Errorf("labsim: %s: %w", name, err)
+			}
+		}
+	}
+	return nil
 }

@@ -29,7 +29,12 @@ func (s *Sim) serveIngress(w http.ResponseWriter, r *http.Request) {
 		f = h.Fault
 		unitOwner = h.M
 		if t.VMID > 0 {
-			g, gok := h.Guests[t.VMID]
+			// The route follows its guest to whichever node of the cluster holds it now.
+			on, g := s.lab.FindGuest(h.Host, t.VMID)
+			gok := g != nil
+			if gok {
+				up, f = !on.Fault.Down, on.Fault
+			}
 			up = up && gok && g.Running()
 			if gok {
 				f.Delay += g.Fault.Delay

@@ -44,6 +44,14 @@ type Options struct {
 	// machines hold (Host.BackupDirs), so the backup-freshness checks of a healthy demo read
 	// up. Off, a backup directory holds only what a test puts there.
 	FreshBackups bool
+	// HARecoveryDelay is how long after a node goes down (fault Down) its HA-managed
+	// guests are recovered on a surviving node of its cluster; zero means
+	// lab.DefaultHARecoveryDelay (about ha-manager's two minutes), negative means never by
+	// itself (RecoverHA or POST /ha/recover/{host} still do it).
+	HARecoveryDelay time.Duration
+	// OnHARecovery, when set, is called (without the lab's lock) after the lab recovered a
+	// down node's HA guests, with where they are now.
+	OnHARecovery func(host string, moved []Placement)
 }
 
 // Sentinel errors.
@@ -100,6 +108,9 @@ func New(fleet Fleet, opts Options) (*Sim, error) {
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
+	}
+	if opts.HARecoveryDelay == 0 {
+		opts.HARecoveryDelay = lab.DefaultHARecoveryDelay
 	}
 	if fleet.HTTPAddr == "" {
 		fleet.HTTPAddr = DefaultHTTPAddr
@@ -158,6 +169,9 @@ func New(fleet Fleet, opts Options) (*Sim, error) {
 		s.hosts[h.Name] = rt
 		s.order = append(s.order, h.Name)
 		s.declared[h.Addr] = h.Name
+	}
+	if err := s.writeClusterFiles(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -466,6 +480,7 @@ func (s *Sim) SetHostFault(host string, f Fault) error {
 	for _, c := range drop {
 		c.Close()
 	}
+	s.haOnFault(h, old, f, started)
 	if !f.Down && old.Down && started {
 		// Rebind the same address so clients and DialContext keep working.
 		if err := s.bindHost(h, actual); err != nil {

@@ -118,6 +118,9 @@ type Guest struct {
 	// BackupDirs are as Host's, for a guest that holds backups (lxc:pbs).
 	BackupDirs []string
 	Containers []string
+	// HA marks a guest managed by ha-manager (inventory attribute `ha: true`): the lab
+	// recovers it on a surviving node of its cluster after its node goes down.
+	HA bool
 }
 
 // Listener is a TCP port a machine listens on and the unit that owns it.
@@ -477,6 +480,7 @@ func guestFromEntity(e invEntity) (Guest, error) {
 	g.DiskGB, _ = e.intAttr("disk_gb")
 	g.OnBoot, _ = e.boolAttr("onboot")
 	g.Tags = e.strList("tags")
+	g.HA, _ = e.boolAttr("ha")
 	g.Status = StatusRunning
 	switch s := e.str("status"); {
 	case s == StatusRunning || s == StatusStopped:

@@ -73,6 +73,8 @@ type Host struct {
 	M      *Machine
 	Fault  Fault
 	Guests map[int]*Guest
+	// DownAt is when the host last went down (its LRM's last timestamp).
+	DownAt time.Time
 }
 
 // Guest is the runtime state of one guest. Mutable fields are guarded by Lab.Mu.
@@ -97,7 +99,23 @@ type Guest struct {
 	IPv4     string
 	Gateway  string
 	NetDown  bool
+
+	// Dir is the directory holding the guest's machine: it stays where the guest was
+	// created when the guest migrates (the machine moves with it, as its disk would).
+	Dir string
+	// host is the node the guest is on now (Migrate changes it).
+	host *Host
+	// HAReq is the requested ha-manager state of an HA-managed guest ("started" or
+	// "stopped"; "" when ha-manager does not manage it) and HAState the CRM's current one:
+	// the requested state, or "fence" between its node going down and its recovery.
+	HAReq, HAState string
 }
+
+// Host is the node the guest is on now; the caller holds Lab.Mu.
+func (g *Guest) Host() *Host { return g.host }
+
+// Place records h as the guest's node (a guest created on h); the caller holds Lab.Mu.
+func (g *Guest) Place(h *Host) { g.host = h }
 
 // DisplayName is the guest's name as the Proxmox tools show it.
 func (g *Guest) DisplayName() string {
@@ -190,6 +208,9 @@ func (l *Lab) GuestDir(host string, vmid int) string {
 // AddHost builds host h's machine (with the extra programs) and its guests' machines and
 // adds it to the lab. The caller has validated h against the fleet.
 func (l *Lab) AddHost(h fleet.Host, extra shell.Registry) (*Host, error) {
+	if h.Node == "" {
+		h.Node = h.Name // as fleet.FromInventory defaults it
+	}
 	rt := &Host{Cfg: h, Guests: map[int]*Guest{}}
 	role := system.RoleLinux
 	switch h.Kind {
@@ -228,7 +249,11 @@ func (l *Lab) AddHost(h fleet.Host, extra shell.Registry) (*Host, error) {
 		if g.Status == "" {
 			g.Status = fleet.StatusRunning
 		}
-		grt := &Guest{Cfg: g, OSType: g.OSType, Storage: "local-lvm"}
+		grt := &Guest{Cfg: g, OSType: g.OSType, Storage: "local-lvm", host: rt}
+		if g.HA {
+			grt.HAReq = map[bool]string{true: "started", false: "stopped"}[g.Status != fleet.StatusStopped]
+			grt.HAState = grt.HAReq
+		}
 		if grt.OSType == "" {
 			grt.OSType = map[string]string{fleet.GuestLXC: "debian", fleet.GuestVM: "l26"}[g.Kind]
 		}
@@ -262,9 +287,9 @@ func (l *Lab) AttachGuestMachine(h *Host, g *Guest, fresh bool) error {
 		IPv4: g.IPv4, Gateway: g.Gateway,
 		Reachable: func(addr string) bool {
 			l.Mu.Lock()
-			down := g.NetDown
+			down, on := g.NetDown, g.host
 			l.Mu.Unlock()
-			return !down && l.reachableFrom(h, addr)
+			return !down && l.reachableFrom(on, addr)
 		},
 		NetworkDown: func() bool {
 			l.Mu.Lock()
@@ -277,7 +302,8 @@ func (l *Lab) AttachGuestMachine(h *Host, g *Guest, fresh bool) error {
 	if cfg.Hostname == "" {
 		cfg.Hostname = "CT" + strconv.Itoa(g.Cfg.VMID)
 	}
-	m, err := l.newMachine(l.GuestDir(h.Cfg.Name, g.Cfg.VMID), cfg, nil, fresh)
+	g.Dir = l.GuestDir(h.Cfg.Name, g.Cfg.VMID)
+	m, err := l.newMachine(g.Dir, cfg, nil, fresh)
 	if err != nil {
 		return err
 	}

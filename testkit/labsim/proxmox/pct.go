@@ -35,6 +35,9 @@ func (pt *Tools) pct(ctx context.Context, inv *shell.Invocation, host string) in
 		io.WriteString(inv.Stdout, formatPctList(rows))
 		return 0
 	}
+	if sub == "migrate" {
+		return pt.migrateCmd(inv, host, fleet.GuestLXC, inv.Args[2:])
+	}
 	switch sub {
 	case "status", "config", "exec", "start", "stop", "shutdown", "destroy", "reboot", "create", "enter":
 	default:
@@ -307,6 +310,7 @@ func (pt *Tools) pctCreate(inv *shell.Invocation, host string, vmid int, a pveAr
 	}
 	// Reserve the vmid while the sandbox is prepared.
 	g.Lock = "create"
+	g.Place(h)
 	h.Guests[vmid] = g
 	pt.lab.Mu.Unlock()
 	if err := pt.lab.AttachGuestMachine(h, g, true); err != nil {

@@ -53,6 +53,9 @@ func (pt *Tools) qm(ctx context.Context, inv *shell.Invocation, host string) int
 		io.WriteString(inv.Stdout, formatQmList(rows))
 		return 0
 	}
+	if sub == "migrate" {
+		return pt.migrateCmd(inv, host, fleet.GuestVM, rest)
+	}
 	if sub == "guest" {
 		if len(rest) == 0 || rest[0] != "exec" {
 			fmt.Fprintln(inv.Stderr, "ERROR: unknown command 'qm guest'")
