@@ -136,7 +136,7 @@ func (inv *Invocation) Exec(ctx context.Context, argv []string, stdio Stdio, ext
 	if len(extraEnv) > 0 {
 		env = withEnv(env, extraEnv)
 	}
-	return inv.Shell.execArgv(ctx, argv, stdio.norm(), inv.Dir, env)
+	return inv.Shell.execArgv(ctx, argv, stdio.norm(), inv.Dir, env, false)
 }
 
 // RunScript runs a shell script in the same machine, directory and environment, with the
@@ -281,7 +281,7 @@ func (s *Shell) RunArgv(ctx context.Context, argv []string, stdio Stdio) int {
 	stdin, done := asFile(s.Log, stdio.Stdin)
 	defer done()
 	stdio.Stdin = stdin
-	return s.execArgv(ctx, argv, stdio, s.startDir(), s.environ())
+	return s.execArgv(ctx, argv, stdio, s.startDir(), s.environ(), false)
 }
 
 // emptyReader is the standard input of a command that has none.
@@ -535,7 +535,8 @@ func (s *Shell) findInPath(name string, env expand.Environ, dir string) (string,
 }
 
 // execArgv is the single place a command name becomes something that runs.
-func (s *Shell) execArgv(ctx context.Context, argv []string, stdio Stdio, dir string, env expand.Environ) int {
+// viaShell says the name came from a command line the login shell interprets.
+func (s *Shell) execArgv(ctx context.Context, argv []string, stdio Stdio, dir string, env expand.Environ, viaShell bool) int {
 	if len(argv) == 0 {
 		return 0
 	}
@@ -581,8 +582,7 @@ func (s *Shell) execArgv(ctx context.Context, argv []string, stdio Stdio, dir st
 			return s.execFile(ctx, p, fi, argv, stdio, dir, env)
 		}
 	}
-	fmt.Fprintf(stdio.Stderr, "%s: command not found\n", name)
-	return 127
+	return s.notFound(stdio, name, viaShell)
 }
 
 // execFile runs a file from the sandbox: a shell script (any "#!" line naming a shell, or no
@@ -637,7 +637,33 @@ func (s *Shell) execHandler(ctx context.Context, args []string) error {
 	if args[0] == typeProgram {
 		return status(s.typeCommand(args[1:], stdio, hc.Dir, hc.Env))
 	}
-	return status(s.execArgv(ctx, args, stdio, hc.Dir, hc.Env))
+	return status(s.execArgv(ctx, args, stdio, hc.Dir, hc.Env, true))
+}
+
+// loginShell is the base name of the login shell (SHELL of the login environment), the
+// program that interprets command lines: "bash" unless the machine says otherwise.
+func (s *Shell) loginShell() string {
+	for _, kv := range s.Env {
+		if v, ok := strings.CutPrefix(kv, "SHELL="); ok && v != "" {
+			return path.Base(v)
+		}
+	}
+	return "bash"
+}
+
+// notFound reports a command name nothing answers to. A command line is interpreted by the
+// login shell, which names itself as bash and zsh do; a command run directly (RunArgv, as
+// lxc-attach does, or through env, timeout and xargs) has no shell to speak for it.
+func (s *Shell) notFound(stdio Stdio, name string, viaShell bool) int {
+	switch {
+	case !viaShell:
+		fmt.Fprintf(stdio.Stderr, "%s: command not found\n", name)
+	case s.loginShell() == "zsh":
+		fmt.Fprintf(stdio.Stderr, "zsh: command not found: %s\n", name)
+	default:
+		fmt.Fprintf(stdio.Stderr, "%s: %s: command not found\n", s.loginShell(), name)
+	}
+	return 127
 }
 
 func status(code int) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
 
 // memory is one reading of the memory figures, in KiB.
@@ -214,7 +215,7 @@ func (m *Machine) top(_ context.Context, inv *shell.Invocation) int {
 	units := m.sortedUnits()
 	running := 0
 	for _, u := range units {
-		if u.active {
+		if u.active && state.IsService(u.name) {
 			running++
 		}
 	}
@@ -228,28 +229,12 @@ func (m *Machine) top(_ context.Context, inv *shell.Invocation) int {
 	fmt.Fprintf(inv.Stdout, "    PID USER      PR  NI    VIRT    RES    SHR S  %%CPU  %%MEM     TIME+ COMMAND\n")
 	fmt.Fprintf(inv.Stdout, "%7d %-8s  20   0  %6d  %5d   %4d S   0.0   0.1   0:03.21 %s\n", 1, "root", 168104, 12544, 9216, "systemd")
 	for _, u := range units {
-		if !u.active {
+		if !u.active || !state.IsService(u.name) {
 			continue
 		}
-		fmt.Fprintf(inv.Stdout, "%7d %-8s  20   0  %6d  %5d   %4d S   0.0   0.2   0:01.02 %s\n", u.pid, "root", 98304, 8192, 4096, processName(u.name))
+		fmt.Fprintf(inv.Stdout, "%7d %-8s  20   0  %6d  %5d   %4d S   0.0   0.2   0:01.02 %s\n", u.pid, "root", 98304, 8192, 4096, state.ProcessName(u.name))
 	}
 	return 0
-}
-
-func processName(unit string) string {
-	n := strings.TrimSuffix(unit, ".service")
-	switch n {
-	case "ssh":
-		return "sshd"
-	case "systemd-journald":
-		return "systemd-journal"
-	case "postfix":
-		return "master"
-	}
-	if len(n) > 15 {
-		n = n[:15]
-	}
-	return n
 }
 
 // mount is one row of df.

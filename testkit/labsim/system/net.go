@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
 
 func (m *Machine) networkDown() bool {
@@ -231,7 +232,7 @@ func (m *Machine) ss(_ context.Context, inv *shell.Invocation) int {
 				continue
 			}
 		}
-		add(l.Port, processName(UnitName(l.Process)), max(pid, 100))
+		add(l.Port, state.ProcessName(UnitName(l.Process)), max(pid, 100))
 	}
 	if header {
 		fmt.Fprintf(inv.Stdout, "%-6s %-6s %-6s %20s %20s%s\n", "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port", "Process")

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
 
 // processes lists (pid, command) pairs of the running units.
@@ -16,8 +17,8 @@ func (m *Machine) processes() [][2]string {
 		out = [][2]string{{"1", "launchd"}}
 	}
 	for _, u := range m.sortedUnits() {
-		if u.active {
-			out = append(out, [2]string{strconv.Itoa(u.pid), processName(u.name)})
+		if u.active && state.IsService(u.name) {
+			out = append(out, [2]string{strconv.Itoa(u.pid), state.ProcessName(u.name)})
 		}
 	}
 	return out

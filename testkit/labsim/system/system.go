@@ -23,6 +23,8 @@ import (
 
 	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/systemd"
 )
 
 // Role says what kind of machine is simulated; it decides kernels, mounts and base units.
@@ -73,6 +75,8 @@ type Config struct {
 	Resolve func(name string) (string, bool)
 	// Clock is the machine's clock; nil means time.Now.
 	Clock func() time.Time
+	// ZFSPools are the machine's ZFS pools; zfs and zpool exist only where there is one.
+	ZFSPools []string
 }
 
 type unitState struct {
@@ -103,7 +107,8 @@ type Machine struct {
 	rng        *rand.Rand
 	units      map[string]*unitState
 	upgrades   []upgrade
-	installed  map[string]string
+	installed  map[string]string // package → installed version
+	catalogue  map[string]state.Package
 	containers map[string]*container
 	nextPID    int
 	stat       cpuCounters
@@ -167,7 +172,7 @@ func New(cfg Config) *Machine {
 	}
 	now := cfg.Clock().UTC()
 	m.boot = now.Add(-time.Duration(3+m.rng.Intn(40))*24*time.Hour - time.Duration(m.rng.Intn(86400))*time.Second).Truncate(time.Second)
-	for _, u := range append(baseUnits(cfg.Role), cfg.Units...) {
+	for _, u := range append(append(baseUnits(cfg.Role), systemd.BaseTimers(string(cfg.Role))...), cfg.Units...) {
 		name := UnitName(u)
 		if _, ok := m.units[name]; ok {
 			continue
@@ -181,6 +186,13 @@ func New(cfg Config) *Machine {
 		}
 	}
 	m.upgrades = pendingUpgrades(cfg.Distro, m.rng)
+	_, hasDocker := m.units["docker.service"]
+	m.catalogue = basePackages(cfg.Distro, cfg.Role, hasDocker || len(cfg.Containers) > 0)
+	if cfg.Role != RoleDarwin {
+		for n, p := range m.catalogue {
+			m.installed[n] = p.Version
+		}
+	}
 	m.memFrac = 0.2 + 0.25*m.rng.Float64()
 	m.diskFrac = 0.15 + 0.25*m.rng.Float64()
 	m.loadPerCore = 0.02 + 0.1*m.rng.Float64()
@@ -193,12 +205,7 @@ func New(cfg Config) *Machine {
 }
 
 // UnitName normalises a unit name: "jellyfin" becomes "jellyfin.service".
-func UnitName(u string) string {
-	if strings.Contains(u, ".") {
-		return u
-	}
-	return u + ".service"
-}
+func UnitName(u string) string { return state.UnitName(u) }
 
 func imageFor(name string) string {
 	known := map[string]string{
@@ -299,9 +306,12 @@ func (m *Machine) Programs() shell.Registry {
 		return reg
 	}
 	for name, p := range map[string]shell.Program{
-		"systemctl": m.systemctl, "journalctl": m.journalctl, "free": m.free, "ss": m.ss,
+		"free": m.free, "ss": m.ss,
 		"apt": m.apt, "apt-get": m.apt, "nproc": m.nproc, "ip": m.ip, "lsb_release": m.lsbRelease,
 	} {
+		reg[name] = p
+	}
+	for name, p := range (systemd.Tools{M: m}).Programs() {
 		reg[name] = p
 	}
 	m.mu.Lock()
@@ -442,6 +452,12 @@ func pendingUpgrades(distro string, rng *rand.Rand) []upgrade {
 			{"openssl", "bullseye-security", "1.1.1w-0+deb11u2", "1.1.1w-0+deb11u1"},
 			{"libssl1.1", "bullseye-security", "1.1.1w-0+deb11u2", "1.1.1w-0+deb11u1"},
 			{"tzdata", "bullseye-updates", "2024a-0+deb11u1", "2021a-1+deb11u11"},
+		}
+	case distro == "debian-13":
+		catalogue = []upgrade{
+			{"openssl", "stable-security", "3.5.1-1+deb13u1", "3.5.1-1"},
+			{"libssl3t64", "stable-security", "3.5.1-1+deb13u1", "3.5.1-1"},
+			{"tzdata", "stable-updates", "2025b-4+deb13u2", "2025b-4+deb13u1"},
 		}
 	default:
 		catalogue = []upgrade{
