@@ -23,6 +23,7 @@ import (
 
 	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/docker"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/systemd"
 )
@@ -318,7 +319,7 @@ func (m *Machine) Programs() shell.Registry {
 	_, hasDocker := m.units["docker.service"]
 	m.mu.Unlock()
 	if hasDocker || len(m.cfg.Containers) > 0 {
-		reg["docker"] = m.docker
+		reg["docker"] = docker.Tool{M: m}.Program()
 	}
 	return reg
 }
