@@ -96,28 +96,6 @@ func (m *Machine) uname(_ context.Context, inv *shell.Invocation) int {
 	return 0
 }
 
-func (m *Machine) id(_ context.Context, inv *shell.Invocation) int {
-	uid, user := 0, m.cfg.User
-	if user != "root" {
-		uid = 501
-		if !m.IsDarwin() {
-			uid = 1000
-		}
-	}
-	for _, a := range inv.Args[1:] {
-		switch a {
-		case "-u":
-			fmt.Fprintln(inv.Stdout, uid)
-			return 0
-		case "-un", "-nu":
-			fmt.Fprintln(inv.Stdout, user)
-			return 0
-		}
-	}
-	fmt.Fprintf(inv.Stdout, "uid=%d(%s) gid=%d(%s) groups=%d(%s)\n", uid, user, uid, user, uid, user)
-	return 0
-}
-
 func (m *Machine) whoami(_ context.Context, inv *shell.Invocation) int {
 	fmt.Fprintln(inv.Stdout, m.cfg.User)
 	return 0

@@ -49,17 +49,9 @@ func (m *Machine) getent(ctx context.Context, inv *shell.Invocation) int {
 	switch inv.Args[1] {
 	case "hosts", "ahosts", "ahostsv4":
 	case "passwd":
-		keys := inv.Args[2:]
-		if len(keys) == 0 {
-			keys = []string{"root"}
-		}
-		for _, k := range keys {
-			if k != "root" && k != "0" {
-				return 2
-			}
-		}
-		fmt.Fprintln(inv.Stdout, "root:x:0:0:root:/root:/bin/bash")
-		return 0
+		return m.getentDB(inv, m.passwd(), inv.Args[2:])
+	case "group":
+		return m.getentDB(inv, m.groups(), inv.Args[2:])
 	default:
 		fmt.Fprintf(inv.Stderr, "Unknown database: %s\n", inv.Args[1])
 		return 1
@@ -239,37 +231,6 @@ func (m *Machine) ss(_ context.Context, inv *shell.Invocation) int {
 	}
 	for _, r := range rows {
 		fmt.Fprintf(inv.Stdout, "%-6s %-6s %-6s %20s %20s %s\n", "LISTEN", "0", "4096", r.local, "0.0.0.0:*", r.proc)
-	}
-	return 0
-}
-
-func (m *Machine) ip(_ context.Context, inv *shell.Invocation) int {
-	var words []string
-	for _, a := range inv.Args[1:] {
-		if !strings.HasPrefix(a, "-") {
-			words = append(words, a)
-		}
-	}
-	obj := "help"
-	if len(words) > 0 {
-		obj = words[0]
-	}
-	addr := m.cfg.IPv4
-	if addr == "" {
-		addr = "192.0.2.10"
-	}
-	switch {
-	case strings.HasPrefix("address", obj) || obj == "a":
-		fmt.Fprintf(inv.Stdout, "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN group default qlen 1000\n    inet 127.0.0.1/8 scope host lo\n       valid_lft forever preferred_lft forever\n")
-		fmt.Fprintf(inv.Stdout, "2: eth0@if12: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP group default qlen 1000\n    inet %s/24 brd 192.0.2.255 scope global eth0\n       valid_lft forever preferred_lft forever\n", addr)
-	case strings.HasPrefix("route", obj) || obj == "r":
-		if m.cfg.Gateway != "" {
-			fmt.Fprintf(inv.Stdout, "default via %s dev eth0 proto static\n", m.cfg.Gateway)
-		}
-		fmt.Fprintf(inv.Stdout, "192.0.2.0/24 dev eth0 proto kernel scope link src %s\n", addr)
-	default:
-		fmt.Fprintln(inv.Stderr, "Usage: ip [ OPTIONS ] OBJECT { COMMAND | help }")
-		return 255
 	}
 	return 0
 }

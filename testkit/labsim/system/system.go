@@ -24,7 +24,10 @@ import (
 	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/docker"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/dpkg"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/logins"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/storage"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/systemd"
 )
 
@@ -315,6 +318,12 @@ func (m *Machine) Programs() shell.Registry {
 	for name, p := range (systemd.Tools{M: m}).Programs() {
 		reg[name] = p
 	}
+	for _, fam := range []shell.Registry{storage.Tools{M: m}.Programs(), logins.Tools{M: m}.Programs(), dpkg.Tools{M: m}.Programs()} {
+		for name, p := range fam {
+			reg[name] = p
+		}
+	}
+	reg["vmstat"] = m.vmstat
 	m.mu.Lock()
 	_, hasDocker := m.units["docker.service"]
 	m.mu.Unlock()
@@ -335,6 +344,9 @@ func (m *Machine) Files() map[string][]byte {
 		"/etc/os-release": []byte(osRelease(m.cfg.Distro)),
 		"/etc/hostname":   []byte(m.cfg.Hostname + "\n"),
 		"/etc/hosts":      []byte(fmt.Sprintf("127.0.0.1\tlocalhost\n127.0.1.1\t%s\n", m.cfg.Hostname)),
+		"/etc/resolv.conf": []byte(m.resolvConf()),
+		"/etc/passwd":      []byte(strings.Join(m.passwd(), "\n") + "\n"),
+		"/etc/group":       []byte(strings.Join(m.groups(), "\n") + "\n"),
 	}
 	if strings.HasPrefix(m.cfg.Distro, "debian") {
 		files["/etc/debian_version"] = []byte(map[string]string{"debian-11": "11.11\n", "debian-12": "12.8\n", "debian-13": "13.1\n"}[m.cfg.Distro])
@@ -391,6 +403,7 @@ func (m *Machine) ProcFiles() map[string]sandbox.Generator {
 		"/proc/stat":    func() []byte { return []byte(m.procStat()) },
 		"/proc/uptime":  func() []byte { return []byte(m.procUptime()) },
 		"/proc/cpuinfo": func() []byte { return []byte(m.procCPUInfo()) },
+		"/proc/mounts":  func() []byte { return []byte(storage.Tools{M: m}.ProcMounts()) },
 	}
 }
 
