@@ -341,9 +341,9 @@ func (m *Machine) Files() map[string][]byte {
 		}
 	}
 	files := map[string][]byte{
-		"/etc/os-release": []byte(osRelease(m.cfg.Distro)),
-		"/etc/hostname":   []byte(m.cfg.Hostname + "\n"),
-		"/etc/hosts":      []byte(fmt.Sprintf("127.0.0.1\tlocalhost\n127.0.1.1\t%s\n", m.cfg.Hostname)),
+		"/etc/os-release":  []byte(osRelease(m.cfg.Distro)),
+		"/etc/hostname":    []byte(m.cfg.Hostname + "\n"),
+		"/etc/hosts":       []byte(fmt.Sprintf("127.0.0.1\tlocalhost\n127.0.1.1\t%s\n", m.cfg.Hostname)),
 		"/etc/resolv.conf": []byte(m.resolvConf()),
 		"/etc/passwd":      []byte(strings.Join(m.passwd(), "\n") + "\n"),
 		"/etc/group":       []byte(strings.Join(m.groups(), "\n") + "\n"),

@@ -40,13 +40,13 @@ func (t Tools) Programs() shell.Registry {
 // dev is one block device of lsblk's tree.
 type dev struct {
 	name, majmin, typ string
-	size             int64 // bytes
-	ro, rm           bool
-	fstype, fsver    string
-	label, uuid      string
-	mount            string
-	model, serial    string
-	children         []*dev
+	size              int64 // bytes
+	ro, rm            bool
+	fstype, fsver     string
+	label, uuid       string
+	mount             string
+	model, serial     string
+	children          []*dev
 }
 
 const gib = int64(1) << 30
@@ -240,7 +240,6 @@ func boolDigit(b bool) string {
 	}
 	return "0"
 }
-
 
 func (t Tools) lsblk(_ context.Context, inv *shell.Invocation) int {
 	o, ok := getopt(inv, inv.Args[1:], map[string]string{"all": "a", "bytes": "b", "nodeps": "d", "fs": "f", "json": "J",

@@ -21,7 +21,9 @@ type mnt struct {
 // kernel's pseudo file systems.
 func (t Tools) table() []mnt {
 	var out []mnt
-	pseudo := func(src, target, fstype, opts string) { out = append(out, mnt{source: src, target: target, fstype: fstype, options: opts}) }
+	pseudo := func(src, target, fstype, opts string) {
+		out = append(out, mnt{source: src, target: target, fstype: fstype, options: opts})
+	}
 	lxc := t.M.Role() == state.LXC
 	mounts := t.M.Mounts()
 	byTarget := map[string]state.Mount{}
@@ -78,7 +80,9 @@ func (t Tools) table() []mnt {
 			names = append(names, target)
 		}
 	}
-	sort.SliceStable(names, func(i, j int) bool { return strings.Count(names[i], "/") < strings.Count(names[j], "/") || (strings.Count(names[i], "/") == strings.Count(names[j], "/") && names[i] < names[j]) })
+	sort.SliceStable(names, func(i, j int) bool {
+		return strings.Count(names[i], "/") < strings.Count(names[j], "/") || (strings.Count(names[i], "/") == strings.Count(names[j], "/") && names[i] < names[j])
+	})
 	for _, n := range names {
 		add(byTarget[n])
 	}

@@ -167,7 +167,7 @@ func (t Tools) pools() []pool {
 		alloc := int64(float64(size) * (0.18 + 0.07*float64(i)))
 		out = append(out, pool{
 			name: p, size: size, alloc: alloc,
-			disks: []string{fmt.Sprintf("ata-WDC_WD40EFZX-68AWUN0_WD-WX%02d1D80A%s", i*2, serialOf(p)), fmt.Sprintf("ata-WDC_WD40EFZX-68AWUN0_WD-WX%02d1D80A%s", i*2+1, serialOf(p+"b"))},
+			disks:    []string{fmt.Sprintf("ata-WDC_WD40EFZX-68AWUN0_WD-WX%02d1D80A%s", i*2, serialOf(p)), fmt.Sprintf("ata-WDC_WD40EFZX-68AWUN0_WD-WX%02d1D80A%s", i*2+1, serialOf(p+"b"))},
 			datasets: [][2]string{{p, "/" + p}, {p + "/backups", "/" + p + "/backups"}, {p + "/media", "/" + p + "/media"}},
 			usedFrac: []float64{1, 0.35, 0.65}, refFrac: []float64{0, 0.35, 0.65},
 		})
