@@ -56,8 +56,11 @@ func (m *Machine) procTable() []proc {
 	sess := row(m.nextPID+100, 1, "root", "sshd", "sshd: "+m.cfg.User+"@notty", 11000, now.Add(-3*time.Minute))
 	bash := row(m.nextPID+101, sess.pid, m.cfg.User, "bash", "bash", 4096, now.Add(-3*time.Minute))
 	self := row(m.nextPID+102, bash.pid, m.cfg.User, "ps", "ps", 3800, now)
-	self.stat, self.cpu, self.cpuTime = "R", 0, 0
-	return append(out, sess, bash, self)
+	self.stat, self.cpu, self.cpuTime = "R+", 0, 0
+	bash.stat, bash.cpuTime, sess.cpuTime = "Ss", 0, 0
+	out = append(out, sess, bash, self)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].pid < out[j].pid })
+	return out
 }
 
 // psColumn is one -o column: header, right-aligned, width and value.
@@ -109,6 +112,7 @@ var psColumns = map[string]psColumn{
 	"rss":     {"RSS", true, 5, func(p proc, _ time.Time) string { return strconv.Itoa(p.rss) }},
 	"vsz":     {"VSZ", true, 6, func(p proc, _ time.Time) string { return strconv.Itoa(p.vsz) }},
 	"stat":    {"STAT", false, 4, func(p proc, _ time.Time) string { return p.stat }},
+	"ttyname": {"TTY", false, 8, func(p proc, _ time.Time) string { return p.tty }},
 	"tty":     {"TT", false, 8, func(p proc, _ time.Time) string { return p.tty }},
 	"time":    {"TIME", true, 8, func(p proc, _ time.Time) string { return cputime(p.cpuTime, true) }},
 	"etime":   {"ELAPSED", true, 11, func(p proc, now time.Time) string { return elapsed(now.Sub(p.start)) }},
@@ -260,7 +264,7 @@ func (m *Machine) ps(_ context.Context, inv *shell.Invocation) int {
 			}
 			return 0
 		}
-		cols = []string{"pid", "tty", "time", "cmd"}
+		cols = []string{"pid", "ttyname", "time", "cmd"}
 		if !all {
 			for i := range rows {
 				rows[i].tty = "pts/0"

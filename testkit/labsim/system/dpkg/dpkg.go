@@ -74,7 +74,10 @@ func (t Tools) dpkg(_ context.Context, inv *shell.Invocation) int {
 				format = rest[i+1]
 				rest = append(rest[:i], rest[i+2:]...)
 			}
-		} else if v, ok := strings.CutPrefix(rest[i], "--showformat="); ok {
+		} else if v, ok := strings.CutPrefix(rest[i], "--showformat="); ok || (strings.HasPrefix(rest[i], "-f") && len(rest[i]) > 2) {
+			if !ok {
+				v = rest[i][2:]
+			}
 			format = v
 			rest = append(rest[:i], rest[i+1:]...)
 		}

@@ -254,6 +254,9 @@ func (t Tools) findmnt(_ context.Context, inv *shell.Invocation) int {
 		fmt.Fprintln(inv.Stdout, "   ]\n}")
 		return 0
 	}
+	if !list {
+		ms = dfsOrder(ms)
+	}
 	var rows [][]string
 	for _, m := range ms {
 		row := make([]string, len(cols))
@@ -324,4 +327,26 @@ func treePrefix(ms []mnt, m mnt) string {
 		b.WriteString("├─")
 	}
 	return b.String()
+}
+
+// dfsOrder puts every mount right after its parent, children in table order, as findmnt's
+// tree shows them.
+func dfsOrder(ms []mnt) []mnt {
+	var out []mnt
+	var walk func(parent string)
+	walk = func(parent string) {
+		for _, m := range ms {
+			if m.target != "/" && parentOf(ms, m.target) == parent {
+				out = append(out, m)
+				walk(m.target)
+			}
+		}
+	}
+	for _, m := range ms {
+		if m.target == "/" {
+			out = append(out, m)
+		}
+	}
+	walk("/")
+	return out
 }

@@ -163,7 +163,7 @@ type pool struct {
 func (t Tools) pools() []pool {
 	var out []pool
 	for i, p := range t.M.ZFSPools() {
-		size := 3706 * gib / 1024 // 3.62T
+		size := 3706 * gib // 3.62T
 		alloc := int64(float64(size) * (0.18 + 0.07*float64(i)))
 		out = append(out, pool{
 			name: p, size: size, alloc: alloc,
@@ -187,6 +187,8 @@ func zfsSize(b int64) string {
 	switch {
 	case i == 0:
 		return fmt.Sprintf("%dB", b)
+	case b%(int64(1)<<(10*i)) == 0:
+		return fmt.Sprintf("%d%s", b>>(10*i), units[i])
 	case v < 10:
 		return fmt.Sprintf("%.2f%s", v, units[i])
 	case v < 100:

@@ -29,7 +29,15 @@ func (e entry) short(host string, iso bool) string {
 	if iso {
 		stamp = e.at.Format("2006-01-02T15:04:05-07:00")
 	}
-	return fmt.Sprintf("%s %s %s[%d]: %s", stamp, host, e.ident, e.pid, e.msg)
+	return fmt.Sprintf("%s %s %s: %s", stamp, host, e.tag(), e.msg)
+}
+
+// tag is "ident[pid]", or just "kernel" for the kernel's lines.
+func (e entry) tag() string {
+	if e.pid == 0 {
+		return e.ident
+	}
+	return fmt.Sprintf("%s[%d]", e.ident, e.pid)
 }
 
 func lastN(es []entry, n int) []entry {
@@ -267,11 +275,11 @@ func (t Tools) journalctl(ctx context.Context, inv *shell.Invocation) int {
 		case "short-iso":
 			fmt.Fprintln(inv.Stdout, e.short(host, true))
 		case "short-precise":
-			fmt.Fprintf(inv.Stdout, "%s.%06d %s %s[%d]: %s\n", e.at.Format("Jan 02 15:04:05"), (i*7919)%1000000, host, e.ident, e.pid, e.msg)
+			fmt.Fprintf(inv.Stdout, "%s.%06d %s %s: %s\n", e.at.Format("Jan 02 15:04:05"), (i*7919)%1000000, host, e.tag(), e.msg)
 		case "short-full":
-			fmt.Fprintf(inv.Stdout, "%s %s %s[%d]: %s\n", e.at.Format("Mon 2006-01-02 15:04:05 MST"), host, e.ident, e.pid, e.msg)
+			fmt.Fprintf(inv.Stdout, "%s %s %s: %s\n", e.at.Format("Mon 2006-01-02 15:04:05 MST"), host, e.tag(), e.msg)
 		case "short-unix":
-			fmt.Fprintf(inv.Stdout, "%d.%06d %s %s[%d]: %s\n", e.at.Unix(), (i*7919)%1000000, host, e.ident, e.pid, e.msg)
+			fmt.Fprintf(inv.Stdout, "%d.%06d %s %s: %s\n", e.at.Unix(), (i*7919)%1000000, host, e.tag(), e.msg)
 		default:
 			line := e.short(host, false)
 			if o.has("no-hostname") {

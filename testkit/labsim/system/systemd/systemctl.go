@@ -52,13 +52,19 @@ func Relative(d time.Duration) string {
 		d = -d
 	}
 	day, week, month, year := 24*time.Hour, 7*24*time.Hour, 2629800*time.Second, 31557600*time.Second
+	n := func(v time.Duration, unit string) string {
+		if v == 1 {
+			return "1 " + unit
+		}
+		return fmt.Sprintf("%d %ss", v, unit)
+	}
 	switch {
 	case d >= year:
-		return fmt.Sprintf("%d years %d months", d/year, (d%year)/month)
+		return n(d/year, "year") + " " + n((d%year)/month, "month")
 	case d >= month:
-		return fmt.Sprintf("%d months %d days", d/month, (d%month)/day)
+		return n(d/month, "month") + " " + n((d%month)/day, "day")
 	case d >= week:
-		return fmt.Sprintf("%d weeks %d days", d/week, (d%week)/day)
+		return n(d/week, "week") + " " + n((d%week)/day, "day")
 	case d >= 2*day:
 		return fmt.Sprintf("%d days", d/day)
 	case d >= 25*time.Hour:
