@@ -27,9 +27,9 @@ func lvmSize(b int64) string {
 
 // lvm answers pvs, vgs and lvs for the node's "pve" volume group (lvm(8)).
 func (t Tools) lvm(_ context.Context, inv *shell.Invocation) int {
-	o, ok := lvmOpts(inv)
-	if !ok {
-		return 3
+	o, code := lvmOpts(inv)
+	if code != 0 {
+		return code
 	}
 	devs := t.devices()
 	p3 := find(devs, "nvme0n1p3")
@@ -121,7 +121,7 @@ type lvmOpt struct {
 }
 
 // lvmOpts reads the reporting options pvs/vgs/lvs share; LVM refuses others with its own words.
-func lvmOpts(inv *shell.Invocation) (lvmOpt, bool) {
+func lvmOpts(inv *shell.Invocation) (lvmOpt, int) {
 	var o lvmOpt
 	args := inv.Args[1:]
 	for i := 0; i < len(args); i++ {
@@ -141,14 +141,14 @@ func lvmOpts(inv *shell.Invocation) (lvmOpt, bool) {
 			}
 		case strings.HasPrefix(a, "-"):
 			fmt.Fprintf(inv.Stderr, "%s: unrecognized option '%s'\n  Error during parsing of command line.\n", inv.Name(), a)
-			return o, false
+			return o, 3
 		case a == "pve" || a == "/dev/nvme0n1p3" || strings.HasPrefix(a, "pve/"):
 		default:
 			fmt.Fprintf(inv.Stderr, "  Volume group \"%s\" not found\n  Cannot process volume group %s\n", a, a)
-			return o, false
+			return o, 5
 		}
 	}
-	return o, true
+	return o, 0
 }
 
 // pool is one ZFS pool of the machine: a mirror of two 4 TB disks.
