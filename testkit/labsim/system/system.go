@@ -1,15 +1,20 @@
-// Package system simulates what a lab machine reports about itself: systemd units, the
-// journal, disks, memory, load, listening sockets, packages, docker containers, name lookup,
-// ping and the kernel, plus the /proc files and /etc/os-release that scripts read. Figures
-// are healthy and vary a little from one call to the next, drawn from a random source seeded
-// by the machine's name so a run is reproducible.
+// Package system simulates what a lab machine reports about itself: its units, disks,
+// memory, load, sockets, packages, accounts, name lookup, ping and kernel, plus the /proc
+// files and /etc files scripts read. Figures are healthy and vary a little from one call to
+// the next, drawn from a random source seeded by the machine's name so a run is
+// reproducible.
 //
 // A Machine keeps the mutable part (unit states, pending upgrades, containers) behind a
-// mutex; its programs are shell.Programs bound to it, listed in Programs. One file per
-// family: systemd.go (systemctl, journalctl), procs.go (ps, pgrep, pidof), metrics.go (load,
-// memory, disks: uptime, top, free, df, vm_stat, sysctl, /proc), net.go (ping, ss, ip,
-// hostname, getent), apt.go, docker.go, date.go and identity.go (uname, id, whoami,
-// lsb_release, sw_vers).
+// mutex and offers it to the program families through the small API of
+// labsim/system/state (api.go). Programs lists every program the machine has: the ones in
+// this package — procs.go and ps.go (ps, pgrep, pidof, vmstat), metrics.go (uptime, top,
+// free, df, vm_stat, sysctl, /proc), net.go (ping, ss, hostname, getent), accounts.go (id,
+// getent passwd/group), apt.go, packages.go (the installed catalogue), date.go and
+// identity.go (uname, whoami, lsb_release, sw_vers) — and those of the families beside it,
+// each importing only labsim/system/state: systemd (systemctl, journalctl), docker,
+// storage (lsblk, findmnt, mount, LVM, ZFS, smartctl), netif (ip), logins (who, w, last,
+// lastlog) and dpkg (dpkg, dpkg-query, apt-cache). docs/labsim.md lists what each answers
+// and where its format comes from.
 package system
 
 import (
@@ -26,6 +31,7 @@ import (
 	"github.com/oikos-hq/oikos/testkit/labsim/system/docker"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/dpkg"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/logins"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/netif"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/storage"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/systemd"
@@ -311,7 +317,7 @@ func (m *Machine) Programs() shell.Registry {
 	}
 	for name, p := range map[string]shell.Program{
 		"free": m.free, "ss": m.ss,
-		"apt": m.apt, "apt-get": m.apt, "nproc": m.nproc, "ip": m.ip, "lsb_release": m.lsbRelease,
+		"apt": m.apt, "apt-get": m.apt, "nproc": m.nproc, "ip": netif.Tool{M: m}.Program(), "lsb_release": m.lsbRelease,
 	} {
 		reg[name] = p
 	}

@@ -1,4 +1,8 @@
-package system
+// Package netif simulates ip(8) (iproute2 6.1 on Debian 12): ip address, ip link and ip
+// route, with -brief, -4 and -6, over the interfaces a machine of its role has (a
+// container's veth, a VM's virtio NIC, a Proxmox node's NIC in the vmbr0 bridge, a host's
+// NIC), addressed from labsim/system/state.
+package netif
 
 import (
 	"context"
@@ -8,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
 
 // link is one network interface as ip(8) shows it.
@@ -23,9 +28,15 @@ type link struct {
 	qdisc           string
 }
 
-func (m *Machine) mac(salt string) string {
+// Tool is ip bound to one machine.
+type Tool struct{ M state.Machine }
+
+// Program is the ip command.
+func (m Tool) Program() shell.Program { return m.ip }
+
+func (m Tool) mac(salt string) string {
 	h := fnv.New32a()
-	h.Write([]byte(m.cfg.Hostname + salt))
+	h.Write([]byte(m.M.Hostname() + salt))
 	v := h.Sum32()
 	return fmt.Sprintf("bc:24:11:%02x:%02x:%02x", byte(v>>16), byte(v>>8), byte(v))
 }
@@ -39,8 +50,8 @@ func linkLocal(mac string) string {
 
 // links are the machine's interfaces by role: a container's veth, a VM's virtio NIC, a
 // node's NIC enslaved to the vmbr0 bridge, a host's NIC.
-func (m *Machine) links() []link {
-	addr := m.IPv4()
+func (m Tool) links() []link {
+	addr := m.M.IPv4()
 	pfx, _ := netip.ParsePrefix(addr + "/24")
 	brd := pfx.Masked().Addr().As4()
 	brd[3] = 255
@@ -48,16 +59,16 @@ func (m *Machine) links() []link {
 	lo := link{index: 1, name: "lo", flags: "LOOPBACK,UP,LOWER_UP", state: "UNKNOWN", mtu: 65536, kind: "loopback",
 		mac: "00:00:00:00:00:00", addr4: "127.0.0.1/8", addr6: "::1/128", qdisc: "noqueue"}
 	up := "BROADCAST,MULTICAST,UP,LOWER_UP"
-	switch m.cfg.Role {
-	case RoleLXC:
+	switch m.M.Role() {
+	case state.LXC:
 		mac := m.mac("eth0")
-		return []link{lo, {index: 2, name: "eth0", peer: "@if" + fmt.Sprint(10+len(m.cfg.Hostname)), flags: up, state: "UP", mtu: 1500,
+		return []link{lo, {index: 2, name: "eth0", peer: "@if" + fmt.Sprint(10+len(m.M.Hostname())), flags: up, state: "UP", mtu: 1500,
 			kind: "ether", mac: mac, addr4: addr + "/24", brd: broadcast, addr6: linkLocal(mac), qdisc: "noqueue"}}
-	case RoleVM:
+	case state.VM:
 		mac := m.mac("ens18")
 		return []link{lo, {index: 2, name: "ens18", altname: "enp0s18", flags: up, state: "UP", mtu: 1500, kind: "ether", mac: mac,
 			addr4: addr + "/24", brd: broadcast, addr6: linkLocal(mac), qdisc: "fq_codel"}}
-	case RoleProxmox:
+	case state.Proxmox:
 		mac := m.mac("enp3s0")
 		return []link{lo,
 			{index: 2, name: "enp3s0", flags: up, state: "UP", mtu: 1500, kind: "ether", mac: mac, master: "vmbr0", qdisc: "mq"},
@@ -70,7 +81,7 @@ func (m *Machine) links() []link {
 }
 
 // defaultDev is the interface that carries the machine's address.
-func (m *Machine) defaultDev() string {
+func (m Tool) defaultDev() string {
 	for _, l := range m.links() {
 		if l.addr4 != "" && l.name != "lo" {
 			return l.name
@@ -79,7 +90,7 @@ func (m *Machine) defaultDev() string {
 	return "eth0"
 }
 
-func (m *Machine) ip(_ context.Context, inv *shell.Invocation) int {
+func (m Tool) ip(_ context.Context, inv *shell.Invocation) int {
 	var words []string
 	brief, four, six, details := false, false, false, false
 	for _, a := range inv.Args[1:] {
@@ -147,15 +158,15 @@ func (m *Machine) ip(_ context.Context, inv *shell.Invocation) int {
 			return 0
 		}
 		d := m.defaultDev()
-		pfx, _ := netip.ParsePrefix(m.IPv4() + "/24")
-		if m.cfg.Gateway != "" {
-			if m.cfg.Role == RoleProxmox {
-				fmt.Fprintf(inv.Stdout, "default via %s dev %s proto kernel onlink \n", m.cfg.Gateway, d)
+		pfx, _ := netip.ParsePrefix(m.M.IPv4() + "/24")
+		if m.M.Gateway() != "" {
+			if m.M.Role() == state.Proxmox {
+				fmt.Fprintf(inv.Stdout, "default via %s dev %s proto kernel onlink \n", m.M.Gateway(), d)
 			} else {
-				fmt.Fprintf(inv.Stdout, "default via %s dev %s proto static \n", m.cfg.Gateway, d)
+				fmt.Fprintf(inv.Stdout, "default via %s dev %s proto static \n", m.M.Gateway(), d)
 			}
 		}
-		fmt.Fprintf(inv.Stdout, "%s dev %s proto kernel scope link src %s \n", pfx.Masked(), d, m.IPv4())
+		fmt.Fprintf(inv.Stdout, "%s dev %s proto kernel scope link src %s \n", pfx.Masked(), d, m.M.IPv4())
 	default:
 		fmt.Fprintf(inv.Stderr, "Object \"%s\" is unknown, try \"ip help\".\n", obj)
 		return 1
@@ -163,7 +174,7 @@ func (m *Machine) ip(_ context.Context, inv *shell.Invocation) int {
 	return 0
 }
 
-func (m *Machine) ipAddr(inv *shell.Invocation, links []link, brief, four, six, addrs bool) {
+func (m Tool) ipAddr(inv *shell.Invocation, links []link, brief, four, six, addrs bool) {
 	w := inv.Stdout
 	for _, l := range links {
 		name := l.name + l.peer
