@@ -163,5 +163,8 @@ func (m *Machine) Upgrades() []state.Upgrade {
 	return out
 }
 
+// Kernel is uname -r.
+func (m *Machine) Kernel() string { return m.kernelRelease() }
+
 // ZFSPools are the machine's ZFS pools.
 func (m *Machine) ZFSPools() []string { return append([]string(nil), m.cfg.ZFSPools...) }

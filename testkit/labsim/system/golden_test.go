@@ -161,7 +161,7 @@ var goldenFamilies = map[string][]goldenCase{
 		{"vm", "docker stats --no-stream", 0, `^CONTAINER ID +NAME +CPU % +MEM USAGE / LIMIT +MEM % +NET I/O +BLOCK I/O +PIDS\n([0-9a-f]{12} +\S+ +[\d.]+% +[\d.]+MiB / [\d.]+GiB +[\d.]+% +.+ / .+ +.+ / .+ +\d+\n)+$`},
 		{"vm", "docker compose ls", 0, `^NAME +STATUS +CONFIG FILES\n(\S+ +running\(\d+\) +/\S+\n)+$`},
 		{"vm", "cd /opt && mkdir -p jellyfin && cd jellyfin && docker compose ps", 0, `^NAME +IMAGE +COMMAND +SERVICE +CREATED +STATUS +PORTS\njellyfin-jellyfin-1 +\S+ +"\S+" +jellyfin +.+ ago +Up .+\n$`},
-		{"vm", "docker info | head -12", 0, `^Client: Docker Engine - Community\n Version: +27\.\d+\.\d+\n Context: +default\n Debug Mode: false\n Plugins:\n(.*\n)+$`},
+		{"vm", "docker info | head -12", 0, `^Client: Docker Engine - Community\n Version: +2[78]\.\d+\.\d+\n Context: +default\n Debug Mode: false\n Plugins:\n(.*\n)+$`},
 		{"vm", "docker version --format x >/dev/null; docker --version", 0, `^Docker version \d+\.\d+\.\d+, build [0-9a-f]+\n$`},
 	},
 }

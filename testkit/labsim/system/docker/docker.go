@@ -18,11 +18,26 @@ import (
 	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
 
-// Version is the Docker Engine version; ComposeVersion the Compose plugin's.
+// Version is the Docker Engine version on Debian 12 (docker-ce's apt repository);
+// ComposeVersion the Compose plugin's. Debian 13 guests run the 28.x series.
 const (
 	Version        = "27.3.1"
 	ComposeVersion = "v2.29.7"
 )
+
+func (t Tool) version() string {
+	if t.M.Distro() == "debian-13" {
+		return "28.5.1"
+	}
+	return Version
+}
+
+func (t Tool) composeVersion() string {
+	if t.M.Distro() == "debian-13" {
+		return "v2.40.0"
+	}
+	return ComposeVersion
+}
 
 // Tool is the docker program bound to one machine.
 type Tool struct{ M state.Machine }
@@ -161,10 +176,10 @@ func (t Tool) docker(ctx context.Context, inv *shell.Invocation) int {
 	case "exec":
 		return t.exec(ctx, inv, rest)
 	case "--version", "-v":
-		fmt.Fprintf(inv.Stdout, "Docker version %s, build ce12230\n", Version)
+		fmt.Fprintf(inv.Stdout, "Docker version %s, build ce12230\n", t.version())
 		return 0
 	case "version":
-		fmt.Fprintf(inv.Stdout, "Client: Docker Engine - Community\n Version:           %[1]s\n API version:       1.47\n Go version:        go1.22.7\n Git commit:        ce12230\n Built:             Fri Sep 20 11:41:19 2024\n OS/Arch:           linux/amd64\n Context:           default\n\nServer: Docker Engine - Community\n Engine:\n  Version:          %[1]s\n  API version:      1.47 (minimum version 1.24)\n  Go version:       go1.22.7\n  Git commit:       41ca978\n  Built:            Fri Sep 20 11:41:19 2024\n  OS/Arch:          linux/amd64\n  Experimental:     false\n containerd:\n  Version:          1.7.22\n runc:\n  Version:          1.1.14\n docker-init:\n  Version:          0.19.0\n", Version)
+		fmt.Fprintf(inv.Stdout, "Client: Docker Engine - Community\n Version:           %[1]s\n API version:       1.47\n Go version:        go1.22.7\n Git commit:        ce12230\n Built:             Fri Sep 20 11:41:19 2024\n OS/Arch:           linux/amd64\n Context:           default\n\nServer: Docker Engine - Community\n Engine:\n  Version:          %[1]s\n  API version:      1.47 (minimum version 1.24)\n  Go version:       go1.22.7\n  Git commit:       41ca978\n  Built:            Fri Sep 20 11:41:19 2024\n  OS/Arch:          linux/amd64\n  Experimental:     false\n containerd:\n  Version:          1.7.22\n runc:\n  Version:          1.1.14\n docker-init:\n  Version:          0.19.0\n", t.version())
 		return 0
 	}
 	fmt.Fprintf(inv.Stderr, "docker: '%s' is not a docker command.\nSee 'docker --help'\n", verb)
@@ -650,7 +665,7 @@ func (t Tool) info(inv *shell.Invocation, args []string) int {
 		images[c.Image] = true
 	}
 	if f := p.val("f", "format"); f != "" {
-		vals := map[string]string{".ServerVersion": Version, ".Containers": strconv.Itoa(len(cs)), ".ContainersRunning": strconv.Itoa(running),
+		vals := map[string]string{".ServerVersion": t.version(), ".Containers": strconv.Itoa(len(cs)), ".ContainersRunning": strconv.Itoa(running),
 			".Images": strconv.Itoa(len(images)), ".Driver": "overlay2", ".CgroupVersion": "2", ".Name": t.M.Hostname(), ".NCPU": strconv.Itoa(t.M.Cores())}
 		render(inv, f, []map[string]string{vals})
 		return 0
@@ -659,10 +674,7 @@ func (t Tool) info(inv *shell.Invocation, args []string) int {
 	if t.M.Distro() == "debian-13" {
 		osName = "Debian GNU/Linux 13 (trixie)"
 	}
-	kernel := "6.1.0-28-amd64"
-	if t.M.Role() == state.LXC {
-		kernel = "6.8.12-4-pve"
-	}
+	kernel := t.M.Kernel()
 	fmt.Fprintf(inv.Stdout, `Client: Docker Engine - Community
  Version:    %[1]s
  Context:    default
@@ -722,7 +734,7 @@ Server:
   127.0.0.0/8
  Live Restore Enabled: false
 
-`, Version, ComposeVersion, len(cs), running, len(cs)-running, len(images), kernel, osName, t.M.Cores(),
+`, t.version(), t.composeVersion(), len(cs), running, len(cs)-running, len(images), kernel, osName, t.M.Cores(),
 		float64(t.M.Memory().Total)/1024/1024, t.M.Hostname(), "a1b2c3d4-"+imageID(t.M.Hostname()))
 	return 0
 }
@@ -760,7 +772,7 @@ func (t Tool) compose(inv *shell.Invocation, args []string) int {
 	cs := t.M.Containers()
 	switch args[0] {
 	case "version":
-		fmt.Fprintf(inv.Stdout, "Docker Compose version %s\n", ComposeVersion)
+		fmt.Fprintf(inv.Stdout, "Docker Compose version %s\n", t.composeVersion())
 		return 0
 	case "ls":
 		p, ok := parseFlags(inv, "compose ls", flagSet{vals: []string{"format", "filter"}, bools: []string{"a", "all", "q", "quiet"}}, args[1:])

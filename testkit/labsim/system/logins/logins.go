@@ -219,10 +219,7 @@ func (t Tools) last(_ context.Context, inv *shell.Invocation) int {
 	}
 	now := t.M.Now()
 	boot := t.M.Boot()
-	kernel := "6.1.0-28-amd64"
-	if t.M.Role() == state.Proxmox || t.M.Role() == state.LXC {
-		kernel = "6.8.12-4-pve"
-	}
+	kernel := t.M.Kernel()
 	type rec struct{ user, tty, host, when string }
 	var recs []rec
 	from := t.sessions()[0].from

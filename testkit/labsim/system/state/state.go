@@ -86,6 +86,8 @@ type Machine interface {
 	Memory() Memory
 	Packages() []Package
 	Upgrades() []Upgrade
+	// Kernel is the running kernel's release (uname -r).
+	Kernel() string
 	// ZFSPools are the machine's ZFS pools (none: no ZFS).
 	ZFSPools() []string
 }

@@ -6,14 +6,10 @@ import (
 	"strings"
 
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
-	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
 
 func (t Tools) smartVersion() string {
-	kernel := "6.1.0-28-amd64"
-	if t.M.Role() == state.Proxmox {
-		kernel = "6.8.12-4-pve"
-	}
+	kernel := t.M.Kernel()
 	if t.M.Distro() == "debian-13" {
 		return fmt.Sprintf("smartctl 7.4 2023-08-01 r5530 [x86_64-linux-%s] (local build)\nCopyright (C) 2002-23, Bruce Allen, Christian Franke, www.smartmontools.org\n", kernel)
 	}

@@ -92,12 +92,7 @@ func (t Tools) kernelEntries() []entry {
 	}
 }
 
-func (t Tools) kernel() string {
-	if t.M.Role() == state.Proxmox || t.M.Role() == state.LXC {
-		return "6.8.12-4-pve"
-	}
-	return "6.1.0-28-amd64"
-}
+func (t Tools) kernel() string { return t.M.Kernel() }
 
 func (t Tools) bootID() string {
 	h := fnv.New64a()
