@@ -221,6 +221,8 @@ func (t Tools) journalctl(ctx context.Context, inv *shell.Invocation) int {
 		for _, name := range units {
 			if u, ok := t.M.Unit(name); ok {
 				es = append(es, t.unitEntries(u)...)
+			} else if timer := t.triggeredBy(name); timer != "" {
+				es = append(es, t.runs(name, timer)...)
 			}
 		}
 	default:

@@ -326,7 +326,7 @@ func (t Tools) isState(inv *shell.Invocation, o opts) int {
 	okAny := false
 	for _, n := range o.names {
 		name := state.UnitName(n)
-		u, exists := t.M.Unit(name)
+		u, exists := t.unit(name)
 		var word string
 		good := false
 		switch o.verb {
@@ -349,6 +349,9 @@ func (t Tools) isState(inv *shell.Invocation, o opts) int {
 			if u.Enabled {
 				word = "enabled"
 			}
+			if t.triggeredBy(name) != "" && !u.Enabled {
+				word, good = "static", true
+			}
 		}
 		if !quiet {
 			fmt.Fprintln(inv.Stdout, word)
@@ -360,7 +363,7 @@ func (t Tools) isState(inv *shell.Invocation, o opts) int {
 	// is-active succeeds only if every unit is active; is-enabled and is-failed if any is.
 	if o.verb == "is-active" {
 		for _, n := range o.names {
-			if u, _ := t.M.Unit(n); !u.Active {
+			if u, _ := t.unit(state.UnitName(n)); !u.Active {
 				return code
 			}
 		}
@@ -392,10 +395,20 @@ func (t Tools) status(inv *shell.Invocation, o opts) int {
 }
 
 func (t Tools) unitStatus(inv *shell.Invocation, name string, o opts) int {
-	u, ok := t.M.Unit(name)
+	u, ok := t.unit(name)
 	if !ok {
 		fmt.Fprintf(inv.Stderr, "Unit %s could not be found.\n", name)
 		return 4
+	}
+	if timer := t.triggeredBy(name); timer != "" {
+		if _, own := t.M.Unit(name); !own {
+			n := 10
+			if v, ok := o.flags["lines"]; ok {
+				n, _ = strconv.Atoi(v)
+			}
+			t.triggeredStatus(func(f string, a ...any) { fmt.Fprintf(inv.Stdout, f, a...) }, name, timer, u, n)
+			return 3
+		}
 	}
 	now := t.M.Now()
 	act, sb := sub(u)
@@ -442,11 +455,14 @@ func (t Tools) unitStatus(inv *shell.Invocation, name string, o opts) int {
 
 // props are a unit's properties as systemctl show prints them, in its order.
 func (t Tools) props(name string) [][2]string {
-	u, ok := t.M.Unit(name)
+	u, ok := t.unit(name)
 	act, sb := sub(u)
 	load, file, fileState := "loaded", t.unitDir()+"/"+name, "disabled"
 	if u.Enabled {
 		fileState = "enabled"
+	}
+	if _, own := t.M.Unit(name); !own && ok {
+		fileState = "static"
 	}
 	if !ok {
 		load, file, fileState, act, sb = "not-found", "", "", "inactive", "dead"
@@ -531,7 +547,7 @@ func (t Tools) cat(inv *shell.Invocation, o opts) int {
 	}
 	for i, n := range o.names {
 		name := state.UnitName(n)
-		if _, ok := t.M.Unit(name); !ok {
+		if _, ok := t.unit(name); !ok {
 			fmt.Fprintf(inv.Stderr, "No files found for %s.\n", name)
 			return 1
 		}
@@ -549,6 +565,10 @@ func (t Tools) cat(inv *shell.Invocation, o opts) int {
 				fmt.Fprintf(inv.Stdout, "OnCalendar=%s\nRandomizedDelaySec=1h\nPersistent=true\n", s.calendar)
 			}
 			fmt.Fprint(inv.Stdout, "\n[Install]\nWantedBy=timers.target\n")
+			continue
+		}
+		if _, own := t.M.Unit(name); !own {
+			fmt.Fprintf(inv.Stdout, "[Unit]\nDescription=%s\n\n[Service]\nType=oneshot\nExecStart=/usr/lib/%s\n", desc, strings.TrimSuffix(name, ".service"))
 			continue
 		}
 		proc := state.ProcessName(name)
