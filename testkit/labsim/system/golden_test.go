@@ -153,6 +153,12 @@ var goldenFamilies = map[string][]goldenCase{
 		{"host", "lastlog -u dana", 0, `^Username +Port +From +Latest\ndana +pts/0 +198\.51\.100\.1 +\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \+0000 \d{4}\n$`},
 		{"host", "who -b", 0, `^ +system boot  \d{4}-\d\d-\d\d \d\d:\d\d\n$`},
 	},
+	"cron": {
+		{"ct", "crontab -l", 1, `^no crontab for root\n$`},
+		{"ct", "printf '0 3 * * * /usr/local/bin/backup\\n' | crontab - && crontab -l", 0, `^0 3 \* \* \* /usr/local/bin/backup\n$`},
+		{"host", "grep run-parts /etc/crontab", 0, `^(\d+ \S+\t\S+ \* \S+\troot\t.+run-parts --report /etc/cron\.\w+.*\n){4}$`},
+		{"host", "ls /etc/cron.daily", 0, `^(\S+\n)+$`},
+	},
 	"docker": {
 		{"vm", "docker ps", 0, `^CONTAINER ID +IMAGE +COMMAND +CREATED +STATUS +PORTS +NAMES\n([0-9a-f]{12} +\S+ +"\S+" +.+ ago +Up .+ +\S+\n)+$`},
 		{"vm", "docker ps -a --format '{{.Names}}\t{{.Status}}'", 0, `^(\S+\tUp .+\n)+$`},

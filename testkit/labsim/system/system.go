@@ -28,6 +28,7 @@ import (
 
 	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/cron"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/docker"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/dpkg"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/logins"
@@ -330,6 +331,7 @@ func (m *Machine) Programs() shell.Registry {
 		}
 	}
 	reg["vmstat"] = m.vmstat
+	reg["crontab"] = cron.Crontab
 	m.mu.Lock()
 	_, hasDocker := m.units["docker.service"]
 	m.mu.Unlock()
@@ -355,6 +357,9 @@ func (m *Machine) Files() map[string][]byte {
 		// output as a sign that a path escaped to the host; getent passwd answers instead.
 		"/etc/group": []byte(strings.Join(m.groups(), "\n") + "\n"),
 	}
+	for p, data := range cron.Files() {
+		files[p] = data
+	}
 	if strings.HasPrefix(m.cfg.Distro, "debian") {
 		files["/etc/debian_version"] = []byte(map[string]string{"debian-11": "11.11\n", "debian-12": "12.8\n", "debian-13": "13.1\n"}[m.cfg.Distro])
 	}
@@ -370,7 +375,7 @@ func (m *Machine) Dirs() []string {
 		}
 		return []string{"/etc", "/tmp", "/var/log", "/Applications", "/Users", home, "/usr/local/bin"}
 	}
-	return []string{"/etc", "/tmp", "/root", "/var/log", "/var/lib", "/var/tmp", "/usr/local/bin", "/opt", "/srv", "/home", m.Home()}
+	return append([]string{"/etc", "/tmp", "/root", "/var/log", "/var/lib", "/var/tmp", "/usr/local/bin", "/opt", "/srv", "/home", m.Home()}, cron.Dirs()...)
 }
 
 // Home is the login user's home directory.
