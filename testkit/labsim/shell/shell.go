@@ -155,6 +155,19 @@ func (inv *Invocation) RunInteractive(ctx context.Context, in io.Reader, params 
 	return inv.Shell.runInteractive(ctx, in, params, stdio.norm(), inv.Dir, inv.Env)
 }
 
+// interpreterKey carries the name of the shell program interpreting a script (sh, dash,
+// bash) and its $0, for the messages that shell prints itself.
+type interpreterKey struct{}
+
+type interpreter struct{ name, arg0 string }
+
+// WithInterpreter returns ctx for a script run by the shell program name (as "sh", "dash"
+// or "bash") with $0 arg0: a command it cannot find is reported in that shell's words
+// (dash: "sh: 1: NAME: not found"; bash: "bash: NAME: command not found").
+func WithInterpreter(ctx context.Context, name, arg0 string) context.Context {
+	return context.WithValue(ctx, interpreterKey{}, interpreter{name, arg0})
+}
+
 // LineHook runs around each line an interactive shell (RunInteractive) reads: it calls run
 // at most once, with the streams the line's output goes to, and returns false to end the
 // shell (after ctx ended, or after dropping the connection). The lab's SSH server uses it to
@@ -582,8 +595,16 @@ func (s *Shell) execArgv(ctx context.Context, argv []string, stdio Stdio, dir st
 			return s.execFile(ctx, p, fi, argv, stdio, dir, env)
 		}
 	}
-	return s.notFound(stdio, name, viaShell)
+	if viaShell {
+		return notFoundCode // the caller knows which shell is speaking
+	}
+	fmt.Fprintf(stdio.Stderr, "%s: command not found\n", name)
+	return 127
 }
+
+// notFoundCode is execArgv's answer to the interpreter for a name nothing answers to; it
+// never leaves the package (notFound turns it into 127).
+const notFoundCode = -127
 
 // execFile runs a file from the sandbox: a shell script (any "#!" line naming a shell, or no
 // "#!" line at all) is interpreted; anything else is refused as a host would refuse a binary
@@ -637,7 +658,11 @@ func (s *Shell) execHandler(ctx context.Context, args []string) error {
 	if args[0] == typeProgram {
 		return status(s.typeCommand(args[1:], stdio, hc.Dir, hc.Env))
 	}
-	return status(s.execArgv(ctx, args, stdio, hc.Dir, hc.Env, true))
+	code := s.execArgv(ctx, args, stdio, hc.Dir, hc.Env, true)
+	if code == notFoundCode {
+		code = s.notFound(ctx, stdio, args[0], hc.Pos.Line())
+	}
+	return status(code)
 }
 
 // loginShell is the base name of the login shell (SHELL of the login environment), the
@@ -651,17 +676,24 @@ func (s *Shell) loginShell() string {
 	return "bash"
 }
 
-// notFound reports a command name nothing answers to. A command line is interpreted by the
-// login shell, which names itself as bash and zsh do; a command run directly (RunArgv, as
-// lxc-attach does, or through env, timeout and xargs) has no shell to speak for it.
-func (s *Shell) notFound(stdio Stdio, name string, viaShell bool) int {
-	switch {
-	case !viaShell:
-		fmt.Fprintf(stdio.Stderr, "%s: command not found\n", name)
-	case s.loginShell() == "zsh":
+// notFound reports a command name nothing answers to, in the words of the shell
+// interpreting the line: the program that ran the script (dash for sh: "sh: LINE: NAME: not
+// found"), else the login shell ("bash: NAME: command not found", zsh's "zsh: command not
+// found: NAME"). A command run directly (RunArgv, as lxc-attach does, or through env,
+// timeout and xargs) has no shell to speak for it and keeps "NAME: command not found".
+func (s *Shell) notFound(ctx context.Context, stdio Stdio, name string, line uint) int {
+	who := s.loginShell()
+	arg0 := who
+	if in, ok := ctx.Value(interpreterKey{}).(interpreter); ok {
+		who, arg0 = in.name, in.arg0
+	}
+	switch who {
+	case "sh", "dash":
+		fmt.Fprintf(stdio.Stderr, "%s: %d: %s: not found\n", arg0, max(line, 1), name)
+	case "zsh":
 		fmt.Fprintf(stdio.Stderr, "zsh: command not found: %s\n", name)
 	default:
-		fmt.Fprintf(stdio.Stderr, "%s: %s: command not found\n", s.loginShell(), name)
+		fmt.Fprintf(stdio.Stderr, "%s: %s: command not found\n", arg0, name)
 	}
 	return 127
 }
