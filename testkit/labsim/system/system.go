@@ -7,12 +7,12 @@
 // A Machine keeps the mutable part (unit states, pending upgrades, containers) behind a
 // mutex and offers it to the program families through the small API of
 // labsim/system/state (api.go). Programs lists every program the machine has: the ones in
-// this package — procs.go and ps.go (ps, pgrep, pidof, vmstat), metrics.go (uptime, top,
+// this package — procs.go and vmstat.go (pgrep, pidof, vmstat), metrics.go (uptime, top,
 // free, df, vm_stat, sysctl, /proc), net.go (ping, ss, hostname, getent), accounts.go (id,
 // getent passwd/group), apt.go, packages.go (the installed catalogue), date.go and
 // identity.go (uname, whoami, lsb_release, sw_vers) — and those of the families beside it,
 // each importing only labsim/system/state: systemd (systemctl, journalctl), docker,
-// storage (lsblk, findmnt, mount, LVM, ZFS, smartctl), netif (ip), logins (who, w, last,
+// storage (lsblk, findmnt, mount, LVM, ZFS, smartctl), netif (ip), procs (ps), cron (crontab), logins (who, w, last,
 // lastlog) and dpkg (dpkg, dpkg-query, apt-cache). docs/labsim.md lists what each answers
 // and where its format comes from.
 package system
@@ -33,6 +33,7 @@ import (
 	"github.com/oikos-hq/oikos/testkit/labsim/system/dpkg"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/logins"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/netif"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/procs"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/storage"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/systemd"
@@ -308,7 +309,7 @@ func (m *Machine) sortedUnits() []unitState {
 func (m *Machine) Programs() shell.Registry {
 	reg := shell.Registry{
 		"uname": m.uname, "hostname": m.hostnameProg, "uptime": m.uptime, "date": m.date,
-		"top": m.top, "df": m.df, "ping": m.ping, "ps": m.ps, "id": m.id, "whoami": m.whoami,
+		"top": m.top, "df": m.df, "ping": m.ping, "ps": procs.Tool{M: m}.Program(), "id": m.id, "whoami": m.whoami,
 		"pgrep": m.pgrep, "pidof": m.pidof, "sysctl": m.sysctl, "getent": m.getent,
 	}
 	if m.IsDarwin() {

@@ -1,4 +1,8 @@
-package system
+// Package procs simulates ps(1) (procps-ng 4.0): the BSD (aux), System V (-ef) and -o
+// formats, --sort, -p and -C, over the machine's process table — init, the kernel's
+// kthreadd where there is a kernel of its own, one process per running service, and the
+// caller's session — read from labsim/system/state.
+package procs
 
 import (
 	"context"
@@ -11,6 +15,12 @@ import (
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
 	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
+
+// Tool is ps bound to one machine.
+type Tool struct{ M state.Machine }
+
+// Program is the ps command.
+func (t Tool) Program() shell.Program { return t.ps }
 
 // proc is one row of the process table.
 type proc struct {
@@ -27,35 +37,38 @@ type proc struct {
 
 // procTable is the machine's processes: init, the kernel threads of a real kernel, one per
 // running service, and the caller's session (sshd, bash, the ps itself).
-func (m *Machine) procTable() []proc {
-	boot := m.boot
-	totalKB := float64(m.cfg.MemoryMB) * 1024
+func (m Tool) procTable() []proc {
+	boot := m.M.Boot()
+	totalKB := float64(m.M.MemoryMB()) * 1024
+	last := 0
 	row := func(pid, ppid int, user, comm, args string, rss int, start time.Time) proc {
 		return proc{pid: pid, ppid: ppid, user: user, tty: "?", stat: "Ss", comm: comm, args: args,
 			cpu: float64(pid%7) / 10, mem: float64(rss) * 100 / totalKB, vsz: rss*3 + 10240, rss: rss, start: start,
 			cpuTime: time.Duration(pid%300) * time.Second, threads: 1}
 	}
 	out := []proc{row(1, 0, "root", "systemd", "/sbin/init", 12544, boot)}
-	if m.cfg.Role != RoleLXC {
+	if m.M.Role() != state.LXC {
 		k := row(2, 0, "root", "kthreadd", "[kthreadd]", 0, boot)
 		k.stat, k.vsz = "S", 0
 		out = append(out, k)
 	}
-	for _, u := range m.sortedUnits() {
-		if !u.active || !state.IsService(u.name) {
+	for _, u := range m.M.Units() {
+		last = max(last, u.PID)
+		if !u.Active || !state.IsService(u.Name) {
 			continue
 		}
-		name := state.ProcessName(u.name)
-		p := row(u.pid, 1, "root", name, "/usr/sbin/"+name, 6000+u.pid%9000, u.since)
+		name := state.ProcessName(u.Name)
+		p := row(u.PID, 1, "root", name, "/usr/sbin/"+name, 6000+u.PID%9000, u.Since)
 		if name == "sshd" {
 			p.args = "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups"
 		}
 		out = append(out, p)
 	}
-	now := m.now()
-	sess := row(m.nextPID+100, 1, "root", "sshd", "sshd: "+m.cfg.User+"@notty", 11000, now.Add(-3*time.Minute))
-	bash := row(m.nextPID+101, sess.pid, m.cfg.User, "bash", "bash", 4096, now.Add(-3*time.Minute))
-	self := row(m.nextPID+102, bash.pid, m.cfg.User, "ps", "ps", 3800, now)
+	now := m.M.Now()
+	user := m.M.User()
+	sess := row(last+100, 1, "root", "sshd", "sshd: "+user+"@notty", 11000, now.Add(-3*time.Minute))
+	bash := row(last+101, sess.pid, user, "bash", "bash", 4096, now.Add(-3*time.Minute))
+	self := row(last+102, bash.pid, user, "ps", "ps", 3800, now)
 	self.stat, self.cpu, self.cpuTime = "R+", 0, 0
 	bash.stat, bash.cpuTime, sess.cpuTime = "Ss", 0, 0
 	out = append(out, sess, bash, self)
@@ -135,7 +148,7 @@ func psUsage(inv *shell.Invocation, msg string) int {
 	return 1
 }
 
-func (m *Machine) ps(_ context.Context, inv *shell.Invocation) int {
+func (m Tool) ps(_ context.Context, inv *shell.Invocation) int {
 	args := inv.Args[1:]
 	var cols []string
 	all, full, bsd, noHeader := false, false, false, false
@@ -207,7 +220,7 @@ func (m *Machine) ps(_ context.Context, inv *shell.Invocation) int {
 			all, bsd = true, true
 		}
 	}
-	now := m.now()
+	now := m.M.Now()
 	procs := m.procTable()
 	self := procs[len(procs)-1]
 	var rows []proc
@@ -307,7 +320,7 @@ func pad(s string, w int, right, last bool) string {
 	return s + strings.Repeat(" ", w-len(s))
 }
 
-func (m *Machine) psAux(inv *shell.Invocation, rows []proc, now time.Time, noHeader bool) {
+func (m Tool) psAux(inv *shell.Invocation, rows []proc, now time.Time, noHeader bool) {
 	if !noHeader {
 		fmt.Fprintln(inv.Stdout, "USER         PID %CPU %MEM    VSZ   RSS TTY      STAT START   TIME COMMAND")
 	}
@@ -328,60 +341,4 @@ func containsStr(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// vmstat prints one report of vmstat(8) (procps 4.0.2 on Debian 12; Debian 13's 4.0.4 adds
-// the gu column); -s the event counters, -S M/-w the usual variants.
-func (m *Machine) vmstat(_ context.Context, inv *shell.Invocation) int {
-	unit := int64(1)
-	wide := false
-	for i := 1; i < len(inv.Args); i++ {
-		a := inv.Args[i]
-		switch {
-		case a == "-S" && i+1 < len(inv.Args):
-			i++
-			unit = map[string]int64{"k": 1, "K": 1, "m": 1000, "M": 1024}[inv.Args[i]]
-			if unit == 0 {
-				fmt.Fprintf(inv.Stderr, "vmstat: -S requires k, K, m or M (default is KiB)\n")
-				return 1
-			}
-		case a == "-w" || a == "--wide":
-			wide = true
-		case a == "-a" || a == "-n" || a == "-t" || a == "--one-header" || a == "--timestamp":
-		case strings.HasPrefix(a, "--"):
-			fmt.Fprintf(inv.Stderr, "vmstat: unrecognized option '%s'\nTry 'vmstat --help' for more information.\n", a)
-			return 1
-		case strings.HasPrefix(a, "-"):
-			fmt.Fprintf(inv.Stderr, "vmstat: invalid option -- '%c'\nTry 'vmstat --help' for more information.\n", a[1])
-			return 1
-		}
-	}
-	mem := m.readMemory()
-	us, sy, id, wa := m.cpuSplit()
-	gu := m.cfg.Distro == "debian-13"
-	cpuHead, cpuCols := "------cpu-----", "us sy id wa st"
-	if gu {
-		cpuHead, cpuCols = "-------cpu-------", "us sy id wa st gu"
-	}
-	w := 6
-	if wide {
-		w = 10
-	}
-	fmt.Fprintf(inv.Stdout, "procs %s ---swap-- -----io---- -system-- %s\n", centre("memory", 4*w+3), cpuHead)
-	fmt.Fprintf(inv.Stdout, " r  b %*s %*s %*s %*s   si   so    bi    bo   in   cs %s\n", w, "swpd", w, "free", w, "buff", w, "cache", cpuCols)
-	row := fmt.Sprintf("%2d %2d %*d %*d %*d %*d %4d %4d %5d %5d %4d %4d %2.0f %2.0f %2.0f %2.0f %2d", 1, 0,
-		w, (mem.swapTotal-mem.swapFree)/unit, w, mem.free/unit, w, mem.buffers/unit, w, mem.cached/unit, 0, 0, 3, 12, 45, 78, us, sy, id, wa, 0)
-	if gu {
-		row += "  0"
-	}
-	fmt.Fprintln(inv.Stdout, row)
-	return 0
-}
-
-func centre(s string, w int) string {
-	d := w - len(s)
-	if d <= 0 {
-		return s
-	}
-	return strings.Repeat("-", d-d/2) + s + strings.Repeat("-", d/2)
 }
