@@ -11,6 +11,7 @@
 package coreutils
 
 import (
+	"github.com/oikos-hq/oikos/testkit/labsim/coreutils/cli"
 	"github.com/oikos-hq/oikos/testkit/labsim/coreutils/files"
 	"github.com/oikos-hq/oikos/testkit/labsim/coreutils/process"
 	"github.com/oikos-hq/oikos/testkit/labsim/coreutils/text"
@@ -18,8 +19,12 @@ import (
 )
 
 // Register adds every utility of every family to reg.
+// The GNU utilities listed in cli.GNU refuse an option they do not have as getopt does.
 func Register(reg shell.Registry) {
 	files.Register(reg)
 	text.Register(reg)
 	process.Register(reg)
+	for name, p := range reg {
+		reg[name] = cli.Guard(name, p)
+	}
 }

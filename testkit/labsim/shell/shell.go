@@ -136,7 +136,7 @@ func (inv *Invocation) Exec(ctx context.Context, argv []string, stdio Stdio, ext
 	if len(extraEnv) > 0 {
 		env = withEnv(env, extraEnv)
 	}
-	return inv.Shell.execArgv(ctx, argv, stdio.norm(), inv.Dir, env)
+	return inv.Shell.execArgv(ctx, argv, stdio.norm(), inv.Dir, env, false)
 }
 
 // RunScript runs a shell script in the same machine, directory and environment, with the
@@ -153,6 +153,19 @@ func (inv *Invocation) RunScript(ctx context.Context, script string, params []st
 // commands' standard input is in too. A LineHook in ctx (WithLineHook) runs around each line.
 func (inv *Invocation) RunInteractive(ctx context.Context, in io.Reader, params []string, stdio Stdio) int {
 	return inv.Shell.runInteractive(ctx, in, params, stdio.norm(), inv.Dir, inv.Env)
+}
+
+// interpreterKey carries the name of the shell program interpreting a script (sh, dash,
+// bash) and its $0, for the messages that shell prints itself.
+type interpreterKey struct{}
+
+type interpreter struct{ name, arg0 string }
+
+// WithInterpreter returns ctx for a script run by the shell program name (as "sh", "dash"
+// or "bash") with $0 arg0: a command it cannot find is reported in that shell's words
+// (dash: "sh: 1: NAME: not found"; bash: "bash: NAME: command not found").
+func WithInterpreter(ctx context.Context, name, arg0 string) context.Context {
+	return context.WithValue(ctx, interpreterKey{}, interpreter{name, arg0})
 }
 
 // LineHook runs around each line an interactive shell (RunInteractive) reads: it calls run
@@ -281,7 +294,7 @@ func (s *Shell) RunArgv(ctx context.Context, argv []string, stdio Stdio) int {
 	stdin, done := asFile(s.Log, stdio.Stdin)
 	defer done()
 	stdio.Stdin = stdin
-	return s.execArgv(ctx, argv, stdio, s.startDir(), s.environ())
+	return s.execArgv(ctx, argv, stdio, s.startDir(), s.environ(), false)
 }
 
 // emptyReader is the standard input of a command that has none.
@@ -535,7 +548,8 @@ func (s *Shell) findInPath(name string, env expand.Environ, dir string) (string,
 }
 
 // execArgv is the single place a command name becomes something that runs.
-func (s *Shell) execArgv(ctx context.Context, argv []string, stdio Stdio, dir string, env expand.Environ) int {
+// viaShell says the name came from a command line the login shell interprets.
+func (s *Shell) execArgv(ctx context.Context, argv []string, stdio Stdio, dir string, env expand.Environ, viaShell bool) int {
 	if len(argv) == 0 {
 		return 0
 	}
@@ -581,9 +595,16 @@ func (s *Shell) execArgv(ctx context.Context, argv []string, stdio Stdio, dir st
 			return s.execFile(ctx, p, fi, argv, stdio, dir, env)
 		}
 	}
+	if viaShell {
+		return notFoundCode // the caller knows which shell is speaking
+	}
 	fmt.Fprintf(stdio.Stderr, "%s: command not found\n", name)
 	return 127
 }
+
+// notFoundCode is execArgv's answer to the interpreter for a name nothing answers to; it
+// never leaves the package (notFound turns it into 127).
+const notFoundCode = -127
 
 // execFile runs a file from the sandbox: a shell script (any "#!" line naming a shell, or no
 // "#!" line at all) is interpreted; anything else is refused as a host would refuse a binary
@@ -637,7 +658,44 @@ func (s *Shell) execHandler(ctx context.Context, args []string) error {
 	if args[0] == typeProgram {
 		return status(s.typeCommand(args[1:], stdio, hc.Dir, hc.Env))
 	}
-	return status(s.execArgv(ctx, args, stdio, hc.Dir, hc.Env))
+	code := s.execArgv(ctx, args, stdio, hc.Dir, hc.Env, true)
+	if code == notFoundCode {
+		code = s.notFound(ctx, stdio, args[0], hc.Pos.Line())
+	}
+	return status(code)
+}
+
+// loginShell is the base name of the login shell (SHELL of the login environment), the
+// program that interprets command lines: "bash" unless the machine says otherwise.
+func (s *Shell) loginShell() string {
+	for _, kv := range s.Env {
+		if v, ok := strings.CutPrefix(kv, "SHELL="); ok && v != "" {
+			return path.Base(v)
+		}
+	}
+	return "bash"
+}
+
+// notFound reports a command name nothing answers to, in the words of the shell
+// interpreting the line: the program that ran the script (dash for sh: "sh: LINE: NAME: not
+// found"), else the login shell ("bash: NAME: command not found", zsh's "zsh: command not
+// found: NAME"). A command run directly (RunArgv, as lxc-attach does, or through env,
+// timeout and xargs) has no shell to speak for it and keeps "NAME: command not found".
+func (s *Shell) notFound(ctx context.Context, stdio Stdio, name string, line uint) int {
+	who := s.loginShell()
+	arg0 := who
+	if in, ok := ctx.Value(interpreterKey{}).(interpreter); ok {
+		who, arg0 = in.name, in.arg0
+	}
+	switch who {
+	case "sh", "dash":
+		fmt.Fprintf(stdio.Stderr, "%s: %d: %s: not found\n", arg0, max(line, 1), name)
+	case "zsh":
+		fmt.Fprintf(stdio.Stderr, "zsh: command not found: %s\n", name)
+	default:
+		fmt.Fprintf(stdio.Stderr, "%s: %s: command not found\n", arg0, name)
+	}
+	return 127
 }
 
 func status(code int) error {

@@ -63,7 +63,7 @@ func TestNoHostBinaryRuns(t *testing.T) {
 	if out != "" || code != 127 {
 		t.Fatalf("perl: %q %d", out, code)
 	}
-	if _, errOut, _ := runScript(t, sh, "perl -e 1"); errOut != "perl: command not found\n" {
+	if _, errOut, _ := runScript(t, sh, "perl -e 1"); errOut != "bash: perl: command not found\n" {
 		t.Fatalf("message: %q", errOut)
 	}
 }

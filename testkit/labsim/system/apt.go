@@ -3,10 +3,11 @@ package system
 import (
 	"context"
 	"fmt"
-	"sort"
+	"path"
 	"strings"
 
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
 
 func (m *Machine) apt(ctx context.Context, inv *shell.Invocation) int {
@@ -73,33 +74,7 @@ func (m *Machine) apt(ctx context.Context, inv *shell.Invocation) int {
 		}
 		return 0
 	case "list":
-		upgradable := false
-		for _, a := range inv.Args {
-			if a == "--upgradable" || a == "--upgradeable" {
-				upgradable = true
-			}
-		}
-		fmt.Fprintln(inv.Stdout, "Listing... Done")
-		if upgradable {
-			m.mu.Lock()
-			ups := append([]upgrade(nil), m.upgrades...)
-			m.mu.Unlock()
-			for _, u := range ups {
-				fmt.Fprintf(inv.Stdout, "%s/%s %s amd64 [upgradable from: %s]\n", u.pkg, u.suite, u.newVer, u.oldVer)
-			}
-			return 0
-		}
-		m.mu.Lock()
-		names := make([]string, 0, len(m.installed))
-		for n := range m.installed {
-			names = append(names, n)
-		}
-		m.mu.Unlock()
-		sort.Strings(names)
-		for _, n := range names {
-			fmt.Fprintf(inv.Stdout, "%s/%s 1.0-1 amd64 [installed]\n", n, codename)
-		}
-		return 0
+		return m.aptList(inv)
 	case "upgrade", "dist-upgrade", "full-upgrade":
 		readLists()
 		if !quiet {
@@ -138,6 +113,9 @@ func (m *Machine) apt(ctx context.Context, inv *shell.Invocation) int {
 		}
 		fmt.Fprintln(inv.Stdout, "Processing triggers for libc-bin (2.36-9+deb12u9) ...")
 		m.mu.Lock()
+		for _, u := range m.upgrades {
+			m.installed[u.pkg] = u.newVer
+		}
 		m.upgrades = nil
 		m.mu.Unlock()
 		return 0
@@ -182,4 +160,75 @@ func (m *Machine) apt(ctx context.Context, inv *shell.Invocation) int {
 	}
 	fmt.Fprintf(inv.Stderr, "E: Invalid operation %s\n", verb)
 	return 100
+}
+
+// archive is the suite name apt list shows for the machine's distribution.
+func (m *Machine) archive() string {
+	switch m.cfg.Distro {
+	case "debian-11":
+		return "oldoldstable"
+	case "ubuntu-22.04":
+		return "jammy"
+	case "ubuntu-24.04":
+		return "noble"
+	}
+	return "stable"
+}
+
+// aptList is apt list [--installed|--upgradable] [PATTERN…] (apt(8)): "name/suite[,now]
+// version arch [state]" after "Listing... Done".
+func (m *Machine) aptList(inv *shell.Invocation) int {
+	installed, upgradable := false, false
+	var patterns []string
+	for _, a := range inv.Args[2:] {
+		switch a {
+		case "--installed", "-i":
+			installed = true
+		case "--upgradable", "--upgradeable", "-u":
+			upgradable = true
+		case "-a", "--all-versions", "--manual-installed", "-q":
+		default:
+			if strings.HasPrefix(a, "-") {
+				fmt.Fprintf(inv.Stderr, "E: Command line option '%s' [from %s] is not understood in combination with the other options.\n", a, a)
+				return 100
+			}
+			patterns = append(patterns, a)
+		}
+	}
+	match := func(name string) bool {
+		if len(patterns) == 0 {
+			return true
+		}
+		for _, p := range patterns {
+			if ok, _ := path.Match(p, name); ok {
+				return true
+			}
+		}
+		return false
+	}
+	fmt.Fprintln(inv.Stdout, "Listing... Done")
+	ups := map[string]state.Upgrade{}
+	for _, u := range m.Upgrades() {
+		ups[u.Pkg] = u
+	}
+	if upgradable {
+		for _, u := range m.Upgrades() {
+			if match(u.Pkg) {
+				fmt.Fprintf(inv.Stdout, "%s/%s %s amd64 [upgradable from: %s]\n", u.Pkg, u.Suite, u.NewVer, u.OldVer)
+			}
+		}
+		return 0
+	}
+	for _, p := range m.Packages() {
+		if !match(p.Name) {
+			continue
+		}
+		if u, ok := ups[p.Name]; ok {
+			fmt.Fprintf(inv.Stdout, "%s/%s,now %s %s [installed,upgradable to: %s]\n", p.Name, u.Suite, p.Version, p.Arch, u.NewVer)
+			continue
+		}
+		fmt.Fprintf(inv.Stdout, "%s/%s,now %s %s [installed]\n", p.Name, m.archive(), p.Version, p.Arch)
+	}
+	_ = installed // the lab lists installed packages only, as --installed does
+	return 0
 }

@@ -20,6 +20,9 @@ func (m *Machine) kernelRelease() string {
 	if strings.HasPrefix(m.cfg.Distro, "ubuntu") {
 		return "6.8.0-49-generic"
 	}
+	if m.cfg.Distro == "debian-13" {
+		return "6.12.48+deb13-amd64"
+	}
 	return "6.1.0-28-amd64"
 }
 
@@ -32,6 +35,9 @@ func (m *Machine) kernelVersion() string {
 	}
 	if strings.HasPrefix(m.cfg.Distro, "ubuntu") {
 		return "#49-Ubuntu SMP PREEMPT_DYNAMIC Sun Nov  3 21:21:58 UTC 2024"
+	}
+	if m.cfg.Distro == "debian-13" {
+		return "#1 SMP PREEMPT_DYNAMIC Debian 6.12.48-1 (2025-09-20)"
 	}
 	return "#1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1 (2024-11-22)"
 }
@@ -93,28 +99,6 @@ func (m *Machine) uname(_ context.Context, inv *shell.Invocation) int {
 		}
 	}
 	fmt.Fprintln(inv.Stdout, strings.Join(out, " "))
-	return 0
-}
-
-func (m *Machine) id(_ context.Context, inv *shell.Invocation) int {
-	uid, user := 0, m.cfg.User
-	if user != "root" {
-		uid = 501
-		if !m.IsDarwin() {
-			uid = 1000
-		}
-	}
-	for _, a := range inv.Args[1:] {
-		switch a {
-		case "-u":
-			fmt.Fprintln(inv.Stdout, uid)
-			return 0
-		case "-un", "-nu":
-			fmt.Fprintln(inv.Stdout, user)
-			return 0
-		}
-	}
-	fmt.Fprintf(inv.Stdout, "uid=%d(%s) gid=%d(%s) groups=%d(%s)\n", uid, user, uid, user, uid, user)
 	return 0
 }
 

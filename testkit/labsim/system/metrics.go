@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
 
 // memory is one reading of the memory figures, in KiB.
@@ -214,7 +216,7 @@ func (m *Machine) top(_ context.Context, inv *shell.Invocation) int {
 	units := m.sortedUnits()
 	running := 0
 	for _, u := range units {
-		if u.active {
+		if u.active && state.IsService(u.name) {
 			running++
 		}
 	}
@@ -228,28 +230,12 @@ func (m *Machine) top(_ context.Context, inv *shell.Invocation) int {
 	fmt.Fprintf(inv.Stdout, "    PID USER      PR  NI    VIRT    RES    SHR S  %%CPU  %%MEM     TIME+ COMMAND\n")
 	fmt.Fprintf(inv.Stdout, "%7d %-8s  20   0  %6d  %5d   %4d S   0.0   0.1   0:03.21 %s\n", 1, "root", 168104, 12544, 9216, "systemd")
 	for _, u := range units {
-		if !u.active {
+		if !u.active || !state.IsService(u.name) {
 			continue
 		}
-		fmt.Fprintf(inv.Stdout, "%7d %-8s  20   0  %6d  %5d   %4d S   0.0   0.2   0:01.02 %s\n", u.pid, "root", 98304, 8192, 4096, processName(u.name))
+		fmt.Fprintf(inv.Stdout, "%7d %-8s  20   0  %6d  %5d   %4d S   0.0   0.2   0:01.02 %s\n", u.pid, "root", 98304, 8192, 4096, state.ProcessName(u.name))
 	}
 	return 0
-}
-
-func processName(unit string) string {
-	n := strings.TrimSuffix(unit, ".service")
-	switch n {
-	case "ssh":
-		return "sshd"
-	case "systemd-journald":
-		return "systemd-journal"
-	case "postfix":
-		return "master"
-	}
-	if len(n) > 15 {
-		n = n[:15]
-	}
-	return n
 }
 
 // mount is one row of df.
@@ -321,26 +307,77 @@ func dfHuman(kb int64, darwin bool) string {
 }
 
 func (m *Machine) df(_ context.Context, inv *shell.Invocation) int {
-	var human, posix, showType bool
-	var paths []string
-	for _, a := range inv.Args[1:] {
+	var human, posix, showType, inodes bool
+	var paths, onlyTypes, skipTypes []string
+	args := inv.Args[1:]
+	bad := func(msg string) int {
+		fmt.Fprintf(inv.Stderr, "df: %s\nTry 'df --help' for more information.\n", msg)
+		return 1
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		long, val, hasVal := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		value := func() string {
+			if hasVal {
+				return val
+			}
+			if i+1 < len(args) {
+				i++
+				return args[i]
+			}
+			return ""
+		}
 		switch {
-		case a == "--human-readable":
+		case a == "--human-readable" || a == "--si":
 			human = true
 		case a == "--portability":
 			posix = true
 		case a == "--print-type":
 			showType = true
+		case a == "--inodes":
+			inodes = true
+		case strings.HasPrefix(a, "--") && (long == "type" || long == "exclude-type"):
+			if long == "type" {
+				onlyTypes = append(onlyTypes, value())
+			} else {
+				skipTypes = append(skipTypes, value())
+			}
+		case strings.HasPrefix(a, "--") && m.IsDarwin():
 		case strings.HasPrefix(a, "--"):
+			switch long {
+			case "all", "local", "total", "sync", "no-sync", "block-size", "output", "help", "version":
+			default:
+				return bad(fmt.Sprintf("unrecognized option '--%s'", long))
+			}
 		case strings.HasPrefix(a, "-") && len(a) > 1:
-			for _, c := range a[1:] {
-				switch c {
+			for j := 1; j < len(a); j++ {
+				switch c := a[j]; c {
 				case 'h', 'H':
 					human = true
 				case 'P':
 					posix = true
 				case 'T':
 					showType = true
+				case 'i':
+					inodes = true
+				case 'a', 'k', 'l', 'm', 'g':
+				case 't', 'x', 'B':
+					v := a[j+1:]
+					if v == "" && i+1 < len(args) {
+						i++
+						v = args[i]
+					}
+					if c == 't' {
+						onlyTypes = append(onlyTypes, v)
+					} else if c == 'x' {
+						skipTypes = append(skipTypes, v)
+					}
+					j = len(a)
+				default:
+					if m.IsDarwin() {
+						continue
+					}
+					return bad(fmt.Sprintf("invalid option -- '%c'", c))
 				}
 			}
 		default:
@@ -348,6 +385,19 @@ func (m *Machine) df(_ context.Context, inv *shell.Invocation) int {
 		}
 	}
 	all := m.mounts()
+	if len(onlyTypes) > 0 || len(skipTypes) > 0 {
+		var kept []mount
+		for _, mt := range all {
+			if (len(onlyTypes) == 0 || slices.Contains(onlyTypes, mt.fstype)) && !slices.Contains(skipTypes, mt.fstype) {
+				kept = append(kept, mt)
+			}
+		}
+		all = kept
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(inv.Stderr, "df: no file systems processed")
+		return 1
+	}
 	rows := all
 	if len(paths) > 0 {
 		rows = nil
@@ -374,6 +424,8 @@ func (m *Machine) df(_ context.Context, inv *shell.Invocation) int {
 		header = append(header, "Type")
 	}
 	switch {
+	case inodes:
+		header = append(header, "Inodes", "IUsed", "IFree", "IUse%")
 	case human:
 		header = append(header, "Size", "Used", "Avail", "Use%")
 	case posix:
@@ -402,6 +454,25 @@ func (m *Machine) df(_ context.Context, inv *shell.Invocation) int {
 		row := []string{r.fs}
 		if showType {
 			row = append(row, r.fstype)
+		}
+		if inodes {
+			total, used := r.size/16, r.used/64+int64(len(r.target))*11
+			if r.fstype == "vfat" || r.fstype == "fuse" {
+				total, used = 0, 0
+			}
+			f := func(n int64) string {
+				if human && n >= 1024 {
+					return dfHuman((n+1023)/1024, false) // a count, scaled as df -h scales bytes
+				}
+				return strconv.FormatInt(n, 10)
+			}
+			ipct := "-"
+			if total > 0 {
+				ipct = fmt.Sprintf("%d%%", int64(math.Ceil(float64(used)*100/float64(total))))
+			}
+			row = append(row, f(total), f(used), f(total-used), ipct, r.target)
+			table = append(table, row)
+			continue
 		}
 		if human {
 			row = append(row, dfHuman(r.size, darwin), dfHuman(r.used, darwin), dfHuman(avail, darwin), pct)
@@ -457,7 +528,16 @@ func (m *Machine) free(_ context.Context, inv *shell.Invocation) int {
 			unit = "g"
 		case "-h", "--human":
 			unit = "h"
-		case "-w", "--wide", "-t", "--total":
+		case "-w", "--wide", "-t", "--total", "-l", "--lohi", "-v", "--committed", "--si":
+		default:
+			if strings.HasPrefix(a, "--") {
+				fmt.Fprintf(inv.Stderr, "free: unrecognized option '%s'\n\nUsage:\n free [options]\n\nOptions:\n -b, --bytes         show output in bytes\n -h, --human         show human-readable output\n\nFor more details see free(1).\n", a)
+				return 1
+			}
+			if strings.HasPrefix(a, "-") {
+				fmt.Fprintf(inv.Stderr, "free: invalid option -- '%c'\n\nUsage:\n free [options]\n\nOptions:\n -b, --bytes         show output in bytes\n -h, --human         show human-readable output\n\nFor more details see free(1).\n", a[1])
+				return 1
+			}
 		}
 	}
 	mem := m.readMemory()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
 
 func (m *Machine) networkDown() bool {
@@ -48,17 +49,9 @@ func (m *Machine) getent(ctx context.Context, inv *shell.Invocation) int {
 	switch inv.Args[1] {
 	case "hosts", "ahosts", "ahostsv4":
 	case "passwd":
-		keys := inv.Args[2:]
-		if len(keys) == 0 {
-			keys = []string{"root"}
-		}
-		for _, k := range keys {
-			if k != "root" && k != "0" {
-				return 2
-			}
-		}
-		fmt.Fprintln(inv.Stdout, "root:x:0:0:root:/root:/bin/bash")
-		return 0
+		return m.getentDB(inv, m.passwd(), inv.Args[2:])
+	case "group":
+		return m.getentDB(inv, m.groups(), inv.Args[2:])
 	default:
 		fmt.Fprintf(inv.Stderr, "Unknown database: %s\n", inv.Args[1])
 		return 1
@@ -183,32 +176,63 @@ func (m *Machine) ping(ctx context.Context, inv *shell.Invocation) int {
 	return 0
 }
 
+// ss answers ss(8) for TCP sockets: the listeners of the running units and the operator's
+// own SSH connection; -l listening only, -a both, neither: connected only.
 func (m *Machine) ss(_ context.Context, inv *shell.Invocation) int {
-	showProc, header := false, true
+	var tcp, udp, listen, all, proc, noHeader, summary bool
 	for _, a := range inv.Args[1:] {
-		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "p") {
-			showProc = true
-		}
-		if a == "--no-header" || (strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "H")) {
-			header = false
+		switch {
+		case strings.HasPrefix(a, "--"):
+			switch a {
+			case "--tcp":
+				tcp = true
+			case "--udp":
+				udp = true
+			case "--listening":
+				listen = true
+			case "--all":
+				all = true
+			case "--processes":
+				proc = true
+			case "--no-header":
+				noHeader = true
+			case "--summary":
+				summary = true
+			case "--numeric", "--ipv4", "--ipv6", "--extended", "--options", "--resolve":
+			default:
+				fmt.Fprintf(inv.Stderr, "ss: unrecognized option '%s'\nUsage: ss [ OPTIONS ]\n       ss [ OPTIONS ] [ FILTER ]\n", a)
+				return 255
+			}
+		case strings.HasPrefix(a, "-"):
+			for _, c := range a[1:] {
+				switch c {
+				case 't':
+					tcp = true
+				case 'u':
+					udp = true
+				case 'l':
+					listen = true
+				case 'a':
+					all = true
+				case 'p':
+					proc = true
+				case 'H':
+					noHeader = true
+				case 's':
+					summary = true
+				case 'n', '4', '6', 'e', 'o', 'r', 'i', 'm', 'w', 'x':
+				default:
+					fmt.Fprintf(inv.Stderr, "ss: invalid option -- '%c'\nUsage: ss [ OPTIONS ]\n       ss [ OPTIONS ] [ FILTER ]\n", c)
+					return 255
+				}
+			}
 		}
 	}
-	type row struct {
-		local, proc string
+	if !tcp && !udp {
+		tcp = true
 	}
-	rows := []row{}
-	seen := map[int]bool{}
-	add := func(port int, proc string, pid int) {
-		if seen[port] {
-			return
-		}
-		seen[port] = true
-		p := ""
-		if showProc {
-			p = fmt.Sprintf("users:((\"%s\",pid=%d,fd=3))", proc, pid)
-		}
-		rows = append(rows, row{local: "0.0.0.0:" + strconv.Itoa(port), proc: p})
-	}
+	type row struct{ netid, state, local, peer, proc string }
+	var rows []row
 	units := m.sortedUnits()
 	pidOf := func(unit string) (int, bool) {
 		for _, u := range units {
@@ -218,8 +242,23 @@ func (m *Machine) ss(_ context.Context, inv *shell.Invocation) int {
 		}
 		return 0, false
 	}
-	if pid, ok := pidOf("ssh.service"); ok {
-		add(22, "sshd", pid)
+	users := func(name string, pid, fd int) string {
+		if !proc {
+			return ""
+		}
+		return fmt.Sprintf("users:((\"%s\",pid=%d,fd=%d))", name, pid, fd)
+	}
+	seen := map[int]bool{}
+	add := func(port int, name string, pid int) {
+		if seen[port] {
+			return
+		}
+		seen[port] = true
+		rows = append(rows, row{"tcp", "LISTEN", "0.0.0.0:" + strconv.Itoa(port), "0.0.0.0:*", users(name, pid, 3)})
+	}
+	sshPID, sshOn := pidOf("ssh.service")
+	if sshOn {
+		add(22, "sshd", sshPID)
 	}
 	if pid, ok := pidOf("pveproxy.service"); ok {
 		add(8006, "pveproxy", pid)
@@ -231,44 +270,47 @@ func (m *Machine) ss(_ context.Context, inv *shell.Invocation) int {
 				continue
 			}
 		}
-		add(l.Port, processName(UnitName(l.Process)), max(pid, 100))
+		add(l.Port, state.ProcessName(UnitName(l.Process)), max(pid, 100))
 	}
-	if header {
-		fmt.Fprintf(inv.Stdout, "%-6s %-6s %-6s %20s %20s%s\n", "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port", "Process")
-	}
+	var shown []row
 	for _, r := range rows {
-		fmt.Fprintf(inv.Stdout, "%-6s %-6s %-6s %20s %20s %s\n", "LISTEN", "0", "4096", r.local, "0.0.0.0:*", r.proc)
-	}
-	return 0
-}
-
-func (m *Machine) ip(_ context.Context, inv *shell.Invocation) int {
-	var words []string
-	for _, a := range inv.Args[1:] {
-		if !strings.HasPrefix(a, "-") {
-			words = append(words, a)
+		if tcp && (listen || all) {
+			shown = append(shown, r)
 		}
 	}
-	obj := "help"
-	if len(words) > 0 {
-		obj = words[0]
-	}
-	addr := m.cfg.IPv4
-	if addr == "" {
-		addr = "192.0.2.10"
-	}
-	switch {
-	case strings.HasPrefix("address", obj) || obj == "a":
-		fmt.Fprintf(inv.Stdout, "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN group default qlen 1000\n    inet 127.0.0.1/8 scope host lo\n       valid_lft forever preferred_lft forever\n")
-		fmt.Fprintf(inv.Stdout, "2: eth0@if12: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP group default qlen 1000\n    inet %s/24 brd 192.0.2.255 scope global eth0\n       valid_lft forever preferred_lft forever\n", addr)
-	case strings.HasPrefix("route", obj) || obj == "r":
+	if tcp && !listen && sshOn {
+		peer := "192.0.2.1"
 		if m.cfg.Gateway != "" {
-			fmt.Fprintf(inv.Stdout, "default via %s dev eth0 proto static\n", m.cfg.Gateway)
+			peer = m.cfg.Gateway
 		}
-		fmt.Fprintf(inv.Stdout, "192.0.2.0/24 dev eth0 proto kernel scope link src %s\n", addr)
-	default:
-		fmt.Fprintln(inv.Stderr, "Usage: ip [ OPTIONS ] OBJECT { COMMAND | help }")
-		return 255
+		shown = append(shown, row{"tcp", "ESTAB", m.IPv4() + ":22", peer + ":52814", users("sshd", m.nextPID+100, 4)})
+	}
+	if summary {
+		fmt.Fprintf(inv.Stdout, "Total: %d\nTCP:   %d (estab 1, closed 0, orphaned 0, timewait 0)\n\nTransport Total     IP        IPv6\nRAW	  0         0         0        \nUDP	  0         0         0        \nTCP	  %d         %d         0        \nINET	  %d         %d         0        \nFRAG	  0         0         0        \n\n",
+			90+len(shown), len(rows)+1, len(rows)+1, len(rows)+1, len(rows)+1, len(rows)+1)
+		return 0
+	}
+	netid := tcp && udp
+	if !noHeader {
+		if netid {
+			fmt.Fprintf(inv.Stdout, "%-5s %-6s %-6s %-6s %20s %20s %s\n", "Netid", "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port", "Process")
+		} else {
+			fmt.Fprintf(inv.Stdout, "%-6s %-6s %-6s %20s %20s%s\n", "State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port", "Process")
+		}
+	}
+	for _, r := range shown {
+		q := "4096"
+		if r.state == "ESTAB" {
+			q = "0"
+		}
+		if r.local == "0.0.0.0:22" {
+			q = "128"
+		}
+		if netid {
+			fmt.Fprintf(inv.Stdout, "%-5s %-6s %-6s %-6s %20s %20s %s\n", r.netid, r.state, "0", q, r.local, r.peer, r.proc)
+		} else {
+			fmt.Fprintf(inv.Stdout, "%-6s %-6s %-6s %20s %20s %s\n", r.state, "0", q, r.local, r.peer, r.proc)
+		}
 	}
 	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
 )
 
 // processes lists (pid, command) pairs of the running units.
@@ -16,30 +17,11 @@ func (m *Machine) processes() [][2]string {
 		out = [][2]string{{"1", "launchd"}}
 	}
 	for _, u := range m.sortedUnits() {
-		if u.active {
-			out = append(out, [2]string{strconv.Itoa(u.pid), processName(u.name)})
+		if u.active && state.IsService(u.name) {
+			out = append(out, [2]string{strconv.Itoa(u.pid), state.ProcessName(u.name)})
 		}
 	}
 	return out
-}
-
-func (m *Machine) ps(_ context.Context, inv *shell.Invocation) int {
-	procs := m.processes()
-	long := false
-	for _, a := range inv.Args[1:] {
-		if strings.Contains(a, "u") || strings.Contains(a, "f") || strings.Contains(a, "e") {
-			long = true
-		}
-	}
-	if !long {
-		fmt.Fprintf(inv.Stdout, "    PID TTY          TIME CMD\n%7d ?        00:00:00 bash\n%7d ?        00:00:00 ps\n", 4100, 4101)
-		return 0
-	}
-	fmt.Fprintln(inv.Stdout, "USER         PID %CPU %MEM    VSZ   RSS TTY      STAT START   TIME COMMAND")
-	for _, p := range procs {
-		fmt.Fprintf(inv.Stdout, "%-8s %7s  0.0  0.2  98304  8192 ?        Ss   %s   0:01 %s\n", "root", p[0], m.boot.Format("Jan02"), p[1])
-	}
-	return 0
 }
 
 func (m *Machine) pgrep(_ context.Context, inv *shell.Invocation) int {

@@ -1,15 +1,20 @@
-// Package system simulates what a lab machine reports about itself: systemd units, the
-// journal, disks, memory, load, listening sockets, packages, docker containers, name lookup,
-// ping and the kernel, plus the /proc files and /etc/os-release that scripts read. Figures
-// are healthy and vary a little from one call to the next, drawn from a random source seeded
-// by the machine's name so a run is reproducible.
+// Package system simulates what a lab machine reports about itself: its units, disks,
+// memory, load, sockets, packages, accounts, name lookup, ping and kernel, plus the /proc
+// files and /etc files scripts read. Figures are healthy and vary a little from one call to
+// the next, drawn from a random source seeded by the machine's name so a run is
+// reproducible.
 //
 // A Machine keeps the mutable part (unit states, pending upgrades, containers) behind a
-// mutex; its programs are shell.Programs bound to it, listed in Programs. One file per
-// family: systemd.go (systemctl, journalctl), procs.go (ps, pgrep, pidof), metrics.go (load,
-// memory, disks: uptime, top, free, df, vm_stat, sysctl, /proc), net.go (ping, ss, ip,
-// hostname, getent), apt.go, docker.go, date.go and identity.go (uname, id, whoami,
-// lsb_release, sw_vers).
+// mutex and offers it to the program families through the small API of
+// labsim/system/state (api.go). Programs lists every program the machine has: the ones in
+// this package — procs.go and vmstat.go (pgrep, pidof, vmstat), metrics.go (uptime, top,
+// free, df, vm_stat, sysctl, /proc), net.go (ping, ss, hostname, getent), accounts.go (id,
+// getent passwd/group), apt.go, packages.go (the installed catalogue), date.go and
+// identity.go (uname, whoami, lsb_release, sw_vers) — and those of the families beside it,
+// each importing only labsim/system/state: systemd (systemctl, journalctl), docker,
+// storage (lsblk, findmnt, mount, LVM, ZFS, smartctl), netif (ip), procs (ps), cron (crontab), logins (who, w, last,
+// lastlog) and dpkg (dpkg, dpkg-query, apt-cache). docs/labsim.md lists what each answers
+// and where its format comes from.
 package system
 
 import (
@@ -23,6 +28,15 @@ import (
 
 	"github.com/oikos-hq/oikos/testkit/labsim/sandbox"
 	"github.com/oikos-hq/oikos/testkit/labsim/shell"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/cron"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/docker"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/dpkg"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/logins"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/netif"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/procs"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/state"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/storage"
+	"github.com/oikos-hq/oikos/testkit/labsim/system/systemd"
 )
 
 // Role says what kind of machine is simulated; it decides kernels, mounts and base units.
@@ -73,6 +87,8 @@ type Config struct {
 	Resolve func(name string) (string, bool)
 	// Clock is the machine's clock; nil means time.Now.
 	Clock func() time.Time
+	// ZFSPools are the machine's ZFS pools; zfs and zpool exist only where there is one.
+	ZFSPools []string
 }
 
 type unitState struct {
@@ -103,7 +119,8 @@ type Machine struct {
 	rng        *rand.Rand
 	units      map[string]*unitState
 	upgrades   []upgrade
-	installed  map[string]string
+	installed  map[string]string // package → installed version
+	catalogue  map[string]state.Package
 	containers map[string]*container
 	nextPID    int
 	stat       cpuCounters
@@ -167,7 +184,7 @@ func New(cfg Config) *Machine {
 	}
 	now := cfg.Clock().UTC()
 	m.boot = now.Add(-time.Duration(3+m.rng.Intn(40))*24*time.Hour - time.Duration(m.rng.Intn(86400))*time.Second).Truncate(time.Second)
-	for _, u := range append(baseUnits(cfg.Role), cfg.Units...) {
+	for _, u := range append(append(baseUnits(cfg.Role), systemd.BaseTimers(string(cfg.Role))...), cfg.Units...) {
 		name := UnitName(u)
 		if _, ok := m.units[name]; ok {
 			continue
@@ -181,6 +198,13 @@ func New(cfg Config) *Machine {
 		}
 	}
 	m.upgrades = pendingUpgrades(cfg.Distro, m.rng)
+	_, hasDocker := m.units["docker.service"]
+	m.catalogue = basePackages(cfg.Distro, cfg.Role, hasDocker || len(cfg.Containers) > 0)
+	if cfg.Role != RoleDarwin {
+		for n, p := range m.catalogue {
+			m.installed[n] = p.Version
+		}
+	}
 	m.memFrac = 0.2 + 0.25*m.rng.Float64()
 	m.diskFrac = 0.15 + 0.25*m.rng.Float64()
 	m.loadPerCore = 0.02 + 0.1*m.rng.Float64()
@@ -193,12 +217,7 @@ func New(cfg Config) *Machine {
 }
 
 // UnitName normalises a unit name: "jellyfin" becomes "jellyfin.service".
-func UnitName(u string) string {
-	if strings.Contains(u, ".") {
-		return u
-	}
-	return u + ".service"
-}
+func UnitName(u string) string { return state.UnitName(u) }
 
 func imageFor(name string) string {
 	known := map[string]string{
@@ -290,7 +309,7 @@ func (m *Machine) sortedUnits() []unitState {
 func (m *Machine) Programs() shell.Registry {
 	reg := shell.Registry{
 		"uname": m.uname, "hostname": m.hostnameProg, "uptime": m.uptime, "date": m.date,
-		"top": m.top, "df": m.df, "ping": m.ping, "ps": m.ps, "id": m.id, "whoami": m.whoami,
+		"top": m.top, "df": m.df, "ping": m.ping, "ps": procs.Tool{M: m}.Program(), "id": m.id, "whoami": m.whoami,
 		"pgrep": m.pgrep, "pidof": m.pidof, "sysctl": m.sysctl, "getent": m.getent,
 	}
 	if m.IsDarwin() {
@@ -299,16 +318,26 @@ func (m *Machine) Programs() shell.Registry {
 		return reg
 	}
 	for name, p := range map[string]shell.Program{
-		"systemctl": m.systemctl, "journalctl": m.journalctl, "free": m.free, "ss": m.ss,
-		"apt": m.apt, "apt-get": m.apt, "nproc": m.nproc, "ip": m.ip, "lsb_release": m.lsbRelease,
+		"free": m.free, "ss": m.ss,
+		"apt": m.apt, "apt-get": m.apt, "nproc": m.nproc, "ip": netif.Tool{M: m}.Program(), "lsb_release": m.lsbRelease,
 	} {
 		reg[name] = p
 	}
+	for name, p := range (systemd.Tools{M: m}).Programs() {
+		reg[name] = p
+	}
+	for _, fam := range []shell.Registry{storage.Tools{M: m}.Programs(), logins.Tools{M: m}.Programs(), dpkg.Tools{M: m}.Programs()} {
+		for name, p := range fam {
+			reg[name] = p
+		}
+	}
+	reg["vmstat"] = m.vmstat
+	reg["crontab"] = cron.Crontab
 	m.mu.Lock()
 	_, hasDocker := m.units["docker.service"]
 	m.mu.Unlock()
 	if hasDocker || len(m.cfg.Containers) > 0 {
-		reg["docker"] = m.docker
+		reg["docker"] = docker.Tool{M: m}.Program()
 	}
 	return reg
 }
@@ -321,9 +350,16 @@ func (m *Machine) Files() map[string][]byte {
 		}
 	}
 	files := map[string][]byte{
-		"/etc/os-release": []byte(osRelease(m.cfg.Distro)),
-		"/etc/hostname":   []byte(m.cfg.Hostname + "\n"),
-		"/etc/hosts":      []byte(fmt.Sprintf("127.0.0.1\tlocalhost\n127.0.1.1\t%s\n", m.cfg.Hostname)),
+		"/etc/os-release":  []byte(osRelease(m.cfg.Distro)),
+		"/etc/hostname":    []byte(m.cfg.Hostname + "\n"),
+		"/etc/hosts":       []byte(fmt.Sprintf("127.0.0.1\tlocalhost\n127.0.1.1\t%s\n", m.cfg.Hostname)),
+		"/etc/resolv.conf": []byte(m.resolvConf()),
+		// No /etc/passwd: the root package's sandbox test takes "root:x:0:0" in a guest's
+		// output as a sign that a path escaped to the host; getent passwd answers instead.
+		"/etc/group": []byte(strings.Join(m.groups(), "\n") + "\n"),
+	}
+	for p, data := range cron.Files() {
+		files[p] = data
 	}
 	if strings.HasPrefix(m.cfg.Distro, "debian") {
 		files["/etc/debian_version"] = []byte(map[string]string{"debian-11": "11.11\n", "debian-12": "12.8\n", "debian-13": "13.1\n"}[m.cfg.Distro])
@@ -340,7 +376,7 @@ func (m *Machine) Dirs() []string {
 		}
 		return []string{"/etc", "/tmp", "/var/log", "/Applications", "/Users", home, "/usr/local/bin"}
 	}
-	return []string{"/etc", "/tmp", "/root", "/var/log", "/var/lib", "/var/tmp", "/usr/local/bin", "/opt", "/srv", "/home", m.Home()}
+	return append([]string{"/etc", "/tmp", "/root", "/var/log", "/var/lib", "/var/tmp", "/usr/local/bin", "/opt", "/srv", "/home", m.Home()}, cron.Dirs()...)
 }
 
 // Home is the login user's home directory.
@@ -380,6 +416,7 @@ func (m *Machine) ProcFiles() map[string]sandbox.Generator {
 		"/proc/stat":    func() []byte { return []byte(m.procStat()) },
 		"/proc/uptime":  func() []byte { return []byte(m.procUptime()) },
 		"/proc/cpuinfo": func() []byte { return []byte(m.procCPUInfo()) },
+		"/proc/mounts":  func() []byte { return []byte(storage.Tools{M: m}.ProcMounts()) },
 	}
 }
 
@@ -442,6 +479,12 @@ func pendingUpgrades(distro string, rng *rand.Rand) []upgrade {
 			{"openssl", "bullseye-security", "1.1.1w-0+deb11u2", "1.1.1w-0+deb11u1"},
 			{"libssl1.1", "bullseye-security", "1.1.1w-0+deb11u2", "1.1.1w-0+deb11u1"},
 			{"tzdata", "bullseye-updates", "2024a-0+deb11u1", "2021a-1+deb11u11"},
+		}
+	case distro == "debian-13":
+		catalogue = []upgrade{
+			{"openssl", "stable-security", "3.5.1-1+deb13u1", "3.5.1-1"},
+			{"libssl3t64", "stable-security", "3.5.1-1+deb13u1", "3.5.1-1"},
+			{"tzdata", "stable-updates", "2025b-4+deb13u2", "2025b-4+deb13u1"},
 		}
 	default:
 		catalogue = []upgrade{

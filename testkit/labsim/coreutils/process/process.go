@@ -144,7 +144,7 @@ assignments:
 	}
 	sub := *inv
 	sub.Env = envFromPairs(pairs)
-	code := sub.Exec(ctx, args, shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
+	code := run(ctx, &sub, args, shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
 	if code == 127 {
 		return 127
 	}
@@ -245,7 +245,7 @@ func xargs(ctx context.Context, inv *shell.Invocation) int {
 			for i, a := range cmd {
 				argv[i] = strings.ReplaceAll(a, rep, item)
 			}
-			if !note(inv.Exec(ctx, argv, stdio)) {
+			if !note(run(ctx, inv, argv, stdio)) {
 				break
 			}
 		}
@@ -266,12 +266,12 @@ func xargs(ctx context.Context, inv *shell.Invocation) int {
 		per = 1
 	}
 	if len(items) == 0 {
-		note(inv.Exec(ctx, cmd, stdio))
+		note(run(ctx, inv, cmd, stdio))
 		return worst
 	}
 	for i := 0; i < len(items); i += per {
 		argv := append(append([]string{}, cmd...), items[i:min(i+per, len(items))]...)
-		if !note(inv.Exec(ctx, argv, stdio)) {
+		if !note(run(ctx, inv, argv, stdio)) {
 			break
 		}
 	}
@@ -314,6 +314,11 @@ func sh(ctx context.Context, inv *shell.Invocation) int {
 		prefix = "set " + strings.Join(setOpts, " ") + "\n"
 	}
 	stdio := shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr}
+	arg0 := inv.Name()
+	if !command && len(args) > 0 && args[0] != "-" {
+		arg0 = args[0]
+	}
+	ctx = shell.WithInterpreter(ctx, inv.Name(), arg0)
 	if command {
 		if len(args) == 0 {
 			fmt.Fprintf(inv.Stderr, "%s: -c: option requires an argument\n", inv.Name())
@@ -360,7 +365,7 @@ func timeout(ctx context.Context, inv *shell.Invocation) int {
 		cctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	code := inv.Exec(cctx, o.Args[1:], shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
+	code := run(cctx, inv, o.Args[1:], shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
 	if ctx.Err() == nil && cctx.Err() != nil {
 		if o.Has("preserve-status") {
 			return 143
@@ -405,14 +410,14 @@ func sudo(ctx context.Context, inv *shell.Invocation) int {
 		fmt.Fprintln(inv.Stderr, "usage: sudo -h | -K | -k | -V")
 		return 1
 	}
-	return inv.Exec(ctx, args, shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
+	return run(ctx, inv, args, shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
 }
 
 func passthrough(ctx context.Context, inv *shell.Invocation) int {
 	if len(inv.Args) < 2 {
 		return cli.Usage(inv, errors.New("missing operand"), 125)
 	}
-	return inv.Exec(ctx, inv.Args[1:], shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
+	return run(ctx, inv, inv.Args[1:], shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
 }
 
 func nice(ctx context.Context, inv *shell.Invocation) int {
@@ -426,7 +431,35 @@ func nice(ctx context.Context, inv *shell.Invocation) int {
 		fmt.Fprintln(inv.Stdout, "0")
 		return 0
 	}
-	return inv.Exec(ctx, args, shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
+	return run(ctx, inv, args, shell.Stdio{Stdin: inv.Stdin, Stdout: inv.Stdout, Stderr: inv.Stderr})
 }
 
 func envFromPairs(pairs []string) expand.Environ { return expand.ListEnviron(pairs...) }
+
+// run executes argv for a program that runs another command (env, timeout, nohup, nice,
+// xargs, sudo); a command that does not exist is reported in that program's words, as
+// coreutils, findutils and sudo do, since no shell is there to say "command not found".
+func run(ctx context.Context, inv *shell.Invocation, argv []string, stdio shell.Stdio) int {
+	if len(argv) > 0 {
+		if _, ok := inv.Shell.Lookup(argv[0], inv.Env, inv.Dir); !ok {
+			name := argv[0]
+			switch inv.Name() {
+			case "env":
+				fmt.Fprintf(inv.Stderr, "env: '%s': No such file or directory\n", name)
+			case "timeout", "nohup":
+				fmt.Fprintf(inv.Stderr, "%s: failed to run command '%s': No such file or directory\n", inv.Name(), name)
+			case "nice":
+				fmt.Fprintf(inv.Stderr, "nice: '%s': No such file or directory\n", name)
+			case "xargs":
+				fmt.Fprintf(inv.Stderr, "xargs: %s: No such file or directory\n", name)
+			case "sudo":
+				fmt.Fprintf(inv.Stderr, "sudo: %s: command not found\n", name)
+				return 1
+			default:
+				return inv.Exec(ctx, argv, stdio)
+			}
+			return 127
+		}
+	}
+	return inv.Exec(ctx, argv, stdio)
+}
