@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +54,8 @@ func TestRunSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, stderr := runCLI(t, runSeed, env, "--inventory", bad)
-	if code != 1 || !strings.Contains(stderr, bad+":57") || !strings.Contains(stderr, "spaceship:jellyfin") {
+	line := strings.Count(inv[:strings.Index(inv, "{type: lxc, name: jellyfin,")], "\n") + 1
+	if code != 1 || !strings.Contains(stderr, fmt.Sprintf("%s:%d", bad, line)) || !strings.Contains(stderr, "spaceship:jellyfin") {
 		t.Errorf("bad inventory: exit %d, stderr %q", code, stderr)
 	}
 	if n := entities(); n != 0 {

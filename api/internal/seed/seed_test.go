@@ -3,6 +3,7 @@ package seed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -290,6 +291,18 @@ func TestMalformedSeedChangesNothing(t *testing.T) {
 		return []byte(strings.Replace(inventory, old, new, 1))
 	}
 	jellyfin := "  - {type: lxc, name: jellyfin, attributes: {vmid: 101,"
+	hostsEdge := `  - {type: hosts, source: "proxmox-host:atlas", target: "lxc:jellyfin"}`
+	// The lines are found in the inventory itself, so the demo fleet can grow
+	// without these cases going stale.
+	at := func(text string) string {
+		i := strings.Index(inventory, text)
+		if i < 0 {
+			t.Fatalf("inventory has no %q", text)
+		}
+		return fmt.Sprintf("inventory.yaml:%d", strings.Count(inventory[:i], "\n")+1)
+	}
+	jellyfinLine, hostsLine := at(jellyfin), at(hostsEdge)
+	nextLine := fmt.Sprintf("inventory.yaml:%d", strings.Count(inventory[:strings.Index(inventory, jellyfin)], "\n")+2)
 	cases := []struct {
 		name      string
 		inventory []byte
@@ -298,18 +311,18 @@ func TestMalformedSeedChangesNothing(t *testing.T) {
 	}{
 		{"bad yaml", replace("entities:", "entities: [\n  - {"), nil, []string{"inventory.yaml:", "invalid YAML"}},
 		{"unknown type", replace(jellyfin, "  - {type: spaceship, name: jellyfin, attributes: {vmid: 101,"), nil,
-			[]string{"inventory.yaml:57", "spaceship:jellyfin", "type", "unknown entity type"}},
-		{"forbidden edge", replace(`  - {type: hosts, source: "proxmox-host:atlas", target: "lxc:jellyfin"}`,
+			[]string{jellyfinLine, "spaceship:jellyfin", "type", "unknown entity type"}},
+		{"forbidden edge", replace(hostsEdge,
 			`  - {type: hosts, source: "service:jellyfin", target: "lxc:jellyfin"}`), nil,
-			[]string{"inventory.yaml:259", "service:jellyfin -hosts-> lxc:jellyfin", "forbids"}},
+			[]string{hostsLine, "service:jellyfin -hosts-> lxc:jellyfin", "forbids"}},
 		{"duplicate slug", replace(jellyfin, jellyfin[:len(jellyfin)-len(" attributes: {vmid: 101,")]+" attributes: {vmid: 999}}\n"+jellyfin), nil,
-			[]string{"inventory.yaml:58", "lxc:jellyfin", "duplicate slug"}},
+			[]string{nextLine, "lxc:jellyfin", "duplicate slug"}},
 		{"wrong attribute type", replace(jellyfin, "  - {type: lxc, name: jellyfin, attributes: {vmid: one,"), nil,
-			[]string{"inventory.yaml:57", "lxc:jellyfin", "attributes.vmid", "expected integer"}},
+			[]string{jellyfinLine, "lxc:jellyfin", "attributes.vmid", "expected integer"}},
 		{"scheduler-owned attribute", replace(jellyfin, "  - {type: lxc, name: jellyfin, attributes: {health: up, vmid: 101,"), nil,
-			[]string{"inventory.yaml:57", "lxc:jellyfin", "attributes.health", "scheduler"}},
+			[]string{jellyfinLine, "lxc:jellyfin", "attributes.health", "scheduler"}},
 		{"unknown edge endpoint", replace(`target: "lxc:jellyfin"}`, `target: "lxc:nope"}`), nil,
-			[]string{"inventory.yaml:259", "lxc:nope", "target"}},
+			[]string{hostsLine, "lxc:nope", "target"}},
 		{"knowledge about unknown entity", nil, []byte("documents:\n  - slug: runbook:x\n    kind: runbook\n    title: X\n    about: [lxc:nope]\n    body: text\n"),
 			[]string{"knowledge.yaml:2", "runbook:x", "about"}},
 	}
