@@ -39,7 +39,7 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nicholas-fedor/shoutrrr v0.13.2 // indirect
 	github.com/oapi-codegen/runtime v1.9.0 // indirect
-	github.com/oikos-hq/oikos/migrations v0.0.0 // indirect
+	github.com/oikos-hq/oikos/migrations v0.0.0
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/pressly/goose/v3 v3.30.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect

@@ -219,13 +219,24 @@ func provider(pool *pgxpool.Pool, locked bool) (*goose.Provider, *sql.DB, error)
 // Migrate applies every pending migration under goose's session advisory lock, so two api
 // processes starting together never migrate at once. It returns the versions applied.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int64, error) {
+	return MigrateTo(ctx, pool, 0)
+}
+
+// MigrateTo applies the pending migrations up to version (0: all), as Migrate does: the
+// schema an older release left, for the tests of upgrades and of restoring its backups.
+func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int64) ([]int64, error) {
 	p, db, err := provider(pool, true)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
 	defer p.Close()
-	res, err := p.Up(ctx)
+	var res []*goose.MigrationResult
+	if version == 0 {
+		res, err = p.Up(ctx)
+	} else {
+		res, err = p.UpTo(ctx, version)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}

@@ -172,11 +172,23 @@ type DB struct {
 	Pool *pgxpool.Pool
 }
 
+// Empty creates a database with nothing in it (no migrations, no tables), as a new server
+// gives, opens a pool on it and drops it when the test ends: what a restore starts from.
+func Empty(tb testing.TB) *DB {
+	tb.Helper()
+	return create(tb, "")
+}
+
 // New creates a fresh migrated database for the test, opens a pool on it and drops it when
 // the test ends.
 func New(tb testing.TB) *DB {
 	tb.Helper()
-	tpl := template(tb)
+	return create(tb, template(tb))
+}
+
+// create makes a database from the template tpl ("": the server's default, empty).
+func create(tb testing.TB, tpl string) *DB {
+	tb.Helper()
 	ctx := context.Background()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -186,7 +198,11 @@ func New(tb testing.TB) *DB {
 		tb.Fatalf("pgtest: connect admin: %v", err)
 	}
 	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{name}.Sanitize()+` TEMPLATE `+pgx.Identifier{tpl}.Sanitize()); err != nil {
+	stmt := `CREATE DATABASE ` + pgx.Identifier{name}.Sanitize()
+	if tpl != "" {
+		stmt += ` TEMPLATE ` + pgx.Identifier{tpl}.Sanitize()
+	}
+	if _, err := admin.Exec(ctx, stmt); err != nil {
 		tb.Fatalf("pgtest: create database: %v", err)
 	}
 	u := withDB(ServerURL(tb), name)
