@@ -11,3 +11,15 @@ var FS embed.FS
 
 // Dir is the directory inside FS that holds the migrations.
 const Dir = "sql"
+
+// PreviousRelease is the newest migration of the release before this one: an install being
+// upgraded has this schema, and the migrations after it are the ones the upgrade runs on a
+// database full of data (e2e/upgrade runs them on a month of it; rules_test.go holds them to
+// the rules for big tables). Bump it when a release is cut.
+const PreviousRelease = 16
+
+// BigTables grow with time (results history, the outbox, the audit log, execution output,
+// conversations): a migration after PreviousRelease must not rewrite one, scan one under an
+// exclusive lock, or update one in a single statement (docs/upgrades.md).
+var BigTables = []string{"metric_samples", "events", "audit_log", "execution_logs", "session_messages",
+	"tool_calls", "chat_messages", "agent_activity", "notification_attempts", "notification_deliveries"}

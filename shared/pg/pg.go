@@ -247,6 +247,26 @@ func MigrateTo(ctx context.Context, pool *pgxpool.Pool, version int64) ([]int64,
 	return applied, nil
 }
 
+// MigrateDownTo undoes the applied migrations newer than version, newest first, under the
+// same lock: the upgrade tests build an older release's schema from a current database.
+func MigrateDownTo(ctx context.Context, pool *pgxpool.Pool, version int64) ([]int64, error) {
+	p, db, err := provider(pool, true)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	defer p.Close()
+	res, err := p.DownTo(ctx, version)
+	if err != nil {
+		return nil, fmt.Errorf("migrate down to %d: %w", version, err)
+	}
+	undone := make([]int64, 0, len(res))
+	for _, r := range res {
+		undone = append(undone, r.Source.Version)
+	}
+	return undone, nil
+}
+
 // CheckSchema returns ErrSchemaPending (wrapped with the versions) when the database is
 // behind the migrations compiled into this binary, and an error when it is ahead of them: a
 // daemon must not run against a schema it does not know.
