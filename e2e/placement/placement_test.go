@@ -21,8 +21,8 @@ import (
 
 	apiapp "github.com/oikos-hq/oikos/api/app"
 	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
-	"github.com/oikos-hq/oikos/seeds"
 	schedapp "github.com/oikos-hq/oikos/scheduler/app"
+	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/metrics"
