@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,7 @@ type stack struct {
 	pool     *remote.Pool
 	fleet    *schedapp.Fleet
 	notifier *eventbus.Notifier
+	drift    *schedapp.Drift
 }
 
 // The shared scheduler's placement interval is out of reach of a test: what moves the graph
@@ -103,6 +105,7 @@ func build(t *e2estack.PackageTB) (s *stack, err error) {
 		return nil, err
 	}
 	t.Cleanup(s.notifier.Stop)
+	s.drift = drift
 	for _, part := range []interface {
 		Start(context.Context) error
 		Stop()
@@ -116,7 +119,7 @@ func build(t *e2estack.PackageTB) (s *stack, err error) {
 }
 
 // hostsOf is the sources of guest's current hosts edges and its host attribute.
-func (s *stack) hostsOf(t *testing.T, guest string) (string, string) {
+func (s *stack) hostsOf(t testing.TB, guest string) (string, string) {
 	t.Helper()
 	var hosts, attr string
 	if err := s.db.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(h.slug, ',' ORDER BY h.slug), ''),
@@ -130,7 +133,7 @@ LEFT JOIN entities h ON h.id = r.source_id WHERE g.slug = $1`, guest).Scan(&host
 
 // waitMoved waits for the guest.moved event of guest (re-checked on every outbox
 // notification) and returns when it was appended.
-func (s *stack) waitMoved(t *testing.T, guest string, within time.Duration) time.Time {
+func (s *stack) waitMoved(t testing.TB, guest string, within time.Duration) time.Time {
 	t.Helper()
 	var at time.Time
 	e2estack.Eventually(t, s.db.URL, within, 200*time.Millisecond, "guest.moved for "+guest, func() (bool, string) {
@@ -141,7 +144,7 @@ ORDER BY id DESC LIMIT 1`, guest).Scan(&at)
 	return at
 }
 
-func (s *stack) movedEvents(t *testing.T, guest string) int {
+func (s *stack) movedEvents(t testing.TB, guest string) int {
 	t.Helper()
 	var n int
 	if err := s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE type = 'guest.moved' AND payload->>'slug' = $1`,
@@ -228,4 +231,45 @@ func TestApprovedPctMigrateFollowed(t *testing.T) {
 	if n := s.movedEvents(t, "lxc:prowlarr"); n != 1 {
 		t.Errorf("%d guest.moved events for prowlarr, want 1", n)
 	}
+}
+
+// BenchmarkMigrationFollowed is the time from a migration (the lab's control endpoint) to the
+// graph following it (the guest.moved event), when a placement sweep starts at once, as it
+// does after a migration run through Oikos: the sweep (one pvesh call), the report stored,
+// the api's follower moving the hosts edge. A migration behind Oikos's back adds up to one
+// OIKOS_PLACEMENT_INTERVAL to this.
+func BenchmarkMigrationFollowed(b *testing.B) {
+	s := shared.Get(b)
+	const guest, vmid = "lxc:grafana", 209
+	nodes := []string{"atlas", "boreas", "ceres"}
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		h, _ := s.hostsOf(b, guest)
+		from := strings.TrimPrefix(h, "proxmox-host:")
+		to := nodes[0]
+		for _, n := range nodes {
+			if n != from {
+				to = n
+				break
+			}
+		}
+		before := s.movedEvents(b, guest)
+		body, _ := json.Marshal(map[string]string{"target": to})
+		start := time.Now()
+		resp, err := http.Post("http://"+s.sim.ControlAddr()+fmt.Sprintf("/guests/%s/%d/migrate", from, vmid), "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("migrate %s/%d to %s: %d", from, vmid, to, resp.StatusCode)
+		}
+		s.drift.PlacementNow()
+		e2estack.Eventually(b, s.db.URL, 20*time.Second, 200*time.Millisecond, "guest.moved for "+guest, func() (bool, string) {
+			n := s.movedEvents(b, guest)
+			return n > before, fmt.Sprint(n)
+		})
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-graph")
 }
