@@ -32,6 +32,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/notifyapi"
 	"github.com/oikos-hq/oikos/api/internal/notifyworker"
 	"github.com/oikos-hq/oikos/api/internal/onboard"
+	"github.com/oikos-hq/oikos/api/internal/placement"
 	"github.com/oikos-hq/oikos/api/internal/seed"
 	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/api/internal/websession"
@@ -66,6 +67,7 @@ type Server struct {
 	notifier  *eventbus.Notifier
 	bus       *eventbus.Bus
 	registrar *registrar.Registrar
+	placement *placement.Follower
 	// notifications delivers notifications from the outbox (nil when OIKOS_NOTIFY_ENABLED is off).
 	notifications *notifyworker.Notifier
 	chat          *chatapi.API
@@ -96,6 +98,9 @@ func (s *Server) Stop() {
 	}
 	if s.chat != nil {
 		s.chat.Stop()
+	}
+	if s.placement != nil {
+		s.placement.Stop()
 	}
 	if s.registrar != nil {
 		s.registrar.Stop()
@@ -254,7 +259,12 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	if err != nil {
 		return fail(err)
 	}
-	s := &Server{pool: pool, notifier: notifier, bus: bus, registrar: reg, notifications: notifications, chat: chatAPI,
+	// The graph follows guests that moved between a cluster's nodes (drift's `moved`).
+	follower, err := placement.New(placement.Options{Bus: bus, Pool: pool, Graph: svc, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	s := &Server{pool: pool, notifier: notifier, bus: bus, registrar: reg, placement: follower, notifications: notifications, chat: chatAPI,
 		http: h, cancel: cancel, served: make(chan error, 1), Graph: svc, Auth: store}
 	if err := bus.Start(ctx); err != nil {
 		return fail(err)
@@ -264,6 +274,9 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 		return fail(err)
 	}
 	if err := reg.Start(ctx); err != nil {
+		return fail(err)
+	}
+	if err := follower.Start(ctx); err != nil {
 		return fail(err)
 	}
 	if notifications != nil {

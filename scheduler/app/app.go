@@ -121,8 +121,15 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	if err != nil {
 		return err
 	}
+	// A migration that ran through Oikos is followed at once (no wait for the placement
+	// interval): the graph's hosts edge moves with the guest (api/internal/placement).
+	var discovery *drift.Service
 	ex := executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics,
-		SchedulerID: cfg.ID, Owned: lm.Owned, SweepEvery: cfg.LeaseExpiry})
+		SchedulerID: cfg.ID, Owned: lm.Owned, SweepEvery: cfg.LeaseExpiry, OnEnd: func(x executor.Ended) {
+			if x.Status == executor.StatusCompleted && drift.IsMigration(x.Command) && discovery != nil {
+				discovery.PlacementNow()
+			}
+		}})
 	engine, err := incidents.New(incidents.Options{Pool: pool, Logger: log, Metrics: health.Metrics, Thresholds: cfg.Incidents})
 	if err != nil {
 		return err
@@ -137,8 +144,8 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	if err != nil {
 		return err
 	}
-	discovery, err := drift.New(drift.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics,
-		SchedulerID: cfg.ID, Lease: lm.Lease})
+	discovery, err = drift.New(drift.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics,
+		SchedulerID: cfg.ID, Lease: lm.Lease, Every: cfg.DriftEvery, PlacementEvery: cfg.PlacementEvery})
 	if err != nil {
 		return err
 	}

@@ -83,3 +83,14 @@ var LeaseOwner = leases.Owner
 
 // HostUnit is the lease unit of everything that goes through the machine slug.
 var HostUnit = leases.HostUnit
+
+type (
+	// ExecutorEnded is a run whose end was recorded (ExecutorOptions.OnEnd).
+	ExecutorEnded = executor.Ended
+)
+
+// ExecCompleted is the status of an execution whose command exited 0.
+const ExecCompleted = executor.StatusCompleted
+
+// IsMigration reports whether a command moves a guest to another node; see drift.IsMigration.
+func IsMigration(command string) bool { return drift.IsMigration(command) }

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"time"
 
+	"github.com/oikos-hq/oikos/scheduler/internal/drift"
 	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
 	"github.com/oikos-hq/oikos/scheduler/internal/incidents"
 	"github.com/oikos-hq/oikos/scheduler/internal/leases"
@@ -38,6 +39,10 @@ type Config struct {
 	ID string
 	// LeaseRenew and LeaseExpiry are OIKOS_LEASE_RENEW (5s) and OIKOS_LEASE_EXPIRY (15s).
 	LeaseRenew, LeaseExpiry time.Duration
+	// DriftEvery is OIKOS_DRIFT_INTERVAL, how old the latest full drift report may get before
+	// a scheduled one (24h); PlacementEvery is OIKOS_PLACEMENT_INTERVAL, how often the
+	// clusters alone are listed so the graph follows moved guests (60s).
+	DriftEvery, PlacementEvery time.Duration
 	// Incidents: the failure and success thresholds in runs (OIKOS_INCIDENT_FAILURE_THRESHOLD,
 	// OIKOS_INCIDENT_SUCCESS_THRESHOLD) and per check kind (OIKOS_INCIDENT_THRESHOLDS).
 	Incidents incidents.Thresholds
@@ -77,6 +82,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.CheckConcurrency < 1 {
 		r.Fail("OIKOS_CHECK_CONCURRENCY must be at least 1")
+	}
+	c.DriftEvery = r.Duration("OIKOS_DRIFT_INTERVAL", drift.DefaultEvery)
+	c.PlacementEvery = r.Duration("OIKOS_PLACEMENT_INTERVAL", drift.DefaultPlacement)
+	if c.DriftEvery <= 0 || c.PlacementEvery <= 0 {
+		r.Fail("OIKOS_DRIFT_INTERVAL and OIKOS_PLACEMENT_INTERVAL must be positive durations (24h, 60s)")
 	}
 	c.ID = r.String("OIKOS_SCHEDULER_ID", schedulerID())
 	c.LeaseRenew = r.Duration("OIKOS_LEASE_RENEW", leases.DefaultRenew)

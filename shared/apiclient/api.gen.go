@@ -317,6 +317,24 @@ func (e DriftReportMissingKind) Valid() bool {
 	}
 }
 
+// Defines values for DriftReportMovedKind.
+const (
+	DriftReportMovedKindLxc DriftReportMovedKind = "lxc"
+	DriftReportMovedKindVm  DriftReportMovedKind = "vm"
+)
+
+// Valid indicates whether the value is a known member of the DriftReportMovedKind enum.
+func (e DriftReportMovedKind) Valid() bool {
+	switch e {
+	case DriftReportMovedKindLxc:
+		return true
+	case DriftReportMovedKindVm:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DriftReportStatus.
 const (
 	DriftReportStatusCompleted DriftReportStatus = "completed"
@@ -1442,7 +1460,30 @@ type DiscoveredListener struct {
 
 // DriftReport defines model for DriftReport.
 type DriftReport struct {
-	AgeSeconds *float32   `json:"age_seconds,omitempty"`
+	AgeSeconds *float32 `json:"age_seconds,omitempty"`
+
+	// Clusters The clusters listed (one pvesh get /cluster/resources each), with their nodes.
+	Clusters *[]struct {
+		// Error Why the cluster could not be listed (nodes are then the graph's members, offline).
+		Error *string `json:"error,omitempty"`
+
+		// Name Slug of the cluster entity.
+		Name  string `json:"name"`
+		Nodes []struct {
+			// Address The node's address, when the graph knows it.
+			Address *string `json:"address,omitempty"`
+
+			// Host Slug of the node's proxmox-host, "" when the node is not in the graph.
+			Host string `json:"host"`
+
+			// Node The Proxmox node name.
+			Node   string `json:"node"`
+			Online bool   `json:"online"`
+		} `json:"nodes"`
+
+		// Via The member the cluster was listed through.
+		Via *string `json:"via,omitempty"`
+	} `json:"clusters,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	Ghost      *[]struct {
 		Entity   string               `json:"entity"`
@@ -1454,16 +1495,26 @@ type DriftReport struct {
 		Vmid     int                  `json:"vmid"`
 	} `json:"ghost,omitempty"`
 	Hosts *[]struct {
-		Error *string `json:"error,omitempty"`
+		// Cluster Slug of the cluster entity it is a member of; its guests come from the cluster's listing.
+		Cluster *string `json:"cluster,omitempty"`
+		Error   *string `json:"error,omitempty"`
 
 		// Host Slug of the proxmox-host.
-		Host      string `json:"host"`
-		Lxc       int    `json:"lxc"`
-		Reachable bool   `json:"reachable"`
-		Vm        int    `json:"vm"`
+		Host string `json:"host"`
+		Lxc  int    `json:"lxc"`
+
+		// Reachable Listed; for a cluster member, reported online by its cluster.
+		Reachable bool `json:"reachable"`
+
+		// Scheduler The scheduler that listed it (the holder of its lease, or of the member its cluster was listed through).
+		Scheduler *string `json:"scheduler,omitempty"`
+		Vm        int     `json:"vm"`
 	} `json:"hosts,omitempty"`
 	Id      string `json:"id"`
 	Missing *[]struct {
+		// Cluster Slug of the cluster entity that reported the guest.
+		Cluster *string `json:"cluster,omitempty"`
+
 		// Config What pct config / qm config say about a guest, in the graph's attribute names.
 		Config *GuestConfig `json:"config,omitempty"`
 
@@ -1471,24 +1522,46 @@ type DriftReport struct {
 		ConfigError *string `json:"config_error,omitempty"`
 
 		// Hint Set when a ghost has the same vmid (moved, or recorded with the wrong host or kind).
-		Hint   *string                `json:"hint,omitempty"`
-		Host   string                 `json:"host"`
-		Kind   DriftReportMissingKind `json:"kind"`
-		Lock   *string                `json:"lock,omitempty"`
-		Name   string                 `json:"name"`
-		Status string                 `json:"status"`
-		Vmid   int                    `json:"vmid"`
+		Hint *string                `json:"hint,omitempty"`
+		Host string                 `json:"host"`
+		Kind DriftReportMissingKind `json:"kind"`
+		Lock *string                `json:"lock,omitempty"`
+		Name string                 `json:"name"`
+
+		// Node The Proxmox node a cluster reports the guest on (host is "" when that node is not in the graph).
+		Node   *string `json:"node,omitempty"`
+		Status string  `json:"status"`
+		Vmid   int     `json:"vmid"`
 	} `json:"missing,omitempty"`
+
+	// Moved Guests a cluster runs on another node than the graph's host; the api moves their hosts edge (guest.moved).
+	Moved *[]struct {
+		// From Slug of the graph's host.
+		From string               `json:"from"`
+		Kind DriftReportMovedKind `json:"kind"`
+
+		// Node The Proxmox node the cluster reports the guest on.
+		Node string `json:"node"`
+
+		// Slug Slug of the guest entity.
+		Slug string `json:"slug"`
+
+		// To Slug of the host of the node the cluster reports, "" when that node is not in the graph.
+		To   string `json:"to"`
+		Vmid int    `json:"vmid"`
+	} `json:"moved,omitempty"`
 	RequestIds *[]string         `json:"request_ids,omitempty"`
 	StartedAt  time.Time         `json:"started_at"`
 	Status     DriftReportStatus `json:"status"`
 	Summary    *struct {
+		Clusters         *int `json:"clusters,omitempty"`
 		Ghost            *int `json:"ghost,omitempty"`
 		GraphGuests      *int `json:"graph_guests,omitempty"`
 		Hosts            *int `json:"hosts,omitempty"`
 		HostsUnreachable *int `json:"hosts_unreachable,omitempty"`
 		LiveGuests       *int `json:"live_guests,omitempty"`
 		Missing          *int `json:"missing,omitempty"`
+		Moved            *int `json:"moved,omitempty"`
 		Unchecked        *int `json:"unchecked,omitempty"`
 	} `json:"summary,omitempty"`
 	Trigger   DriftReportTrigger `json:"trigger"`
@@ -1503,6 +1576,9 @@ type DriftReportGhostKind string
 
 // DriftReportMissingKind defines model for DriftReport.Missing.Kind.
 type DriftReportMissingKind string
+
+// DriftReportMovedKind defines model for DriftReport.Moved.Kind.
+type DriftReportMovedKind string
 
 // DriftReportStatus defines model for DriftReport.Status.
 type DriftReportStatus string

@@ -136,36 +136,54 @@ func (s *Service) EndRelationship(ctx context.Context, m Meta, id string) (Relat
 	}
 	var out Relationship
 	err := s.inTx(ctx, func(st *graphstore.Store) error {
-		before, err := st.GetRelationship(ctx, id, true)
-		if err != nil {
-			return err
-		}
-		if before.ValidTo != nil {
-			out = before
-			return nil
-		}
-		if err := st.EndRelationship(ctx, id); err != nil {
-			return err
-		}
-		if out, err = st.GetRelationship(ctx, id, false); err != nil {
-			return err
-		}
-		if err := writeAudit(ctx, st, m, "relationship.end", out.SourceID, before, out); err != nil {
-			return err
-		}
-		ch, err := s.deriveEnds(ctx, st, out.SourceID, out.TargetID)
-		if err != nil {
-			return err
-		}
-		if err := appendEvent(ctx, st, m, "relationship.ended", out.SourceID, out); err != nil {
-			return err
-		}
-		return st.AnnounceChecks(ctx, eventOf(m, "checks.changed", ""), ch)
+		var err error
+		out, err = s.endRelationship(ctx, st, m, id)
+		return err
 	})
 	if err != nil {
 		return Relationship{}, err
 	}
 	return out, nil
+}
+
+// EndRelationshipTx is EndRelationship inside the caller's transaction (a guest's move ends
+// its old hosts edge and opens the new one together: api/internal/placement).
+func (s *Service) EndRelationshipTx(ctx context.Context, tx storage.DB, m Meta, id string) (Relationship, error) {
+	if err := checkMeta(m); err != nil {
+		return Relationship{}, err
+	}
+	if !ids.IsUUID(id) {
+		return Relationship{}, fmt.Errorf("%w: relationship %q", ErrNotFound, id)
+	}
+	return s.endRelationship(ctx, s.on(tx), m, id)
+}
+
+func (s *Service) endRelationship(ctx context.Context, st *graphstore.Store, m Meta, id string) (Relationship, error) {
+	before, err := st.GetRelationship(ctx, id, true)
+	if err != nil {
+		return Relationship{}, err
+	}
+	if before.ValidTo != nil {
+		return before, nil
+	}
+	if err := st.EndRelationship(ctx, id); err != nil {
+		return Relationship{}, err
+	}
+	out, err := st.GetRelationship(ctx, id, false)
+	if err != nil {
+		return Relationship{}, err
+	}
+	if err := writeAudit(ctx, st, m, "relationship.end", out.SourceID, before, out); err != nil {
+		return Relationship{}, err
+	}
+	ch, err := s.deriveEnds(ctx, st, out.SourceID, out.TargetID)
+	if err != nil {
+		return Relationship{}, err
+	}
+	if err := appendEvent(ctx, st, m, "relationship.ended", out.SourceID, out); err != nil {
+		return Relationship{}, err
+	}
+	return out, st.AnnounceChecks(ctx, eventOf(m, "checks.changed", ""), ch)
 }
 
 // fieldNotFound says which reference was missing (a not-found naming the field); errors.Is

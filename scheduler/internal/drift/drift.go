@@ -19,6 +19,28 @@
 // one connection: the scheduler running a report announces it (NOTIFY oikos_drift_list with
 // the report id), every scheduler lists the hosts it holds into drift_listings, fenced by the
 // lease's generation, and the runner diffs the listings with the graph.
+//
+// Clusters (cluster.go). Proxmox hosts that are member-of a cluster entity are not listed one
+// by one: one `pvesh get /cluster/resources --output-format json` through any live member
+// answers for every node and every guest of the cluster, so a sweep costs one command per
+// cluster instead of two per node, and it says where each guest runs now. The listing is
+// taken by the holder of a member's lease, through that member's one connection, and stored
+// under the cluster's slug fenced by that member's lease generation: the rule that every
+// command to a host goes through the holder of its lease (S9) stays true, and no new lease
+// unit is needed (a cluster's leases move with its nodes'). The holder of the first member
+// lists at once, trying its other members when one does not answer; a scheduler holding only
+// later members waits clusterTakeover for that listing before trying its own, so one
+// scheduler down or cut off from its node does not leave the cluster unlisted. The runner
+// could have listed the cluster itself through any member, but it would then open a second
+// connection to a host another scheduler holds.
+//
+// A guest the cluster places on another node than the graph's host is `moved` (the api's
+// placement follower, api/internal/placement, moves its hosts edge); a guest the cluster
+// still lists on a node that is down keeps its last known placement and is unchecked, never
+// a ghost. Besides the daily discovery, a placement sweep (trigger "placement", every
+// PlacementEvery and at once after a migration ran through Oikos: PlacementNow) lists only
+// the clusters, without reading configurations, and announces drift.placement only when
+// something moved.
 package drift
 
 import (
@@ -27,6 +49,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -53,6 +76,7 @@ const (
 	DefaultEvery       = 24 * time.Hour
 	DefaultHostTimeout = 30 * time.Second
 	DefaultPoll        = time.Hour
+	DefaultPlacement   = time.Minute
 )
 
 // hostParallelism is how many hosts are listed at once.
@@ -60,6 +84,12 @@ const hostParallelism = 4
 
 // EventReported is appended when a report is stored.
 const EventReported = "drift.reported"
+
+// EventPlacement is appended when a placement sweep found guests that moved.
+const EventPlacement = "drift.placement"
+
+// TriggerPlacement is the trigger of a placement sweep's report.
+const TriggerPlacement = "placement"
 
 // lockClaim serialises claiming requests and scheduled runs across schedulers.
 const lockClaim = 0x6f696b6f7310
@@ -102,6 +132,9 @@ type Options struct {
 	// before reporting a host unlisted (default HostTimeout + 10 s: a listing, configurations
 	// included, takes at most HostTimeout).
 	ListWait time.Duration
+	// PlacementEvery is how often the clusters alone are listed so the graph follows guests
+	// that moved (default 60 s; negative: never, PlacementNow only).
+	PlacementEvery time.Duration
 }
 
 // Service runs drift discovery. Start once; Stop is safe twice.
@@ -119,6 +152,8 @@ type Service struct {
 	toList  []string
 	listNow chan struct{}
 	listing map[string]time.Time
+	// placeNow asks for a placement sweep at once (PlacementNow).
+	placeNow chan struct{}
 
 	life startstop.Lifecycle // the loop
 }
@@ -130,8 +165,12 @@ type HostReport struct {
 	Error     string `json:"error,omitempty"`
 	LXC       int    `json:"lxc"`
 	VM        int    `json:"vm"`
-	// Scheduler is the one that listed the host: the holder of its lease.
+	// Scheduler is the one that listed the host: the holder of its lease (for a cluster
+	// member, of the member the cluster was listed through).
 	Scheduler string `json:"scheduler,omitempty"`
+	// Cluster is the cluster entity the host is a member of; its guests were read from the
+	// cluster's listing, and Reachable says whether the cluster reports the node online.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Missing is a live guest without an entity.
@@ -143,6 +182,10 @@ type Missing struct {
 	// when it could not be read (ConfigError says why).
 	Config      *GuestConfig `json:"config,omitempty"`
 	ConfigError string       `json:"config_error,omitempty"`
+	// Node and Cluster say where a cluster reports the guest: the Proxmox node's name and the
+	// cluster entity. Host is "" when that node is not in the graph.
+	Node    string `json:"node,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Ghost is an entity whose guest is not live.
@@ -173,7 +216,11 @@ type Report struct {
 	Missing    []Missing    `json:"missing"`
 	Ghost      []Ghost      `json:"ghost"`
 	Unchecked  []Unchecked  `json:"unchecked"`
-	Summary    Summary      `json:"summary"`
+	// Moved are guests whose cluster runs them on another node than the graph's host.
+	Moved []Moved `json:"moved"`
+	// Clusters are the clusters listed, with their nodes as the cluster reports them.
+	Clusters []ClusterReport `json:"clusters"`
+	Summary  Summary         `json:"summary"`
 }
 
 // Summary counts a report.
@@ -185,6 +232,8 @@ type Summary struct {
 	Missing          int `json:"missing"`
 	Ghost            int `json:"ghost"`
 	Unchecked        int `json:"unchecked"`
+	Moved            int `json:"moved"`
+	Clusters         int `json:"clusters"`
 }
 
 // New builds the service and registers its NOTIFY handler.
@@ -207,12 +256,17 @@ func New(opts Options) (*Service, error) {
 	if opts.ListWait <= 0 {
 		opts.ListWait = opts.HostTimeout + 10*time.Second
 	}
+	if opts.PlacementEvery == 0 {
+		opts.PlacementEvery = DefaultPlacement
+	}
+	// A short schedule (tests, a lab) is looked at more often than hourly.
+	opts.Poll = min(opts.Poll, opts.Every)
 	if opts.SchedulerID == "" {
 		h, _ := os.Hostname()
 		opts.SchedulerID = h + ":" + strconv.Itoa(os.Getpid())
 	}
 	s := &Service{opts: opts, log: opts.Logger.With().Str("component", "drift").Logger(), m: newDriftMetrics(opts.Metrics),
-		wake: make(chan struct{}, 1), listNow: make(chan struct{}, 1), listing: map[string]time.Time{}}
+		wake: make(chan struct{}, 1), listNow: make(chan struct{}, 1), placeNow: make(chan struct{}, 1), listing: map[string]time.Time{}}
 	if opts.Notifier != nil {
 		opts.Notifier.Listen(eventbus.ChannelDrift, s.onNotify)
 		opts.Notifier.Listen(eventbus.ChannelDriftList, s.onListRequest)
@@ -297,12 +351,26 @@ func (s *Service) loop(ctx context.Context) {
 		s.listLoop(ctx)
 	})
 	defer lists.Wait()
-	poll := time.NewTimer(time.Minute)
+	poll := time.NewTimer(min(time.Minute, s.opts.Poll))
 	defer poll.Stop()
+	var placement <-chan time.Time
+	if s.opts.PlacementEvery > 0 {
+		t := time.NewTicker(s.opts.PlacementEvery)
+		defer t.Stop()
+		placement = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-placement:
+			if _, err := s.runPlacement(ctx, false); err != nil && ctx.Err() == nil {
+				s.log.Error().Err(err).Msg("placement sweep failed")
+			}
+		case <-s.placeNow:
+			if _, err := s.runPlacement(ctx, true); err != nil && ctx.Err() == nil {
+				s.log.Error().Err(err).Msg("placement sweep failed")
+			}
 		case <-s.wake:
 			s.mu.Lock()
 			ids := s.pending
@@ -444,7 +512,7 @@ func (s *Service) insertRunning(ctx context.Context, tx *storage.Store, trigger 
 
 // execute runs the discovery for a claimed row and stores the outcome.
 func (s *Service) execute(ctx context.Context, reportID, trigger string, requestIDs []string) (*Report, error) {
-	rep, runErr := s.discover(ctx, reportID)
+	rep, runErr := s.discover(ctx, reportID, trigger == TriggerPlacement)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if runErr != nil {
@@ -466,14 +534,29 @@ func (s *Service) execute(ctx context.Context, reportID, trigger string, request
 		if err := tx.CompleteDriftReport(fctx, reportID, rep.FinishedAt, raw, len(rep.Missing), len(rep.Ghost)); err != nil {
 			return err
 		}
+		if trigger == TriggerPlacement {
+			if len(rep.Moved) == 0 {
+				return nil // nothing for the graph to follow: a sweep a minute stays silent
+			}
+			_, err := tx.AppendEvent(fctx, eventbus.Event{Type: EventPlacement, Actor: "scheduler"}, map[string]any{
+				"report_id": reportID, "moved": len(rep.Moved)})
+			return err
+		}
 		_, err := tx.AppendEvent(fctx, eventbus.Event{Type: EventReported, Actor: "scheduler"}, map[string]any{
 			"report_id": reportID, "trigger": trigger, "missing": len(rep.Missing), "ghost": len(rep.Ghost),
-			"unchecked": len(rep.Unchecked), "hosts_unreachable": rep.Summary.HostsUnreachable,
+			"unchecked": len(rep.Unchecked), "hosts_unreachable": rep.Summary.HostsUnreachable, "moved": len(rep.Moved),
 		})
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("drift: store report: %w", err)
+	}
+	if trigger == TriggerPlacement {
+		s.m.placements.Inc()
+		if len(rep.Moved) > 0 {
+			s.log.Info().Int("moved", len(rep.Moved)).Msg("placement sweep found moved guests")
+		}
+		return rep, nil
 	}
 	s.m.runs.WithLabelValues("completed").Inc()
 	s.m.missing.Set(float64(len(rep.Missing)))
@@ -496,6 +579,10 @@ type graphView struct {
 	hostByName    map[string]string // host name → slug, live or not
 	hostBySlug    map[string]bool   // live hosts
 	notLive       map[string]string // host slug → its state, for hosts not listed
+	// Clusters: cluster slug → its live member hosts (by slug), host slug → its cluster;
+	// hosts not in clusterOf are standalone and listed with pct list / qm list.
+	clusters  map[string][]string
+	clusterOf map[string]string
 }
 
 // readGraph reads the Proxmox hosts and their guests.
@@ -509,7 +596,7 @@ func (s *Service) readGraph(ctx context.Context) (*graphView, error) {
 		all[i] = graphGuest{id: r.ID, slug: r.Slug, name: r.Name, state: r.State, kind: r.Kind, attrs: r.Attrs}
 	}
 	g := &graphView{hostByName: map[string]string{}, hostBySlug: map[string]bool{},
-		notLive: map[string]string{}}
+		notLive: map[string]string{}, clusters: map[string][]string{}, clusterOf: map[string]string{}}
 	g.hostsEdge, err = s.db().HostSlugByGuest(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("drift: read hosts edges: %w", err)
@@ -529,6 +616,16 @@ func (s *Service) readGraph(ctx context.Context) (*graphView, error) {
 			g.guests = append(g.guests, e)
 		}
 	}
+	members, err := s.db().ClusterMembers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("drift: read cluster members: %w", err)
+	}
+	for _, m := range members {
+		if g.hostBySlug[m.Host] && g.clusterOf[m.Host] == "" { // a host in two clusters: the first
+			g.clusters[m.Cluster] = append(g.clusters[m.Cluster], m.Host)
+			g.clusterOf[m.Host] = m.Cluster
+		}
+	}
 	return g, nil
 }
 
@@ -541,6 +638,8 @@ type hostListing struct {
 	// Configs by configKey; each a config or why it could not be read.
 	Configs   map[string]configResult `json:"configs,omitempty"`
 	Scheduler string                  `json:"-"` // who listed it (drift_listings.scheduler_id)
+	// Cluster is set on a cluster's listing (stored under the cluster's slug).
+	Cluster *clusterListing `json:"cluster,omitempty"`
 }
 
 type configResult struct {
@@ -550,15 +649,21 @@ type configResult struct {
 
 func configKey(kind string, vmid int) string { return kind + "/" + strconv.Itoa(vmid) }
 
-// diff compares the listings (by host slug; a host without one is unreachable) with the graph.
-func (g *graphView) diff(listings map[string]hostListing, rep *Report) {
+// diff compares the listings (by host slug for a standalone host, by cluster slug for a
+// cluster; one without a listing is unreachable) with the graph. placementOnly: only the
+// clusters were listed, and only their members and guests are compared.
+func (g *graphView) diff(listings map[string]hostListing, rep *Report, placementOnly bool) {
 	type key struct {
 		host, kind string
 		vmid       int
 	}
 	live := map[key]LiveGuest{}
 	reachable := map[string]bool{}
+	compared := 0
 	for _, h := range g.hosts {
+		if g.clusterOf[h.slug] != "" || placementOnly {
+			continue // a cluster's members are reported with its listing (clusterDiff)
+		}
 		hr := HostReport{Host: h.slug}
 		l, ok := listings[h.slug]
 		hr.Scheduler = l.Scheduler
@@ -579,22 +684,16 @@ func (g *graphView) diff(listings map[string]hostListing, rep *Report) {
 		}
 		rep.Hosts = append(rep.Hosts, hr)
 	}
+	cd := g.clusterDiff(listings, rep)
 
 	matched := map[key]bool{}
 	for _, e := range g.guests {
-		host := ""
-		if a, _ := e.attrs["host"].(string); strings.TrimSpace(a) != "" {
-			a = strings.TrimSpace(a)
-			if g.hostBySlug[a] {
-				host = a
-			} else if slug, ok := g.hostByName[a]; ok {
-				host = slug
-			}
-		}
-		if host == "" {
-			host = g.hostsEdge[e.id]
-		}
+		host := g.hostOf(e)
 		vmid, ok := positiveInt(e.attrs["vmid"])
+		if placementOnly && (host == "" || g.clusterOf[host] == "") {
+			continue
+		}
+		compared++
 		switch {
 		case !ok:
 			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: e.slug, Reason: "no vmid attribute"})
@@ -604,6 +703,9 @@ func (g *graphView) diff(listings map[string]hostListing, rep *Report) {
 			continue
 		case host == "" || !g.hostBySlug[host]:
 			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: e.slug, Reason: "no owning proxmox-host in the graph"})
+			continue
+		case g.clusterOf[host] != "":
+			cd.compare(e, host, vmid, rep)
 			continue
 		case !reachable[host]:
 			rep.Unchecked = append(rep.Unchecked, Unchecked{Entity: e.slug, Reason: "its host " + host + " could not be listed"})
@@ -629,40 +731,67 @@ func (g *graphView) diff(listings map[string]hostListing, rep *Report) {
 		}
 		rep.Missing = append(rep.Missing, m)
 	}
+	rep.Missing = append(rep.Missing, cd.missing(listings)...)
 	sort.Slice(rep.Missing, func(i, j int) bool {
 		a, b := rep.Missing[i], rep.Missing[j]
 		if a.Host != b.Host {
 			return a.Host < b.Host
 		}
+		if a.Node != b.Node {
+			return a.Node < b.Node
+		}
 		return a.VMID < b.VMID
 	})
+	sort.Slice(rep.Moved, func(i, j int) bool { return rep.Moved[i].Slug < rep.Moved[j].Slug })
 	// A guest that moved hosts, or whose kind the graph has wrong, shows up on both sides.
 	for i := range rep.Ghost {
 		for j := range rep.Missing {
 			if rep.Ghost[i].VMID == rep.Missing[j].VMID {
+				where := rep.Missing[j].Host
+				if where == "" {
+					where = "node " + rep.Missing[j].Node + " of " + rep.Missing[j].Cluster
+				}
 				rep.Ghost[i].Hint = fmt.Sprintf("a %s %d runs on %s: moved, or recorded with the wrong host or kind?",
-					rep.Missing[j].Kind, rep.Missing[j].VMID, rep.Missing[j].Host)
+					rep.Missing[j].Kind, rep.Missing[j].VMID, where)
 				rep.Missing[j].Hint = "possibly " + rep.Ghost[i].Entity
 			}
 		}
 	}
-	rep.Summary.Hosts = len(g.hosts)
-	rep.Summary.LiveGuests = len(live)
-	rep.Summary.GraphGuests = len(g.guests)
+	rep.Summary.Hosts = len(rep.Hosts)
+	rep.Summary.LiveGuests = len(live) + cd.liveGuests
+	rep.Summary.GraphGuests = compared
 	rep.Summary.Missing = len(rep.Missing)
 	rep.Summary.Ghost = len(rep.Ghost)
 	rep.Summary.Unchecked = len(rep.Unchecked)
+	rep.Summary.Moved = len(rep.Moved)
+	rep.Summary.Clusters = len(rep.Clusters)
 }
 
-// discover answers the report reportID: it asks every scheduler to list the Proxmox hosts it
-// holds (NOTIFY oikos_drift with the report id), lists its own, waits for every live host's
-// listing, and diffs them with the graph. It stores nothing (execute does).
-func (s *Service) discover(ctx context.Context, reportID string) (*Report, error) {
-	rep := &Report{StartedAt: s.opts.Clock(), Hosts: []HostReport{}, Missing: []Missing{}, Ghost: []Ghost{}, Unchecked: []Unchecked{}}
+// hostOf is the proxmox-host a guest entity runs on by the graph: its host attribute (a
+// slug or a host's name) or else its current hosts edge; "" when neither names a host.
+func (g *graphView) hostOf(e graphGuest) string {
+	if a, _ := e.attrs["host"].(string); strings.TrimSpace(a) != "" {
+		a = strings.TrimSpace(a)
+		if g.hostBySlug[a] {
+			return a
+		} else if slug, ok := g.hostByName[a]; ok {
+			return slug
+		}
+	}
+	return g.hostsEdge[e.id]
+}
+
+// discover answers the report reportID: it asks every scheduler to list the Proxmox hosts
+// and clusters it holds (NOTIFY oikos_drift_list with the report id), lists its own, waits
+// for every live host's or cluster's listing, and diffs them with the graph. It stores
+// nothing (execute does). placementOnly: only the clusters.
+func (s *Service) discover(ctx context.Context, reportID string, placementOnly bool) (*Report, error) {
+	rep := &Report{StartedAt: s.opts.Clock(), Hosts: []HostReport{}, Missing: []Missing{}, Ghost: []Ghost{}, Unchecked: []Unchecked{},
+		Moved: []Moved{}, Clusters: []ClusterReport{}}
 	deadline := time.Now().Add(s.opts.ListWait)
 	s.announce(ctx, reportID)
 	s.listHeld(ctx, reportID)
-	listings, err := s.awaitListings(ctx, reportID, deadline)
+	listings, err := s.awaitListings(ctx, reportID, deadline, placementOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -671,7 +800,7 @@ func (s *Service) discover(ctx context.Context, reportID string) (*Report, error
 	if err != nil {
 		return nil, err
 	}
-	g.diff(listings, rep)
+	g.diff(listings, rep, placementOnly)
 	rep.FinishedAt = s.opts.Clock()
 	return rep, nil
 }
@@ -688,11 +817,26 @@ func (s *Service) announce(ctx context.Context, reportID string) {
 	}
 }
 
-// awaitListings waits until every live Proxmox host has a listing for reportID, asking again
-// every announceEvery (a scheduler that just took a host's lease, or missed the
-// notification), and gives up on the others at deadline (ListWait after the announcement),
-// naming their holder.
-func (s *Service) awaitListings(ctx context.Context, reportID string, deadline time.Time) (map[string]hostListing, error) {
+// units are what a report waits for: every standalone live Proxmox host (not in a placement
+// sweep) and every cluster, each with the hosts whose lease holders could list it.
+func (g *graphView) units(placementOnly bool) map[string][]string {
+	out := map[string][]string{}
+	for _, h := range g.hosts {
+		if g.clusterOf[h.slug] == "" && !placementOnly {
+			out[h.slug] = []string{h.slug}
+		}
+	}
+	for c, members := range g.clusters {
+		out[c] = members
+	}
+	return out
+}
+
+// awaitListings waits until every unit (standalone host or cluster) has a listing for
+// reportID, asking again every announceEvery (a scheduler that just took a host's lease, or
+// missed the notification), and gives up on the others at deadline (ListWait after the
+// announcement), naming their holders.
+func (s *Service) awaitListings(ctx context.Context, reportID string, deadline time.Time, placementOnly bool) (map[string]hostListing, error) {
 	again := time.Now().Add(announceEvery)
 	g, err := s.readGraph(ctx)
 	if err != nil {
@@ -704,25 +848,40 @@ func (s *Service) awaitListings(ctx context.Context, reportID string, deadline t
 			return nil, err
 		}
 		var waiting []string
-		for _, h := range g.hosts {
-			if _, ok := listings[h.slug]; !ok {
-				waiting = append(waiting, h.slug)
+		units := g.units(placementOnly)
+		for u := range units {
+			if _, ok := listings[u]; !ok {
+				waiting = append(waiting, u)
 			}
 		}
+		sort.Strings(waiting)
 		if len(waiting) == 0 {
 			return listings, nil
 		}
 		if time.Now().After(deadline) {
-			holders, err := s.holders(ctx, waiting)
+			var hosts []string
+			for _, u := range waiting {
+				hosts = append(hosts, units[u]...)
+			}
+			holders, err := s.holders(ctx, hosts)
 			if err != nil {
 				return nil, err
 			}
-			for _, h := range waiting {
-				why := "no scheduler holds its lease"
-				if holders[h] != "" {
-					why = "its lease holder " + holders[h] + " did not answer"
+			for _, u := range waiting {
+				var held []string
+				for _, h := range units[u] {
+					if holders[h] != "" && !slices.Contains(held, holders[h]) {
+						held = append(held, holders[h])
+					}
 				}
-				listings[h] = hostListing{Error: fmt.Sprintf("not listed within %s: %s", s.opts.ListWait, why)}
+				why := "no scheduler holds its lease"
+				if len(units[u]) > 1 || g.clusters[u] != nil {
+					why = "no scheduler holds a lease of its members"
+				}
+				if len(held) > 0 {
+					why = "its lease holder " + strings.Join(held, ", ") + " did not answer"
+				}
+				listings[u] = hostListing{Error: fmt.Sprintf("not listed within %s: %s", s.opts.ListWait, why)}
 			}
 			return listings, nil
 		}
@@ -779,10 +938,11 @@ func (s *Service) holders(ctx context.Context, slugs []string) (map[string]strin
 	return out, nil
 }
 
-// listHeld lists, for the running report reportID, every live Proxmox host whose lease this
-// scheduler holds and that nobody listed yet, and stores each listing fenced by the lease.
+// listHeld lists, for the running report reportID, every live standalone Proxmox host whose
+// lease this scheduler holds and every cluster it holds a member of, that nobody listed yet,
+// and stores each listing fenced by the lease.
 func (s *Service) listHeld(ctx context.Context, reportID string) {
-	running, err := s.db().DriftReportRunning(ctx, reportID)
+	running, trigger, err := s.db().DriftReportRunning(ctx, reportID)
 	if err != nil {
 		if !errors.Is(err, storage.ErrNotFound) && ctx.Err() == nil {
 			s.log.Error().Err(err).Str("report", reportID).Msg("read a drift report")
@@ -796,7 +956,7 @@ func (s *Service) listHeld(ctx context.Context, reportID string) {
 	if err == nil {
 		var done map[string]hostListing
 		if done, err = s.readListings(ctx, reportID); err == nil {
-			s.listHosts(ctx, reportID, g, done)
+			s.listHosts(ctx, reportID, g, done, trigger == TriggerPlacement)
 		}
 	}
 	if err != nil && ctx.Err() == nil {
@@ -804,7 +964,36 @@ func (s *Service) listHeld(ctx context.Context, reportID string) {
 	}
 }
 
-func (s *Service) listHosts(ctx context.Context, reportID string, g *graphView, done map[string]hostListing) {
+// lease is this scheduler's generation of host's lease, and whether it holds it (always,
+// at no generation, without leases).
+func (s *Service) lease(host string) (*int64, bool) {
+	if s.opts.Lease == nil {
+		return nil, true
+	}
+	n, ok := s.opts.Lease(leases.HostUnit(host))
+	return &n, ok
+}
+
+// begin marks report/unit as being listed here; false when it is (or was) already.
+func (s *Service) begin(reportID, unit string) (string, bool) {
+	key := reportID + "/" + unit
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, busy := s.listing[key]; busy {
+		return key, false
+	}
+	s.listing[key] = time.Now()
+	return key, true
+}
+
+// forget lets the next announcement list key again (its listing was not stored).
+func (s *Service) forget(key string) {
+	s.mu.Lock()
+	delete(s.listing, key)
+	s.mu.Unlock()
+}
+
+func (s *Service) listHosts(ctx context.Context, reportID string, g *graphView, done map[string]hostListing, placementOnly bool) {
 	s.mu.Lock()
 	for k, at := range s.listing {
 		if time.Since(at) > listingMemory {
@@ -816,29 +1005,46 @@ func (s *Service) listHosts(ctx context.Context, reportID string, g *graphView, 
 	// once per host after it.
 	sem := make(chan struct{}, hostParallelism)
 	var wg sync.WaitGroup
-	for _, h := range g.hosts {
-		if _, ok := done[h.slug]; ok {
+	for _, c := range slices.Sorted(maps.Keys(g.clusters)) {
+		if _, ok := done[c]; ok {
 			continue
 		}
-		unit := leases.HostUnit(h.slug)
-		var gen *int64
-		if s.opts.Lease != nil {
-			n, ok := s.opts.Lease(unit)
-			if !ok {
-				continue // another scheduler's: it lists this host through its own connection
+		var held []string
+		for _, m := range g.clusters[c] {
+			if _, ok := s.lease(m); ok {
+				held = append(held, m)
 			}
-			gen = &n
 		}
-		key := reportID + "/" + h.slug
-		s.mu.Lock()
-		_, busy := s.listing[key]
-		if !busy {
-			s.listing[key] = time.Now()
+		if len(held) == 0 {
+			continue // no member is ours: another scheduler lists the cluster
 		}
-		s.mu.Unlock()
-		if busy {
+		key, ok := s.begin(reportID, c)
+		if !ok {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		safego.Go(s.log, "drift-list-cluster", func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if !s.listCluster(ctx, reportID, g, c, held, placementOnly) {
+				s.forget(key)
+			}
+		})
+	}
+	for _, h := range g.hosts {
+		if _, ok := done[h.slug]; ok || g.clusterOf[h.slug] != "" || placementOnly {
+			continue
+		}
+		gen, ok := s.lease(h.slug)
+		if !ok {
+			continue // another scheduler's: it lists this host through its own connection
+		}
+		key, ok := s.begin(reportID, h.slug)
+		if !ok {
 			continue // listing here now, or listed already
 		}
+		unit := leases.HostUnit(h.slug)
 		wg.Add(1)
 		sem <- struct{}{}
 		safego.Go(s.log, "drift-list-host", func() {
@@ -849,9 +1055,7 @@ func (s *Service) listHosts(ctx context.Context, reportID string, g *graphView, 
 				if ctx.Err() == nil {
 					s.log.Error().Err(err).Str("host", h.slug).Msg("store a drift listing")
 				}
-				s.mu.Lock()
-				delete(s.listing, key) // the next announcement tries again
-				s.mu.Unlock()
+				s.forget(key) // the next announcement tries again
 			}
 		})
 	}
@@ -869,10 +1073,16 @@ func (s *Service) listOne(ctx context.Context, g *graphView, slug string) hostLi
 		return hostListing{LXC: []LiveGuest{}, VMs: []LiveGuest{}, Error: err.Error()}
 	}
 	part := &Report{}
-	g.diff(map[string]hostListing{slug: l}, part)
-	s.readConfigs(ctx, part.Missing)
-	l.Configs = map[string]configResult{}
+	g.diff(map[string]hostListing{slug: l}, part, false)
+	var mine []Missing
 	for _, m := range part.Missing {
+		if m.Host == slug {
+			mine = append(mine, m)
+		}
+	}
+	s.readConfigs(ctx, mine)
+	l.Configs = map[string]configResult{}
+	for _, m := range mine {
 		l.Configs[configKey(m.Kind, m.VMID)] = configResult{Config: m.Config, Error: m.ConfigError}
 	}
 	return l

@@ -159,3 +159,79 @@ func TestDriftListsEachHostThroughItsHolder(t *testing.T) {
 		t.Errorf("%d fenced listings stored (%v)", stored, err)
 	}
 }
+
+// A cluster is listed by the holder of its first member's lease, through that member's
+// connection, fenced by its lease; a scheduler holding only a later member lists nothing
+// while that holder answers, and takes over (through its own member) when nobody holds the
+// first one.
+func TestDriftClusterListedByAMembersHolder(t *testing.T) {
+	t.Parallel()
+	lab := labtest.New(t, labtest.Options{Inventory: []byte(clusterInventory)})
+	cfg, err := pgx.ParseConfig(lab.DB.Config().ConnConfig.ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	holdLease(t, lab, "host:proxmox-host:atlas", "sched-b", 1)
+	holdLease(t, lab, "host:proxmox-host:boreas", "sched-a", 1)
+	holdLease(t, lab, "host:proxmox-host:delta", "sched-a", 1)
+	var mu sync.Mutex
+	views := map[string]map[string]int64{
+		"sched-a": {"host:proxmox-host:boreas": 1, "host:proxmox-host:delta": 1},
+		"sched-b": {"host:proxmox-host:atlas": 1},
+	}
+	logs := map[string]*cmdLog{}
+	services := map[string]*Service{}
+	for _, id := range []string{"sched-a", "sched-b"} {
+		logs[id] = newCmdLog(lab.SSH)
+		n := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: cfg, Logger: zerolog.Nop()})
+		services[id] = newService(t, lab, func(o *Options) {
+			o.SSH, o.Notifier, o.SchedulerID, o.Poll, o.HostTimeout = logs[id], n, id, time.Hour, 2*time.Second
+			o.Lease = func(unit string) (int64, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				g, ok := views[id][unit]
+				return g, ok
+			}
+		})
+		startWithNotifier(t, services[id], n)
+	}
+	rep, err := services["sched-a"].RunNow(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Clusters[0]; c.Via != "proxmox-host:atlas" || c.Error != "" {
+		t.Errorf("cluster %+v, want listed through atlas", c)
+	}
+	if got := logs["sched-b"].take(); len(got) != 1 || len(got["proxmox-host:atlas"]) != 1 || got["proxmox-host:atlas"][0] != ClusterResourcesCommand {
+		t.Errorf("sched-b sent %v, want the cluster listing through atlas", got)
+	}
+	if got := logs["sched-a"].take(); len(got) != 1 || len(got["proxmox-host:delta"]) != 2 {
+		t.Errorf("sched-a sent %v, want delta's pct list and qm list only", got)
+	}
+	for _, h := range rep.Hosts {
+		if h.Cluster != "" && h.Scheduler != "sched-b" {
+			t.Errorf("member %+v: listed by %q, want sched-b", h, h.Scheduler)
+		}
+	}
+
+	// Nobody holds atlas any more: sched-a takes over through boreas.
+	mu.Lock()
+	delete(views["sched-b"], "host:proxmox-host:atlas")
+	mu.Unlock()
+	if _, err := lab.DB.Exec(context.Background(), `DELETE FROM scheduler_leases WHERE resource = 'host:proxmox-host:atlas'`); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = services["sched-a"].RunNow(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Clusters[0]; c.Via != "proxmox-host:boreas" {
+		t.Errorf("cluster %+v, want taken over through boreas", c)
+	}
+	if got := logs["sched-a"].take(); len(got["proxmox-host:boreas"]) != 1 || len(got["proxmox-host:atlas"]) != 0 {
+		t.Errorf("sched-a sent %v", got)
+	}
+	if got := logs["sched-b"].take(); len(got) != 0 {
+		t.Errorf("sched-b sent %v, holding nothing", got)
+	}
+}

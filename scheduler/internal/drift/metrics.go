@@ -11,6 +11,8 @@ type driftMetrics struct {
 	runs    *prometheus.CounterVec // by outcome: completed, failed
 	missing prometheus.Gauge
 	ghost   prometheus.Gauge
+	// placements counts completed placement sweeps (the clusters alone).
+	placements prometheus.Counter
 }
 
 func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
@@ -23,6 +25,9 @@ func newDriftMetrics(reg prometheus.Registerer) *driftMetrics {
 		})),
 		ghost: metrics.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "oikos_scheduler_drift_ghost", Help: "Entities whose guest is not live (latest drift report).",
+		})),
+		placements: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "oikos_scheduler_placement_sweeps_total", Help: "Completed placement sweeps (the clusters listed so the graph follows moved guests).",
 		})),
 	}
 }

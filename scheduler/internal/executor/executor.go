@@ -75,6 +75,15 @@ type Options struct {
 	FlushBytes int
 	// MaxOutput caps the tail kept in executions.output.
 	MaxOutput int
+	// OnEnd, when set, is told of every run whose end was recorded (its terminal status), after
+	// the commit: the composition root follows a completed migration with a placement sweep.
+	// It must not block.
+	OnEnd func(Ended)
+}
+
+// Ended is a run whose end was recorded.
+type Ended struct {
+	ID, TargetSlug, Action, Command, Status string
 }
 
 // Executor claims and runs executions. Start it once; Stop is safe to call twice.

@@ -55,6 +55,9 @@ func (e *Executor) run(ctx context.Context, j job) {
 		log.Error().Err(err).Int("attempt", attempt+1).Msg("record end of execution; retrying")
 		time.Sleep(time.Duration(attempt+1) * time.Second)
 	}
+	if err == nil && e.opts.OnEnd != nil {
+		e.opts.OnEnd(Ended{ID: j.ID, TargetSlug: j.TargetSlug, Action: j.Action, Command: j.Command, Status: o.Status})
+	}
 	ev := log.Info()
 	if o.Status != StatusCompleted {
 		ev = log.Warn()

@@ -44,10 +44,11 @@ func (s *Store) TakenDriftRequests(ctx context.Context, named []string) ([]strin
 }
 
 const qLastDriftReport = `SELECT max(coalesce(finished_at, started_at)) FROM drift_reports
-WHERE status = 'completed' OR (status = 'running' AND trigger = 'scheduled')`
+WHERE trigger <> 'placement' AND (status = 'completed' OR (status = 'running' AND trigger = 'scheduled'))`
 
-// LastDriftReport is when the newest completed (or running scheduled) report finished or
-// started; nil when there is none.
+// LastDriftReport is when the newest completed (or running scheduled) full report finished
+// or started; nil when there is none. Placement sweeps list only the clusters: they never
+// stand in for the daily discovery.
 func (s *Store) LastDriftReport(ctx context.Context) (*time.Time, error) {
 	var last *time.Time
 	err := s.db.QueryRow(ctx, qLastDriftReport).Scan(&last)
@@ -170,13 +171,57 @@ func (s *Store) HostLeaseHolders(ctx context.Context, units []string) (map[strin
 	return out, nil
 }
 
-const qDriftReportRunning = `SELECT status = 'running' FROM drift_reports WHERE id = $1`
+const qDriftReportRunning = `SELECT status = 'running', trigger FROM drift_reports WHERE id = $1`
 
-// DriftReportRunning says whether report id is running; ErrNotFound when there is none.
-func (s *Store) DriftReportRunning(ctx context.Context, id string) (bool, error) {
+// DriftReportRunning says whether report id is running, and its trigger (a placement sweep
+// lists only the clusters); ErrNotFound when there is none.
+func (s *Store) DriftReportRunning(ctx context.Context, id string) (bool, string, error) {
 	var running bool
-	err := s.db.QueryRow(ctx, qDriftReportRunning, id).Scan(&running)
-	return running, notFound(err)
+	var trigger string
+	err := s.db.QueryRow(ctx, qDriftReportRunning, id).Scan(&running, &trigger)
+	return running, trigger, notFound(err)
+}
+
+const qLastPlacement = `SELECT max(started_at) FROM drift_reports WHERE trigger = 'placement'`
+
+// LastPlacement is when the newest placement sweep started; nil when there is none.
+func (s *Store) LastPlacement(ctx context.Context) (*time.Time, error) {
+	var last *time.Time
+	err := s.db.QueryRow(ctx, qLastPlacement).Scan(&last)
+	return last, err
+}
+
+const qPrunePlacements = `DELETE FROM drift_reports WHERE trigger = 'placement' AND status <> 'running' AND started_at < $1`
+
+// PrunePlacements deletes the placement sweeps started before before (their listings go
+// with them): one a minute is kept only long enough for the api to follow its moves.
+func (s *Store) PrunePlacements(ctx context.Context, before time.Time) error {
+	_, err := s.db.Exec(ctx, qPrunePlacements, before)
+	return err
+}
+
+// ClusterMember is a Proxmox host's current member-of edge to a cluster entity.
+type ClusterMember struct {
+	Host, Cluster string // slugs
+}
+
+const qClusterMembers = `SELECT h.slug, c.slug FROM relationships r
+JOIN entities h ON h.id = r.source_id
+JOIN entities c ON c.id = r.target_id
+WHERE r.type = 'member-of' AND r.valid_to IS NULL AND c.type = 'cluster'
+  AND h.state <> 'destroyed' AND c.state <> 'destroyed'
+ORDER BY c.slug, h.slug`
+
+// ClusterMembers lists every live host's membership of a cluster entity, by cluster and host.
+func (s *Store) ClusterMembers(ctx context.Context) ([]ClusterMember, error) {
+	rows, err := s.db.Query(ctx, qClusterMembers)
+	if err != nil {
+		return nil, err
+	}
+	var out []ClusterMember
+	var m ClusterMember
+	_, err = pgx.ForEachRow(rows, []any{&m.Host, &m.Cluster}, func() error { out = append(out, m); return nil })
+	return out, err
 }
 
 const qStoreDriftListing = `INSERT INTO drift_listings (report_id, host_slug, scheduler_id, listing)

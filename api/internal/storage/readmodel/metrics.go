@@ -115,10 +115,11 @@ type DriftReport struct {
 
 const driftColumns = `id::text, status, trigger, error, started_at, finished_at, report`
 
-// qLatestDrift reads the newest completed drift report; qDriftAnswering the finished one that
-// answers the refresh request $1.
+// qLatestDrift reads the newest completed full drift report (a placement sweep lists only the
+// clusters: it is not the fleet's report); qDriftAnswering the finished one that answers the
+// refresh request $1.
 const (
-	qLatestDrift = `SELECT ` + driftColumns + ` FROM drift_reports WHERE status = 'completed'
+	qLatestDrift = `SELECT ` + driftColumns + ` FROM drift_reports WHERE status = 'completed' AND trigger <> 'placement'
 ORDER BY finished_at DESC LIMIT 1`
 	qDriftAnswering = `SELECT ` + driftColumns + ` FROM drift_reports
 WHERE $1::uuid = ANY(request_ids) AND status <> 'running'`
