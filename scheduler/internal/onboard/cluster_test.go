@@ -90,7 +90,7 @@ func TestPlaceMember(t *testing.T) {
 		{"boreas", "127.0.10.2", "127.0.10.2:2222", a, ""},
 		{"ceres", "127.0.10.3", "127.0.10.3:22", ecLine, ""},
 		{"dione", "127.0.10.4", "127.0.10.4:2222", c, ""},
-		{"eos", "127.0.10.5", "127.0.10.5:22", "", ""},                       // its address's key is revoked
+		{"eos", "127.0.10.5", "127.0.10.5:22", "", ""},                          // its address's key is revoked
 		{"fenrir", "127.0.10.6", "127.0.10.6:2222", "", hostconnect.KeyMissing}, // name and address disagree
 		{"gaia", "127.0.10.7", "127.0.10.7:22", "", ""},
 	} {
