@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,6 +77,7 @@ func (a *API) Routes() []request.Route {
 		request.POST("/hosts/:ref/confirm", auth.PermTrust, a.confirmHost),
 		request.GET("/ssh-key", auth.PermRead, a.sshKey),
 		request.POST("/audit/drift/adopt", auth.PermWrite, a.adopt),
+		request.GET("/clusters", auth.PermRead, a.listClusters),
 	}
 }
 
@@ -330,6 +332,9 @@ type HostAnswer struct {
 	Connect Connect      `json:"connect"`
 	// Discovery lists the guests a connected Proxmox host runs that the graph lacks.
 	Discovery *Discovery `json:"discovery,omitempty"`
+	// Cluster is the Proxmox cluster a connected host is a member of: every node, and the
+	// host key each was pinned with on this host's word.
+	Cluster *Cluster `json:"cluster,omitempty"`
 	// Next is the command an operator runs next, when there is one.
 	Next string `json:"next,omitempty"`
 }
@@ -374,11 +379,19 @@ func (a *API) answer(c echo.Context, slug, connectID string, wait time.Duration,
 		}
 		out.Next += " --fingerprint " + cn.Fingerprint
 	case hostconnect.StatusConnected:
+		if out.Cluster, err = a.clusterOf(ctx, cn); err != nil {
+			return err
+		}
 		if a.d.Graph.Ontology().IsA(ent.Type, "proxmox-host") && wait > 0 {
 			out.Discovery = a.discover(ctx, slug, deadline)
 			if len(out.Discovery.Missing) > 0 {
 				out.Next = "oikos drift adopt --all --host " + slug
 			}
+		}
+		if out.Cluster != nil && (!out.Cluster.InGraph || out.Discovery != nil && len(out.Discovery.Missing) > 0 ||
+			slices.ContainsFunc(out.Cluster.Nodes, func(n ClusterNode) bool { return n.Host == "" })) {
+			// A member brings its cluster: one adopt takes the cluster, its nodes and every guest.
+			out.Next = "oikos drift adopt --all"
 		}
 	}
 	return c.JSON(code, out)
