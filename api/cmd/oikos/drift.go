@@ -45,10 +45,10 @@ type driftReport struct {
 		Node    string `json:"node"`
 		Cluster string `json:"cluster"`
 		Kind    string `json:"kind"`
-		VMID   int    `json:"vmid"`
-		Name   string `json:"name"`
-		Status string `json:"status"`
-		Hint   string `json:"hint"`
+		VMID    int    `json:"vmid"`
+		Name    string `json:"name"`
+		Status  string `json:"status"`
+		Hint    string `json:"hint"`
 	} `json:"missing"`
 	Ghost []struct {
 		Entity string `json:"entity"`

@@ -42,12 +42,12 @@ type missingGuest struct {
 	// Node and Cluster place a guest of a cluster node the graph does not have yet (Host "").
 	Node    string       `json:"node"`
 	Cluster string       `json:"cluster"`
-	Kind   string       `json:"kind"`
-	VMID   int          `json:"vmid"`
-	Name   string       `json:"name"`
-	Status string       `json:"status"`
-	Config *guestConfig `json:"config"`
-	raw    json.RawMessage
+	Kind    string       `json:"kind"`
+	VMID    int          `json:"vmid"`
+	Name    string       `json:"name"`
+	Status  string       `json:"status"`
+	Config  *guestConfig `json:"config"`
+	raw     json.RawMessage
 }
 
 type hostListing struct {
