@@ -24,7 +24,9 @@ func standalone(f labsim.Fleet) labsim.Fleet {
 	return f
 }
 
-func (l *lab) fingerprint(host string) string { return remote.Fingerprint(l.sim.HostKey(host).Marshal()) }
+func (l *lab) fingerprint(host string) string {
+	return remote.Fingerprint(l.sim.HostKey(host).Marshal())
+}
 
 // The demo's three nodes (olympus: atlas, boreas, ceres) are added once, through atlas: the
 // other nodes' host keys are pinned on atlas's word, drift lists them, and one adopt brings
