@@ -217,7 +217,11 @@ func (a *API) confirmHost(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	ref := c.Param("ref")
+	// A client that escapes the slug's colon (proxmox-host%3Aatlas) names the same machine.
+	ref, err := request.Param(c, "ref")
+	if err != nil {
+		return err
+	}
 	m := meta(c)
 	var slug, connectID string
 	err = a.store.InTx(ctx, func(st *fleetstore.Store, _ storage.DB) error {
@@ -252,9 +256,13 @@ func (a *API) confirmHost(c echo.Context) error {
 
 func (a *API) getHost(c echo.Context) error {
 	ctx := c.Request().Context()
-	last, err := a.store.LatestConnect(ctx, c.Param("ref"), false)
+	ref, err := request.Param(c, "ref")
+	if err != nil {
+		return err
+	}
+	last, err := a.store.LatestConnect(ctx, ref, false)
 	if errors.Is(err, apierr.ErrNotFound) {
-		return request.NotFound("no machine %s was added through POST /api/v1/hosts", c.Param("ref"))
+		return request.NotFound("no machine %s was added through POST /api/v1/hosts", ref)
 	}
 	if err != nil {
 		return err
