@@ -247,7 +247,8 @@ func demoFleet(t *testing.T) labsim.Fleet {
 
 // From an empty install to atlas's guests in the graph, as the README tells a new user.
 func TestAddProxmoxHostDiscoverAndAdopt(t *testing.T) {
-	fleet := demoFleet(t)
+	// A standalone node behaves as before clusters: the cluster path is TestAddClusterOnce.
+	fleet := standalone(demoFleet(t))
 	l := startLab(t, fleet)
 	if n := l.count(t, `SELECT count(*) FROM entities WHERE type NOT IN ('document', 'investigation', 'runbook')`); n != 0 {
 		t.Fatalf("an install without OIKOS_DEMO has %d fleet entities, want 0", n)
@@ -478,7 +479,7 @@ WHERE r.type = 'hosts' AND h.slug = 'proxmox-host:big'`); n != 100 {
 // With two schedulers, a machine being added is dialled only by the holder of its lease, and
 // drift lists each Proxmox host through its holder: one SSH connection per host across both.
 func TestOnboardThroughTheLeaseHolders(t *testing.T) {
-	fleet := demoFleet(t)
+	fleet := standalone(demoFleet(t))
 	l := startLab(t, fleet)
 	atlas, boreas := schedapp.HostUnit("proxmox-host:atlas"), schedapp.HostUnit("proxmox-host:boreas")
 	// Names under which the two hosts land on different schedulers, so the test sees both.

@@ -218,6 +218,33 @@ func (e CheckSource) Valid() bool {
 	}
 }
 
+// Defines values for ClusterNodeKeyStatus.
+const (
+	ClusterNodeKeyStatusConflict  ClusterNodeKeyStatus = "conflict"
+	ClusterNodeKeyStatusConnected ClusterNodeKeyStatus = "connected"
+	ClusterNodeKeyStatusMissing   ClusterNodeKeyStatus = "missing"
+	ClusterNodeKeyStatusPinned    ClusterNodeKeyStatus = "pinned"
+	ClusterNodeKeyStatusVouched   ClusterNodeKeyStatus = "vouched"
+)
+
+// Valid indicates whether the value is a known member of the ClusterNodeKeyStatus enum.
+func (e ClusterNodeKeyStatus) Valid() bool {
+	switch e {
+	case ClusterNodeKeyStatusConflict:
+		return true
+	case ClusterNodeKeyStatusConnected:
+		return true
+	case ClusterNodeKeyStatusMissing:
+		return true
+	case ClusterNodeKeyStatusPinned:
+		return true
+	case ClusterNodeKeyStatusVouched:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateNotificationChannelKind.
 const (
 	CreateNotificationChannelKindShoutrrr CreateNotificationChannelKind = "shoutrrr"
@@ -1117,13 +1144,37 @@ type AdoptAnswer struct {
 		StoppedOnPurpose *bool  `json:"stopped_on_purpose,omitempty"`
 		Vmid             int    `json:"vmid"`
 	} `json:"adopted"`
-	ReportId string `json:"report_id"`
+
+	// Clusters With `all` and no `host`, the clusters the adds found (and the report lists), made entities with their nodes.
+	Clusters *[]AdoptedCluster `json:"clusters,omitempty"`
+
+	// EdgesCreated member-of edges made.
+	EdgesCreated *int `json:"edges_created,omitempty"`
+
+	// Note What is left to do, when something is.
+	Note     *string `json:"note,omitempty"`
+	ReportId string  `json:"report_id"`
 	Skipped  []struct {
 		Host   string `json:"host"`
 		Kind   string `json:"kind"`
 		Reason string `json:"reason"`
 		Vmid   int    `json:"vmid"`
 	} `json:"skipped"`
+}
+
+// AdoptedCluster defines model for AdoptedCluster.
+type AdoptedCluster struct {
+	Created bool   `json:"created"`
+	Entity  string `json:"entity"`
+	Nodes   []struct {
+		Address *string `json:"address,omitempty"`
+		Created bool    `json:"created"`
+		Entity  *string `json:"entity,omitempty"`
+		Node    string  `json:"node"`
+
+		// Skipped Why the node was not adopted (its key was not vouched for, or was refused).
+		Skipped *string `json:"skipped,omitempty"`
+	} `json:"nodes"`
 }
 
 // Affected An entity in a blast radius (a summary; GET the entity for its attributes).
@@ -1350,6 +1401,59 @@ type ClassifyRequest struct {
 	// Target Entity slug or id; optional.
 	Target *string `json:"target,omitempty"`
 }
+
+// Cluster A Proxmox cluster as the latest `oikos add` of one of its members found it, over the
+// connection the operator vouched for: `pvesh get /cluster/status` and the members' host
+// keys from the cluster's `/etc/pve/priv/known_hosts`, pinned on that member's word.
+type Cluster struct {
+	DiscoveredAt time.Time `json:"discovered_at"`
+
+	// Entity The cluster entity's slug (cluster:NAME).
+	Entity    string        `json:"entity"`
+	InGraph   bool          `json:"in_graph"`
+	Name      string        `json:"name"`
+	NodeCount int           `json:"node_count"`
+	Nodes     []ClusterNode `json:"nodes"`
+	Quorate   bool          `json:"quorate"`
+
+	// VouchedBy Slug of the member whose files vouched for the keys.
+	VouchedBy string `json:"vouched_by"`
+}
+
+// ClusterNode defines model for ClusterNode.
+type ClusterNode struct {
+	// Address ip:port the scheduler dials.
+	Address      string    `json:"address"`
+	DiscoveredAt time.Time `json:"discovered_at"`
+
+	// Fingerprint SHA256:… of the key pinned for it.
+	Fingerprint *string `json:"fingerprint,omitempty"`
+
+	// Host Its proxmox-host entity's slug; empty while the graph has none.
+	Host     string  `json:"host"`
+	KeyError *string `json:"key_error,omitempty"`
+
+	// KeyStatus connected: the member that answered (the operator's key); vouched: pinned now from
+	// the cluster's known_hosts; pinned: that key was pinned already; conflict: another
+	// key is pinned for the address (refused, host_key_changed raised); missing: no
+	// usable key in the cluster's files.
+	KeyStatus ClusterNodeKeyStatus `json:"key_status"`
+	KeyType   *string              `json:"key_type,omitempty"`
+
+	// Local The member that answered.
+	Local     bool   `json:"local"`
+	Node      string `json:"node"`
+	Nodeid    int    `json:"nodeid"`
+	Online    bool   `json:"online"`
+	User      string `json:"user"`
+	VouchedBy string `json:"vouched_by"`
+}
+
+// ClusterNodeKeyStatus connected: the member that answered (the operator's key); vouched: pinned now from
+// the cluster's known_hosts; pinned: that key was pinned already; conflict: another
+// key is pinned for the address (refused, host_key_changed raised); missing: no
+// usable key in the cluster's files.
+type ClusterNodeKeyStatus string
 
 // CreateEntity defines model for CreateEntity.
 type CreateEntity struct {
@@ -1886,6 +1990,10 @@ type HealthSummary struct {
 
 // HostAnswer defines model for HostAnswer.
 type HostAnswer struct {
+	// Cluster A Proxmox cluster as the latest `oikos add` of one of its members found it, over the
+	// connection the operator vouched for: `pvesh get /cluster/status` and the members' host
+	// keys from the cluster's `/etc/pve/priv/known_hosts`, pinned on that member's word.
+	Cluster *Cluster `json:"cluster,omitempty"`
 	Connect struct {
 		// Address ip:port dialled.
 		Address   string    `json:"address"`
@@ -3510,6 +3618,15 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/classify (the `ClassifyCommand` operationId).
 	ClassifyCommand(ctx context.Context, body ClassifyCommandJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListClusters The Proxmox clusters found by adding one of their members.
+	//
+	// Every cluster `oikos add proxmox-host` found on a member: its nodes with their
+	// addresses, the host key pinned for each on the member's word, and the proxmox-host
+	// entity each is in the graph (empty until `drift adopt --all`).
+	//
+	// Corresponds with GET /api/v1/clusters (the `ListClusters` operationId).
+	ListClusters(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListEntities List entities with filters, in slug order.
 	//
 	// Filters combine with AND. `type` includes subtypes (`type=guest` matches lxc and vm).
@@ -4694,6 +4811,25 @@ func (c *Client) ClassifyCommandWithBody(ctx context.Context, contentType string
 // Corresponds with POST /api/v1/classify (the `ClassifyCommand` operationId).
 func (c *Client) ClassifyCommand(ctx context.Context, body ClassifyCommandJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewClassifyCommandRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListClusters The Proxmox clusters found by adding one of their members.
+//
+// Every cluster `oikos add proxmox-host` found on a member: its nodes with their
+// addresses, the host key pinned for each on the member's word, and the proxmox-host
+// entity each is in the graph (empty until `drift adopt --all`).
+//
+// Corresponds with GET /api/v1/clusters (the `ListClusters` operationId).
+func (c *Client) ListClusters(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListClustersRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -7006,6 +7142,33 @@ func NewClassifyCommandRequestWithBody(server string, contentType string, body i
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListClustersRequest constructs an http.Request for the ListClusters method
+func NewListClustersRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/clusters")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -10945,6 +11108,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/classify (the `ClassifyCommand` operationId).
 	ClassifyCommandWithResponse(ctx context.Context, body ClassifyCommandJSONRequestBody, reqEditors ...RequestEditorFn) (*ClassifyCommandResponse, error)
 
+	// ListClustersWithResponse The Proxmox clusters found by adding one of their members.
+	//
+	// Every cluster `oikos add proxmox-host` found on a member: its nodes with their
+	// addresses, the host key pinned for each on the member's word, and the proxmox-host
+	// entity each is in the graph (empty until `drift adopt --all`).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/clusters (the `ListClusters` operationId).
+	ListClustersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListClustersResponse, error)
+
 	// ListEntitiesWithResponse List entities with filters, in slug order.
 	//
 	// Filters combine with AND. `type` includes subtypes (`type=guest` matches lxc and vm).
@@ -12717,6 +12891,72 @@ func (r ClassifyCommandResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ClassifyCommandResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListClustersResponse401Headers the declared response headers of an HTTP 401 response for ListClusters
+type ListClustersResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type ListClustersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Items []Cluster `json:"items"`
+	}
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListClustersResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListClustersResponse) GetJSON200() *struct {
+	Items []Cluster `json:"items"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListClustersResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListClustersResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListClustersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListClustersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListClustersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListClustersResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -18635,6 +18875,23 @@ func (c *ClientWithResponses) ClassifyCommandWithResponse(ctx context.Context, b
 	return ParseClassifyCommandResponse(rsp)
 }
 
+// ListClustersWithResponse The Proxmox clusters found by adding one of their members.
+//
+// Every cluster `oikos add proxmox-host` found on a member: its nodes with their
+// addresses, the host key pinned for each on the member's word, and the proxmox-host
+// entity each is in the graph (empty until `drift adopt --all`).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/clusters (the `ListClusters` operationId).
+func (c *ClientWithResponses) ListClustersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListClustersResponse, error) {
+	rsp, err := c.ListClusters(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListClustersResponse(rsp)
+}
+
 // ListEntitiesWithResponse List entities with filters, in slug order.
 //
 // Filters combine with AND. `type` includes subtypes (`type=guest` matches lxc and vm).
@@ -20825,6 +21082,61 @@ func ParseClassifyCommandResponse(rsp *http.Response) (*ClassifyCommandResponse,
 	switch {
 	case rsp.StatusCode == 401:
 		var headers ClassifyCommandResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListClustersResponse parses an HTTP response from a ListClustersWithResponse call
+func ParseListClustersResponse(rsp *http.Response) (*ListClustersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListClustersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Items []Cluster `json:"items"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListClustersResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

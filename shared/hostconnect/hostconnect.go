@@ -39,6 +39,19 @@ const (
 	EventConnected  = "host.connected"         // scheduler: connected, facts read
 	EventFailed     = "host.connect_failed"    // scheduler: could not connect, error says why
 	EventOnboarded  = "host.onboarded"         // api: the entity is active with the facts
+	// EventClusterDiscovered (scheduler): a Proxmox host just connected is a cluster member;
+	// its cluster's members are recorded (cluster_nodes) and their host keys pinned on its
+	// word.
+	EventClusterDiscovered = "cluster.discovered"
+)
+
+// How a cluster member's host key stands after the discovery (cluster_nodes.key_status).
+const (
+	KeyConnected = "connected" // the member that answered: its key is the one the operator vouched for
+	KeyVouched   = "vouched"   // pinned now, from the cluster's known_hosts
+	KeyPinned    = "pinned"    // the same key was pinned already
+	KeyConflict  = "conflict"  // another key is pinned for the address: refused, host_key_changed raised
+	KeyMissing   = "missing"   // the cluster's files list no usable key for the node
 )
 
 // Facts are what the scheduler learned over the first connection. Zero values were not
@@ -53,6 +66,9 @@ type Facts struct {
 	PVEVersion string `json:"pve_version,omitempty"`
 	// Guests counts the LXCs and VMs a Proxmox host runs (from the discovery that follows).
 	Guests int `json:"guests,omitempty"`
+	// Cluster names the Proxmox cluster the host is a member of (pvesh get /cluster/status);
+	// its members are in cluster_nodes.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // fingerprintRE is OpenSSH's SHA256 fingerprint: "SHA256:" and 43 unpadded base64 characters.

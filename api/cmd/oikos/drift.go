@@ -28,13 +28,27 @@ type driftReport struct {
 		LXC       int    `json:"lxc"`
 		VM        int    `json:"vm"`
 	} `json:"hosts"`
+	// Clusters are the Proxmox clusters the report asked (each once, through a live member):
+	// nil from a scheduler that lists each host apart.
+	Clusters []struct {
+		Name  string `json:"name"`
+		Nodes []struct {
+			Node    string `json:"node"`
+			Address string `json:"address"`
+			Online  bool   `json:"online"`
+			Host    string `json:"host"`
+		} `json:"nodes"`
+	} `json:"clusters"`
 	Missing []struct {
-		Host   string `json:"host"`
-		Kind   string `json:"kind"`
-		VMID   int    `json:"vmid"`
-		Name   string `json:"name"`
-		Status string `json:"status"`
-		Hint   string `json:"hint"`
+		Host string `json:"host"`
+		// Node and Cluster place a guest on a cluster node the graph lacks (Host "").
+		Node    string `json:"node"`
+		Cluster string `json:"cluster"`
+		Kind    string `json:"kind"`
+		VMID    int    `json:"vmid"`
+		Name    string `json:"name"`
+		Status  string `json:"status"`
+		Hint    string `json:"hint"`
 	} `json:"missing"`
 	Ghost []struct {
 		Entity string `json:"entity"`
@@ -92,7 +106,37 @@ func runDrift(ctx context.Context, env *cliEnv, args []string) int {
 		return 1
 	}
 	printDrift(env.Stdout, rep)
+	if rep.Clusters == nil {
+		// The report does not say which clusters there are: the adds found them.
+		var cs struct {
+			Items []clusterView `json:"items"`
+		}
+		if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.ListClusters(ctx) }, &cs); err != nil {
+			fmt.Fprintf(env.Stderr, "oikos drift: %v\n", err)
+			return 1
+		}
+		printStoredClusters(env.Stdout, cs.Items)
+	}
 	return 0
+}
+
+// printStoredClusters lists the clusters the adds found, and which of their nodes the graph
+// lacks (drift adopt --all adopts them).
+func printStoredClusters(w io.Writer, cs []clusterView) {
+	for _, c := range cs {
+		in := "in the graph"
+		if !c.InGraph {
+			in = "not in the graph"
+		}
+		fmt.Fprintf(w, "\ncluster %s (%s, found through %s):\n", c.Entity, in, c.VouchedBy)
+		for _, n := range c.Nodes {
+			host := n.Host
+			if host == "" {
+				host = "not in the graph (drift adopt --all adopts it and its guests)"
+			}
+			fmt.Fprintf(w, "  %-16s %-21s %s\n", n.Node, n.Address, host)
+		}
+	}
 }
 
 func printDrift(w io.Writer, rep driftReport) {
@@ -109,10 +153,27 @@ func printDrift(w io.Writer, rep driftReport) {
 	}
 	fmt.Fprintf(w, "%d Proxmox host(s) listed, %d unreachable; %d missing, %d ghost, %d unchecked\n",
 		len(rep.Hosts), len(down), len(rep.Missing), len(rep.Ghost), len(rep.Unchecked))
+	for _, c := range rep.Clusters {
+		fmt.Fprintf(w, "\ncluster %s:\n", c.Name)
+		for _, n := range c.Nodes {
+			state, host := "online", n.Host
+			if !n.Online {
+				state = "offline"
+			}
+			if host == "" {
+				host = "not in the graph (drift adopt --all adopts it and its guests)"
+			}
+			fmt.Fprintf(w, "  %-16s %-21s %-7s %s\n", n.Node, n.Address, state, host)
+		}
+	}
 	if len(rep.Missing) > 0 {
 		fmt.Fprintln(w, "\nmissing (running on a host, no entity in the graph):")
 		for _, m := range rep.Missing {
-			fmt.Fprintf(w, "  %-24s %-3s %-6d %-24s %s", m.Host, m.Kind, m.VMID, m.Name, m.Status)
+			where := m.Host
+			if where == "" {
+				where = "node " + m.Node
+			}
+			fmt.Fprintf(w, "  %-24s %-3s %-6d %-24s %s", where, m.Kind, m.VMID, m.Name, m.Status)
 			if m.Hint != "" {
 				fmt.Fprintf(w, "  (%s)", m.Hint)
 			}

@@ -17,6 +17,14 @@ func TestDriftCommand(t *testing.T) {
 	t.Parallel()
 	var gotQuery, gotAuth string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/clusters" {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"items": []map[string]any{{"name": "olympus", "entity": "cluster:olympus",
+				"in_graph": false, "vouched_by": "proxmox-host:atlas", "nodes": []map[string]any{
+					{"node": "atlas", "address": "127.0.10.1:2222", "host": "proxmox-host:atlas"},
+					{"node": "boreas", "address": "127.0.10.2:2222", "host": ""}}}}})
+			return
+		}
 		if r.URL.Path != "/api/v1/audit/drift" {
 			http.NotFound(w, r)
 			return
@@ -46,7 +54,9 @@ func TestDriftCommand(t *testing.T) {
 	if gotQuery != "refresh=true&timeout=20s" || gotAuth != "Bearer tok" {
 		t.Errorf("query %q auth %q", gotQuery, gotAuth)
 	}
-	for _, want := range []string{"1 missing, 1 ghost, 1 unchecked", "stray", "lxc:db", "1m30s ago", "proxmox-host:ceres (host unreachable)"} {
+	for _, want := range []string{"1 missing, 1 ghost, 1 unchecked", "stray", "lxc:db", "1m30s ago", "proxmox-host:ceres (host unreachable)",
+		// A report without clusters: the clusters the adds found, and the nodes the graph lacks.
+		"cluster cluster:olympus (not in the graph, found through proxmox-host:atlas)", "boreas           127.0.10.2:2222       not in the graph"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -97,5 +107,41 @@ func TestDriftAdoptArgs(t *testing.T) {
 	}
 	if code, _, _ := run("adopt", "--all", "101"); code != 2 {
 		t.Fatalf("--all with vmids: exit %d, want 2", code)
+	}
+}
+
+// A report that asks each cluster once (scheduler/internal/drift) lists the clusters and the
+// guests of nodes the graph lacks by node.
+func TestDriftCommandClusters(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/audit/drift" {
+			http.NotFound(w, r) // GET /clusters is not needed: the report has them
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "r2", "status": "completed", "trigger": "requested", "finished_at": "2026-11-30T12:00:00Z",
+			"hosts": []map[string]any{{"host": "proxmox-host:atlas", "reachable": true, "lxc": 1}},
+			"clusters": []map[string]any{{"name": "cluster:olympus", "nodes": []map[string]any{
+				{"node": "atlas", "address": "127.0.10.1", "online": true, "host": "proxmox-host:atlas"},
+				{"node": "boreas", "address": "127.0.10.2", "online": true, "host": ""},
+				{"node": "ceres", "address": "127.0.10.3", "online": false, "host": ""}}}},
+			"missing": []map[string]any{{"host": "", "node": "boreas", "cluster": "cluster:olympus", "kind": "lxc", "vmid": 201,
+				"name": "git", "status": "running"}},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	vars := map[string]string{"OIKOS_API_URL": srv.URL, "OIKOS_TOKEN": "tok"}
+	var out, errOut bytes.Buffer
+	env := &cliEnv{Stdout: &out, Stderr: &errOut, Getenv: func(k string) string { return vars[k] }, HTTP: &http.Client{Timeout: 5 * time.Second}}
+	if code := runDrift(context.Background(), env, nil); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"cluster cluster:olympus:", "boreas           127.0.10.2            online  not in the graph",
+		"ceres            127.0.10.3            offline", "node boreas              lxc 201    git"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }

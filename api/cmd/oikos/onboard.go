@@ -52,7 +52,63 @@ type hostAnswer struct {
 		} `json:"missing"`
 		Error string `json:"error"`
 	} `json:"discovery"`
-	Next string `json:"next"`
+	Cluster *clusterView `json:"cluster"`
+	Next    string       `json:"next"`
+}
+
+// clusterView is a Proxmox cluster as the api shows it (GET /clusters, an add's answer).
+type clusterView struct {
+	Name      string `json:"name"`
+	Entity    string `json:"entity"`
+	InGraph   bool   `json:"in_graph"`
+	Quorate   bool   `json:"quorate"`
+	NodeCount int    `json:"node_count"`
+	VouchedBy string `json:"vouched_by"`
+	Nodes     []struct {
+		Node        string `json:"node"`
+		Address     string `json:"address"`
+		Online      bool   `json:"online"`
+		Local       bool   `json:"local"`
+		Fingerprint string `json:"fingerprint"`
+		KeyType     string `json:"key_type"`
+		KeyStatus   string `json:"key_status"`
+		KeyError    string `json:"key_error"`
+		Host        string `json:"host"`
+	} `json:"nodes"`
+}
+
+// printCluster prints a cluster's nodes and the key each is pinned with, and on whose word.
+func printCluster(w io.Writer, c *clusterView) {
+	quorum := "quorate"
+	if !c.Quorate {
+		quorum = "NOT quorate"
+	}
+	fmt.Fprintf(w, "it is a member of the Proxmox cluster %s (%d nodes, %s); the host keys of the other nodes were pinned on %s's word:\n",
+		c.Name, c.NodeCount, quorum, c.VouchedBy)
+	for _, n := range c.Nodes {
+		state := "online"
+		if !n.Online {
+			state = "offline"
+		}
+		key := n.KeyType + " " + n.Fingerprint
+		switch n.KeyStatus {
+		case "connected":
+			key += " (this host)"
+		case "vouched":
+			key += " (vouched)"
+		case "pinned":
+			key += " (pinned already)"
+		case "conflict":
+			key = "REFUSED: " + n.KeyError
+		case "missing":
+			key = "no key pinned: " + n.KeyError
+		}
+		graph := n.Host
+		if graph == "" {
+			graph = "not in the graph"
+		}
+		fmt.Fprintf(w, "  %-16s %-21s %-7s %-24s %s\n", n.Node, n.Address, state, graph, strings.TrimSpace(key))
+	}
 }
 
 // withTimeout gives env's HTTP client room for a request the api holds open for wait: the
@@ -181,6 +237,9 @@ func printHost(w, errw io.Writer, a hostAnswer) int {
 		}
 		if len(parts) > 0 {
 			fmt.Fprintln(w, "  "+strings.Join(parts, ", "))
+		}
+		if a.Cluster != nil {
+			printCluster(w, a.Cluster)
 		}
 		if d := a.Discovery; d != nil {
 			if d.Error != "" {
@@ -342,14 +401,51 @@ func runDriftAdopt(ctx context.Context, env *cliEnv, args []string) int {
 			VMID   int    `json:"vmid"`
 			Reason string `json:"reason"`
 		} `json:"skipped"`
+		Clusters []struct {
+			Entity  string `json:"entity"`
+			Created bool   `json:"created"`
+			Nodes   []struct {
+				Node    string `json:"node"`
+				Entity  string `json:"entity"`
+				Address string `json:"address"`
+				Created bool   `json:"created"`
+				Skipped string `json:"skipped"`
+			} `json:"nodes"`
+		} `json:"clusters"`
+		EdgesCreated int    `json:"edges_created"`
+		Note         string `json:"note"`
 	}
 	if err := json.Unmarshal(raw, &ans); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos drift adopt: unexpected answer: %v\n", err)
 		return 1
 	}
 	w := env.Stdout
-	if len(ans.Adopted) == 0 {
+	newNodes, clusterCreated := 0, false
+	for _, c := range ans.Clusters {
+		verb := "in the graph already"
+		if c.Created {
+			verb, clusterCreated = "adopted", true
+		}
+		fmt.Fprintf(w, "cluster %s: %s\n", c.Entity, verb)
+		for _, n := range c.Nodes {
+			switch {
+			case n.Skipped != "":
+				fmt.Fprintf(w, "  node %-16s not adopted: %s\n", n.Node, n.Skipped)
+			case n.Created:
+				newNodes++
+				fmt.Fprintf(w, "  node %-16s adopted as %s at %s\n", n.Node, n.Entity, n.Address)
+			default:
+				fmt.Fprintf(w, "  node %-16s is %s\n", n.Node, n.Entity)
+			}
+		}
+	}
+	if ans.EdgesCreated > 0 {
+		fmt.Fprintf(w, "%d member-of edge(s) made\n", ans.EdgesCreated)
+	}
+	if len(ans.Adopted) == 0 && newNodes == 0 && ans.EdgesCreated == 0 && !clusterCreated {
 		fmt.Fprintln(w, "nothing to adopt")
+	} else if len(ans.Adopted) == 0 {
+		fmt.Fprintln(w, "adopted 0 guest(s)")
 	} else {
 		fmt.Fprintf(w, "adopted %d guest(s):\n", len(ans.Adopted))
 		for _, a := range ans.Adopted {
@@ -362,6 +458,9 @@ func runDriftAdopt(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	for _, s := range ans.Skipped {
 		fmt.Fprintf(w, "  skipped %s vmid %d: %s\n", s.Host, s.VMID, s.Reason)
+	}
+	if ans.Note != "" {
+		fmt.Fprintln(w, "note: "+ans.Note)
 	}
 	return 0
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -37,13 +38,16 @@ type guestConfig struct {
 
 // missingGuest is one entry of a drift report's missing list.
 type missingGuest struct {
-	Host   string       `json:"host"`
-	Kind   string       `json:"kind"`
-	VMID   int          `json:"vmid"`
-	Name   string       `json:"name"`
-	Status string       `json:"status"`
-	Config *guestConfig `json:"config"`
-	raw    json.RawMessage
+	Host string `json:"host"`
+	// Node and Cluster place a guest of a cluster node the graph does not have yet (Host "").
+	Node    string       `json:"node"`
+	Cluster string       `json:"cluster"`
+	Kind    string       `json:"kind"`
+	VMID    int          `json:"vmid"`
+	Name    string       `json:"name"`
+	Status  string       `json:"status"`
+	Config  *guestConfig `json:"config"`
+	raw     json.RawMessage
 }
 
 type hostListing struct {
@@ -112,6 +116,11 @@ type AdoptAnswer struct {
 	ReportID string    `json:"report_id"`
 	Adopted  []Adopted `json:"adopted"`
 	Skipped  []Skipped `json:"skipped"`
+	// Clusters (all, on no host): the clusters, their nodes and member-of edges.
+	Clusters     []AdoptedCluster `json:"clusters,omitempty"`
+	EdgesCreated int              `json:"edges_created,omitempty"`
+	// Note says what is left to do, when something is.
+	Note string `json:"note,omitempty"`
 }
 
 // adopt turns the latest drift report's missing guests into entities through the graph
@@ -155,53 +164,176 @@ func (a *API) adopt(c echo.Context) error {
 		}
 		want[v] = true
 	}
-	known, err := a.graphGuests(ctx, a.store)
+	out := AdoptAnswer{ReportID: rep.ID, Adopted: []Adopted{}, Skipped: []Skipped{}}
+	m := meta(c)
+	byNode, err := a.hostsByNode(ctx)
 	if err != nil {
 		return err
 	}
-	out := AdoptAnswer{ReportID: rep.ID, Adopted: []Adopted{}, Skipped: []Skipped{}}
-	byHost := map[string][]missingGuest{}
+	nodeHosts := map[string]string{}
+	place := func(g *missingGuest) {
+		if g.Host == "" && g.Node != "" {
+			if h := nodeHosts[strings.TrimPrefix(g.Cluster, "cluster:")+"/"+g.Node]; h != "" {
+				g.Host = h
+			} else {
+				g.Host = byNode[g.Node]
+			}
+		}
+	}
+	// Guests named by vmid must all be in the report before anything is written.
 	found := map[int]bool{}
-	for _, m := range missing {
-		if (b.Host != "" && m.Host != b.Host) || (!b.All && !want[m.VMID]) {
-			continue
+	for _, g := range missing {
+		place(&g)
+		if b.Host == "" || g.Host == b.Host {
+			found[g.VMID] = true
 		}
-		found[m.VMID] = true
-		if slug := known[guestKey{m.Host, m.Kind, m.VMID}]; slug != "" {
-			out.Skipped = append(out.Skipped, Skipped{Host: m.Host, Kind: m.Kind, VMID: m.VMID, Reason: "already in the graph as " + slug})
-			continue
-		}
-		byHost[m.Host] = append(byHost[m.Host], m)
 	}
 	for _, v := range b.VMIDs {
 		if !found[v] {
 			return request.Unprocessable("vmids", "vmid %d is not among the guests the latest drift report (%s) found missing; `oikos drift --refresh` lists them", v, rep.ID)
 		}
 	}
-	hosts := make([]string, 0, len(byHost))
-	for h := range byHost {
-		hosts = append(hosts, h)
-	}
-	sort.Strings(hosts)
-	m := meta(c)
-	for _, h := range hosts {
-		adopted, err := a.adoptOnHost(ctx, m, h, byHost[h])
-		if err != nil {
-			return fmt.Errorf("adopt the guests of %s: %w", h, err)
+	// A cluster comes first: its nodes must be in the graph before their guests.
+	if b.All && b.Host == "" {
+		if out.Clusters, nodeHosts, out.EdgesCreated, err = a.adoptClusters(ctx, m, rep.Report); err != nil {
+			return fmt.Errorf("adopt the clusters: %w", err)
 		}
-		out.Adopted = append(out.Adopted, adopted...)
 	}
-	if len(out.Adopted) > 0 {
+	adopted, skipped, err := a.adoptMissing(ctx, m, missing, b, want, place)
+	if err != nil {
+		return err
+	}
+	out.Adopted, out.Skipped = append(out.Adopted, adopted...), append(out.Skipped, skipped...)
+	var createdNodes []string
+	for _, cl := range out.Clusters {
+		for _, n := range cl.Nodes {
+			if n.Created {
+				createdNodes = append(createdNodes, n.Entity)
+			}
+		}
+	}
+	if _, listed := clustersOf(rep.Report); len(createdNodes) > 0 && !listed {
+		// This report listed only the hosts the graph had: the nodes just created are listed
+		// by the next one, whose missing guests are theirs.
+		more, note := a.adoptOnNewNodes(ctx, m, createdNodes)
+		out.Adopted, out.Note = append(out.Adopted, more...), note
+	} else if len(out.Adopted) > 0 || len(createdNodes) > 0 {
 		// The stored report still lists them as missing; a fresh one says they are known.
 		if _, err := requestDrift(ctx, a.store); err != nil {
 			a.log.Warn().Err(err).Msg("request drift discovery after adopting")
 		}
 	}
 	status := http.StatusOK
-	if len(out.Adopted) > 0 {
+	if len(out.Adopted) > 0 || len(createdNodes) > 0 || out.EdgesCreated > 0 {
 		status = http.StatusCreated
 	}
+	for _, cl := range out.Clusters {
+		if cl.Created {
+			status = http.StatusCreated
+		}
+	}
 	return c.JSON(status, out)
+}
+
+// adoptMissing adopts the missing guests b asks for, one transaction per host; place fills
+// the host of a guest on a cluster node the report did not have in the graph. A guest whose
+// node is still not in the graph is skipped, saying why.
+func (a *API) adoptMissing(ctx context.Context, m graph.Meta, missing []missingGuest, b adoptBody, want map[int]bool,
+	place func(*missingGuest)) ([]Adopted, []Skipped, error) {
+	known, err := a.graphGuests(ctx, a.store)
+	if err != nil {
+		return nil, nil, err
+	}
+	adopted, skipped := []Adopted{}, []Skipped{}
+	byHost := map[string][]missingGuest{}
+	for _, g := range missing {
+		place(&g)
+		if (b.Host != "" && g.Host != b.Host) || (!b.All && !want[g.VMID]) {
+			continue
+		}
+		if g.Host == "" {
+			skipped = append(skipped, Skipped{Host: "node " + g.Node, Kind: g.Kind, VMID: g.VMID,
+				Reason: fmt.Sprintf("its node %s is not in the graph: `oikos drift adopt --all` adopts %s and its nodes", g.Node, g.Cluster)})
+			continue
+		}
+		if slug := known[guestKey{g.Host, g.Kind, g.VMID}]; slug != "" {
+			skipped = append(skipped, Skipped{Host: g.Host, Kind: g.Kind, VMID: g.VMID, Reason: "already in the graph as " + slug})
+			continue
+		}
+		byHost[g.Host] = append(byHost[g.Host], g)
+	}
+	hosts := make([]string, 0, len(byHost))
+	for h := range byHost {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		done, err := a.adoptOnHost(ctx, m, h, byHost[h])
+		if err != nil {
+			return nil, nil, fmt.Errorf("adopt the guests of %s: %w", h, err)
+		}
+		adopted = append(adopted, done...)
+	}
+	return adopted, skipped, nil
+}
+
+// hostsByNode maps each Proxmox node name the graph has to its proxmox-host's slug.
+func (a *API) hostsByNode(ctx context.Context) (map[string]string, error) {
+	hs, err := a.store.ProxmoxHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, h := range hs {
+		if out[h.Node] == "" {
+			out[h.Node] = h.Slug
+		}
+	}
+	return out, nil
+}
+
+// adoptOnNewNodes asks for a drift report now that nodes were adopted, waits for it (up to
+// DefaultWait), and adopts the missing guests it finds on them. The note says what is left
+// when the report did not come, or could not list a node.
+func (a *API) adoptOnNewNodes(ctx context.Context, m graph.Meta, nodes []string) ([]Adopted, string) {
+	retry := "run `oikos drift adopt --all` again to adopt their guests"
+	rep, err := a.awaitDrift(ctx, time.Now().Add(DefaultWait))
+	if err != nil {
+		return nil, fmt.Sprintf("the nodes were adopted, but listing their guests failed (%v); %s", err, retry)
+	}
+	missing, err := missingOf(rep.Report)
+	if err != nil {
+		return nil, err.Error()
+	}
+	want := map[string]bool{}
+	for _, n := range nodes {
+		want[n] = true
+	}
+	var mine []missingGuest
+	for _, g := range missing {
+		if want[g.Host] {
+			mine = append(mine, g)
+		}
+	}
+	var notes []string
+	for _, h := range hostsOf(rep.Report) {
+		if want[h.Host] && !h.Reachable {
+			notes = append(notes, fmt.Sprintf("%s could not be listed: %s", h.Host, h.Error))
+		}
+	}
+	adopted, _, err := a.adoptMissing(ctx, m, mine, adoptBody{All: true}, nil, func(*missingGuest) {})
+	if err != nil {
+		return nil, fmt.Sprintf("adopting the new nodes' guests failed (%v); %s", err, retry)
+	}
+	if len(adopted) > 0 {
+		if _, err := requestDrift(ctx, a.store); err != nil {
+			a.log.Warn().Err(err).Msg("request drift discovery after adopting")
+		}
+	}
+	if len(notes) > 0 {
+		return adopted, strings.Join(notes, "; ") + "; " + retry
+	}
+	return adopted, ""
 }
 
 type guestKey struct {

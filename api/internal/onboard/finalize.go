@@ -14,6 +14,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/api/internal/storage/fleetstore"
+	"github.com/oikos-hq/oikos/api/internal/storage/readmodel"
 	"github.com/oikos-hq/oikos/shared/audit"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/hostconnect"
@@ -139,13 +140,11 @@ func requestDrift(ctx context.Context, st *fleetstore.Store) (string, error) {
 	return id.String(), nil
 }
 
-// discover runs a drift discovery now and keeps what it found on host.
-func (a *API) discover(ctx context.Context, host string, deadline time.Time) *Discovery {
-	d := &Discovery{Missing: []json.RawMessage{}}
+// awaitDrift asks for a drift report and waits until deadline for the one that answers it.
+func (a *API) awaitDrift(ctx context.Context, deadline time.Time) (readmodel.DriftReport, error) {
 	id, err := requestDrift(ctx, a.store)
 	if err != nil {
-		d.Error = err.Error()
-		return d
+		return readmodel.DriftReport{}, err
 	}
 	tick := time.NewTicker(a.d.PollEvery)
 	defer tick.Stop()
@@ -153,41 +152,48 @@ func (a *API) discover(ctx context.Context, host string, deadline time.Time) *Di
 		rep, found, err := a.reader.DriftAnswering(ctx, id)
 		switch {
 		case err != nil:
-			d.Error = err.Error()
-			return d
+			return rep, err
 		case found && rep.Status != "completed":
-			d.Error = "drift discovery failed in the scheduler: " + rep.Error
-			return d
+			return rep, fmt.Errorf("drift discovery failed in the scheduler: %s", rep.Error)
 		case found:
-			d.ReportID = rep.ID
-			missing, err := missingOf(rep.Report)
-			if err != nil {
-				d.Error = err.Error()
-				return d
-			}
-			for _, m := range missing {
-				if m.Host == host {
-					d.Missing = append(d.Missing, m.raw)
-				}
-			}
-			for _, h := range hostsOf(rep.Report) {
-				if h.Host == host && !h.Reachable {
-					d.Error = "listing " + host + " failed: " + h.Error
-				}
-			}
-			return d
+			return rep, nil
 		}
 		if !time.Now().Before(deadline) {
-			d.Error = fmt.Sprintf("no drift report for request %s in time; `oikos drift` shows the latest", id)
-			return d
+			return rep, fmt.Errorf("no drift report for request %s in time; `oikos drift` shows the latest", id)
 		}
 		select {
 		case <-ctx.Done():
-			d.Error = ctx.Err().Error()
-			return d
+			return rep, ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// discover runs a drift discovery now and keeps what it found on host.
+func (a *API) discover(ctx context.Context, host string, deadline time.Time) *Discovery {
+	d := &Discovery{Missing: []json.RawMessage{}}
+	rep, err := a.awaitDrift(ctx, deadline)
+	if err != nil {
+		d.Error = err.Error()
+		return d
+	}
+	d.ReportID = rep.ID
+	missing, err := missingOf(rep.Report)
+	if err != nil {
+		d.Error = err.Error()
+		return d
+	}
+	for _, m := range missing {
+		if m.Host == host {
+			d.Missing = append(d.Missing, m.raw)
+		}
+	}
+	for _, h := range hostsOf(rep.Report) {
+		if h.Host == host && !h.Reachable {
+			d.Error = "listing " + host + " failed: " + h.Error
+		}
+	}
+	return d
 }
 
 // sshKey answers GET /ssh-key: the public keys the schedulers connect with.

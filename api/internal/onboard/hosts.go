@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,6 +77,7 @@ func (a *API) Routes() []request.Route {
 		request.POST("/hosts/:ref/confirm", auth.PermTrust, a.confirmHost),
 		request.GET("/ssh-key", auth.PermRead, a.sshKey),
 		request.POST("/audit/drift/adopt", auth.PermWrite, a.adopt),
+		request.GET("/clusters", auth.PermRead, a.listClusters),
 	}
 }
 
@@ -215,7 +217,11 @@ func (a *API) confirmHost(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	ref := c.Param("ref")
+	// A client that escapes the slug's colon (proxmox-host%3Aatlas) names the same machine.
+	ref, err := request.Param(c, "ref")
+	if err != nil {
+		return err
+	}
 	m := meta(c)
 	var slug, connectID string
 	err = a.store.InTx(ctx, func(st *fleetstore.Store, _ storage.DB) error {
@@ -250,9 +256,13 @@ func (a *API) confirmHost(c echo.Context) error {
 
 func (a *API) getHost(c echo.Context) error {
 	ctx := c.Request().Context()
-	last, err := a.store.LatestConnect(ctx, c.Param("ref"), false)
+	ref, err := request.Param(c, "ref")
+	if err != nil {
+		return err
+	}
+	last, err := a.store.LatestConnect(ctx, ref, false)
 	if errors.Is(err, apierr.ErrNotFound) {
-		return request.NotFound("no machine %s was added through POST /api/v1/hosts", c.Param("ref"))
+		return request.NotFound("no machine %s was added through POST /api/v1/hosts", ref)
 	}
 	if err != nil {
 		return err
@@ -330,6 +340,9 @@ type HostAnswer struct {
 	Connect Connect      `json:"connect"`
 	// Discovery lists the guests a connected Proxmox host runs that the graph lacks.
 	Discovery *Discovery `json:"discovery,omitempty"`
+	// Cluster is the Proxmox cluster a connected host is a member of: every node, and the
+	// host key each was pinned with on this host's word.
+	Cluster *Cluster `json:"cluster,omitempty"`
 	// Next is the command an operator runs next, when there is one.
 	Next string `json:"next,omitempty"`
 }
@@ -374,11 +387,19 @@ func (a *API) answer(c echo.Context, slug, connectID string, wait time.Duration,
 		}
 		out.Next += " --fingerprint " + cn.Fingerprint
 	case hostconnect.StatusConnected:
+		if out.Cluster, err = a.clusterOf(ctx, cn); err != nil {
+			return err
+		}
 		if a.d.Graph.Ontology().IsA(ent.Type, "proxmox-host") && wait > 0 {
 			out.Discovery = a.discover(ctx, slug, deadline)
 			if len(out.Discovery.Missing) > 0 {
 				out.Next = "oikos drift adopt --all --host " + slug
 			}
+		}
+		if out.Cluster != nil && (!out.Cluster.InGraph || out.Discovery != nil && len(out.Discovery.Missing) > 0 ||
+			slices.ContainsFunc(out.Cluster.Nodes, func(n ClusterNode) bool { return n.Host == "" })) {
+			// A member brings its cluster: one adopt takes the cluster, its nodes and every guest.
+			out.Next = "oikos drift adopt --all"
 		}
 	}
 	return c.JSON(code, out)

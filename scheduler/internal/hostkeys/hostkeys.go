@@ -46,7 +46,13 @@ func New(pool *storage.Pool, log zerolog.Logger) *remote.PGHostKeys {
 // want is pinned: one signal per address, attached to the machine at addr when there is
 // exactly one; a repeat bumps its occurrence count and last_seen. It returns the signal id.
 func Raise(ctx context.Context, db *storage.Pool, addr, want, got string) (string, error) {
-	r, err := storage.New(db).RaiseAtMachine(ctx, addr, signals.Signal{
+	return RaiseOn(ctx, storage.New(db), addr, want, got)
+}
+
+// RaiseOn is Raise on st, which may be a transaction: a key a cluster vouches for that
+// differs from the one pinned is refused and raised with the discovery that found it.
+func RaiseOn(ctx context.Context, st *storage.Store, addr, want, got string) (string, error) {
+	r, err := st.RaiseAtMachine(ctx, addr, signals.Signal{
 		Kind: SignalKind, DedupKey: DedupKey(addr), Severity: SignalSeverity,
 		Summary: fmt.Sprintf("SSH host key of %s changed (pinned %s, offered %s); connections are refused until the key is verified and re-pinned", addr, want, got),
 		Details: map[string]any{"address": addr, "pinned": want, "offered": got},

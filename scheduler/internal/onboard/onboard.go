@@ -206,6 +206,10 @@ func (s *Service) claim(ctx context.Context) (request, bool, error) {
 type outcome struct {
 	status, fingerprint, keyType, err string
 	facts                             hostconnect.Facts
+	// cluster is the Proxmox cluster a connected host is a member of (nil: none, or it could
+	// not be read: clusterErr says why; the connection stands either way).
+	cluster    *clusterFound
+	clusterErr string
 }
 
 func (s *Service) handle(ctx context.Context, r request) {
@@ -247,7 +251,7 @@ func (s *Service) attempt(ctx context.Context, r request) outcome {
 		if err != nil {
 			return outcome{status: hostconnect.StatusFailed, fingerprint: fp, err: explain(err, r)}
 		}
-		return outcome{status: hostconnect.StatusConnected, facts: facts, fingerprint: fp, keyType: keyTypeOf(pinned)}
+		return s.withCluster(ctx, t, r, outcome{status: hostconnect.StatusConnected, facts: facts, fingerprint: fp, keyType: keyTypeOf(pinned)})
 	}
 	g, closeGate := s.opts.Gate.open(r.addr, r.expect)
 	defer closeGate()
@@ -256,12 +260,30 @@ func (s *Service) attempt(ctx context.Context, r request) outcome {
 	fp, kt := s.opts.Gate.offeredKey(g)
 	switch {
 	case err == nil:
-		return outcome{status: hostconnect.StatusConnected, facts: facts, fingerprint: fp, keyType: kt}
+		return s.withCluster(ctx, t, r, outcome{status: hostconnect.StatusConnected, facts: facts, fingerprint: fp, keyType: kt})
 	case errors.Is(err, ErrAwaitingConfirmation):
 		return outcome{status: hostconnect.StatusAwaiting, fingerprint: fp, keyType: kt}
 	default:
 		return outcome{status: hostconnect.StatusFailed, fingerprint: fp, keyType: kt, err: explain(err, r)}
 	}
+}
+
+// withCluster adds to a connected Proxmox host's outcome the cluster it belongs to, read over
+// the connection just made.
+func (s *Service) withCluster(ctx context.Context, t remote.Target, r request, o outcome) outcome {
+	if !r.proxmox {
+		return o
+	}
+	c, err := s.discoverCluster(ctx, t, r.addr)
+	if err != nil {
+		o.clusterErr = "reading the cluster failed: " + err.Error()
+		return o
+	}
+	o.cluster = c
+	if c != nil {
+		o.facts.Cluster = c.Name
+	}
+	return o
 }
 
 // explain turns a connection failure into what the operator does next.
@@ -384,11 +406,20 @@ func (s *Service) record(ctx context.Context, r request, o outcome) error {
 			hostconnect.StatusConnected: hostconnect.EventConnected, hostconnect.StatusFailed: hostconnect.EventFailed}[o.status]
 		payload := map[string]any{"request_id": r.id, "entity": r.slug, "address": r.addr, "status": o.status,
 			"fingerprint": o.fingerprint, "key_type": o.keyType, "error": o.err, "facts": o.facts}
+		if o.clusterErr != "" {
+			payload["cluster_error"] = o.clusterErr
+		}
 		if _, err := tx.AppendEvent(ctx, eventbus.Event{Type: typ, EntityID: r.entityID, Actor: "scheduler",
 			CorrelationID: r.id}, payload); err != nil {
 			return err
 		}
-		return tx.WriteAudit(ctx, audit.Row{Actor: "scheduler", Action: typ, CorrelationID: r.id, EntityID: r.entityID,
-			After: payload})
+		if err := tx.WriteAudit(ctx, audit.Row{Actor: "scheduler", Action: typ, CorrelationID: r.id, EntityID: r.entityID,
+			After: payload}); err != nil {
+			return err
+		}
+		if o.status != hostconnect.StatusConnected || o.cluster == nil {
+			return nil
+		}
+		return s.recordCluster(ctx, tx, r, o)
 	})
 }

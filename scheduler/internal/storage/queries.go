@@ -70,4 +70,7 @@ var Queries = map[string]string{
 	"qFailingResults":        qFailingResults,
 	"qStaleCandidates":       qStaleCandidates,
 	"qMarkStale":             qMarkStale,
+	"qVouchHostKey":          qVouchHostKey,
+	"qUpsertClusterNode":     qUpsertClusterNode,
+	"qPruneClusterNodes":     qPruneClusterNodes,
 }

@@ -19,4 +19,7 @@ var Queries = map[string]string{
 	"qLockAdopt":              qLockAdopt,
 	"qServicesOn":             qServicesOn,
 	"qWhereRun":               qWhereRun,
+	"qClusterNodes":           qClusterNodes,
+	"qProxmoxHosts":           qProxmoxHosts,
+	"qEntitySlugTaken":        qEntitySlugTaken,
 }
