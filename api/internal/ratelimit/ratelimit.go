@@ -27,8 +27,20 @@ type Rate struct {
 	Per time.Duration
 }
 
-// String is the rate as ParseRate reads it ("10/1m0s").
-func (r Rate) String() string { return fmt.Sprintf("%d/%s", r.N, r.Per) }
+// String is the rate as ParseRate reads it ("10/1m").
+func (r Rate) String() string { return fmt.Sprintf("%d/%s", r.N, Short(r.Per)) }
+
+// Short writes d without the zero units time.Duration's String ends with ("1m", not "1m0s").
+func Short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // ParseRate reads "N/DURATION" (10/1m, 30/1h, 5/30s): N at least 1, DURATION as
 // shared/duration reads it, positive.

@@ -147,3 +147,15 @@ func TestAddrKey(t *testing.T) {
 		t.Errorf("AddrKey(invalid) = %s", got)
 	}
 }
+
+func TestShort(t *testing.T) {
+	for d, want := range map[time.Duration]string{time.Minute: "1m", time.Hour: "1h", 90 * time.Second: "1m30s", 20 * time.Second: "20s",
+		36 * time.Hour: "36h", time.Hour + time.Minute: "1h1m"} {
+		if got := Short(d); got != want {
+			t.Errorf("Short(%s) = %s, want %s", d, got, want)
+		}
+	}
+	if s := (Rate{N: 10, Per: time.Minute}).String(); s != "10/1m" {
+		t.Errorf("Rate.String = %s", s)
+	}
+}

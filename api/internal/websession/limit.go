@@ -38,8 +38,8 @@ func (s *Store) admitAttempt(c echo.Context) error {
 	c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 	r := s.limit.Rate()
 	return request.Errorf(http.StatusTooManyRequests, "rate-limited", "",
-		"too many sign-in attempts from %s: at most %d per %s; try again in %s", addrText(addr), r.N, r.Per,
-		time.Duration(secs)*time.Second)
+		"too many sign-in attempts from %s: at most %d per %s; try again in %s", addrText(addr), r.N, ratelimit.Short(r.Per),
+		ratelimit.Short(time.Duration(secs)*time.Second))
 }
 
 func addrText(a netip.Addr) string {
