@@ -3,19 +3,16 @@
 // snippets and the model's chat text are written by whoever wrote the document or by the
 // model, never trusted. This test reads the sources, so a new {@html} or innerHTML that skips
 // the sanitizer fails here before any browser sees it.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+/// <reference types="vite/client" />
 import { describe, expect, it } from 'vitest';
 
-const root = join(__dirname, '..');
-
-function sources(dir: string): string[] {
-  return readdirSync(dir).flatMap((n) => {
-    const p = join(dir, n);
-    if (statSync(p).isDirectory()) return n === 'api' ? [] : sources(p);
-    return /\.(svelte|ts)$/.test(n) && !/\.test\.ts$/.test(n) ? [p] : [];
-  });
-}
+// Every source of the app but tests and the generated api types, as text (Vite reads them).
+const all = import.meta.glob<string>(['../**/*.svelte', '../**/*.ts', '!../**/*.test.ts', '!../lib/api/**'], {
+  query: '?raw',
+  import: 'default',
+  eager: true,
+});
+const sourceFiles = Object.entries(all).map(([p, text]) => ({ rel: p.replace(/^\.\.\//, ''), text }));
 
 // {@html …} expressions allowed: a call of the sanitizing renderers, or (KnowledgeDoc) a
 // value derived from renderMarkdown's output in the same file, named here with that proof.
@@ -25,17 +22,14 @@ const derived: Record<string, { name: string; from: RegExp }> = {
 };
 
 describe('HTML sinks', () => {
-  const files = sources(root);
-
   it('finds the app sources', () => {
-    expect(files.length).toBeGreaterThan(20);
+    expect(sourceFiles.length).toBeGreaterThan(20);
+    expect(sourceFiles.map((f) => f.rel)).toContain('pages/KnowledgeDoc.svelte');
   });
 
   it('every {@html} renders sanitizer output', () => {
     const seen: string[] = [];
-    for (const f of files) {
-      const rel = relative(root, f);
-      const text = readFileSync(f, 'utf8');
+    for (const { rel, text } of sourceFiles) {
       for (const m of text.matchAll(/\{@html\s+([^}]*)\}/g)) {
         const expr = m[1].trim();
         seen.push(`${rel}: ${expr}`);
@@ -49,10 +43,8 @@ describe('HTML sinks', () => {
   });
 
   it('no script writes markup past the sanitizer', () => {
-    for (const f of files) {
-      const rel = relative(root, f);
+    for (const { rel, text } of sourceFiles) {
       if (rel === 'lib/markdown.ts') continue; // the sanitizer itself
-      const text = readFileSync(f, 'utf8');
       for (const sink of ['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'document.write', 'srcdoc', 'new Function', 'eval(']) {
         expect(text.includes(sink), `${rel} uses ${sink}`).toBe(false);
       }
