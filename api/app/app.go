@@ -33,6 +33,8 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/notifyworker"
 	"github.com/oikos-hq/oikos/api/internal/onboard"
 	"github.com/oikos-hq/oikos/api/internal/placement"
+	"github.com/oikos-hq/oikos/api/internal/ratelimit"
+	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/seed"
 	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/api/internal/websession"
@@ -242,9 +244,15 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 		return fail(err)
 	}
 	onboarding := onboard.New(onboard.Deps{Pool: pool, Graph: svc, Logger: log})
+	signInRate := ratelimit.Rate{N: cfg.SignInAttempts, Per: cfg.SignInPeriod}
+	if signInRate.N < 1 || signInRate.Per <= 0 {
+		signInRate = websession.DefaultSignInRate
+	}
+	sessions := websession.New(pool, store, cfg.SessionTTL).WithSignInLimit(ratelimit.New(signInRate, 0))
+	site := &request.Site{TrustedProxies: cfg.TrustedProxies, PublicOrigin: request.OriginOf(cfg.PublicURL)}
 	h := httpapi.New(httpapi.Deps{
 		Pool: pool, Graph: svc, Ontology: o, Auth: store, Bus: bus, Logger: log, Health: health,
-		Sessions: websession.New(pool, store, cfg.SessionTTL), Web: web, Discover: disc,
+		Sessions: sessions, Web: web, Discover: disc, Site: site,
 		// The feature packages' route tables, mounted with the server's own behind its guard
 		// (one token lookup admits a request on every route) and its error handling.
 		Routes: slices.Concat(

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/chatapi"
 	"github.com/oikos-hq/oikos/api/internal/notifyworker"
+	"github.com/oikos-hq/oikos/api/internal/ratelimit"
+	"github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/shared/config"
 	"github.com/oikos-hq/oikos/shared/duration"
@@ -44,6 +47,15 @@ type Config struct {
 	// NotifyRetry is OIKOS_NOTIFY_RETRY, the back-off between a delivery's attempts,
 	// comma-separated (default 10s,1m,5m,15m,1h: six attempts).
 	NotifyRetry []time.Duration
+	// TrustedProxies is OIKOS_TRUSTED_PROXIES: the reverse proxies in front of the api whose
+	// X-Forwarded-For and X-Forwarded-Host it believes (request.Site). None by default: the
+	// client is the connection's peer.
+	TrustedProxies []netip.Prefix
+	// SignInAttempts per SignInPeriod is OIKOS_SIGNIN_RATE (N/DURATION), the dashboard
+	// sign-in attempts allowed per client address: a burst of N, refilled evenly over the
+	// period (default websession.DefaultSignInRate, 10/1m; zero values mean it too).
+	SignInAttempts int
+	SignInPeriod   time.Duration
 }
 
 // DefaultPublicURL is OIKOS_PUBLIC_URL's default.
@@ -66,6 +78,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		PublicURL:     strings.TrimRight(r.String("OIKOS_PUBLIC_URL", DefaultPublicURL), "/"),
 		NotifyEnabled: r.Bool("OIKOS_NOTIFY_ENABLED", true),
 		NotifyRetry:   notifyworker.DefaultRetry,
+		// The default said in the README's table, so a Config read from the environment
+		// shows the limit in force.
+		SignInAttempts: websession.DefaultSignInRate.N,
+		SignInPeriod:   websession.DefaultSignInRate.Per,
 	}
 	if v := r.String("OIKOS_NOTIFY_RETRY", ""); v != "" {
 		c.NotifyRetry = nil
@@ -77,6 +93,20 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			}
 			c.NotifyRetry = append(c.NotifyRetry, d)
 		}
+	}
+	if v := r.String("OIKOS_TRUSTED_PROXIES", ""); v != "" {
+		p, err := request.ParseProxies(v)
+		if err != nil {
+			r.Fail("OIKOS_TRUSTED_PROXIES: %v (addresses or CIDR prefixes, comma-separated)", err)
+		}
+		c.TrustedProxies = p
+	}
+	if v := r.String("OIKOS_SIGNIN_RATE", ""); v != "" {
+		rate, err := ratelimit.ParseRate(v)
+		if err != nil {
+			r.Fail("OIKOS_SIGNIN_RATE: %v", err)
+		}
+		c.SignInAttempts, c.SignInPeriod = rate.N, rate.Per
 	}
 	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		r.Fail("OIKOS_PUBLIC_URL: %q is not an http(s):// URL of the dashboard", c.PublicURL)

@@ -3,6 +3,7 @@ package app_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oikos-hq/oikos/api/app"
 )
@@ -45,6 +46,29 @@ func TestLoadConfigFleet(t *testing.T) {
 		bad["OIKOS_DATABASE_URL"] = "postgres://x"
 		if _, err := app.LoadConfig(envOf(bad)); err == nil || !strings.Contains(err.Error(), "OIKOS_") {
 			t.Errorf("%v: want an error, got %v", bad, err)
+		}
+	}
+}
+
+// OIKOS_TRUSTED_PROXIES names the proxies whose forwarded headers the api believes (none by
+// default); OIKOS_SIGNIN_RATE bounds sign-in attempts per address (10/1m by default). Bad
+// values stop the api, naming the variable.
+func TestLoadConfigBrowserSecurity(t *testing.T) {
+	t.Parallel()
+	c, err := app.LoadConfig(envOf(map[string]string{"OIKOS_DATABASE_URL": "postgres://x"}))
+	if err != nil || len(c.TrustedProxies) != 0 || c.SignInAttempts != 10 || c.SignInPeriod != time.Minute {
+		t.Fatalf("default: proxies %v, sign-in %d/%s, %v", c.TrustedProxies, c.SignInAttempts, c.SignInPeriod, err)
+	}
+	c, err = app.LoadConfig(envOf(map[string]string{"OIKOS_DATABASE_URL": "postgres://x",
+		"OIKOS_TRUSTED_PROXIES": "172.18.0.0/16, 127.0.0.1", "OIKOS_SIGNIN_RATE": "5/30s"}))
+	if err != nil || len(c.TrustedProxies) != 2 || c.TrustedProxies[0].String() != "172.18.0.0/16" ||
+		c.TrustedProxies[1].String() != "127.0.0.1/32" || c.SignInAttempts != 5 || c.SignInPeriod != 30*time.Second {
+		t.Fatalf("set: proxies %v, sign-in %d/%s, %v", c.TrustedProxies, c.SignInAttempts, c.SignInPeriod, err)
+	}
+	for k, v := range map[string]string{"OIKOS_TRUSTED_PROXIES": "proxy.lan", "OIKOS_SIGNIN_RATE": "10"} {
+		_, err := app.LoadConfig(envOf(map[string]string{"OIKOS_DATABASE_URL": "postgres://x", k: v}))
+		if err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), v) {
+			t.Errorf("%s=%s: want an error naming both, got %v", k, v, err)
 		}
 	}
 }

@@ -46,6 +46,8 @@ import (
 //	                              kill -9: its leases left to expire) or started again → 204
 //	POST   /health-events         {"rate": 200, "seconds": 30, "slugs": [...], "to": ""}
 //	                              → {"emitted", "seconds", "max_tick_ms"}
+//	GET    /footprint?actor=NAME  → what a change made as NAME leaves (security_test.go):
+//	                              {"audit", "events", "entities", "live_sessions", "knowledge"}
 type control struct {
 	s   *stack
 	t   testing.TB // the stack's (a restarted api's cleanup goes there)
@@ -92,6 +94,7 @@ func startControl(t testing.TB, s *stack) (*control, error) {
 	mux.HandleFunc("POST /signals", c.raiseSignal)
 	mux.HandleFunc("POST /agent/{state}", c.agentState)
 	mux.HandleFunc("POST /scheduler/{how}", c.schedulerState)
+	mux.HandleFunc("GET /footprint", c.footprint)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })

@@ -133,7 +133,11 @@ func buildStack(t *e2estack.PackageTB, o stackOptions) (s *stack, err error) {
 	var tok [24]byte
 	_, _ = rand.Read(tok[:])
 	s.agentToken = "oik_" + hex.EncodeToString(tok[:])
-	s.apiCfg = apiapp.Config{DatabaseURL: s.db.URL, SeedOnStart: true, Demo: true, AgentToken: s.agentToken, AgentURL: proxyURL}
+	// The suite signs in dozens of times from one address (every test its own browser
+	// context), faster than an operator's default allows; the limit itself is the api's
+	// tests' (api/internal/httpapi TestSignInRateLimit).
+	s.apiCfg = apiapp.Config{DatabaseURL: s.db.URL, SeedOnStart: true, Demo: true, AgentToken: s.agentToken, AgentURL: proxyURL,
+		SignInAttempts: 600, SignInPeriod: time.Minute}
 	if err := s.startAPI(t, "127.0.0.1:0"); err != nil {
 		return nil, err
 	}

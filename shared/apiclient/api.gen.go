@@ -4270,8 +4270,14 @@ type ClientInterface interface {
 	// and role, and it ends when it expires (`OIKOS_SESSION_TTL`, default 12 h), when it
 	// is signed out, or when its token is revoked. Only a hash of the cookie is stored.
 	// A request authenticated by the cookie that changes something (any method but GET,
-	// HEAD, OPTIONS) must come from the api's own origin (`Origin`, or failing that
-	// `Sec-Fetch-Site: same-origin`); otherwise it is a 403. The sign-in is audited
+	// HEAD, OPTIONS), and this sign-in itself, must come from the api's own origin:
+	// `Sec-Fetch-Site: cross-site` or `same-site` is refused, an `Origin` must be the
+	// api's own (the host it was sent to, a trusted proxy's `X-Forwarded-Host`, or
+	// `OIKOS_PUBLIC_URL`'s origin), and without one `Sec-Fetch-Site: same-origin` or a
+	// `Referer` of the api's own origin must show it; otherwise it is a 403 of type
+	// `urn:oikos:problem:cross-origin` whose detail names the header, and nothing
+	// changes. Attempts are limited per client address (`OIKOS_SIGNIN_RATE`, default
+	// 10 a minute): past the limit a 429 with `Retry-After`. The sign-in is audited
 	// (`session.create`) and emits `session.signed_in`.
 	//
 	// Takes any type of body and a specified content type.
@@ -4289,8 +4295,14 @@ type ClientInterface interface {
 	// and role, and it ends when it expires (`OIKOS_SESSION_TTL`, default 12 h), when it
 	// is signed out, or when its token is revoked. Only a hash of the cookie is stored.
 	// A request authenticated by the cookie that changes something (any method but GET,
-	// HEAD, OPTIONS) must come from the api's own origin (`Origin`, or failing that
-	// `Sec-Fetch-Site: same-origin`); otherwise it is a 403. The sign-in is audited
+	// HEAD, OPTIONS), and this sign-in itself, must come from the api's own origin:
+	// `Sec-Fetch-Site: cross-site` or `same-site` is refused, an `Origin` must be the
+	// api's own (the host it was sent to, a trusted proxy's `X-Forwarded-Host`, or
+	// `OIKOS_PUBLIC_URL`'s origin), and without one `Sec-Fetch-Site: same-origin` or a
+	// `Referer` of the api's own origin must show it; otherwise it is a 403 of type
+	// `urn:oikos:problem:cross-origin` whose detail names the header, and nothing
+	// changes. Attempts are limited per client address (`OIKOS_SIGNIN_RATE`, default
+	// 10 a minute): past the limit a 429 with `Retry-After`. The sign-in is audited
 	// (`session.create`) and emits `session.signed_in`.
 	//
 	// Takes a body of the `application/json` content type.
@@ -6143,8 +6155,14 @@ func (c *Client) CurrentSession(ctx context.Context, reqEditors ...RequestEditor
 // and role, and it ends when it expires (`OIKOS_SESSION_TTL`, default 12 h), when it
 // is signed out, or when its token is revoked. Only a hash of the cookie is stored.
 // A request authenticated by the cookie that changes something (any method but GET,
-// HEAD, OPTIONS) must come from the api's own origin (`Origin`, or failing that
-// `Sec-Fetch-Site: same-origin`); otherwise it is a 403. The sign-in is audited
+// HEAD, OPTIONS), and this sign-in itself, must come from the api's own origin:
+// `Sec-Fetch-Site: cross-site` or `same-site` is refused, an `Origin` must be the
+// api's own (the host it was sent to, a trusted proxy's `X-Forwarded-Host`, or
+// `OIKOS_PUBLIC_URL`'s origin), and without one `Sec-Fetch-Site: same-origin` or a
+// `Referer` of the api's own origin must show it; otherwise it is a 403 of type
+// `urn:oikos:problem:cross-origin` whose detail names the header, and nothing
+// changes. Attempts are limited per client address (`OIKOS_SIGNIN_RATE`, default
+// 10 a minute): past the limit a 429 with `Retry-After`. The sign-in is audited
 // (`session.create`) and emits `session.signed_in`.
 //
 // Takes any type of body and a specified content type.
@@ -6172,8 +6190,14 @@ func (c *Client) SignInWithBody(ctx context.Context, contentType string, body io
 // and role, and it ends when it expires (`OIKOS_SESSION_TTL`, default 12 h), when it
 // is signed out, or when its token is revoked. Only a hash of the cookie is stored.
 // A request authenticated by the cookie that changes something (any method but GET,
-// HEAD, OPTIONS) must come from the api's own origin (`Origin`, or failing that
-// `Sec-Fetch-Site: same-origin`); otherwise it is a 403. The sign-in is audited
+// HEAD, OPTIONS), and this sign-in itself, must come from the api's own origin:
+// `Sec-Fetch-Site: cross-site` or `same-site` is refused, an `Origin` must be the
+// api's own (the host it was sent to, a trusted proxy's `X-Forwarded-Host`, or
+// `OIKOS_PUBLIC_URL`'s origin), and without one `Sec-Fetch-Site: same-origin` or a
+// `Referer` of the api's own origin must show it; otherwise it is a 403 of type
+// `urn:oikos:problem:cross-origin` whose detail names the header, and nothing
+// changes. Attempts are limited per client address (`OIKOS_SIGNIN_RATE`, default
+// 10 a minute): past the limit a 429 with `Retry-After`. The sign-in is audited
 // (`session.create`) and emits `session.signed_in`.
 //
 // Takes a body of the `application/json` content type.
@@ -11838,8 +11862,14 @@ type ClientWithResponsesInterface interface {
 	// and role, and it ends when it expires (`OIKOS_SESSION_TTL`, default 12 h), when it
 	// is signed out, or when its token is revoked. Only a hash of the cookie is stored.
 	// A request authenticated by the cookie that changes something (any method but GET,
-	// HEAD, OPTIONS) must come from the api's own origin (`Origin`, or failing that
-	// `Sec-Fetch-Site: same-origin`); otherwise it is a 403. The sign-in is audited
+	// HEAD, OPTIONS), and this sign-in itself, must come from the api's own origin:
+	// `Sec-Fetch-Site: cross-site` or `same-site` is refused, an `Origin` must be the
+	// api's own (the host it was sent to, a trusted proxy's `X-Forwarded-Host`, or
+	// `OIKOS_PUBLIC_URL`'s origin), and without one `Sec-Fetch-Site: same-origin` or a
+	// `Referer` of the api's own origin must show it; otherwise it is a 403 of type
+	// `urn:oikos:problem:cross-origin` whose detail names the header, and nothing
+	// changes. Attempts are limited per client address (`OIKOS_SIGNIN_RATE`, default
+	// 10 a minute): past the limit a 429 with `Retry-After`. The sign-in is audited
 	// (`session.create`) and emits `session.signed_in`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -11857,8 +11887,14 @@ type ClientWithResponsesInterface interface {
 	// and role, and it ends when it expires (`OIKOS_SESSION_TTL`, default 12 h), when it
 	// is signed out, or when its token is revoked. Only a hash of the cookie is stored.
 	// A request authenticated by the cookie that changes something (any method but GET,
-	// HEAD, OPTIONS) must come from the api's own origin (`Origin`, or failing that
-	// `Sec-Fetch-Site: same-origin`); otherwise it is a 403. The sign-in is audited
+	// HEAD, OPTIONS), and this sign-in itself, must come from the api's own origin:
+	// `Sec-Fetch-Site: cross-site` or `same-site` is refused, an `Origin` must be the
+	// api's own (the host it was sent to, a trusted proxy's `X-Forwarded-Host`, or
+	// `OIKOS_PUBLIC_URL`'s origin), and without one `Sec-Fetch-Site: same-origin` or a
+	// `Referer` of the api's own origin must show it; otherwise it is a 403 of type
+	// `urn:oikos:problem:cross-origin` whose detail names the header, and nothing
+	// changes. Attempts are limited per client address (`OIKOS_SIGNIN_RATE`, default
+	// 10 a minute): past the limit a 429 with `Retry-After`. The sign-in is audited
 	// (`session.create`) and emits `session.signed_in`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -17337,6 +17373,11 @@ type SignInResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// SignInResponse429Headers the declared response headers of an HTTP 429 response for SignIn
+type SignInResponse429Headers struct {
+	RetryAfter int
+}
+
 type SignInResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -17352,12 +17393,16 @@ type SignInResponse struct {
 	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Error
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *SignInResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *SignInResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SignInResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -17388,6 +17433,11 @@ func (r SignInResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
 func (r SignInResponse) GetApplicationproblemJSON422() *Unprocessable {
 	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SignInResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -20007,8 +20057,14 @@ func (c *ClientWithResponses) CurrentSessionWithResponse(ctx context.Context, re
 // and role, and it ends when it expires (`OIKOS_SESSION_TTL`, default 12 h), when it
 // is signed out, or when its token is revoked. Only a hash of the cookie is stored.
 // A request authenticated by the cookie that changes something (any method but GET,
-// HEAD, OPTIONS) must come from the api's own origin (`Origin`, or failing that
-// `Sec-Fetch-Site: same-origin`); otherwise it is a 403. The sign-in is audited
+// HEAD, OPTIONS), and this sign-in itself, must come from the api's own origin:
+// `Sec-Fetch-Site: cross-site` or `same-site` is refused, an `Origin` must be the
+// api's own (the host it was sent to, a trusted proxy's `X-Forwarded-Host`, or
+// `OIKOS_PUBLIC_URL`'s origin), and without one `Sec-Fetch-Site: same-origin` or a
+// `Referer` of the api's own origin must show it; otherwise it is a 403 of type
+// `urn:oikos:problem:cross-origin` whose detail names the header, and nothing
+// changes. Attempts are limited per client address (`OIKOS_SIGNIN_RATE`, default
+// 10 a minute): past the limit a 429 with `Retry-After`. The sign-in is audited
 // (`session.create`) and emits `session.signed_in`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -20032,8 +20088,14 @@ func (c *ClientWithResponses) SignInWithBodyWithResponse(ctx context.Context, co
 // and role, and it ends when it expires (`OIKOS_SESSION_TTL`, default 12 h), when it
 // is signed out, or when its token is revoked. Only a hash of the cookie is stored.
 // A request authenticated by the cookie that changes something (any method but GET,
-// HEAD, OPTIONS) must come from the api's own origin (`Origin`, or failing that
-// `Sec-Fetch-Site: same-origin`); otherwise it is a 403. The sign-in is audited
+// HEAD, OPTIONS), and this sign-in itself, must come from the api's own origin:
+// `Sec-Fetch-Site: cross-site` or `same-site` is refused, an `Origin` must be the
+// api's own (the host it was sent to, a trusted proxy's `X-Forwarded-Host`, or
+// `OIKOS_PUBLIC_URL`'s origin), and without one `Sec-Fetch-Site: same-origin` or a
+// `Referer` of the api's own origin must show it; otherwise it is a 403 of type
+// `urn:oikos:problem:cross-origin` whose detail names the header, and nothing
+// changes. Attempts are limited per client address (`OIKOS_SIGNIN_RATE`, default
+// 10 a minute): past the limit a 429 with `Retry-After`. The sign-in is audited
 // (`session.create`) and emits `session.signed_in`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -25125,6 +25187,13 @@ func ParseSignInResponse(rsp *http.Response) (*SignInResponse, error) {
 		}
 		response.ApplicationproblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25155,6 +25224,16 @@ func ParseSignInResponse(rsp *http.Response) (*SignInResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers SignInResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil

@@ -25,6 +25,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/notify"
 	"github.com/oikos-hq/oikos/api/internal/notifyapi"
 	"github.com/oikos-hq/oikos/api/internal/onboard"
+	"github.com/oikos-hq/oikos/api/internal/ratelimit"
 	apirequest "github.com/oikos-hq/oikos/api/internal/request"
 	"github.com/oikos-hq/oikos/api/internal/websession"
 	"github.com/oikos-hq/oikos/api/internal/webui"
@@ -52,10 +53,21 @@ func appRoutes(t *testing.T, exec *execution.Service, pool *pgxpool.Pool, g *gra
 		onboard.New(onboard.Deps{Pool: pool, Graph: g, Logger: zerolog.Nop()}).Routes())
 }
 
+// mountedOptions are what a test of the browser's side changes in newMountedEnv: the site
+// (trusted proxies, public origin) and the sign-in limit (none by default).
+type mountedOptions struct {
+	site  *apirequest.Site
+	limit *ratelimit.Limiter
+}
+
 // newMountedEnv is newEnv's api with the execution and metrics routes mounted as in
 // production (no event bus: the SSE stream is not what these tests look at).
-func newMountedEnv(t *testing.T) *env {
+func newMountedEnv(t *testing.T, opts ...mountedOptions) *env {
 	t.Helper()
+	var o mountedOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	ctx := context.Background()
 	db := pgtest.New(t)
 	g, err := graph.New(graph.Options{Pool: db.Pool, Ontology: apitest.SeedOntology(t), Logger: zerolog.Nop()})
@@ -79,7 +91,8 @@ func newMountedEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	srv := httpapi.New(httpapi.Deps{Pool: db.Pool, Graph: g, Auth: store, Logger: zerolog.Nop(), Health: health,
-		Routes: appRoutes(t, exec, db.Pool, g), Sessions: websession.New(db.Pool, store, 0), Web: web})
+		Routes: appRoutes(t, exec, db.Pool, g), Sessions: websession.New(db.Pool, store, 0).WithSignInLimit(o.limit), Web: web,
+		Site: o.site})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		ts.CloseClientConnections()

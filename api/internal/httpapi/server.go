@@ -65,6 +65,10 @@ type Deps struct {
 	// Discover proposes and accepts a machine's services (discover.go); without it those
 	// routes answer 503.
 	Discover *discover.Service
+	// Site is how browsers reach the api: the reverse proxies it believes and its public
+	// origin (request.Site). Nil: reached directly, no forwarded header believed but
+	// X-Forwarded-Proto.
+	Site *request.Site
 }
 
 // Server is the HTTP handler. It is an http.Handler; Stop ends the SSE hub.
@@ -102,7 +106,10 @@ func New(d Deps) *Server {
 	e.HideBanner, e.HidePort = true, true
 	// Echo's error handler, also called by the metrics middleware so it records the status sent.
 	e.HTTPErrorHandler = request.ErrorHandler(s.log)
-	e.Use(request.Correlation, d.Health.Metrics.EchoMiddleware(), s.recoverPanics, request.LimitBody)
+	if d.Site == nil {
+		d.Site = &request.Site{}
+	}
+	e.Use(d.Site.Middleware, securityHeaders, request.Correlation, d.Health.Metrics.EchoMiddleware(), s.recoverPanics, request.LimitBody)
 	e.GET("/healthz", echo.WrapHandler(http.HandlerFunc(d.Health.HealthzHandler)))
 	e.GET("/readyz", echo.WrapHandler(http.HandlerFunc(d.Health.ReadyzHandler)))
 	e.GET("/metrics", echo.WrapHandler(d.Health.Metrics.Handler()))
@@ -189,6 +196,21 @@ func (s *Server) routes() []request.Route {
 
 func serveSpec(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/yaml", api.OpenAPI)
+}
+
+// securityHeaders go on every answer: no MIME sniffing (a JSON body or a knowledge
+// document never becomes script or HTML by guessing), no framing, no Referer beyond the api's
+// own origin, and a policy under which an answer opened directly in a tab runs nothing. The
+// dashboard's pages (webui) replace the policy with the app's own.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		return next(c)
+	}
 }
 
 // recoverPanics turns a handler panic into a logged 500 instead of a dropped connection.

@@ -72,7 +72,7 @@ func TestSessionSignIn(t *testing.T) {
 	}
 
 	// Behind a TLS-terminating proxy the cookie is Secure.
-	r, _ = signIn(t, e, e.operator.token, "X-Forwarded-Proto", "https")
+	r, _ = signIn(t, e, e.operator.token, "X-Forwarded-Proto", "https", "Origin", strings.Replace(e.ts.URL, "http://", "https://", 1))
 	if sc := r.expect(t, 200).Header.Get("Set-Cookie"); !strings.Contains(sc, "Secure") {
 		t.Errorf("a sign-in over TLS set %q, without Secure", sc)
 	}

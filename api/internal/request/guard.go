@@ -2,9 +2,6 @@ package request
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -98,34 +95,6 @@ func authenticate(c echo.Context, v Verifier) (auth.Principal, error) {
 func ViaCookie(c echo.Context) bool {
 	v, _ := c.Get(ctxViaCookie).(bool)
 	return v
-}
-
-// SameOrigin admits a request that reads (GET, HEAD, OPTIONS), and a change only when it
-// comes from the api's own origin: its Origin header names the host it was sent to (Host,
-// or X-Forwarded-Host behind a proxy), or, without an Origin, the browser vouches with
-// Sec-Fetch-Site: same-origin. Anything else is auth.ErrForbidden, saying why.
-func SameOrigin(req *http.Request) error {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return nil
-	}
-	origin := req.Header.Get("Origin")
-	if origin == "" || origin == "null" {
-		if req.Header.Get("Sec-Fetch-Site") == "same-origin" {
-			return nil
-		}
-		return fmt.Errorf("%w: a change made with the session cookie must come from the dashboard's own page (the request has no Origin)", auth.ErrForbidden)
-	}
-	u, err := url.Parse(origin)
-	if err == nil && u.Host != "" {
-		if strings.EqualFold(u.Host, req.Host) {
-			return nil
-		}
-		if fh := req.Header.Get("X-Forwarded-Host"); fh != "" && strings.EqualFold(u.Host, strings.TrimSpace(strings.Split(fh, ",")[0])) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: a change made with the session cookie must come from the dashboard's own origin; Origin %q is not %q", auth.ErrForbidden, origin, req.Host)
 }
 
 // Principal is who the request's token stands for; ok is false before a guard admitted it.

@@ -64,6 +64,7 @@ type answer struct {
 // ontology's validation errors, which graph wraps in field errors) to statuses. The first
 // row whose sentinel err wraps wins, so a specific sentinel comes before a general one.
 var answers = []answer{
+	{ErrCrossOrigin, http.StatusForbidden, "cross-origin", "Cross-origin request refused"},
 	{apierr.ErrSchedulerOwned, http.StatusUnprocessableEntity, "scheduler-owned", "Attribute owned by the scheduler"},
 	{apierr.ErrNotFound, http.StatusNotFound, "not-found", "Not found"},
 	{apierr.ErrVersionConflict, http.StatusConflict, "version-conflict", "Version conflict"},

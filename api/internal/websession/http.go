@@ -54,15 +54,9 @@ func meta(c echo.Context) Meta {
 	return Meta{Method: r.Method, Path: r.URL.Path, CorrelationID: request.CorrelationID(c), UserAgent: r.UserAgent()}
 }
 
-// secure says whether the cookie may travel only over TLS: when the request came over TLS,
-// to the api itself or to a proxy in front of it.
-func secure(r *http.Request) bool {
-	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
-}
-
 func (s *Store) cookie(c echo.Context, value string, expires time.Time) {
 	ck := &http.Cookie{Name: request.SessionCookie, Value: value, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: secure(c.Request())}
+		SameSite: http.SameSiteStrictMode, Secure: request.OverTLS(c.Request())}
 	if value == "" {
 		ck.MaxAge = -1
 	} else {
@@ -73,6 +67,11 @@ func (s *Store) cookie(c echo.Context, value string, expires time.Time) {
 }
 
 func (s *Store) signIn(c echo.Context) error {
+	// Every attempt counts, the refused ones first among them: the limit is what keeps a
+	// script from guessing tokens at the speed of the network.
+	if err := s.admitAttempt(c); err != nil {
+		return err
+	}
 	// A sign-in from a foreign page would plant the attacker's session in the victim's
 	// browser (login CSRF); only the dashboard's own page may sign in.
 	if err := request.SameOrigin(c.Request()); err != nil {

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
+	"github.com/oikos-hq/oikos/api/internal/ratelimit"
 	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/api/internal/storage/authstore"
 	"github.com/oikos-hq/oikos/shared/audit"
@@ -72,6 +73,8 @@ type Store struct {
 	tokens *auth.Store
 	ttl    time.Duration
 	now    func() time.Time
+	// limit bounds sign-in attempts per client address (WithSignInLimit); nil: none.
+	limit *ratelimit.Limiter
 }
 
 // New returns a store; ttl <= 0 means DefaultTTL.

@@ -181,6 +181,9 @@ export function snippetHtml(snippet: string): string {
     .replace(/^ · | · $/g, '')
     .trim();
   // The api marks single words; a marked run with spaces is the body's own **bold**
-  // pairing up with a marker, so only space-free runs become <mark>.
-  return escapeHtml(plain).replace(/\*\*([^*\s]+?)\*\*/g, '<mark>$1</mark>').replace(/\*\*/g, '');
+  // pairing up with a marker, so only space-free runs become <mark>. Escaping already makes
+  // everything else text; the sanitizer, keeping <mark> alone, is the second layer every
+  // {@html} of the app goes through.
+  const marked = escapeHtml(plain).replace(/\*\*([^*\s]+?)\*\*/g, '<mark>$1</mark>').replace(/\*\*/g, '');
+  return purify.sanitize(marked, { ALLOWED_TAGS: ['mark'], ALLOWED_ATTR: [], RETURN_TRUSTED_TYPE: false });
 }

@@ -59,6 +59,8 @@ class SessionStore {
     if (!r.ok) {
       const p = await r.json().catch(() => ({}));
       if (r.status === 401) return 'That token is not valid: it is unknown, mistyped or revoked.';
+      // Too many attempts from this address: the api says the limit and when to try again.
+      if (r.status === 429) return sentence((p as { detail?: string }).detail ?? 'too many sign-in attempts; try again in a minute');
       return (p as { detail?: string }).detail ?? `Sign-in failed (${r.status}).`;
     }
     this.who = (await r.json()) as Session;
