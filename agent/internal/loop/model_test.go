@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/oikos-hq/oikos/agent/internal/llm"
 	"github.com/oikos-hq/oikos/testkit/llmsim"
 )
 
@@ -44,9 +45,7 @@ func newModelLoop(t *testing.T) *Loop {
 		t.Fatal(err)
 	}
 	base, _ := llmsim.Start(t, s)
-	oc := openai.DefaultConfig("")
-	oc.BaseURL = base
-	return &Loop{cfg: Config{Model: "m", Backoff: []time.Duration{time.Millisecond}}, model: openai.NewClientWithConfig(oc), log: zerolog.Nop()}
+	return &Loop{cfg: Config{Model: "m", Backoff: []time.Duration{time.Millisecond}}, model: llm.New(llm.Config{BaseURL: base, Model: "m"}), log: zerolog.Nop()}
 }
 
 type events struct {
