@@ -126,6 +126,13 @@ func (l *Loop) stream(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 	for _, c := range got.Calls {
 		a.Calls = append(a.Calls, modelCall{Name: c.Name, Arguments: c.Arguments, FromText: c.FromText})
 	}
+	if len(a.Calls) > 0 && a.Finish != "tool_calls" {
+		// Calls are calls whatever the server said (Ollama, LM Studio and gpt-4o may finish
+		// them with stop; a server without a tool parser always does): the stored message
+		// says what Nomos did with it.
+		l.log.Debug().Str("server_finish", a.Finish).Int("calls", len(a.Calls)).Msg("tool calls under another finish reason")
+		a.Finish = "tool_calls"
+	}
 	if got.Reasoning != "" {
 		// Kept apart from the answer and not stored: the session model has no place for it,
 		// and feeding it back would spend the context window on it (docs/llm-providers.md).
