@@ -27,8 +27,11 @@ type Config struct {
 	// LLMFirstByte bounds the wait for the model's first byte (OIKOS_LLM_FIRST_BYTE_TIMEOUT;
 	// default the provider's, else 5m: a local server loads the model on first use).
 	LLMFirstByte time.Duration
-	AgentToken   string // OIKOS_AGENT_TOKEN: bearer token (role agent) for the api
-	SoulFile     string // OIKOS_SOUL_FILE: a persona replacing agent/internal/loop/SOUL.md
+	// LLMStatusAfter is how long without a first byte before the chat stream hears Nomos is
+	// waiting for the model (OIKOS_LLM_STATUS_AFTER, default 3s).
+	LLMStatusAfter time.Duration
+	AgentToken     string // OIKOS_AGENT_TOKEN: bearer token (role agent) for the api
+	SoulFile       string // OIKOS_SOUL_FILE: a persona replacing agent/internal/loop/SOUL.md
 	// IdleAfter is how long an open task may sit untouched before the sweep abandons it
 	// (OIKOS_AGENT_IDLE_AFTER; a task waiting on an approval is never swept).
 	IdleAfter time.Duration
@@ -74,6 +77,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		def = llm.DefaultFirstByte
 	}
 	c.LLMFirstByte = r.Duration("OIKOS_LLM_FIRST_BYTE_TIMEOUT", def)
+	c.LLMStatusAfter = r.Duration("OIKOS_LLM_STATUS_AFTER", 3*time.Second)
+	if c.LLMStatusAfter <= 0 || c.LLMStatusAfter >= c.LLMFirstByte {
+		r.Fail("OIKOS_LLM_STATUS_AFTER: %s must be above 0 and below the first-byte timeout (%s)", c.LLMStatusAfter, c.LLMFirstByte)
+	}
 	if c.LLMFirstByte < time.Second {
 		r.Fail("OIKOS_LLM_FIRST_BYTE_TIMEOUT: %s is too short (at least 1s)", c.LLMFirstByte)
 	}

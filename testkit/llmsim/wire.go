@@ -81,7 +81,7 @@ var Modes = map[string]Wire{
 	"flaky-429-retry-after": {Flaky: http.StatusTooManyRequests, RetryAfter: 1},
 	"flaky-503":             {Flaky: http.StatusServiceUnavailable},
 	"flaky-503-retry-after": {Flaky: http.StatusServiceUnavailable, RetryAfter: 1},
-	"slow-first-token":      {FirstByteDelay: 1500 * time.Millisecond},
+	"slow-first-token":      {FirstByteDelay: 400 * time.Millisecond},
 	"refuse-tools-ollama":   {RefuseTools: "ollama"},
 	"refuse-tools-llamacpp": {RefuseTools: "llamacpp"},
 	"refuse-tools-vllm":     {RefuseTools: "vllm"},

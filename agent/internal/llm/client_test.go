@@ -269,3 +269,17 @@ func TestTextCallsOnlyOfferedTools(t *testing.T) {
 		t.Fatalf("lone close: %+v", a)
 	}
 }
+
+// A long reasoning block streamed a token at a time is read in linear time.
+func TestLongThinkIsLinear(t *testing.T) {
+	t.Parallel()
+	r := newReader(true, nil, nil)
+	r.text.write("<think>")
+	for i := 0; i < 200000; i++ {
+		r.text.write("tok ")
+	}
+	r.text.write("</think>answer")
+	if a := r.finish(); a.Content != "answer" || len(a.Reasoning) != 800000 {
+		t.Fatalf("%q %d", a.Content, len(a.Reasoning))
+	}
+}

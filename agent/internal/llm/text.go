@@ -32,6 +32,7 @@ type textFilter struct {
 	blocks    []string // the bodies of <tool_call> blocks
 	held      string   // an answer held whole (modeJSON), once the content is complete
 	space     string   // whitespace held until text follows it
+	scanned   int      // how much of a held block was searched for its closing tag
 }
 
 const (
@@ -102,10 +103,16 @@ func (f *textFilter) drain(final bool) {
 			if f.mode == modeCall {
 				closeTag = callClose
 			}
-			i := strings.Index(s, closeTag)
+			// Search only what was not searched yet (and a tag's length before it), so a long
+			// block streamed token by token stays linear.
+			from := max(0, f.scanned-len(closeTag))
+			i := strings.Index(s[from:], closeTag)
 			if i < 0 {
+				f.scanned = len(s)
 				return
 			}
+			i += from
+			f.scanned = 0
 			if f.mode == modeThink {
 				f.reasoning.WriteString(s[:i])
 			} else {
