@@ -100,7 +100,7 @@ type Loop struct {
 }
 
 // ErrNoModel is a chat without a configured model.
-var ErrNoModel = errors.New("no language model is configured: set OIKOS_LLM_BASE_URL and OIKOS_LLM_MODEL (and OIKOS_LLM_API_KEY if the provider needs one)")
+var ErrNoModel = errors.New("no language model is configured: set OIKOS_LLM_MODEL and OIKOS_LLM_BASE_URL, or OIKOS_LLM_PROVIDER (ollama, llamacpp, vllm, lmstudio, openai) for a local default, and OIKOS_LLM_API_KEY if the provider needs one")
 
 // New builds the loop. Without a model configured it still builds: every turn answers
 // ErrNoModel as an error event.
