@@ -75,6 +75,7 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 		log.Warn().Msg("OIKOS_AGENT_TOKEN is not set: chat is refused and the task sweep cannot read pending approvals")
 	}
 	nomos, err := loop.New(loop.Config{BaseURL: cfg.LLMBaseURL, Model: cfg.LLMModel, APIKey: cfg.LLMAPIKey, SoulFile: cfg.SoulFile,
+		Provider: cfg.LLMProvider, FirstByte: cfg.LLMFirstByte, StatusAfter: cfg.LLMStatusAfter,
 		AgentToken: cfg.AgentToken}, reg, taskSvc, pool, api, log)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oikos-hq/oikos/agent/internal/llm"
 	"github.com/oikos-hq/oikos/shared/config"
 	"github.com/oikos-hq/oikos/shared/netmap"
 )
@@ -20,8 +21,17 @@ type Config struct {
 	LLMBaseURL  string        // OIKOS_LLM_BASE_URL: OpenAI-compatible endpoint
 	LLMModel    string        // OIKOS_LLM_MODEL
 	LLMAPIKey   string        // OIKOS_LLM_API_KEY
-	AgentToken  string        // OIKOS_AGENT_TOKEN: bearer token (role agent) for the api
-	SoulFile    string        // OIKOS_SOUL_FILE: a persona replacing agent/internal/loop/SOUL.md
+	// LLMProvider is the kind of server (OIKOS_LLM_PROVIDER: ollama, llamacpp, vllm,
+	// lmstudio, openai): its base URL when OIKOS_LLM_BASE_URL is unset, and its defaults.
+	LLMProvider string
+	// LLMFirstByte bounds the wait for the model's first byte (OIKOS_LLM_FIRST_BYTE_TIMEOUT;
+	// default the provider's, else 5m: a local server loads the model on first use).
+	LLMFirstByte time.Duration
+	// LLMStatusAfter is how long without a first byte before the chat stream hears Nomos is
+	// waiting for the model (OIKOS_LLM_STATUS_AFTER, default 3s).
+	LLMStatusAfter time.Duration
+	AgentToken     string // OIKOS_AGENT_TOKEN: bearer token (role agent) for the api
+	SoulFile       string // OIKOS_SOUL_FILE: a persona replacing agent/internal/loop/SOUL.md
 	// IdleAfter is how long an open task may sit untouched before the sweep abandons it
 	// (OIKOS_AGENT_IDLE_AFTER; a task waiting on an approval is never swept).
 	IdleAfter time.Duration
@@ -51,10 +61,32 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		SoulFile:    r.String("OIKOS_SOUL_FILE", ""),
 	}
 	r.Require("OIKOS_DATABASE_URL", c.DatabaseURL)
+	c.LLMProvider = strings.ToLower(strings.TrimSpace(r.String("OIKOS_LLM_PROVIDER", "")))
+	preset, err := llm.LookupPreset(c.LLMProvider)
+	if err != nil {
+		r.Fail("OIKOS_LLM_PROVIDER: %v", err)
+	}
+	if c.LLMBaseURL == "" && c.LLMModel != "" {
+		c.LLMBaseURL = preset.BaseURL
+	}
+	if preset.NeedsKey && c.LLMAPIKey == "" && c.LLMModel != "" {
+		r.Fail("OIKOS_LLM_API_KEY: OIKOS_LLM_PROVIDER=%s needs a key", c.LLMProvider)
+	}
+	def := preset.FirstByte
+	if def == 0 {
+		def = llm.DefaultFirstByte
+	}
+	c.LLMFirstByte = r.Duration("OIKOS_LLM_FIRST_BYTE_TIMEOUT", def)
+	c.LLMStatusAfter = r.Duration("OIKOS_LLM_STATUS_AFTER", 3*time.Second)
+	if c.LLMStatusAfter <= 0 || c.LLMStatusAfter >= c.LLMFirstByte {
+		r.Fail("OIKOS_LLM_STATUS_AFTER: %s must be above 0 and below the first-byte timeout (%s)", c.LLMStatusAfter, c.LLMFirstByte)
+	}
+	if c.LLMFirstByte < time.Second {
+		r.Fail("OIKOS_LLM_FIRST_BYTE_TIMEOUT: %s is too short (at least 1s)", c.LLMFirstByte)
+	}
 	if allow := strings.TrimSpace(r.String("OIKOS_HTTP_GET_ALLOW", "")); allow != "" {
 		c.HTTPGetAllow = []string{allow}
 	}
-	var err error
 	if c.NameMap, err = netmap.Parse(r.String("OIKOS_AGENT_NAME_MAP", "")); err != nil {
 		r.Fail("OIKOS_AGENT_NAME_MAP: %v", err)
 	}

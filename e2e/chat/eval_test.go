@@ -293,9 +293,10 @@ type evalRun struct {
 	model   *llm // nil against a real provider
 	scored  int
 	skipped int
+	turns   []turn // the say steps' streams, in order
 }
 
-func runEval(t *testing.T, s *stack, ev *evalFile, live *liveProvider) {
+func runEval(t *testing.T, s *stack, ev *evalFile, live *liveProvider) *evalRun {
 	r := &evalRun{t: t, s: s, ev: ev, live: live != nil, session: newSession(ev.Name)}
 	_, r.model = s.scripted(t, "eval:"+ev.Name, r.session) // no model of its own against a real provider
 	for _, st := range ev.Setup {
@@ -305,7 +306,7 @@ func runEval(t *testing.T, s *stack, ev *evalFile, live *liveProvider) {
 		r.step(i+1, st)
 		if t.Failed() {
 			t.Logf("session %s transcript:\n%s", r.session, r.transcript())
-			return
+			return r
 		}
 	}
 	all := r.scopeSince(scopeMark{})
@@ -314,6 +315,7 @@ func runEval(t *testing.T, s *stack, ev *evalFile, live *liveProvider) {
 		t.Logf("session %s transcript:\n%s", r.session, r.transcript())
 	}
 	t.Logf("%s: %d assertions scored, %d skipped (scripted only or not reached)", ev.Name, r.scored, r.skipped)
+	return r
 }
 
 func (r *evalRun) setup(st evalSetup) {
@@ -413,6 +415,7 @@ func (r *evalRun) step(n int, st evalStep) {
 	case st.Say != "":
 		got := s.chat(t, s.operator, r.session, st.Say)
 		tr = &got
+		r.turns = append(r.turns, got)
 		if got.Status != http.StatusOK {
 			t.Fatalf("turn %d %q: %d %s", n, st.Say, got.Status, got.Body)
 		}

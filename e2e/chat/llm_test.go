@@ -21,11 +21,12 @@ import (
 type llm struct {
 	baseURL string
 	model   string
-	inner   http.Handler
+	script  *llmsim.Script
 	srv     *http.Server
 
-	mu   sync.Mutex
-	reqs []*llmRequest
+	mu    sync.Mutex
+	inner http.Handler
+	reqs  []*llmRequest
 }
 
 // llmRequest is one chat completion request the model received.
@@ -38,6 +39,8 @@ type llmRequest struct {
 	// FirstContent is when the first chunk carrying content text was written to the agent
 	// (zero when the answer had none); Done when the answer was written whole.
 	FirstContent, Done time.Time
+	// Status is the HTTP status answered (a wire mode's 429 or 503 refusal, or 200).
+	Status int
 }
 
 // llmMessage is one message of a request; Text is its content as text.
@@ -92,7 +95,7 @@ func newLLM(script *llmsim.Script) (*llm, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &llm{baseURL: "http://" + ln.Addr().String() + "/v1", model: script.Models()[0], inner: llmsim.NewServer(script, llmsim.Options{})}
+	m := &llm{baseURL: "http://" + ln.Addr().String() + "/v1", model: script.Models()[0], script: script, inner: llmsim.NewServer(script, llmsim.Options{})}
 	m.srv = &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = m.srv.Serve(ln) }()
 	return m, nil
@@ -101,16 +104,46 @@ func newLLM(script *llmsim.Script) (*llm, error) {
 // close stops the model at once, cutting the answers in flight (a provider gone away).
 func (m *llm) close() { _ = m.srv.Close() }
 
-// requests is a copy of what the model received so far.
+// setWire serves the script from now on with the wire behaviour w (llmsim.Modes).
+func (m *llm) setWire(w llmsim.Wire) {
+	m.mu.Lock()
+	m.inner = llmsim.NewServer(m.script, llmsim.Options{Wire: w})
+	m.mu.Unlock()
+}
+
+// requests is a copy of what the model answered so far: the requests a wire mode refused
+// for now (429, 503) are left out, as the agent sent them again.
 func (m *llm) requests() []*llmRequest {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]*llmRequest(nil), m.reqs...)
+	var out []*llmRequest
+	for _, r := range m.reqs {
+		if r.Status == 0 || r.Status/100 == 2 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// refused counts the requests a wire mode refused for now.
+func (m *llm) refused() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, r := range m.reqs {
+		if r.Status != 0 && r.Status/100 != 2 {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *llm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	inner := m.inner
+	m.mu.Unlock()
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		m.inner.ServeHTTP(w, r)
+		inner.ServeHTTP(w, r)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 32<<20))
@@ -135,7 +168,7 @@ func (m *llm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.Unlock()
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	sw := &stampWriter{ResponseWriter: w, m: m, rec: rec}
-	m.inner.ServeHTTP(sw, r)
+	inner.ServeHTTP(sw, r)
 	m.mu.Lock()
 	rec.Done = time.Now()
 	m.mu.Unlock()
@@ -168,6 +201,13 @@ type stampWriter struct {
 }
 
 var contentKey = []byte(`"content":"`)
+
+func (w *stampWriter) WriteHeader(status int) {
+	w.m.mu.Lock()
+	w.rec.Status = status
+	w.m.mu.Unlock()
+	w.ResponseWriter.WriteHeader(status)
+}
 
 func (w *stampWriter) Write(b []byte) (int, error) {
 	if i := bytes.Index(b, contentKey); i >= 0 && i+len(contentKey) < len(b) && b[i+len(contentKey)] != '"' {

@@ -135,6 +135,9 @@ func (s *stack) launchAgent(o agentOpts) (*agentProc, error) {
 		"OIKOS_LLM_BASE_URL": o.BaseURL,
 		"OIKOS_LLM_MODEL":    o.Model,
 		"OIKOS_LLM_API_KEY":  o.APIKey,
+		// The slow-first-token wire mode delays every answer by less than a second: the
+		// status event must come before it ends.
+		"OIKOS_LLM_STATUS_AFTER": "150ms",
 	}, s.log)
 	if err != nil {
 		return nil, err

@@ -34,6 +34,9 @@ type Options struct {
 	Created int64
 	// Logger receives one line per request (the rule that answered) and recovered panics.
 	Logger zerolog.Logger
+	// Wire is how the answers depart from OpenAI's wire format (wire.go, Modes); the zero
+	// value is OpenAI's format.
+	Wire Wire
 }
 
 // maxBody bounds a request body; a long agent conversation stays far below it.
@@ -46,6 +49,7 @@ type server struct {
 	script *Script
 	opts   Options
 	log    zerolog.Logger
+	flaky  flaky
 }
 
 // NewServer answers the OpenAI chat completions API from script:
@@ -171,6 +175,7 @@ func writeModelNotFound(w http.ResponseWriter, name string) {
 // answer is a reply expanded for one request.
 type answer struct {
 	content    string
+	reasoning  string // a Reasoning mode's field, streamed before the content
 	refusal    string
 	hasRefusal bool
 	calls      []answerCall
@@ -226,10 +231,38 @@ func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "messages", "")
 		return
 	}
+	wire := s.opts.Wire
+	if wire.RefuseTools != "" && c.hasTools {
+		refuseTools(w, wire.RefuseTools, req.Model)
+		return
+	}
 	rl, env := s.script.choose(c)
 	a := s.expand(rl, env, c)
 	a.promptTok = promptTokens(&req, c)
 	id := completionID(&req, c, rl)
+	if wire.Flaky != 0 && s.flaky.first(id) {
+		writeFlaky(w, wire.Flaky, wire.RetryAfter)
+		return
+	}
+	if !wait(r.Context(), wire.FirstByteDelay) {
+		return
+	}
+	if a.err == nil {
+		wire.textCalls(a)
+		if wire.Reasoning != "" {
+			a.reasoning = fmt.Sprintf(Thought, c.lastUser)
+			if wire.Reasoning == "think" {
+				a.content = "<think>\n" + a.reasoning + "\n</think>\n\n" + a.content
+				a.reasoning = ""
+			}
+		}
+		if wire.FinishStop && a.finish == "tool_calls" {
+			a.finish = "stop"
+		}
+		for i := range a.calls {
+			a.calls[i].id = wire.callID(a.calls[i].id, id+a.calls[i].id)
+		}
+	}
 	ev := s.log.Info().Str("model", req.Model).Str("rule", rl.name).Bool("stream", req.Stream).Int("messages", len(c.msgs))
 	if a.err != nil {
 		ev = ev.Int("error_status", a.err.status)
@@ -375,14 +408,16 @@ type completionChoice struct {
 }
 
 type responseMessage struct {
-	Role      string             `json:"role"`
-	Content   *string            `json:"content"`
-	Refusal   *string            `json:"refusal"`
-	ToolCalls []responseToolCall `json:"tool_calls,omitempty"`
+	Role             string             `json:"role"`
+	Content          *string            `json:"content"`
+	Refusal          *string            `json:"refusal"`
+	ReasoningContent string             `json:"reasoning_content,omitempty"`
+	Reasoning        string             `json:"reasoning,omitempty"`
+	ToolCalls        []responseToolCall `json:"tool_calls,omitempty"`
 }
 
 type responseToolCall struct {
-	ID       string       `json:"id"`
+	ID       string       `json:"id,omitempty"`
 	Type     string       `json:"type"`
 	Function functionCall `json:"function"`
 }
@@ -401,6 +436,11 @@ func (s *server) completion(req *chatRequest, a *answer, id string) completionRe
 	}
 	for _, c := range a.calls {
 		msg.ToolCalls = append(msg.ToolCalls, responseToolCall{ID: c.id, Type: "function", Function: functionCall{Name: c.name, Arguments: c.args}})
+	}
+	if s.opts.Wire.Reasoning == "reasoning" {
+		msg.Reasoning = a.reasoning
+	} else {
+		msg.ReasoningContent = a.reasoning
 	}
 	return completionResponse{
 		ID: id, Object: "chat.completion", Created: s.opts.Created, Model: req.Model,
@@ -428,15 +468,17 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	Refusal   *string         `json:"refusal,omitempty"`
-	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	Refusal          *string         `json:"refusal,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	Reasoning        *string         `json:"reasoning,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 type toolCallDelta struct {
 	Index    int            `json:"index"`
-	ID       string         `json:"id,omitempty"`
+	ID       *string        `json:"id,omitempty"`
 	Type     string         `json:"type,omitempty"`
 	Function *functionDelta `json:"function,omitempty"`
 }
@@ -450,7 +492,8 @@ type functionDelta struct {
 // refusal in pieces, each tool call (its id, type and name, then its arguments in pieces),
 // the finish reason, and the usage when asked for.
 func (s *server) chunks(req *chatRequest, a *answer, id string) []chunk {
-	withUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	wire := s.opts.Wire
+	withUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage && !wire.NoUsage
 	var out []chunk
 	add := func(d delta, finish *string) {
 		c := chunk{ID: id, Object: "chat.completion.chunk", Created: s.opts.Created, Model: req.Model, SystemFingerprint: fingerprint,
@@ -468,14 +511,43 @@ func (s *server) chunks(req *chatRequest, a *answer, id string) []chunk {
 		}
 	} else {
 		add(delta{Role: "assistant", Content: &empty}, nil)
+		for _, p := range split(a.reasoning, a.chunkSize) {
+			if wire.Reasoning == "reasoning" {
+				add(delta{Reasoning: &p}, nil)
+			} else {
+				add(delta{ReasoningContent: &p}, nil)
+			}
+		}
 		for _, p := range split(a.content, a.chunkSize) {
 			add(delta{Content: &p}, nil)
 		}
 	}
 	for i, c := range a.calls {
-		add(delta{ToolCalls: []toolCallDelta{{Index: i, ID: c.id, Type: "function", Function: &functionDelta{Name: c.name}}}}, nil)
-		for _, p := range split(c.args, a.chunkSize) {
-			add(delta{ToolCalls: []toolCallDelta{{Index: i, Function: &functionDelta{Arguments: p}}}}, nil)
+		index := i
+		if wire.IndexZero {
+			index = 0
+		}
+		var first *string
+		if c.id != "" {
+			first = &c.id
+		}
+		var later *string
+		if wire.IDs == "vllm" {
+			later = &empty // vLLM sends "id": "" on the deltas after the first
+		}
+		switch wire.ToolCalls {
+		case "whole":
+			add(delta{ToolCalls: []toolCallDelta{{Index: index, ID: first, Type: "function", Function: &functionDelta{Name: c.name, Arguments: c.args}}}}, nil)
+		case "fragments":
+			add(delta{ToolCalls: []toolCallDelta{{Index: index, ID: first, Type: "function", Function: &functionDelta{Name: c.name}}}}, nil)
+			for _, p := range split(c.args, 2) {
+				add(delta{ToolCalls: []toolCallDelta{{Index: index, ID: later, Function: &functionDelta{Arguments: p}}}}, nil)
+			}
+		default:
+			add(delta{ToolCalls: []toolCallDelta{{Index: index, ID: first, Type: "function", Function: &functionDelta{Name: c.name}}}}, nil)
+			for _, p := range split(c.args, a.chunkSize) {
+				add(delta{ToolCalls: []toolCallDelta{{Index: index, ID: later, Function: &functionDelta{Arguments: p}}}}, nil)
+			}
 		}
 	}
 	finish := a.finish

@@ -3,7 +3,8 @@
 // proves, replays the session's history, and runs the model with the tool registry until the
 // model answers without tools — at most MaxIterations times, then once without tools for a
 // status summary. Events stream to the caller as the chat contract names them (session, delta,
-// tool_use, tool_result, approval_required, plan, task, error, done).
+// tool_use, tool_result, approval_required, plan, task, status, error, done); status says what
+// Nomos waits on while no text streams (the model's first byte, a 429 or 503 retried).
 //
 // A turn runs on its own context: a client that disconnects does not stop it (the sink just
 // drops what it cannot deliver). One turn per session at a time; several sessions at once.
@@ -20,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +29,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
+	"github.com/oikos-hq/oikos/agent/internal/llm"
 	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
@@ -68,12 +69,20 @@ type Config struct {
 	// Backoff are the waits before retrying a failed or empty model answer (A1: 4 s, 8 s);
 	// tests shorten them.
 	Backoff []time.Duration
+	// Provider is the preset named by OIKOS_LLM_PROVIDER ("" none), for messages.
+	Provider string
+	// FirstByte bounds the wait for the model's first byte (OIKOS_LLM_FIRST_BYTE_TIMEOUT;
+	// 0: the preset's, else llm.DefaultFirstByte). StatusAfter is how long before the chat
+	// hears Nomos is waiting for the model (0: 3 s).
+	FirstByte, StatusAfter time.Duration
+	// RetryBase is the first back-off of a 429 or 503 (0: 1 s); tests shorten it.
+	RetryBase time.Duration
 }
 
 // Loop runs turns.
 type Loop struct {
 	cfg    Config
-	model  *openai.Client
+	model  *llm.Client
 	reg    *tools.Registry
 	tasks  *tasks.Service
 	pool   *storage.Pool
@@ -91,7 +100,7 @@ type Loop struct {
 }
 
 // ErrNoModel is a chat without a configured model.
-var ErrNoModel = errors.New("no language model is configured: set OIKOS_LLM_BASE_URL and OIKOS_LLM_MODEL (and OIKOS_LLM_API_KEY if the provider needs one)")
+var ErrNoModel = errors.New("no language model is configured: set OIKOS_LLM_MODEL and OIKOS_LLM_BASE_URL, or OIKOS_LLM_PROVIDER (ollama, llamacpp, vllm, lmstudio, openai) for a local default, and OIKOS_LLM_API_KEY if the provider needs one")
 
 // New builds the loop. Without a model configured it still builds: every turn answers
 // ErrNoModel as an error event.
@@ -109,9 +118,8 @@ func New(cfg Config, reg *tools.Registry, t *tasks.Service, pool *storage.Pool, 
 		l.cfg.Backoff = []time.Duration{4 * time.Second, 8 * time.Second}
 	}
 	if cfg.BaseURL != "" && cfg.Model != "" {
-		oc := openai.DefaultConfig(cfg.APIKey)
-		oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-		l.model = openai.NewClientWithConfig(oc)
+		l.model = llm.New(llm.Config{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, Model: cfg.Model, Provider: cfg.Provider,
+			FirstByte: cfg.FirstByte, StatusAfter: cfg.StatusAfter, RetryBase: cfg.RetryBase, Log: log})
 	}
 	return l, nil
 }

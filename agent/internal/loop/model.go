@@ -4,36 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sort"
 	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/oikos-hq/oikos/agent/internal/llm"
 )
 
-// modelCall is one tool call the model asked for, rebuilt from the stream's deltas.
+// modelCall is one tool call the model asked for.
 type modelCall struct {
 	Name      string
 	Arguments string
+	FromText  bool // written as text in the content: the server had no tool parser
 }
 
-// answer is one model answer.
+// answer is one model answer. Its Content is what the operator reads and what is fed back:
+// the model's reasoning is never part of it (llm keeps it apart, and it is not stored).
 type answer struct {
-	Content string
-	Calls   []modelCall
-	Finish  string
-	Refusal string
+	Content  string
+	Calls    []modelCall
+	Finish   string
+	Refusal  string
+	Attempts int
 }
 
 func (a answer) empty() bool {
 	return strings.TrimSpace(a.Content) == "" && len(a.Calls) == 0
 }
 
-// ask streams one model answer, sending its text as delta events. An empty or refused answer,
-// or a failed request, is retried after each Backoff wait; the last failure is returned with
-// its finish reason. Text already streamed is not streamed twice: a retry happens only when
-// nothing was shown.
+// ask streams one model answer, sending its text as delta events and what it waits on as
+// status events. The wire client already retried what a server refused for now (429, 503);
+// an empty or refused answer, or another failed request, is retried after each Backoff
+// wait. The last failure is returned with its finish reason. Text already streamed is not
+// streamed twice: a retry happens only when nothing was shown. Nothing here runs a tool, so
+// no retry ever runs one again.
 func (l *Loop) ask(ctx context.Context, msgs []openai.ChatCompletionMessage, defs []openai.Tool, withTools bool, sink Sink) (answer, error) {
 	var last answer
 	var lastErr error
@@ -52,7 +57,7 @@ func (l *Loop) ask(ctx context.Context, msgs []openai.ChatCompletionMessage, def
 		if err == nil && !a.empty() && a.Refusal == "" {
 			return a, nil
 		}
-		if shown {
+		if shown || final(err) {
 			break
 		}
 		if err != nil && ctx.Err() != nil {
@@ -60,6 +65,10 @@ func (l *Loop) ask(ctx context.Context, msgs []openai.ChatCompletionMessage, def
 		}
 	}
 	if lastErr != nil {
+		var refused *llm.ToolsRefused
+		if errors.As(lastErr, &refused) {
+			return last, lastErr
+		}
 		return last, fmt.Errorf("the model did not answer: %w", lastErr)
 	}
 	reason := last.Finish
@@ -74,81 +83,60 @@ func (l *Loop) ask(ctx context.Context, msgs []openai.ChatCompletionMessage, def
 	return last, fmt.Errorf("Nomos's model returned an empty or unusable response (finish_reason=%s). Retry or rephrase", reason)
 }
 
+// final says a failure that asking again will not mend: a refusal of tools, a request the
+// server rejects (4xx), a transient refusal the wire client already retried, a server that
+// sent nothing within the first-byte timeout.
+func final(err error) bool {
+	if err == nil {
+		return false
+	}
+	var refused *llm.ToolsRefused
+	var ae *llm.APIError
+	switch {
+	case errors.As(err, &refused), errors.Is(err, llm.ErrFirstByte):
+		return true
+	case errors.As(err, &ae):
+		return ae.Transient() || ae.Status/100 == 4
+	}
+	return false
+}
+
 // stream runs one streamed completion. shown says whether any text reached the sink.
 func (l *Loop) stream(ctx context.Context, msgs []openai.ChatCompletionMessage, defs []openai.Tool, withTools bool, sink Sink) (answer, bool, error) {
-	req := openai.ChatCompletionRequest{Model: l.cfg.Model, Messages: msgs, Stream: true}
+	req := llm.Request{Messages: msgs}
 	if withTools {
 		req.Tools = defs
 	}
-	st, err := l.model.CreateChatCompletionStream(ctx, req)
-	if err != nil {
-		return answer{}, false, err
-	}
-	defer st.Close()
-	var a answer
-	var text strings.Builder
-	type partial struct {
-		name strings.Builder
-		args strings.Builder
-	}
-	calls := map[int]*partial{}
 	shown := false
-	for {
-		chunk, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			a.Content = text.String()
-			return a, shown, err
-		}
-		for _, ch := range chunk.Choices {
-			d := ch.Delta
-			if d.Content != "" {
-				text.WriteString(d.Content)
-				sink(Event{"delta", map[string]any{"text": d.Content}})
-				shown = true
+	ev := llm.Events{
+		Text: func(s string) {
+			sink(Event{"delta", map[string]any{"text": s}})
+			shown = true
+		},
+		Status: func(s llm.Status) {
+			data := map[string]any{"state": s.State, "message": s.Message}
+			if s.State == "retrying" {
+				data["attempt"], data["retry_in_ms"] = s.Attempt, s.RetryIn.Milliseconds()
 			}
-			if d.Refusal != "" {
-				a.Refusal += d.Refusal
-			}
-			for _, tc := range d.ToolCalls {
-				idx := 0
-				if tc.Index != nil {
-					idx = *tc.Index
-				}
-				p := calls[idx]
-				if p == nil {
-					p = &partial{}
-					calls[idx] = p
-				}
-				p.name.WriteString(tc.Function.Name)
-				p.args.WriteString(tc.Function.Arguments)
-			}
-			if ch.FinishReason != "" {
-				a.Finish = string(ch.FinishReason)
-			}
-		}
+			sink(Event{"status", data})
+		},
 	}
-	a.Content = text.String()
-	idx := make([]int, 0, len(calls))
-	for i := range calls {
-		idx = append(idx, i)
+	got, err := l.model.Stream(ctx, req, ev)
+	a := answer{Content: got.Content, Finish: got.Finish, Refusal: got.Refusal, Attempts: got.Attempts}
+	for _, c := range got.Calls {
+		a.Calls = append(a.Calls, modelCall{Name: c.Name, Arguments: c.Arguments, FromText: c.FromText})
 	}
-	sort.Ints(idx)
-	for _, i := range idx {
-		name := strings.TrimSpace(calls[i].name.String())
-		if name == "" {
-			continue
-		}
-		args := calls[i].args.String()
-		if strings.TrimSpace(args) == "" {
-			args = "{}"
-		}
-		a.Calls = append(a.Calls, modelCall{Name: name, Arguments: args})
+	if len(a.Calls) > 0 && a.Finish != "tool_calls" {
+		// Calls are calls whatever the server said (Ollama, LM Studio and gpt-4o may finish
+		// them with stop; a server without a tool parser always does): the stored message
+		// says what Nomos did with it.
+		l.log.Debug().Str("server_finish", a.Finish).Int("calls", len(a.Calls)).Msg("tool calls under another finish reason")
+		a.Finish = "tool_calls"
 	}
-	if a.Finish == "" {
-		a.Finish = "stop"
+	if got.Reasoning != "" {
+		// Kept apart from the answer and not stored: the session model has no place for it,
+		// and feeding it back would spend the context window on it (docs/llm-providers.md).
+		l.log.Debug().Int("bytes", len(got.Reasoning)).Msg("model reasoning left out of the answer")
 	}
-	return a, shown, nil
+	return a, shown, err
 }

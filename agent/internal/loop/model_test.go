@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/oikos-hq/oikos/agent/internal/llm"
 	"github.com/oikos-hq/oikos/testkit/llmsim"
 )
 
@@ -44,9 +45,7 @@ func newModelLoop(t *testing.T) *Loop {
 		t.Fatal(err)
 	}
 	base, _ := llmsim.Start(t, s)
-	oc := openai.DefaultConfig("")
-	oc.BaseURL = base
-	return &Loop{cfg: Config{Model: "m", Backoff: []time.Duration{time.Millisecond}}, model: openai.NewClientWithConfig(oc), log: zerolog.Nop()}
+	return &Loop{cfg: Config{Model: "m", Backoff: []time.Duration{time.Millisecond}}, model: llm.New(llm.Config{BaseURL: base, Model: "m"}), log: zerolog.Nop()}
 }
 
 type events struct {
@@ -138,5 +137,55 @@ func TestCutResult(t *testing.T) {
 	if len(c) > ResultReplay || json.Unmarshal([]byte(c), &back) != nil || back.Counts["down"] != 200 ||
 		len(back.Entities) == 0 || len(back.Entities) >= 200 || !strings.Contains(back.Cut["entities"], "of 200 shown") {
 		t.Fatalf("JSON cut: %d bytes: %.200s", len(c), c)
+	}
+}
+
+// Under every wire mode that answers, ask gives the same calls, finishes them as tool calls
+// whatever the server said, streams no reasoning and no call written as text, and says in
+// status events what it waited on.
+func TestAskUnderWireModes(t *testing.T) {
+	t.Parallel()
+	s, err := llmsim.Parse([]byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := []openai.Tool{
+		{Type: "function", Function: &openai.FunctionDefinition{Name: "get_entity", Parameters: []byte(`{"type":"object"}`)}},
+		{Type: "function", Function: &openai.FunctionDefinition{Name: "run", Parameters: []byte(`{"type":"object"}`)}},
+	}
+	for _, mode := range llmsim.ModeNames() {
+		w := llmsim.Modes[mode]
+		if w.Refusing() {
+			continue
+		}
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			base, _ := llmsim.Start(t, s, llmsim.Options{Wire: w})
+			l := &Loop{cfg: Config{Model: "m", Backoff: []time.Duration{time.Millisecond}}, log: zerolog.Nop(),
+				model: llm.New(llm.Config{BaseURL: base, Model: "m", RetryBase: time.Millisecond, StatusAfter: 50 * time.Millisecond})}
+			var e events
+			a, err := l.ask(context.Background(), user("parallel please"), defs, true, e.sink)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a.Calls) != 2 || a.Calls[0].Name != "get_entity" || a.Calls[1].Name != "run" || a.Finish != "tool_calls" {
+				t.Fatalf("calls %+v finish %s", a.Calls, a.Finish)
+			}
+			shown := e.text()
+			for _, bad := range []string{"LLMSIM-THOUGHT", "<think>", "<tool_call>", "lxc:thought"} {
+				if strings.Contains(shown, bad) || strings.Contains(a.Content, bad) {
+					t.Fatalf("%q reached the operator: %q / %q", bad, shown, a.Content)
+				}
+			}
+			statuses := 0
+			for _, ev := range e.ev {
+				if ev.Name == "status" {
+					statuses++
+				}
+			}
+			if (w.Flaky != 0 || w.FirstByteDelay > 0) != (statuses > 0) {
+				t.Fatalf("%d status events", statuses)
+			}
+		})
 	}
 }

@@ -13,7 +13,8 @@
 //     (message_id: the api's record; actor and role: the token that sent it), answered with a
 //     text/event-stream that starts with `event: session` {"session_id", "message_id"} and
 //     ends with `event: done`; between them delta, tool_use, tool_result, approval_required,
-//     plan, task and error events. The api writes every event to its client as it arrives
+//     plan, task, status and error events (any name passes: the relay copies events as they
+//     are). The api writes every event to its client as it arrives
 //     (a flush per blank line). A client that leaves does not stop the turn: the api reads the
 //     agent's stream to its end anyway (detached from the client, bounded by TurnTimeout) and
 //     discards the rest. An agent that cannot be reached, or answers anything but a 2xx event

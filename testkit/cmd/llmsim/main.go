@@ -15,6 +15,10 @@
 //	--chunk-size N       LLMSIM_CHUNK_SIZE  characters per streamed chunk where neither the reply
 //	                                        nor its script sets chunk_size (default 12)
 //	--log-level LEVEL    LLMSIM_LOG_LEVEL   debug, info, warn, error (info)
+//	--mode NAME          LLMSIM_MODE        a wire behaviour of a real server (llmsim.Modes:
+//	                                        ollama, llamacpp, vllm, lmstudio, hermes-text,
+//	                                        think, flaky-429 …; several joined by +); default
+//	                                        OpenAI's format
 //
 // Logs are JSON on stderr, one line per request naming the rule that answered. SIGINT or
 // SIGTERM stops it gracefully.
@@ -49,6 +53,7 @@ func main() {
 // config is the command line after flags and environment.
 type config struct {
 	addr, apiKey, logLevel string
+	mode                   llmsim.Wire
 	scripts                []string
 	chunkSize              int
 }
@@ -90,7 +95,11 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 	fs.StringVar(&c.apiKey, "api-key", def("LLMSIM_API_KEY", ""), "bearer key /v1 requests must carry (empty: none)")
 	fs.IntVar(&c.chunkSize, "chunk-size", chunk, "characters per streamed chunk where a script sets none (0: 12)")
 	fs.StringVar(&c.logLevel, "log-level", def("LLMSIM_LOG_LEVEL", "info"), "log level")
+	mode := fs.String("mode", def("LLMSIM_MODE", ""), "wire behaviour of a real server ("+strings.Join(llmsim.ModeNames(), ", ")+")")
 	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if c.mode, err = llmsim.ParseMode(*mode); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
@@ -123,7 +132,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 		return err
 	}
 	log.Info().Str("script", source).Strs("models", script.Models()).Int("rules", len(script.RuleNames())).Msg("script loaded")
-	base, stop, err := llmsim.Listen(ctx, cfg.addr, script, llmsim.Options{APIKey: cfg.apiKey, ChunkSize: cfg.chunkSize, Logger: log})
+	base, stop, err := llmsim.Listen(ctx, cfg.addr, script, llmsim.Options{APIKey: cfg.apiKey, ChunkSize: cfg.chunkSize, Logger: log, Wire: cfg.mode})
 	if err != nil {
 		return err
 	}
