@@ -67,4 +67,7 @@ var Queries = map[string]string{
 	"qFailingResults":        qFailingResults,
 	"qStaleCandidates":       qStaleCandidates,
 	"qMarkStale":             qMarkStale,
+	"qClusterPeers":          qClusterPeers,
+	"qMovedGuests":           qMovedGuests,
+	"qMarkMoved":             qMarkMoved,
 }
