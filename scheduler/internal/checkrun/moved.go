@@ -241,11 +241,11 @@ func (r *Runner) remember(ctx context.Context, g guestRef, w where) *move {
 
 // where is the cluster's placement of a guest.
 type where struct {
-	cluster  string
-	guest    probeparse.ClusterGuest
-	member   string // the proxmox-host slug of the node it is on
-	names    map[string]string // the members' node names, by slug
-	view     *clusterView
+	cluster string
+	guest   probeparse.ClusterGuest
+	member  string            // the proxmox-host slug of the node it is on
+	names   map[string]string // the members' node names, by slug
+	view    *clusterView
 }
 
 // locate asks the cluster of host (through a live member, sharing an answer younger than
@@ -452,6 +452,7 @@ func noteMove(out *results.Result, h hop) {
 			out.Summary = map[string]any{}
 		}
 		out.Summary["moved"] = h.mv.note()
+		out.Placement = h.mv.to
 		out.Reason += fmt.Sprintf(" (moved: %s → %s)", h.mv.fromNode, h.mv.toNode)
 	case h.listed != nil:
 		if out.Summary == nil {
