@@ -2057,8 +2057,11 @@ type Incident struct {
 		Health   string             `json:"health"`
 		JoinedAt time.Time          `json:"joined_at"`
 		LeftAt   *time.Time         `json:"left_at"`
-		Reason   string             `json:"reason"`
-		Type     string             `json:"type"`
+
+		// MovedTo The slug of the node a guest runs on now, when it left the incident because it moved off the root's node (HA recovered it there, or it was migrated); null for every other member.
+		MovedTo *string `json:"moved_to"`
+		Reason  string  `json:"reason"`
+		Type    string  `json:"type"`
 	} `json:"affected,omitempty"`
 
 	// AffectedCount Entities affected through the root (now, or all it held once resolved).

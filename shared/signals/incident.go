@@ -35,6 +35,17 @@ type IncidentEvent struct {
 	Left   []string `json:"left,omitempty"`
 	// Resolution says why an incident resolved (incident.resolved).
 	Resolution string `json:"resolution,omitempty"`
+	// Moved names the guests that left because they run on another node now (HA recovered
+	// them, or they were migrated): not recovered where the root failed, but moved off it.
+	Moved []IncidentMoved `json:"moved,omitempty"`
+}
+
+// IncidentMoved is a guest that left an incident by moving to another node.
+type IncidentMoved struct {
+	EntityID string `json:"entity_id"`
+	Entity   string `json:"entity"`
+	From     string `json:"from"` // the node it left (the incident's root)
+	To       string `json:"to"`   // the node it runs on now
 }
 
 // IncidentListed bounds the affected entities an event carries (the api lists them all).

@@ -39,6 +39,18 @@
 //   - proxmox-guest: `pct status` / `qm status` on the owning Proxmox host, through its
 //     probe shell too.
 //
+// # Guests that moved
+//
+// A guest's node may no longer be its node: Proxmox migrates guests, and ha-manager recovers
+// a dead node's HA guests elsewhere, before the graph learns of it. A check of a guest (its
+// ssh-script probes through pct exec / qm guest exec, its proxmox-guest status) that finds
+// it gone from its node, or its node unreachable, asks the node's cluster where it runs —
+// `pvesh get /cluster/resources` through a live member, one question per cluster shared by
+// all its checks for min(ClusterTTL, interval) — and runs through that node's hop, noting the
+// move in the result (Summary "moved", the reason's "(moved: atlas → boreas)"); later runs go
+// there directly until the graph follows. The first answer that shows a move sends NOTIFY
+// oikos_drift, so a discovery lists it and the api moves the hosts edge (moved.go).
+//
 // A machine that its own probes cannot reach over SSH is down — but only when two
 // consecutive runs agree; a single failed dial is unknown, because a busy host that misses
 // one handshake is not a dead one.

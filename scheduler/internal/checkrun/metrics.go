@@ -21,6 +21,9 @@ type runMetrics struct {
 	notOwned     prometheus.Counter
 	reloads      prometheus.Counter
 	reloadErrors prometheus.Counter
+	// Guests found on another node than the graph's, questions to their clusters, and the
+	// drift discoveries asked for so the graph follows (moved.go).
+	moves, clusterQueries, driftRequests prometheus.Counter
 	// failuresByClass counts failures of the known classes for Status (the counter above is
 	// write-only); indexed like results.Classes.
 	failuresByClass []atomic.Int64
@@ -48,6 +51,9 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 		notOwned:        counter("oikos_scheduler_checks_not_owned_total", "Due checks skipped because another scheduler holds their lease."),
 		reloads:         counter("oikos_scheduler_reloads_total", "Reloads of check definitions."),
 		reloadErrors:    counter("oikos_scheduler_reload_errors_total", "Failed reloads of check definitions."),
+		moves:           counter("oikos_scheduler_guest_moves_total", "Guests a check found running on another node of their cluster than the graph says."),
+		clusterQueries:  counter("oikos_scheduler_cluster_queries_total", "Questions to a Proxmox cluster about where its guests run (pvesh get /cluster/resources)."),
+		driftRequests:   counter("oikos_scheduler_moved_drift_requests_total", "Drift discoveries asked for because a guest moved."),
 		failuresByClass: make([]atomic.Int64, len(results.Classes)),
 	}
 }

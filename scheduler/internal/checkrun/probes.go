@@ -144,7 +144,27 @@ func (r *Runner) probeScript(ctx context.Context, d *checkDef, s probeparse.Spec
 	}
 	// A line of the host's probe shell, not a session of its own: a session makes sshd fork
 	// and exec the login shell for every check (remote.Pool.Probe).
-	res, err := r.ssh.Probe(ctx, t, cmd)
+	var h hop
+	var res remote.Result
+	if t.Kind == remote.KindLXC || t.Kind == remote.KindVM {
+		// A guest's node may no longer be its node (moved.go): wherever it runs, through that
+		// node's hop.
+		graphT := t
+		h = r.onNode(ctx, d, guestRef{slug: t.Slug, graphHost: t.Host, vmid: t.VMID, kind: t.Kind}, func(host string) (remote.Result, error) {
+			nt, err := r.guestVia(ctx, graphT, host)
+			if err != nil {
+				return remote.Result{}, err
+			}
+			t = nt
+			return r.ssh.Probe(ctx, nt, cmd)
+		})
+		if out, ok := movedFailure(h); ok {
+			return out, nil
+		}
+		res, err = h.res, h.err
+	} else {
+		res, err = r.ssh.Probe(ctx, t, cmd)
+	}
 	if err != nil {
 		r.forgetOnFailure(execKey(d.TargetID), err)
 		out, ferr := execFailure(ctx, t, err, t.Slug == d.TargetSlug, d.Timeout)
@@ -159,6 +179,7 @@ func (r *Runner) probeScript(ctx context.Context, d *checkDef, s probeparse.Spec
 				out = results.Unknown(results.ClassUnreachable, "%s (once so far: down if the next attempt fails too)", out.Reason)
 			}
 		}
+		noteMove(&out, h)
 		return out, ferr
 	}
 	st.mu.Lock()
@@ -187,7 +208,22 @@ func (r *Runner) probeScript(ctx context.Context, d *checkDef, s probeparse.Spec
 	if t.Host != "" {
 		out.Summary["via"] = t.Host
 	}
+	noteMove(&out, h)
 	return out, nil
+}
+
+// guestVia is guest target t reached through the proxmox-host host instead of its own: the
+// same guest, vmid and wrapping, on that node's connection.
+func (r *Runner) guestVia(ctx context.Context, t remote.Target, host string) (remote.Target, error) {
+	if host == t.Host {
+		return t, nil
+	}
+	ht, err := r.resolve(ctx, host)
+	if err != nil {
+		return remote.Target{}, fmt.Errorf("the node %s runs on now: %w", t.Slug, err)
+	}
+	t.Addr, t.User, t.Host = ht.Addr, ht.User, host
+	return t, nil
 }
 
 func (r *Runner) probeGuest(ctx context.Context, d *checkDef, s probeparse.Guest) (results.Result, error) {
@@ -195,16 +231,35 @@ func (r *Runner) probeGuest(ctx context.Context, d *checkDef, s probeparse.Guest
 	if err != nil {
 		return resolveFailure("owning host "+s.Host+" of "+d.TargetSlug, err), nil
 	}
-	res, err := r.ssh.Probe(ctx, t, probeparse.GuestCommand(s))
-	if err != nil {
-		r.forgetOnFailure(s.Host, err)
-		out, ferr := execFailure(ctx, t, err, false, d.Timeout)
-		if ferr == nil && out.Class == results.ClassUnreachable {
-			out.Reason = fmt.Sprintf("Proxmox host %s unreachable (%s), so the status of %s is unknown", s.Host, t.Addr, d.TargetSlug)
+	kind := remote.KindLXC
+	if s.Kind == checks.GuestVM {
+		kind = remote.KindVM
+	}
+	// The status is asked of the node the guest is on (moved.go).
+	h := r.onNode(ctx, d, guestRef{slug: d.TargetSlug, graphHost: s.Host, vmid: s.VMID, kind: kind}, func(host string) (remote.Result, error) {
+		nt, err := r.resolve(ctx, host)
+		if err != nil {
+			return remote.Result{}, fmt.Errorf("the node %s runs on now: %w", d.TargetSlug, err)
 		}
+		t = nt
+		return r.ssh.Probe(ctx, nt, probeparse.GuestCommand(s))
+	})
+	if out, ok := movedFailure(h); ok {
+		return out, nil
+	}
+	if h.err != nil {
+		r.forgetOnFailure(h.host, h.err)
+		out, ferr := execFailure(ctx, t, h.err, false, d.Timeout)
+		if ferr == nil && out.Class == results.ClassUnreachable {
+			out.Reason = fmt.Sprintf("Proxmox host %s unreachable (%s), so the status of %s is unknown", h.host, t.Addr, d.TargetSlug)
+		}
+		noteMove(&out, h)
 		return out, ferr
 	}
-	return probeparse.ParseGuestStatus(s, res), nil
+	s.Host = h.host
+	out := probeparse.ParseGuestStatus(s, h.res)
+	noteMove(&out, h)
+	return out, nil
 }
 
 func (r *Runner) probeBackup(ctx context.Context, d *checkDef, s backupSpec) (results.Result, error) {

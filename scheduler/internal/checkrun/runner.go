@@ -123,6 +123,10 @@ type Options struct {
 	Lease func(unit string) (generation int64, ok bool)
 	// Holder is this scheduler's lease holder id; required with Lease.
 	Holder string
+	// ClusterTTL bounds how long a Proxmox cluster's answer about where its guests run is
+	// reused by the checks of guests their node says are gone (moved.go; default 30 s, and at
+	// most the asking check's interval).
+	ClusterTTL time.Duration
 }
 
 // Runner runs the enabled checks. Start once; Stop is safe to call twice.
@@ -158,6 +162,9 @@ type Runner struct {
 
 	resMu    sync.Mutex
 	resCache map[string]cachedTarget
+
+	// places: guests found on another node than the graph's, and the clusters' answers.
+	places placements
 
 	lagMu  sync.Mutex
 	lags   []float64
@@ -229,6 +236,9 @@ func newRunner(opts Options, ssh executor) *Runner {
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
 	}
+	if opts.ClusterTTL <= 0 {
+		opts.ClusterTTL = DefaultClusterTTL
+	}
 	r := &Runner{
 		opts:     opts,
 		log:      opts.Logger.With().Str("component", "checks").Logger(),
@@ -244,6 +254,7 @@ func newRunner(opts Options, ssh executor) *Runner {
 		resCache: map[string]cachedTarget{},
 		lags:     make([]float64, 0, lagWindow),
 	}
+	r.places.init()
 	r.http = opts.HTTPClient
 	if r.http == nil {
 		r.httpc = httpprobe.NewClient(r.dialer, opts.TLSConfig, opts.Concurrency)
@@ -722,6 +733,7 @@ func (r *Runner) reload(ctx context.Context) error {
 	r.resMu.Lock()
 	clear(r.resCache)
 	r.resMu.Unlock()
+	r.places.forgetPeers()
 	r.m.reloads.Inc()
 	return nil
 }

@@ -289,3 +289,13 @@ func IsA(parents map[string]string, typ, ancestor string) bool {
 	}
 	return false
 }
+
+// Cluster is a Proxmox cluster a machine is a member of, with its live members.
+type Cluster = storage.ClusterPeers
+
+// ClustersOf reads the clusters the machine hostSlug is a member of (member-of edges to a
+// cluster entity), each with its live members, the machine included; none when it is in no
+// cluster. A check that finds its guest gone from its node asks these members where it went.
+func (g *Graph) ClustersOf(ctx context.Context, hostSlug string) ([]Cluster, error) {
+	return g.db.ClusterPeersOf(ctx, hostSlug)
+}

@@ -35,6 +35,14 @@
 // sits behind another failure; when a root recovers and a child stays down, the child is a
 // root now and opens its own incident.
 //
+// # Guests that moved
+//
+// A guest affected through a node's failure that leaves the incident because it runs on
+// another node now — its checks found it there (their moved note names the node it left),
+// or the graph's hosts edge already followed it — is recorded as moved (incident_members
+// .moved_to, the node it went to) and named in the event's moved list: the node's incident
+// lists it as moved, not as recovered, and it opens nothing of its own.
+//
 // # Expected state
 //
 // An entity in state maintenance keeps its checks and shows its health but opens no

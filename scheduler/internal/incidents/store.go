@@ -303,7 +303,7 @@ func (ps *pass) open(ctx context.Context, root *node, affected []string) error {
 // appends incident.updated when who is in it or its severity changed.
 func (ps *pass) update(ctx context.Context, in *incident, root *node, affected []string) (bool, error) {
 	want := map[string]bool{root.id: true}
-	var joined, left []string
+	var joined, left, leftIDs []string
 	for _, id := range affected {
 		want[id] = true
 		if _, ok := in.members[id]; !ok {
@@ -314,6 +314,7 @@ func (ps *pass) update(ctx context.Context, in *incident, root *node, affected [
 	for id, m := range in.members {
 		if !want[id] {
 			left = append(left, m.slug)
+			leftIDs = append(leftIDs, id)
 			continue
 		}
 		if n := ps.g.nodes[id]; n != nil && (n.health != m.health || n.reason != m.reason) {
@@ -332,6 +333,10 @@ func (ps *pass) update(ctx context.Context, in *incident, root *node, affected [
 	if err := ps.writeMembers(ctx, in, root, affected); err != nil {
 		return false, err
 	}
+	moved, err := ps.markMoved(ctx, in, root, leftIDs)
+	if err != nil {
+		return false, err
+	}
 	if len(joined) == 0 && len(left) == 0 && severity == in.severity {
 		// Only the reasons moved: the rows say so, nobody needs an event for it.
 		return false, nil
@@ -341,8 +346,42 @@ func (ps *pass) update(ctx context.Context, in *incident, root *node, affected [
 	}
 	in.severity = severity
 	p := ps.payloadOf(in, root, affected)
-	p.Joined, p.Left = joined, left
+	p.Joined, p.Left, p.Moved = joined, left, moved
 	return true, ps.appendEvent(ctx, EventUpdated, root.id, p)
+}
+
+// markMoved records, of the members that just left in (ids), the guests that left because
+// they run on another node now — a check found them there (checkrun's moved note), or the
+// graph's hosts edge followed them — with the node they went to: the root's incident lists
+// them as moved rather than as recovered. Only an incident whose root is the node they left
+// has any.
+func (ps *pass) markMoved(ctx context.Context, in *incident, root *node, ids []string) ([]signals.IncidentMoved, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	to, err := ps.tx.MovedGuests(ctx, ids, root.slug, root.id)
+	if err != nil || len(to) == 0 {
+		return nil, err
+	}
+	var moved []signals.IncidentMoved
+	var mIDs, mTo, healths, reasons []string
+	for _, id := range ids {
+		dest, ok := to[id]
+		if !ok {
+			continue
+		}
+		health, reason := results.HealthUp, "moved to "+dest
+		if n := ps.g.nodes[id]; n != nil {
+			health, reason = n.health, "moved to "+dest+": "+clip(n.reason, 160)
+		}
+		mIDs, mTo, healths, reasons = append(mIDs, id), append(mTo, dest), append(healths, health), append(reasons, reason)
+		moved = append(moved, signals.IncidentMoved{EntityID: id, Entity: ps.slugOf(id, in), From: root.slug, To: dest})
+	}
+	if err := ps.tx.MarkMoved(ctx, in.id, mIDs, mTo, healths, reasons); err != nil {
+		return nil, fmt.Errorf("record moved members: %w", err)
+	}
+	sort.Slice(moved, func(i, j int) bool { return moved[i].Entity < moved[j].Entity })
+	return moved, nil
 }
 
 func (ps *pass) resolve(ctx context.Context, in *incident, root *node, reason string) error {
@@ -362,8 +401,12 @@ func (ps *pass) resolve(ctx context.Context, in *incident, root *node, reason st
 		}
 	}
 	sort.Strings(affected)
+	moved, err := ps.markMoved(ctx, in, root, affected)
+	if err != nil {
+		return err
+	}
 	p := ps.payloadOf(in, root, affected)
-	p.Status, p.ResolvedAt, p.Resolution = "resolved", &ps.now, reason
+	p.Status, p.ResolvedAt, p.Resolution, p.Moved = "resolved", &ps.now, reason, moved
 	return ps.appendEvent(ctx, EventResolved, in.rootID, p)
 }
 

@@ -46,6 +46,11 @@ type Options struct {
 	NoSim bool
 	// MaxSessionsPerConn for the SSH pool (default remote's).
 	MaxSessionsPerConn int
+	// HARecoveryDelay is labsim's (how long after a node goes down its HA guests are
+	// recovered elsewhere; zero: labsim's default).
+	HARecoveryDelay time.Duration
+	// Control serves labsim's control API on a free loopback port (Sim.ControlAddr).
+	Control bool
 }
 
 // Lab is a seeded database and the simulated fleet behind it.
@@ -106,11 +111,17 @@ func New(t testing.TB, opts Options) *Lab {
 	if err != nil {
 		t.Fatalf("labsim fleet: %v", err)
 	}
+	control := ""
+	if opts.Control {
+		control = "127.0.0.1:0"
+	}
 	sim, err := labsim.New(fl, labsim.Options{
-		StateDir: t.TempDir(),
-		Listen:   func(string) string { return "127.0.0.1:0" },
-		Logger:   zerolog.Nop(),
-		Clock:    opts.Clock,
+		StateDir:        t.TempDir(),
+		Listen:          func(string) string { return "127.0.0.1:0" },
+		Logger:          zerolog.Nop(),
+		Clock:           opts.Clock,
+		HARecoveryDelay: opts.HARecoveryDelay,
+		ControlAddr:     control,
 	})
 	if err != nil {
 		t.Fatalf("labsim: %v", err)

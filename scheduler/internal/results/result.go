@@ -62,8 +62,12 @@ type Result struct {
 	// including a machine found unreachable. A guest behind an unreachable host, a
 	// resolution failure or a timeout are not observations.
 	Observed bool
-	Summary  map[string]any
-	Metrics  []Metric
+	// Placement names where a guest that moved was found ("" while it is where the graph
+	// says): a result whose placement changed is written in full even when its health
+	// repeats, so the move it notes (Summary "moved") is stored.
+	Placement string
+	Summary   map[string]any
+	Metrics   []Metric
 }
 
 // Unknown is a result that could not observe its target, for the reason class.

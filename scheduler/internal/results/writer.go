@@ -117,7 +117,7 @@ type Writer struct {
 
 // storedState is what of a check's stored result decides whether a new one changes it.
 type storedState struct {
-	target, health, class, reason string
+	target, health, class, reason, placement string
 }
 
 // NewWriter builds a Writer.
@@ -149,7 +149,7 @@ func (w *Writer) repeats(rec *Record) bool {
 	w.storedMu.Unlock()
 	r := &rec.Result
 	return ok && st.target == rec.TargetID && st.health == r.Health && st.class == r.Class &&
-		(r.Health == HealthUp || st.reason == r.Reason)
+		(r.Health == HealthUp || st.reason == r.Reason) && st.placement == r.Placement
 }
 
 // ForgetTargets drops what the writer remembers of the checks of these targets, so their
@@ -527,7 +527,7 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 	for _, rec := range changed {
 		if written[rec.CheckID] {
 			r := &rec.Result
-			w.stored[rec.CheckID] = storedState{target: rec.TargetID, health: r.Health, class: r.Class, reason: r.Reason}
+			w.stored[rec.CheckID] = storedState{target: rec.TargetID, health: r.Health, class: r.Class, reason: r.Reason, placement: r.Placement}
 		} else {
 			delete(w.stored, rec.CheckID)
 		}

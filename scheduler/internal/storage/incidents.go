@@ -196,7 +196,7 @@ INSERT INTO incident_members (incident_id, entity_id, role, health, reason, join
 SELECT $1::uuid, u.e, u.r, u.h, u.rs, $2 FROM unnest($3::text[]::uuid[], $4::text[], $5::text[], $6::text[]) AS u(e, r, h, rs)
 ON CONFLICT (incident_id, entity_id) DO UPDATE SET role = EXCLUDED.role, health = EXCLUDED.health, reason = EXCLUDED.reason,
     joined_at = CASE WHEN incident_members.left_at IS NULL THEN incident_members.joined_at ELSE EXCLUDED.joined_at END,
-    left_at = NULL
+    left_at = NULL, moved_to = NULL
 WHERE incident_members.left_at IS NOT NULL OR incident_members.role <> EXCLUDED.role
    OR incident_members.health <> EXCLUDED.health OR incident_members.reason <> EXCLUDED.reason`
 

@@ -73,4 +73,7 @@ var Queries = map[string]string{
 	"qVouchHostKey":          qVouchHostKey,
 	"qUpsertClusterNode":     qUpsertClusterNode,
 	"qPruneClusterNodes":     qPruneClusterNodes,
+	"qClusterPeers":          qClusterPeers,
+	"qMovedGuests":           qMovedGuests,
+	"qMarkMoved":             qMarkMoved,
 }

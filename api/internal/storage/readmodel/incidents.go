@@ -46,6 +46,9 @@ type IncidentMember struct {
 	Reason   string     `json:"reason"`
 	JoinedAt time.Time  `json:"joined_at"`
 	LeftAt   *time.Time `json:"left_at"`
+	// MovedTo is the node a guest runs on now when it left because it moved (HA recovered
+	// it, or it was migrated, off the root's node); nil otherwise.
+	MovedTo *string `json:"moved_to"`
 }
 
 // IncidentFilter selects incidents: by status ("open" means unresolved: open, acknowledged
@@ -112,7 +115,7 @@ func (r *Reader) ListIncidents(ctx context.Context, f IncidentFilter) ([]Inciden
 const (
 	qIncident        = qIncidents + ` AND sg.id = $1::uuid`
 	qIncidentMembers = `
-SELECT m.entity_id::text, e.slug, e.type, m.health, m.reason, m.joined_at, m.left_at
+SELECT m.entity_id::text, e.slug, e.type, m.health, m.reason, m.joined_at, m.left_at, m.moved_to
 FROM incident_members m JOIN entities e ON e.id = m.entity_id
 WHERE m.incident_id = $1::uuid AND m.role = 'affected'
 ORDER BY (m.left_at IS NOT NULL), e.slug`
@@ -134,7 +137,7 @@ func (r *Reader) GetIncident(ctx context.Context, id string) (Incident, error) {
 	}
 	in.Affected, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (IncidentMember, error) {
 		var m IncidentMember
-		err := row.Scan(&m.EntityID, &m.Entity, &m.Type, &m.Health, &m.Reason, &m.JoinedAt, &m.LeftAt)
+		err := row.Scan(&m.EntityID, &m.Entity, &m.Type, &m.Health, &m.Reason, &m.JoinedAt, &m.LeftAt, &m.MovedTo)
 		return m, err
 	})
 	if err != nil {
