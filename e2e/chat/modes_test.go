@@ -24,7 +24,7 @@ type modeRun struct {
 // each eval passes its assertions, runs the same tool calls and executions as under OpenAI's
 // format (a 429 or 503 retried never runs a tool again), and neither the streamed answer nor
 // the stored transcript ever holds the model's reasoning or a tool call written as text.
-// OIKOS_E2E_LLM_MODES (comma-separated) limits the modes.
+// OIKOS_E2E_LLM_MODES (comma-separated, or all) chooses the modes.
 //
 // It is not parallel: it switches the modes of the evals' own models, so it runs before the
 // parallel tests (TestGoldenEvals among them) use those models under OpenAI's format.
@@ -40,7 +40,13 @@ func TestGoldenEvalsUnderWireModes(t *testing.T) {
 			modes = append(modes, m)
 		}
 	}
-	if only := os.Getenv("OIKOS_E2E_LLM_MODES"); only != "" {
+	// make test runs the four servers' presets (each combines several behaviours) and the
+	// behaviours no preset has; OIKOS_E2E_LLM_MODES=all runs every mode (about 10 minutes).
+	switch only := os.Getenv("OIKOS_E2E_LLM_MODES"); only {
+	case "all":
+	case "":
+		modes = []string{"ollama", "llamacpp", "vllm", "lmstudio", "hermes-text", "json-text", "think", "flaky-429", "flaky-503-retry-after"}
+	default:
 		modes = strings.Split(only, ",")
 	}
 	models := map[string]*llm{}
