@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/rs/zerolog"
 
@@ -78,30 +77,12 @@ func runBackup(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		return 0
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".partial-*")
-	if err != nil {
-		return fail(err)
-	}
-	defer os.Remove(tmp.Name()) // gone after the rename; left behind only by a failure
-	c, err := backup.Dump(ctx, pool, url, tmp)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
-	}
-	if err != nil {
-		return fail(err)
-	}
-	st, err := os.Stat(file)
+	c, size, err := backup.DumpFile(ctx, pool, url, file)
 	if err != nil {
 		return fail(err)
 	}
 	fmt.Fprintf(env.Stdout, "backup: %s (%d bytes): schema version %d, %d entities, %d relationships, %d audit entries, %d approvals, %d knowledge documents, %d agent sessions\n",
-		file, st.Size(), c.SchemaVersion, c.Entities, c.Relationships, c.Audit, c.Approvals, c.Knowledge, c.Sessions)
+		file, size, c.SchemaVersion, c.Entities, c.Relationships, c.Audit, c.Approvals, c.Knowledge, c.Sessions)
 	return 0
 }
 
@@ -113,7 +94,6 @@ func runRestore(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(env.Stderr, "usage: oikos restore FILE|-   (into the empty database of OIKOS_DATABASE_URL)")
-		fs.PrintDefaults()
 	}
 	file, status, ok := oneFile(fs, args)
 	if !ok {

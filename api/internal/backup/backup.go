@@ -138,6 +138,35 @@ func Dump(ctx context.Context, pool *storage.Pool, dbURL string, w io.Writer) (C
 	return c, err
 }
 
+// DumpFile writes the archive to file: beside its name first, renamed when complete, so a
+// failed backup never leaves a truncated archive under the name. It returns what Dump does
+// and the archive's size.
+func DumpFile(ctx context.Context, pool *storage.Pool, dbURL, file string) (Contents, int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".partial-*")
+	if err != nil {
+		return Contents{}, 0, err
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename; left behind only by a failure
+	c, err := Dump(ctx, pool, dbURL, tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		return c, 0, err
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return c, 0, err
+	}
+	return c, st.Size(), nil
+}
+
 // Result is what a restore did.
 type Result struct {
 	// Replaced is what the target held before (nothing an operator would lose).
