@@ -106,8 +106,8 @@ func runDrift(ctx context.Context, env *cliEnv, args []string) int {
 		return 1
 	}
 	printDrift(env.Stdout, rep)
-	if rep.Clusters == nil {
-		// The report does not say which clusters there are: the adds found them.
+	if len(rep.Clusters) == 0 {
+		// The report asked no cluster (none is in the graph yet): the adds found them.
 		var cs struct {
 			Items []clusterView `json:"items"`
 		}
