@@ -2,7 +2,14 @@
 // under an advisory lock; the scheduler and the agent only check that none is pending.
 package migrations
 
-import "embed"
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+)
 
 // FS holds every migration under sql/. An applied migration is never edited; a change is a new file.
 //
@@ -23,3 +30,23 @@ const PreviousRelease = 16
 // exclusive lock, or update one in a single statement (docs/upgrades.md).
 var BigTables = []string{"metric_samples", "events", "audit_log", "execution_logs", "session_messages",
 	"tool_calls", "chat_messages", "agent_activity", "notification_attempts", "notification_deliveries"}
+
+// Latest is the newest migration's version in FS (the schema this release runs on).
+func Latest() (int64, error) {
+	names, err := fs.Glob(FS, Dir+"/*.sql")
+	if err != nil {
+		return 0, err
+	}
+	var latest int64
+	for _, n := range names {
+		v, err := strconv.ParseInt(strings.SplitN(path.Base(n), "_", 2)[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("migration %s: the name does not start with a version", n)
+		}
+		latest = max(latest, v)
+	}
+	if latest == 0 {
+		return 0, fmt.Errorf("no migrations under %s", Dir)
+	}
+	return latest, nil
+}
