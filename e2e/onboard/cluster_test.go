@@ -116,11 +116,8 @@ func TestAddClusterOnce(t *testing.T) {
 			t.Errorf("oikos drift adopt --all lacks %q:\n%s", want, out)
 		}
 	}
-	// KNOWN BUG (issue #30, left open): since drift lists clusters with one pvesh call, the
-	// drift round adopt --all runs after creating the nodes does not yet find the new nodes'
-	// guests, so one adopt brings only the first node's. Remove this skip with the fix.
 	if !strings.Contains(out, fmt.Sprintf("adopted %d guest(s)", total)) {
-		t.Skipf("known bug: one adopt --all adopted only the first node's guests (want %d):\n%s", total, out)
+		t.Errorf("one adopt --all did not adopt all %d guests:\n%s", total, out)
 	}
 	for _, h := range []string{"atlas", "boreas", "ceres"} {
 		want := simGuests(fleet, h)
@@ -162,21 +159,26 @@ WHERE r.type = 'member-of' AND r.valid_to IS NULL AND c.slug = 'cluster:olympus'
 	}
 
 	// A key that later differs from the vouched one is refused as any pinned key is: boreas
-	// now offers another key (labsim drops its connection, so the pool dials again).
+	// now offers another key (labsim drops its connection, so the pool dials again). Drift
+	// lists the cluster through its first member, so atlas is taken down for the listing to
+	// go through boreas, which is refused, and on to ceres.
 	if err := l.sim.SetHostFault("boreas", labsim.Fault{ChangedHostKey: true}); err != nil {
 		t.Fatal(err)
 	}
-	e2estack.Eventually(t, l.db.URL, 15*time.Second, 100*time.Millisecond, "boreas refused for its changed key", func() (bool, string) {
+	if err := l.sim.SetHostFault("atlas", labsim.Fault{Down: true}); err != nil {
+		t.Fatal(err)
+	}
+	e2estack.Eventually(t, l.db.URL, 15*time.Second, 100*time.Millisecond, "the cluster listed through ceres, past the refused boreas", func() (bool, string) {
 		rep, err := l.drift.RunNow(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
-		for _, h := range rep.Hosts {
-			if h.Host == "proxmox-host:boreas" {
-				return !h.Reachable && strings.Contains(h.Error, "host key"), fmt.Sprintf("%+v", h)
+		for _, c := range rep.Clusters {
+			if c.Name == "cluster:olympus" {
+				return c.Via == "proxmox-host:ceres", fmt.Sprintf("%+v", c)
 			}
 		}
-		return false, "boreas not listed"
+		return false, "cluster:olympus not listed"
 	})
 	if n := l.count(t, `SELECT count(*) FROM signals WHERE kind = 'host_key_changed' AND status <> 'resolved'
 AND dedup_key = 'host_key_changed:127.0.10.2:2222'`); n != 1 {

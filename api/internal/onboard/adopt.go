@@ -204,18 +204,28 @@ func (a *API) adopt(c echo.Context) error {
 		return err
 	}
 	out.Adopted, out.Skipped = append(out.Adopted, adopted...), append(out.Skipped, skipped...)
-	var createdNodes []string
+	// A cluster the graph did not have was not listed by this report (drift lists only the
+	// clusters in the graph; before that, only the hosts): its new nodes' guests are in the
+	// next report, asked for now.
+	listed := map[string]bool{}
+	if cs, ok := clustersOf(rep.Report); ok {
+		for _, c := range cs {
+			listed[c.Name] = true
+		}
+	}
+	var createdNodes, unlisted []string
 	for _, cl := range out.Clusters {
 		for _, n := range cl.Nodes {
 			if n.Created {
 				createdNodes = append(createdNodes, n.Entity)
+				if !listed[cl.Entity] {
+					unlisted = append(unlisted, n.Entity)
+				}
 			}
 		}
 	}
-	if _, listed := clustersOf(rep.Report); len(createdNodes) > 0 && !listed {
-		// This report listed only the hosts the graph had: the nodes just created are listed
-		// by the next one, whose missing guests are theirs.
-		more, note := a.adoptOnNewNodes(ctx, m, createdNodes)
+	if len(unlisted) > 0 {
+		more, note := a.adoptOnNewNodes(ctx, m, unlisted)
 		out.Adopted, out.Note = append(out.Adopted, more...), note
 	} else if len(out.Adopted) > 0 || len(createdNodes) > 0 {
 		// The stored report still lists them as missing; a fresh one says they are known.
