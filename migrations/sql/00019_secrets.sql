@@ -13,5 +13,15 @@ CREATE TABLE secrets (
     set_by     text NOT NULL
 );
 
+-- A notification channel's URL or signing secret may name one: secret:NAME.
+ALTER TABLE notification_channels DROP CONSTRAINT notification_channels_url_ref_check,
+    ADD CONSTRAINT notification_channels_url_ref_check CHECK (url_ref ~ '^(env|file|stored|secret):.+'),
+    DROP CONSTRAINT notification_channels_secret_ref_check,
+    ADD CONSTRAINT notification_channels_secret_ref_check CHECK (secret_ref ~ '^(env|file|stored|secret):.+');
+
 -- +goose Down
+ALTER TABLE notification_channels DROP CONSTRAINT notification_channels_url_ref_check,
+    ADD CONSTRAINT notification_channels_url_ref_check CHECK (url_ref ~ '^(env|file|stored):.+'),
+    DROP CONSTRAINT notification_channels_secret_ref_check,
+    ADD CONSTRAINT notification_channels_secret_ref_check CHECK (secret_ref ~ '^(env|file|stored):.+');
 DROP TABLE secrets;

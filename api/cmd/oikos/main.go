@@ -64,6 +64,7 @@ func commands() map[string]command {
 		"migrate":    {runMigrate, "apply pending database migrations (OIKOS_DATABASE_URL)"},
 		"notify":     {runNotify, "notification channels: oikos notify test URL | add NAME --url URL [--on KINDS] | list | deliveries | rm NAME"},
 		"schedulers": {runSchedulers, "the schedulers sharing the fleet and the units (hosts, net) each holds"},
+		"secret":     {runSecret, "secrets by reference (secret:NAME): oikos secret set NAME < file | list | rm NAME"},
 		"seed":       {runSeed, "ingest the seeds (ontology, inventory, knowledge); --diff reports drift"},
 		"token":      {runToken, "manage api tokens: oikos token create --role operator|agent|readonly --name NAME"},
 	}
