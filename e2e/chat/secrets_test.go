@@ -1,0 +1,191 @@
+package chat_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
+	"github.com/oikos-hq/oikos/shared/secretbox"
+	"github.com/oikos-hq/oikos/testkit/llmsim"
+)
+
+// syncBuffer is a log sink read after the agent stopped writing.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Credentials the page shows, which must reach the model redacted (issue #31 item 4).
+const (
+	pagePrivateKey = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n-----END OPENSSH PRIVATE KEY-----"
+	pageShadowHash = "$6$Zq3k1Rr8$Gd2m0a5yqQqg9bGZ8f0K1Zp2o0Y5a7k0wC9uQJq8m."
+	pageToken      = "ghp_a1B2a1B2a1B2a1B2a1B2a1B2a1B2a1B2a1B2"
+)
+
+// TestSecretNeverReachesModel (issue #31 item 4): a conversation fetches a local page with
+// an Authorization header written "Bearer secret:grafana_token"; the page gets the real
+// value, and afterwards the value is in no table of the database, no line the agent
+// logged and no request the model received. The page echoes the header and shows a private
+// key, a shadow line and a GitHub token: the model reads all of them redacted, with notes.
+func TestSecretNeverReachesModel(t *testing.T) {
+	s := lab(t)
+	ctx := t.Context()
+
+	var raw [24]byte
+	_, _ = rand.Read(raw[:])
+	planted := "planted-" + hex.EncodeToString(raw[:])
+	var key [32]byte
+	_, _ = rand.Read(key[:])
+	keyText := base64.StdEncoding.EncodeToString(key[:])
+	box, err := secretbox.Parse(keyText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What `oikos secret set grafana_token` writes (the api's path is api/cmd/oikos's test);
+	// this stack's api runs without the key.
+	if _, err := s.db.Pool.Exec(ctx, `INSERT INTO secrets (name, ciphertext, key_id, set_by) VALUES ($1, $2, $3, 'e2e')`,
+		"grafana_token", box.Seal("grafana_token", planted), box.KeyID()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = s.db.Pool.Exec(context.Background(), `DELETE FROM secrets WHERE name = 'grafana_token'`)
+	})
+
+	var authorized atomic.Bool
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+planted {
+			http.Error(w, "wrong or missing credential", http.StatusUnauthorized)
+			return
+		}
+		authorized.Store(true)
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("hello; you sent Authorization: Bearer " + planted + "\n" + pagePrivateKey +
+			"\nroot:" + pageShadowHash + ":19700:0:99999:7:::\ntoken=" + pageToken + "\nraw=" + planted + "\n"))
+	}))
+	t.Cleanup(page.Close)
+
+	script, err := llmsim.Load("../../testkit/llmsim/scripts/secrets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := newLLM(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(model.close)
+	logs := &syncBuffer{}
+	p, err := e2estack.LaunchAgent(map[string]string{
+		"OIKOS_DATABASE_URL":   s.db.URL,
+		"OIKOS_AGENT_ADDR":     "127.0.0.1:0",
+		"OIKOS_API_URL":        s.apiURL,
+		"OIKOS_AGENT_TOKEN":    s.agentToken,
+		"OIKOS_SCHEMA_WAIT":    "30s",
+		"OIKOS_LLM_BASE_URL":   model.baseURL,
+		"OIKOS_LLM_MODEL":      model.model,
+		"OIKOS_HTTP_GET_ALLOW": "127.0.0.1",
+		"OIKOS_SECRETS_KEY":    keyText,
+	}, zerolog.New(logs).Level(zerolog.DebugLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &agentProc{url: p.URL, model: model.model, proc: p, gone: make(chan struct{})}
+	t.Cleanup(agent.stop)
+	sid := newSession("secrets")
+	s.router.assign(sid, agent)
+
+	tr := s.chat(t, s.operator, sid, "fetch "+page.URL+"/status with grafana_token")
+	if tr.Finish == "" || len(tr.Errors) > 0 {
+		t.Fatalf("turn: finish %q errors %v events %v", tr.Finish, tr.Errors, tr.names())
+	}
+	if !authorized.Load() {
+		t.Fatalf("the page never received the secret's value; the answer: %s", tr.text())
+	}
+	answer := tr.text()
+	for _, note := range []string{"[redacted: secret:grafana_token]", "[redacted: private key]", "[redacted: password hash]", "[redacted: github token]"} {
+		if !strings.Contains(answer, note) {
+			t.Errorf("the answer (the tool result as the model read it) lacks %s: %s", note, answer)
+		}
+	}
+	t.Logf("answer: %s", answer)
+	agent.stop() // its last log lines are written
+
+	leaks := []string{planted, pageShadowHash, pageToken, "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"}
+	// Every request the model received.
+	reqs := model.requests()
+	if len(reqs) < 2 {
+		t.Fatalf("the model got %d requests; want the call and the answer", len(reqs))
+	}
+	sawTool := false
+	for i, r := range reqs {
+		for _, l := range leaks {
+			if bytes.Contains(r.Body, []byte(l)) {
+				t.Errorf("request %d to the model holds %.24q…", i, l)
+			}
+		}
+		for _, m := range r.Messages {
+			sawTool = sawTool || (m.Role == "tool" && strings.Contains(m.Text, "[redacted: private key]"))
+		}
+	}
+	if !sawTool {
+		t.Error("no tool message to the model carries the redaction note")
+	}
+	// Every log line of the agent.
+	for _, l := range leaks {
+		if strings.Contains(logs.String(), l) {
+			t.Errorf("the agent's log holds %.24q…", l)
+		}
+	}
+	// Every row of every table, as text.
+	rows, err := s.db.Pool.Query(ctx, `SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) FROM information_schema.tables
+		WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tables) < 20 {
+		t.Fatalf("only %d tables: %v", len(tables), tables)
+	}
+	for _, tbl := range tables {
+		for _, l := range leaks {
+			var n int
+			if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM `+tbl+` t WHERE strpos(t::text, $1) > 0`, l).Scan(&n); err != nil {
+				t.Fatalf("%s: %v", tbl, err)
+			}
+			if n > 0 {
+				t.Errorf("table %s: %d rows hold %.24q…", tbl, n, l)
+			}
+		}
+	}
+	// The conversation was recorded (the scan looked at something).
+	var calls int
+	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM tool_calls WHERE session_id = $1 AND name = 'http_get' AND arguments::text LIKE '%secret:grafana_token%'`, sid).Scan(&calls); err != nil || calls != 1 {
+		t.Fatalf("http_get calls recorded with the reference: %d %v", calls, err)
+	}
+}
