@@ -24,10 +24,10 @@ func TestHeadersResolveSecretReferences(t *testing.T) {
 		t.Fatal("the resolved value is not remembered for redaction")
 	}
 	for in, want := range map[string]string{
-		"Host":                  "set by Oikos",
-		"Bad Name":              "not a valid header name",
-		"X-Missing":             `no secret named "nope"`,
-		"X-Bad-Ref":             "invalid secret name",
+		"Host":      "set by Oikos",
+		"Bad Name":  "not a valid header name",
+		"X-Missing": `no secret named "nope"`,
+		"X-Bad-Ref": "invalid secret name",
 	} {
 		v := "secret:nope"
 		switch in {
