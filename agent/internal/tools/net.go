@@ -14,10 +14,6 @@ import (
 	"github.com/oikos-hq/oikos/agent/internal/webfetch"
 )
 
-type urlIn struct {
-	URL string `json:"url" jsonschema:"http(s) URL of a public page or API"`
-}
-
 type httpGetIn struct {
 	URL     string            `json:"url" jsonschema:"http(s) URL of a public page or API"`
 	Headers map[string]string `json:"headers,omitempty" jsonschema:"request headers; a credential is named, never written: secret:NAME (or \"Bearer secret:NAME\") is replaced by the secret's value, which you never see"`
