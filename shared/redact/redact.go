@@ -31,6 +31,11 @@ type pattern struct {
 	what string
 	re   *regexp.Regexp
 	keep int
+	// hints: the pattern can only match text holding one of these (lower-cased when fold);
+	// checked first, since a substring search costs a fraction of a regexp scan and most
+	// outputs hold no credential at all.
+	hints []string
+	fold  bool
 }
 
 // minSecretLen is the shortest configured value redacted: a shorter one ("1", "yes") would
@@ -42,28 +47,28 @@ const minSecretLen = 4
 var patterns = []pattern{
 	// A PEM private key, BEGIN to END; a block cut off before its END (a truncated output)
 	// is redacted to the end of its base64 lines.
-	{what: "private key", re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|(?:[\r\n]+[A-Za-z0-9+/=:, -]*)*)`)},
+	{what: "private key", re: regexp.MustCompile(`-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|(?:[\r\n]+[A-Za-z0-9+/=:, -]*)*)`), hints: []string{"PRIVATE KEY"}},
 	// A crypt(3) hash as /etc/shadow holds it: $id$[params$]salt$hash for MD5 (1), bcrypt
 	// (2a/2b/2x/2y), SHA-256 (5), SHA-512 (6), yescrypt (y), gost-yescrypt (gy), scrypt (7).
 	// Long enough that "$6$" in a shell line is left alone.
-	{what: "password hash", re: regexp.MustCompile(`\$(?:1|2[abxy]|5|6|y|gy|7|sha1|md5)\$[./A-Za-z0-9$=,+-]{16,}`)},
-	{what: "github token", re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})\b`)},
-	{what: "gitlab token", re: regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{20,}`)},
-	{what: "aws access key", re: regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b`)},
-	{what: "aws secret key", re: regexp.MustCompile(`(?i)(aws_secret_access_key\s*[=:]\s*["']?)[A-Za-z0-9/+=]{40}`), keep: 1},
-	{what: "slack token", re: regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]{10,}`)},
-	{what: "slack webhook", re: regexp.MustCompile(`https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{16,}`)},
-	{what: "stripe key", re: regexp.MustCompile(`\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}`)},
-	{what: "api key", re: regexp.MustCompile(`\bsk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}`)},
-	{what: "google api key", re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`)},
-	{what: "oikos token", re: regexp.MustCompile(`\boik_[A-Za-z0-9_-]{16,}`)},
-	{what: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*`)},
+	{what: "password hash", re: regexp.MustCompile(`\$(?:1|2[abxy]|5|6|y|gy|7|sha1|md5)\$[./A-Za-z0-9$=,+-]{16,}`), hints: []string{"$"}},
+	{what: "github token", re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{22,255})\b`), hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}},
+	{what: "gitlab token", re: regexp.MustCompile(`\bglpat-[A-Za-z0-9_-]{20,}`), hints: []string{"glpat-"}},
+	{what: "aws access key", re: regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b`), hints: []string{"AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"}},
+	{what: "aws secret key", re: regexp.MustCompile(`(?i)(aws_secret_access_key\s*[=:]\s*["']?)[A-Za-z0-9/+=]{40}`), keep: 1, hints: []string{"aws_secret_access_key"}, fold: true},
+	{what: "slack token", re: regexp.MustCompile(`\bxox[abposre]-[A-Za-z0-9-]{10,}`), hints: []string{"xox"}},
+	{what: "slack webhook", re: regexp.MustCompile(`https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{16,}`), hints: []string{"hooks.slack.com"}},
+	{what: "stripe key", re: regexp.MustCompile(`\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}`), hints: []string{"k_live_", "k_test_"}},
+	{what: "api key", re: regexp.MustCompile(`\bsk-(?:proj-|ant-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}`), hints: []string{"sk-"}},
+	{what: "google api key", re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`), hints: []string{"AIza"}},
+	{what: "oikos token", re: regexp.MustCompile(`\boik_[A-Za-z0-9_-]{16,}`), hints: []string{"oik_"}},
+	{what: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*`), hints: []string{"eyJ"}},
 	// An Authorization (or Proxy-Authorization) value: the scheme is kept, its credential
 	// goes; a bare "Bearer <token>" elsewhere in text too.
-	{what: "authorization", re: regexp.MustCompile(`(?i)((?:authorization|x-api-key|x-auth-token|private-token)["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token|digest)\s+)?)[A-Za-z0-9._~+/=:-]{8,}`), keep: 1},
-	{what: "bearer token", re: regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9._~+/-]{16,}=*`), keep: 1},
+	{what: "authorization", re: regexp.MustCompile(`(?i)((?:authorization|x-api-key|x-auth-token|private-token)["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token|digest)\s+)?)[A-Za-z0-9._~+/=:-]{8,}`), keep: 1, hints: []string{"authorization", "x-api-key", "x-auth-token", "private-token"}, fold: true},
+	{what: "bearer token", re: regexp.MustCompile(`(?i)(\bbearer\s+)[A-Za-z0-9._~+/-]{16,}=*`), keep: 1, hints: []string{"bearer"}, fold: true},
 	// A password in a URL's userinfo: scheme://user:PASSWORD@host.
-	{what: "url password", re: regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@`), keep: 1},
+	{what: "url password", re: regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@`), keep: 1, hints: []string{"://"}},
 }
 
 // Redactor redacts the values of configured secrets besides the well-known formats. The
@@ -137,20 +142,40 @@ func (r *Redactor) String(text string) (string, []Finding) {
 			text = out
 		}
 	}
+	lower := ""
 	for _, p := range patterns {
-		note := "[redacted: " + p.what + "]"
-		n := 0
-		text = p.re.ReplaceAllStringFunc(text, func(m string) string {
-			n++
-			if p.keep > 0 {
-				if sub := p.re.FindStringSubmatch(m); len(sub) > p.keep {
-					return sub[p.keep] + note
-				}
+		hay := text
+		if p.fold {
+			if lower == "" {
+				lower = strings.ToLower(text)
 			}
-			return note
-		})
+			hay = lower
+		}
+		if !containsAny(hay, p.hints) {
+			continue
+		}
+		note := "[redacted: " + p.what + "]"
+		// One scan: the matches with their groups, then the text rebuilt around them.
+		idx := p.re.FindAllStringSubmatchIndex(text, -1)
+		n := len(idx)
+		if n > 0 {
+			var b strings.Builder
+			b.Grow(len(text))
+			last := 0
+			for _, m := range idx {
+				b.WriteString(text[last:m[0]])
+				if p.keep > 0 && len(m) > 2*p.keep+1 && m[2*p.keep] >= 0 {
+					b.WriteString(text[m[2*p.keep]:m[2*p.keep+1]])
+				}
+				b.WriteString(note)
+				last = m[1]
+			}
+			b.WriteString(text[last:])
+			text = b.String()
+		}
 		if n > 0 {
 			counts[p.what] += n
+			lower = "" // the text changed
 		}
 	}
 	if len(counts) == 0 {
@@ -168,4 +193,13 @@ func (r *Redactor) String(text string) (string, []Finding) {
 func Text(text string) string {
 	out, _ := (*Redactor)(nil).String(text)
 	return out
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return len(subs) == 0
 }
