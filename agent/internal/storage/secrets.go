@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The secrets table (migrations 00019) is written by the api (`oikos secret set`); the agent
+// The secrets table (migration 00020) is written by the api (`oikos secret set`); the agent
 // reads a sealed value at the point of use and opens it with its own OIKOS_SECRETS_KEY
 // (agent/internal/secrets).
 const (
