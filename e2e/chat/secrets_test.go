@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
@@ -58,9 +57,8 @@ func TestSecretNeverReachesModel(t *testing.T) {
 	var raw [24]byte
 	_, _ = rand.Read(raw[:])
 	planted := "planted-" + hex.EncodeToString(raw[:])
-	var key [32]byte
-	_, _ = rand.Read(key[:])
-	keyText := base64.StdEncoding.EncodeToString(key[:])
+	// The scheduler's key (the shared stack's executor redacts its output with it).
+	keyText := s.secretsKey
 	box, err := secretbox.Parse(keyText)
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +129,28 @@ func TestSecretNeverReachesModel(t *testing.T) {
 		}
 	}
 	t.Logf("answer: %s", answer)
+
+	// A command whose output prints the value and a private key: the scheduler stores it
+	// redacted, with a note, and the model reads what was stored.
+	s.writeGuestFile(t, "boreas", 207, "/root/e2e-secret.env", "GRAFANA_TOKEN="+planted+"\n"+pagePrivateKey+"\nend\n")
+	tr = s.chat(t, s.operator, sid, "what is in the env file on immich?")
+	if tr.Finish == "" || len(tr.Errors) > 0 {
+		t.Fatalf("turn: finish %q errors %v events %v", tr.Finish, tr.Errors, tr.names())
+	}
+	fileAnswer := tr.text()
+	for _, note := range []string{"GRAFANA_TOKEN=[redacted: secret:grafana_token]", "[redacted: private key]", "end"} {
+		if !strings.Contains(fileAnswer, note) {
+			t.Errorf("the answer (the command's output as the model read it) lacks %q: %s", note, fileAnswer)
+		}
+	}
+	var logged string
+	if err := s.db.Pool.QueryRow(ctx, `SELECT string_agg(convert_from(l.data, 'UTF8'), '' ORDER BY l.seq) FROM execution_logs l
+		JOIN executions e ON e.id = l.execution_id WHERE e.command = 'cat /root/e2e-secret.env' AND e.status = 'completed'`).Scan(&logged); err != nil {
+		t.Fatalf("the execution's log: %v", err)
+	}
+	if !strings.Contains(logged, "[redacted: secret:grafana_token]") || !strings.Contains(logged, "redacted from the output: 1 × private key, 1 × secret:grafana_token") {
+		t.Errorf("execution_logs of the cat: %q; want the redactions and their note", logged)
+	}
 	agent.stop() // its last log lines are written
 
 	leaks := []string{planted, pageShadowHash, pageToken, "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"}
@@ -153,10 +173,13 @@ func TestSecretNeverReachesModel(t *testing.T) {
 	if !sawTool {
 		t.Error("no tool message to the model carries the redaction note")
 	}
-	// Every log line of the agent.
+	// Every log line of the agent, the api and the scheduler's executor.
 	for _, l := range leaks {
 		if strings.Contains(logs.String(), l) {
 			t.Errorf("the agent's log holds %.24q…", l)
+		}
+		if strings.Contains(s.logs.String(), l) {
+			t.Errorf("the api's or the scheduler's log holds %.24q…", l)
 		}
 	}
 	// Every row of every table, as text.
