@@ -13,9 +13,10 @@ const maxHeaders = 32
 
 // HeaderLines turns an entity's `http_headers` attribute (an object, header name -> value)
 // into the sorted "Name: value" lines of an http check's `headers` config, or a reason it
-// cannot. A value may be `secret:NAME`: the line keeps the reference, and the scheduler
-// resolves it only when it sends the request (issue #31), so a credential never sits in the
-// entity, the check definition, its results or its events. Names are HTTP tokens; Host,
+// cannot. A word of a value may be `secret:NAME` ("Bearer secret:grafana_token"): the line
+// keeps the reference, and the scheduler resolves it only when it sends the request (issue
+// #31), so a credential never sits in the entity, the check definition, its results or its
+// events. Names are HTTP tokens; Host,
 // Content-Length, Transfer-Encoding and Connection are the client's own; values hold no
 // line break.
 func HeaderLines(raw any) ([]string, string) {
@@ -38,8 +39,10 @@ func HeaderLines(raw any) ([]string, string) {
 		if strings.ContainsAny(s, "\r\n\x00") {
 			return nil, fmt.Sprintf("`http_headers.%s` holds a line break", name)
 		}
-		if _, isRef, err := secretbox.Ref(s); isRef && err != nil {
-			return nil, fmt.Sprintf("`http_headers.%s`: %v", name, err)
+		for _, w := range strings.Split(s, " ") {
+			if _, isRef, err := secretbox.Ref(w); isRef && err != nil {
+				return nil, fmt.Sprintf("`http_headers.%s`: %v", name, err)
+			}
 		}
 		out = append(out, name+": "+strings.TrimSpace(s))
 	}

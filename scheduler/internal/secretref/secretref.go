@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/redact"
@@ -63,16 +64,23 @@ func (r *Resolver) Resolve(ctx context.Context, name string) (string, error) {
 	return v, nil
 }
 
-// Value is v itself, or the secret's value when v is a `secret:NAME` reference.
+// Value is v with each space-separated word written `secret:NAME` replaced by the
+// secret's value ("Bearer secret:grafana_token"), as the agent's http_get headers are.
 func (r *Resolver) Value(ctx context.Context, v string) (string, error) {
-	name, ok, err := secretbox.Ref(v)
-	if err != nil {
-		return "", err
+	words := strings.Split(v, " ")
+	for i, w := range words {
+		name, ok, err := secretbox.Ref(w)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if words[i], err = r.Resolve(ctx, name); err != nil {
+			return "", err
+		}
 	}
-	if !ok {
-		return v, nil
-	}
-	return r.Resolve(ctx, name)
+	return strings.Join(words, " "), nil
 }
 
 // Redactor redacts every stored secret's value and the well-known credential formats. When
