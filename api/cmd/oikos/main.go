@@ -23,6 +23,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/cmd/oikos/jobs"
 	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/pg"
@@ -247,4 +248,17 @@ func runHealth(ctx context.Context, env *cliEnv, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// job is env as the jobs package takes it.
+func (e *cliEnv) job() jobs.Env {
+	return jobs.Env{Stdin: e.Stdin, Stdout: e.Stdout, Stderr: e.Stderr, Do: e.do, ExitOf: exitOf}
+}
+
+func runSecret(ctx context.Context, env *cliEnv, args []string) int {
+	return jobs.Secret(ctx, env.job(), args)
+}
+
+func runSchedulers(ctx context.Context, env *cliEnv, args []string) int {
+	return jobs.Schedulers(ctx, env.job(), args)
 }

@@ -1,4 +1,4 @@
-package main
+package jobs
 
 import (
 	"bytes"
@@ -24,8 +24,8 @@ const secretUsage = `usage:
 A value is read from stdin, never from the command line (where ps and shell history see it);
 one trailing newline is dropped. Reference it as secret:NAME.`
 
-// runSecret manages the stored secrets through the api (GET/PUT/DELETE /api/v1/secrets).
-func runSecret(ctx context.Context, env *cliEnv, args []string) int {
+// Secret manages the stored secrets through the api (GET/PUT/DELETE /api/v1/secrets).
+func Secret(ctx context.Context, env Env, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		io.WriteString(env.Stderr, secretUsage+"\n")
 		return 2
@@ -52,9 +52,9 @@ func runSecret(ctx context.Context, env *cliEnv, args []string) int {
 		return 2
 	}
 	if sub == "rm" {
-		if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.RemoveSecret(ctx, name) }, nil); err != nil {
+		if err := env.Do(func(c *apiclient.Client) (*http.Response, error) { return c.RemoveSecret(ctx, name) }, nil); err != nil {
 			fmt.Fprintf(env.Stderr, "oikos secret rm: %v\n", err)
-			return exitOf(err)
+			return env.ExitOf(err)
 		}
 		fmt.Fprintf(env.Stdout, "secret %s removed\n", name)
 		return 0
@@ -65,11 +65,11 @@ func runSecret(ctx context.Context, env *cliEnv, args []string) int {
 		return 2
 	}
 	var info apiclient.Secret
-	if err := env.do(func(c *apiclient.Client) (*http.Response, error) {
+	if err := env.Do(func(c *apiclient.Client) (*http.Response, error) {
 		return c.SetSecret(ctx, name, apiclient.SetSecret{Value: value})
 	}, &info); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos secret set: %v\n", err)
-		return exitOf(err)
+		return env.ExitOf(err)
 	}
 	fmt.Fprintf(env.Stdout, "secret %s set; reference it as secret:%s\n", info.Name, info.Name)
 	return 0
@@ -77,7 +77,7 @@ func runSecret(ctx context.Context, env *cliEnv, args []string) int {
 
 // readSecretValue reads the value from stdin: from a terminal without echo, else the whole
 // input with one trailing newline dropped.
-func readSecretValue(env *cliEnv) (string, error) {
+func readSecretValue(env Env) (string, error) {
 	var raw []byte
 	if f, ok := env.Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		fmt.Fprint(env.Stderr, "value (not shown): ")
@@ -108,11 +108,11 @@ func readSecretValue(env *cliEnv) (string, error) {
 	return string(raw), nil
 }
 
-func secretList(ctx context.Context, env *cliEnv) int {
+func secretList(ctx context.Context, env Env) int {
 	var list apiclient.SecretList
-	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.ListSecrets(ctx) }, &list); err != nil {
+	if err := env.Do(func(c *apiclient.Client) (*http.Response, error) { return c.ListSecrets(ctx) }, &list); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos secret list: %v\n", err)
-		return exitOf(err)
+		return env.ExitOf(err)
 	}
 	if len(list.Items) == 0 {
 		fmt.Fprintln(env.Stdout, "no secrets stored (oikos secret set NAME < file)")
