@@ -3,17 +3,28 @@ package chat_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
+	"golang.org/x/crypto/ssh"
+
+	apiapp "github.com/oikos-hq/oikos/api/app"
+	schedapp "github.com/oikos-hq/oikos/scheduler/app"
+	"github.com/oikos-hq/oikos/shared/apiclient"
+	"github.com/oikos-hq/oikos/shared/remote"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 
 	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
 	"github.com/oikos-hq/oikos/shared/secretbox"
@@ -182,8 +193,21 @@ func TestSecretNeverReachesModel(t *testing.T) {
 			t.Errorf("the api's or the scheduler's log holds %.24q…", l)
 		}
 	}
+	noLeakInTables(t, s.db.Pool, leaks...)
+	// The conversation was recorded (the scan looked at something).
+	var calls int
+	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM tool_calls WHERE session_id = $1 AND name = 'http_get' AND arguments::text LIKE '%secret:grafana_token%'`, sid).Scan(&calls); err != nil || calls != 1 {
+		t.Fatalf("http_get calls recorded with the reference: %d %v", calls, err)
+	}
+}
+
+// noLeakInTables fails t for every row of every table of the database, read as text, that
+// holds one of leaks.
+func noLeakInTables(t *testing.T, pool *pgxpool.Pool, leaks ...string) {
+	t.Helper()
+	ctx := t.Context()
 	// Every row of every table, as text.
-	rows, err := s.db.Pool.Query(ctx, `SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) FROM information_schema.tables
+	rows, err := pool.Query(ctx, `SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) FROM information_schema.tables
 		WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')`)
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +222,7 @@ func TestSecretNeverReachesModel(t *testing.T) {
 	for _, tbl := range tables {
 		for _, l := range leaks {
 			var n int
-			if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM `+tbl+` t WHERE strpos(t::text, $1) > 0`, l).Scan(&n); err != nil {
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+tbl+` t WHERE strpos(t::text, $1) > 0`, l).Scan(&n); err != nil {
 				t.Fatalf("%s: %v", tbl, err)
 			}
 			if n > 0 {
@@ -206,9 +230,97 @@ func TestSecretNeverReachesModel(t *testing.T) {
 			}
 		}
 	}
-	// The conversation was recorded (the scan looked at something).
-	var calls int
-	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM tool_calls WHERE session_id = $1 AND name = 'http_get' AND arguments::text LIKE '%secret:grafana_token%'`, sid).Scan(&calls); err != nil || calls != 1 {
-		t.Fatalf("http_get calls recorded with the reference: %d %v", calls, err)
+}
+
+// TestSecretInHTTPCheckHeader (issue #31 item 4): an http check whose entity says
+// `http_headers: {Authorization: "Bearer secret:grafana_token"}` sends the value, resolved by
+// the scheduler's check runner when it sends the request; the entity, the check definition,
+// its result, every other table and every log line (the api's and the runner's) keep the
+// reference only. A check naming a secret that is not set reports it by name.
+func TestSecretInHTTPCheckHeader(t *testing.T) {
+	ctx := t.Context()
+	db := pgtest.New(t)
+	logs := &syncBuffer{}
+	log := zerolog.New(logs).Level(zerolog.DebugLevel)
+	api, apiURL, err := e2estack.StartAPI(ctx, t, apiapp.Config{DatabaseURL: db.URL, PublicURL: "http://127.0.0.1:8080"}, log)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var operator string
+	if err := e2estack.MintTokens(ctx, api, e2estack.Token{Name: "operator", Role: "operator", Into: &operator}); err != nil {
+		t.Fatal(err)
+	}
+	op := (&e2estack.Client{URL: apiURL, HTTP: http.DefaultClient}).API(t, operator)
+
+	var raw [24]byte
+	_, _ = rand.Read(raw[:])
+	planted := "planted-check-" + hex.EncodeToString(raw[:])
+	var key [32]byte
+	_, _ = rand.Read(key[:])
+	box, err := secretbox.New(key[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO secrets (name, ciphertext, key_id, set_by) VALUES ($1, $2, $3, 'e2e')`,
+		"grafana_token", box.Seal("grafana_token", planted), box.KeyID()); err != nil {
+		t.Fatal(err)
+	}
+	var authorized atomic.Int64
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+planted {
+			http.Error(w, "wrong or missing credential", http.StatusUnauthorized)
+			return
+		}
+		authorized.Add(1)
+		_, _ = w.Write([]byte("ok"))
+	}))
+	t.Cleanup(page.Close)
+	for name, ref := range map[string]string{"grafana-secret": "grafana_token", "grafana-unset": "missing_token"} {
+		attrs := apiclient.Attributes{"public_host": name + ".lab.example", "url": page.URL + "/api/health",
+			"http_headers": map[string]any{"Authorization": "Bearer secret:" + ref}}
+		e2estack.OK(t, nil)(op.CreateEntity(ctx, nil, apiclient.CreateEntity{Type: "ingress-route", Name: name, Attributes: &attrs}))
+	}
+	var cfg string
+	if err := db.Pool.QueryRow(ctx, `SELECT d.config::text FROM check_defs d JOIN entities e ON e.id = d.target_id
+		WHERE e.name = 'grafana-secret' AND d.kind = 'http'`).Scan(&cfg); err != nil {
+		t.Fatalf("the derived http check: %v", err)
+	}
+	if !strings.Contains(cfg, "Authorization: Bearer secret:grafana_token") {
+		t.Fatalf("the check's config %s; want the header by reference", cfg)
+	}
+
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	pool := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: remote.NewMemoryHostKeys(), DialTimeout: time.Second, Logger: log})
+	t.Cleanup(pool.Close)
+	runner, err := schedapp.NewCheckRunner(schedapp.CheckRunnerOptions{Pool: db.Pool, SSH: pool,
+		Fleet: schedapp.NewFleet(db.Pool, schedapp.FleetOptions{Logger: log}), Logger: log,
+		Secrets: schedapp.NewSecrets(db.Pool, box), InitialSpread: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	result := func(name string) (health, reason string) {
+		_ = db.Pool.QueryRow(ctx, `SELECT r.health, r.reason FROM check_results r JOIN check_defs d ON d.id = r.check_id
+			JOIN entities e ON e.id = d.target_id WHERE e.name = $1 AND d.kind = 'http'`, name).Scan(&health, &reason)
+		return health, reason
+	}
+	e2estack.Eventually(t, db.URL, 30*time.Second, 50*time.Millisecond, "both http checks' results", func() (bool, string) {
+		h1, r1 := result("grafana-secret")
+		h2, r2 := result("grafana-unset")
+		return h1 == "up" && h2 != "", fmt.Sprintf("grafana-secret %s (%s), grafana-unset %s (%s)", h1, r1, h2, r2)
+	})
+	runner.Stop()
+	if authorized.Load() == 0 {
+		t.Fatal("the page never received the value")
+	}
+	if h, r := result("grafana-unset"); h != "unknown" || !strings.Contains(r, "secret missing_token is not set") {
+		t.Errorf("the check naming an unset secret: %s, %q", h, r)
+	}
+	if strings.Contains(logs.String(), planted) {
+		t.Error("the api's or the check runner's log holds the value")
+	}
+	noLeakInTables(t, db.Pool, planted)
 }
