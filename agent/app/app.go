@@ -18,6 +18,7 @@ import (
 	"github.com/oikos-hq/oikos/agent/internal/mcpserver"
 	"github.com/oikos-hq/oikos/agent/internal/secrets"
 	"github.com/oikos-hq/oikos/agent/internal/sessionsapi"
+	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/agent/internal/taskwatch"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
@@ -26,6 +27,7 @@ import (
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/schema"
+	"github.com/oikos-hq/oikos/shared/secretbox"
 	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
@@ -62,6 +64,13 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 	}
 	sec, err := secrets.FromEnv(os.Getenv, os.Environ())
 	if err != nil && err != secrets.ErrNotConfigured {
+		return fmt.Errorf("secrets: %w", err)
+	}
+	// The secrets `oikos secret set` stores open with OIKOS_SECRETS_KEY, asked after the
+	// agent's own backend; without the key they are not used, an unusable key stops the start.
+	if box, err := secretbox.FromEnv(cfg.Getenv); err == nil {
+		sec = secrets.Chain(sec, secrets.NewStored(storage.SecretReader{DB: pool}, box))
+	} else if err != secretbox.ErrNoKey {
 		return fmt.Errorf("secrets: %w", err)
 	}
 	health := daemon.NewHealth()

@@ -43,12 +43,16 @@ type Config struct {
 	NameMap map[string]string
 	// RootCAs is an extra CA for https probes (OIKOS_AGENT_CA_FILE: the lab simulator's).
 	RootCAs *x509.CertPool
+	// Getenv is the environment LoadConfig read, for the stored secrets' key
+	// (OIKOS_SECRETS_KEY, OIKOS_SECRETS_KEY_FILE: shared/secretbox); nil is os.Getenv.
+	Getenv func(string) string
 }
 
 // LoadConfig reads and validates the configuration.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.New(getenv)
 	c := Config{
+		Getenv:      getenv,
 		DatabaseURL: r.String("OIKOS_DATABASE_URL", ""),
 		Addr:        r.String("OIKOS_AGENT_ADDR", ":8092"),
 		APIURL:      r.String("OIKOS_API_URL", "http://127.0.0.1:8080"),

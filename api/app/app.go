@@ -35,6 +35,8 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/placement"
 	"github.com/oikos-hq/oikos/api/internal/ratelimit"
 	"github.com/oikos-hq/oikos/api/internal/request"
+	"github.com/oikos-hq/oikos/api/internal/secretsapi"
+	"github.com/oikos-hq/oikos/api/internal/secretstore"
 	"github.com/oikos-hq/oikos/api/internal/seed"
 	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/api/internal/websession"
@@ -45,6 +47,7 @@ import (
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/policy"
 	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/shared/secretbox"
 	"github.com/oikos-hq/oikos/shared/seedfile"
 )
 
@@ -226,14 +229,22 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	if !web.Built() {
 		log.Warn().Msg("the dashboard is not built into this api (api/web/dist is empty); / explains how to build it")
 	}
-	notifyService := notify.NewService(notify.ServiceOptions{Pool: pool, KnownType: func(t string) bool {
+	// The stored secrets' key: without one the api runs and `oikos secret set` says what to
+	// set; an unusable one stops the start.
+	box, err := secretbox.FromEnv(os.Getenv)
+	if err != nil && err != secretbox.ErrNoKey {
+		return fail(err)
+	}
+	secretService := secretstore.New(pool, box)
+	notifySecrets := notify.Secrets{Stored: secretService.Resolve}
+	notifyService := notify.NewService(notify.ServiceOptions{Pool: pool, Secrets: notifySecrets, KnownType: func(t string) bool {
 		_, ok := o.Type(t)
 		return ok
 	}})
 	var notifications *notifyworker.Notifier
 	wakeNotifications := func() {}
 	if cfg.NotifyEnabled {
-		if notifications, err = notifyworker.New(notifyworker.Options{Pool: pool, Bus: bus, Logger: log, PublicURL: cfg.PublicURL,
+		if notifications, err = notifyworker.New(notifyworker.Options{Pool: pool, Bus: bus, Logger: log, PublicURL: cfg.PublicURL, Secrets: notifySecrets,
 			IsA: o.IsA, Retry: cfg.NotifyRetry, Metrics: health.Metrics}); err != nil {
 			return fail(err)
 		}
@@ -261,6 +272,7 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 			onboarding.Routes(),
 			chatAPI.Routes(),
 			notifyapi.New(notifyapi.Deps{Service: notifyService, PublicURL: cfg.PublicURL, Logger: log, Woken: wakeNotifications}).Routes(),
+			secretsapi.New(secretService).Routes(),
 		),
 	})
 	reg, err := registrar.New(registrar.Options{Bus: bus, Pool: pool, Graph: svc, Logger: log})

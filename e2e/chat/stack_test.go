@@ -3,9 +3,11 @@ package chat_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,6 +47,9 @@ type stack struct {
 	sim    *labsim.Sim
 	simDir string
 	log    zerolog.Logger
+	logs   *syncBuffer // every line the api and the scheduler's parts logged (secrets_test.go)
+	// secretsKey is the scheduler's OIKOS_SECRETS_KEY (the api runs without one).
+	secretsKey string
 
 	operator, readonly, agentToken string // tokens
 
@@ -56,10 +61,16 @@ type stack struct {
 func buildStack(t *e2estack.PackageTB) (s *stack, err error) {
 	defer e2estack.Recover(&err)
 	ctx := context.Background()
-	s = &stack{log: zerolog.Nop()}
+	// Every line is kept, so a test can look for what must never be logged.
+	s = &stack{logs: &syncBuffer{}}
+	var out io.Writer = s.logs
 	if os.Getenv("OIKOS_E2E_CHAT_LOG") != "" {
-		s.log = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+		out = zerolog.MultiLevelWriter(s.logs, zerolog.ConsoleWriter{Out: os.Stderr})
 	}
+	s.log = zerolog.New(out).Level(zerolog.DebugLevel).With().Timestamp().Logger()
+	var key [32]byte
+	_, _ = rand.Read(key[:])
+	s.secretsKey = base64.StdEncoding.EncodeToString(key[:])
 	s.db = pgtest.New(t)
 
 	// The router first: the api is configured with its URL (OIKOS_AGENT_URL), the agents are
@@ -87,7 +98,7 @@ func buildStack(t *e2estack.PackageTB) (s *stack, err error) {
 	// running gated executions on it (e2e/agent wires it the same way).
 	s.simDir = t.TempDir()
 	if s.sim, err = e2estack.StartLab(ctx, t, s.db, e2estack.LabOptions{StateDir: s.simDir, SchedulerID: "e2e-chat-scheduler",
-		Concurrency: 16, Log: s.log}); err != nil {
+		Concurrency: 16, Log: s.log, SecretsKey: s.secretsKey}); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -8,6 +8,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/incidents"
 	"github.com/oikos-hq/oikos/scheduler/internal/leases"
 	"github.com/oikos-hq/oikos/scheduler/internal/onboard"
+	"github.com/oikos-hq/oikos/scheduler/internal/secretref"
 	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/seeds"
@@ -35,6 +37,7 @@ import (
 	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/schema"
+	"github.com/oikos-hq/oikos/shared/secretbox"
 	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
@@ -99,6 +102,15 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	ssh := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: keyGate, Logger: log})
 	defer ssh.Close()
 	graph := fleet.New(pool, fleet.Options{Logger: log})
+	// The stored secrets (`oikos secret set`) open with OIKOS_SECRETS_KEY: an http check's
+	// secret:NAME headers and the redaction of execution output. Without the key such a
+	// check says so and output is redacted of the well-known formats only; an unusable key
+	// stops the start.
+	box, err := secretbox.FromEnv(os.Getenv)
+	if err != nil && !errors.Is(err, secretbox.ErrNoKey) {
+		return fmt.Errorf("secrets: %w", err)
+	}
+	secrets := secretref.New(pool, box)
 	health := daemon.NewHealth()
 	// The SSH pool is this package's, shared by the executor, the check runner and drift: its
 	// gauge is registered here, not by any of them.
@@ -125,7 +137,7 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	// interval): the graph's hosts edge moves with the guest (api/internal/placement).
 	var discovery *drift.Service
 	ex := executor.New(executor.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log, Metrics: health.Metrics,
-		SchedulerID: cfg.ID, Owned: lm.Owned, SweepEvery: cfg.LeaseExpiry, OnEnd: func(x executor.Ended) {
+		Secrets: secrets, SchedulerID: cfg.ID, Owned: lm.Owned, SweepEvery: cfg.LeaseExpiry, OnEnd: func(x executor.Ended) {
 			if x.Status == executor.StatusCompleted && drift.IsMigration(x.Command) && discovery != nil {
 				discovery.PlacementNow()
 			}
@@ -135,7 +147,7 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 		return err
 	}
 	runner, err := checkrun.NewRunner(checkrun.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log,
-		Metrics: health.Metrics, NameMap: cfg.NameMap, AllowNonLoopback: cfg.AllowNonLoopback, TLSConfig: cfg.CheckTLS,
+		Metrics: health.Metrics, NameMap: cfg.NameMap, AllowNonLoopback: cfg.AllowNonLoopback, TLSConfig: cfg.CheckTLS, Secrets: secrets,
 		Concurrency: cfg.CheckConcurrency, OnFlush: engine.Flushed, Lease: lm.Lease, Holder: cfg.ID})
 	if err != nil {
 		return err

@@ -9,8 +9,10 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/hostkeys"
 	"github.com/oikos-hq/oikos/scheduler/internal/leases"
 	"github.com/oikos-hq/oikos/scheduler/internal/onboard"
+	"github.com/oikos-hq/oikos/scheduler/internal/secretref"
 	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/remote"
+	"github.com/oikos-hq/oikos/shared/secretbox"
 )
 
 // The scheduler's parts that Run wires, exported so callers outside this module — the
@@ -94,3 +96,10 @@ const ExecCompleted = executor.StatusCompleted
 
 // IsMigration reports whether a command moves a guest to another node; see drift.IsMigration.
 func IsMigration(command string) bool { return drift.IsMigration(command) }
+
+// Secrets resolves stored secrets for the check runner and the executor; see secretref.
+type Secrets = secretref.Resolver
+
+// NewSecrets reads pool's secrets table and opens values with box (nil: no key); see
+// secretref.New.
+func NewSecrets(pool *storage.Pool, box *secretbox.Box) *Secrets { return secretref.New(pool, box) }

@@ -22,6 +22,7 @@ const (
 	KeyURL           = "url"
 	KeyExpectStatus  = "expect_status"
 	KeyBodyMatch     = "body_match"
+	KeyHeaders       = "headers"
 	KeyHost          = "host"
 	KeyPort          = "port"
 	KeyPath          = "path"
@@ -70,6 +71,7 @@ const (
 	attrPublicHost    = "public_host"
 	attrExpectStatus  = "expect_status"
 	attrBodyMatch     = "body_match"
+	attrHTTPHeaders   = "http_headers"
 	attrHostAddress   = "host_address"
 	attrHost          = "host"
 	attrPort          = "port"
@@ -284,6 +286,15 @@ func httpConfig(t Target) (map[string]any, string) {
 	cfg := map[string]any{KeyURL: target, KeyExpectStatus: status}
 	if m := attrString(t.Attributes[attrBodyMatch]); m != "" {
 		cfg[KeyBodyMatch] = m
+	}
+	if raw, ok := t.Attributes[attrHTTPHeaders]; ok && raw != nil {
+		lines, reason := HeaderLines(raw)
+		if reason != "" {
+			return nil, reason
+		}
+		if len(lines) > 0 {
+			cfg[KeyHeaders] = lines
+		}
 	}
 	return cfg, ""
 }

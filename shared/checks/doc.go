@@ -49,6 +49,9 @@
 //	http              url           string  attribute `url`, else "https://<public_host>/"
 //	                  expect_status int     attribute `expect_status`, default 200
 //	                  body_match    string  attribute `body_match`; present only when set
+//	                  headers       []string "Name: value" lines from attribute `http_headers`
+//	                                        (an object); a value may be `secret:NAME`, resolved
+//	                                        by the scheduler when it sends the request
 //	tcp               host          string  attribute `host_address`, else `host` (not on
 //	                                        guests, where `host` names the Proxmox host), else
 //	                                        public_ipv4, mesh_ipv4, lan_ipv4 in that order

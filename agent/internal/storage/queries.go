@@ -40,6 +40,8 @@ var Queries = map[string]string{
 	"qReplaceSteps":             qReplaceSteps,
 	"qReported":                 qReported,
 	"qSaveSession":              qSaveSession,
+	"qSealedSecret":             qSealedSecret,
+	"qSecretNames":              qSecretNames,
 	"qSetStep":                  qSetStep,
 	"qStartAssistant":           qStartAssistant,
 	"qStartToolCall":            qStartToolCall,

@@ -14,8 +14,9 @@ import (
 	"github.com/oikos-hq/oikos/agent/internal/webfetch"
 )
 
-type urlIn struct {
-	URL string `json:"url" jsonschema:"http(s) URL of a public page or API"`
+type httpGetIn struct {
+	URL     string            `json:"url" jsonschema:"http(s) URL of a public page or API"`
+	Headers map[string]string `json:"headers,omitempty" jsonschema:"request headers; a credential is named, never written: secret:NAME (or \"Bearer secret:NAME\") is replaced by the secret's value, which you never see"`
 }
 
 type serviceIn struct {
@@ -24,14 +25,18 @@ type serviceIn struct {
 
 func netTools() []*Tool {
 	return []*Tool{
-		def("http_get", "Fetch a public web page or API over HTTP(S) as text (size-capped; private addresses refused).",
+		def("http_get", "Fetch a public web page or API over HTTP(S) as text (size-capped; private addresses refused); headers may name secrets as secret:NAME.",
 			Hints{ReadOnly: true, Idempotent: true, OpenWorld: true}, "web",
 			func(s *jsonschema.Schema) { maxLen(s, "url", 2048) },
-			func(ctx context.Context, c *Call, in urlIn) Result {
+			func(ctx context.Context, c *Call, in httpGetIn) Result {
 				if c.deps.Fetch == nil {
 					return Errorf("http_get is not configured on this agent")
 				}
-				r, err := c.deps.Fetch.Get(ctx, in.URL)
+				h, err := c.headers(ctx, in.Headers)
+				if err != nil {
+					return Errorf("http_get: %v", err)
+				}
+				r, err := c.deps.Fetch.GetWith(ctx, in.URL, h)
 				if err != nil {
 					return Errorf("http_get %s: %v", in.URL, err)
 				}

@@ -113,6 +113,9 @@ type Call struct {
 	Session storage.Session
 	deps    *Deps
 	reg     *Registry
+
+	mu       sync.Mutex
+	resolved map[string]string // secrets this call resolved (secretref.go), redacted from its result
 }
 
 // Deps are what handlers use.
@@ -139,6 +142,7 @@ type Registry struct {
 	gates  *gates
 
 	ensured sync.Map // session id -> struct{}: sessions known to exist
+	red     redactor // configured secrets' values, for redaction (secretref.go)
 
 	calls *prometheus.HistogramVec
 }
@@ -243,7 +247,8 @@ func (r *Registry) Call(ctx context.Context, caller Caller, name string, args js
 	if res.Render == "" {
 		res.Render = t.Render
 	}
-	text := res.render()
+	// Nothing leaves the call unredacted: not the record, not the model's tool message.
+	text := r.redact(ctx, c, res.render())
 	// The record outlives a cancelled request: the call happened.
 	rec, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

@@ -158,7 +158,15 @@ func New(cfg Config) (*Fetcher, error) {
 // Get fetches rawURL under the guard and returns its body as text. A non-2xx status is not
 // an error: the result carries it with the body's text.
 func (f *Fetcher) Get(ctx context.Context, rawURL string) (Result, error) {
-	return f.do(ctx, http.MethodGet, rawURL, false)
+	return f.do(ctx, http.MethodGet, rawURL, false, nil)
+}
+
+// GetWith is Get sending header besides the fetcher's own (an Authorization resolved from a
+// secret at the last moment). The caller's headers go to the URL's host only: a redirect to
+// another host (or port, or scheme) is followed without them, so a credential meant for one
+// server is never handed to the next.
+func (f *Fetcher) GetWith(ctx context.Context, rawURL string, header http.Header) (Result, error) {
+	return f.do(ctx, http.MethodGet, rawURL, false, header)
 }
 
 // Head asks rawURL for its status and headers only. trusted=true is for a URL taken from
@@ -166,10 +174,10 @@ func (f *Fetcher) Get(ctx context.Context, rawURL string) (Result, error) {
 // allowed; it is still only http or https and still never a metadata, unspecified,
 // multicast or broadcast address. trusted=false is guarded like Get.
 func (f *Fetcher) Head(ctx context.Context, rawURL string, trusted bool) (Result, error) {
-	return f.do(ctx, http.MethodHead, rawURL, trusted)
+	return f.do(ctx, http.MethodHead, rawURL, trusted, nil)
 }
 
-func (f *Fetcher) do(ctx context.Context, method, rawURL string, trusted bool) (Result, error) {
+func (f *Fetcher) do(ctx context.Context, method, rawURL string, trusted bool, header http.Header) (Result, error) {
 	rawURL = strings.TrimSpace(rawURL)
 	if rawURL == "" {
 		return Result{}, errors.New("no URL given")
@@ -186,7 +194,7 @@ func (f *Fetcher) do(ctx context.Context, method, rawURL string, trusted bool) (
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
 
-	s := &session{f: f, trusted: trusted, pins: map[string]pin{}}
+	s := &session{f: f, trusted: trusted, pins: map[string]pin{}, extra: header}
 	if err := s.pinURL(ctx, u); err != nil {
 		return res, err
 	}
@@ -195,6 +203,11 @@ func (f *Fetcher) do(ctx context.Context, method, rawURL string, trusted bool) (
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		return res, fmt.Errorf("building the request for %s: %w", res.URL, err)
+	}
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	req.Header.Set("User-Agent", userAgent)
 	if method == http.MethodGet {
@@ -273,6 +286,9 @@ type session struct {
 	f       *Fetcher
 	trusted bool
 
+	// extra are the caller's headers (GetWith), sent to the first request's origin only.
+	extra http.Header
+
 	mu        sync.Mutex
 	pins      map[string]pin
 	redirects int
@@ -319,6 +335,13 @@ func (s *session) checkRedirect(req *http.Request, via []*http.Request) error {
 	}
 	if len(via) > maxRedirects {
 		return fmt.Errorf("%w: stopped after %d redirects", ErrTooManyRedirects, maxRedirects)
+	}
+	if first := via[0].URL; len(s.extra) > 0 && (req.URL.Scheme != first.Scheme || req.URL.Host != first.Host) {
+		// net/http copies the first request's headers onto the redirect; only the
+		// credentials it knows (Authorization, Cookie) are dropped, and only across domains.
+		for k := range s.extra {
+			req.Header.Del(k)
+		}
 	}
 	shown := req.URL.Redacted()
 	if err := s.pinURL(req.Context(), req.URL); err != nil {

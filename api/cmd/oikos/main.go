@@ -23,6 +23,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/oikos-hq/oikos/api/cmd/oikos/jobs"
 	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/apiclient"
 	"github.com/oikos-hq/oikos/shared/pg"
@@ -64,6 +65,7 @@ func commands() map[string]command {
 		"migrate":    {runMigrate, "apply pending database migrations (OIKOS_DATABASE_URL)"},
 		"notify":     {runNotify, "notification channels: oikos notify test URL | add NAME --url URL [--on KINDS] | list | deliveries | rm NAME"},
 		"schedulers": {runSchedulers, "the schedulers sharing the fleet and the units (hosts, net) each holds"},
+		"secret":     {runSecret, "secrets by reference (secret:NAME): oikos secret set NAME < file | list | rm NAME"},
 		"seed":       {runSeed, "ingest the seeds (ontology, inventory, knowledge); --diff reports drift"},
 		"token":      {runToken, "manage api tokens: oikos token create --role operator|agent|readonly --name NAME"},
 	}
@@ -246,4 +248,17 @@ func runHealth(ctx context.Context, env *cliEnv, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// job is env as the jobs package takes it.
+func (e *cliEnv) job() jobs.Env {
+	return jobs.Env{Stdin: e.Stdin, Stdout: e.Stdout, Stderr: e.Stderr, Do: e.do, ExitOf: exitOf}
+}
+
+func runSecret(ctx context.Context, env *cliEnv, args []string) int {
+	return jobs.Secret(ctx, env.job(), args)
+}
+
+func runSchedulers(ctx context.Context, env *cliEnv, args []string) int {
+	return jobs.Schedulers(ctx, env.job(), args)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/notifytarget"
 
 	"github.com/oikos-hq/oikos/shared/apiclient"
+	"github.com/oikos-hq/oikos/shared/secretbox"
 )
 
 // The notify command manages notification channels through the api: the api holds them
@@ -173,7 +174,7 @@ func notifyTest(ctx context.Context, env *cliEnv, args []string) int {
 func notifyAdd(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("oikos notify add", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
-	rawURL := fs.String("url", "", "the channel's URL (a shoutrrr URL such as ntfy://ntfy.sh/topic, or the webhook's); stored by the api, never shown again")
+	rawURL := fs.String("url", "", "the channel's URL (a shoutrrr URL such as ntfy://ntfy.sh/topic, or the webhook's), stored by the api and never shown again; or secret:NAME (oikos secret set)")
 	urlEnv := fs.String("url-env", "", "instead of --url: the api's environment variable holding the URL (read at every send)")
 	urlFile := fs.String("url-file", "", "instead of --url: a file on the api's host holding the URL (read at every send)")
 	webhook := fs.Bool("webhook", false, "a plain JSON webhook signed with HMAC-SHA256 (needs --secret-env or --secret-file)")
@@ -214,6 +215,10 @@ func notifyAdd(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	if sources != 1 {
 		return bad("give exactly one of --url, --url-env and --url-file")
+	}
+	if u, _ := in["url"].(string); strings.HasPrefix(u, secretbox.RefPrefix) {
+		delete(in, "url") // a stored secret, by name: the api reads it at every send
+		in["url_ref"] = u
 	}
 	ref, err := secretRef(*secretEnv, *secretFile)
 	switch {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/notifytarget"
 	"github.com/oikos-hq/oikos/api/internal/storage/notifystore"
+	"github.com/oikos-hq/oikos/shared/secretbox"
 )
 
 // A channel names its URL and its signing secret by reference (E5), never by value:
@@ -20,6 +21,7 @@ import (
 //	env:NAME      the api's environment variable NAME, read at every send
 //	file:/path    the file's content (trimmed), read at every send, so a rotated file is used
 //	stored:<id>   a value the operator sent inline, kept in notification_secrets
+//	secret:NAME   a secret set with `oikos secret set NAME`, sealed in the secrets table
 //
 // The channel row, its audit rows and its events hold only the reference. Errors about a
 // reference name the reference, never the value.
@@ -29,6 +31,7 @@ const (
 	refEnv    = "env"
 	refFile   = "file"
 	refStored = "stored"
+	refSecret = "secret"
 )
 
 // ErrSecret is wrapped by every failure to resolve a reference.
@@ -49,8 +52,12 @@ func parseRef(ref string) (scheme, name string, err error) {
 		if _, err := uuid.Parse(name); err == nil {
 			return scheme, name, nil
 		}
+	case scheme == refSecret:
+		if n, err := secretbox.Name(name); err == nil {
+			return scheme, n, nil
+		}
 	}
-	return "", "", fmt.Errorf("%w %q: use env:NAME (a variable of the api's environment) or file:/absolute/path", ErrSecret, ref)
+	return "", "", fmt.Errorf("%w %q: use env:NAME (a variable of the api's environment), file:/absolute/path or secret:NAME (oikos secret set)", ErrSecret, ref)
 }
 
 // Secrets resolves references.
@@ -59,6 +66,9 @@ type Secrets struct {
 	Getenv func(string) string
 	// ReadFile reads a file (os.ReadFile when nil).
 	ReadFile func(string) ([]byte, error)
+	// Stored resolves secret:NAME, a secret of the secrets table (api/internal/secretstore);
+	// nil: such references are refused.
+	Stored func(ctx context.Context, name string) (string, error)
 }
 
 // Resolve returns the value ref stands for, reading stored values through db.
@@ -95,6 +105,15 @@ func (s Secrets) Resolve(ctx context.Context, db *notifystore.Store, ref string)
 		v := strings.TrimSpace(string(b))
 		if v == "" {
 			return "", fmt.Errorf("%w file:%s: the file is empty", ErrSecret, name)
+		}
+		return v, nil
+	case refSecret:
+		if s.Stored == nil {
+			return "", fmt.Errorf("%w secret:%s: this api has no secret store", ErrSecret, name)
+		}
+		v, err := s.Stored(ctx, name)
+		if err != nil {
+			return "", fmt.Errorf("%w secret:%s: %v", ErrSecret, name, err)
 		}
 		return v, nil
 	default:

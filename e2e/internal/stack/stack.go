@@ -19,6 +19,7 @@ import (
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/remote"
+	"github.com/oikos-hq/oikos/shared/secretbox"
 	"github.com/oikos-hq/oikos/testkit/labsim"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -71,6 +72,9 @@ type LabOptions struct {
 	SchedulerID string
 	Concurrency int
 	Log         zerolog.Logger
+	// SecretsKey is the scheduler's OIKOS_SECRETS_KEY: the stored secrets sealed under it
+	// are redacted from execution output. Empty: the executor has no key.
+	SecretsKey string
 }
 
 // StartLab starts the lab simulator serving the seeded inventory over SSH, and the
@@ -109,8 +113,15 @@ func StartLab(ctx context.Context, t testing.TB, db *pgtest.DB, o LabOptions) (*
 		return nil, err
 	}
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: o.Log})
+	var box *secretbox.Box
+	if o.SecretsKey != "" {
+		if box, err = secretbox.Parse(o.SecretsKey); err != nil {
+			return nil, err
+		}
+	}
 	ex := schedapp.NewExecutor(schedapp.ExecutorOptions{
 		Pool: db.Pool, SSH: pool, Fleet: schedapp.NewFleet(db.Pool, schedapp.FleetOptions{Logger: o.Log}),
+		Secrets:  schedapp.NewSecrets(db.Pool, box),
 		Notifier: notifier, Logger: o.Log, SchedulerID: o.SchedulerID, Concurrency: o.Concurrency,
 	})
 	if err := notifier.Start(ctx); err != nil {

@@ -42,6 +42,8 @@ type (
 		URL          string
 		ExpectStatus int
 		BodyMatch    string
+		// Headers are "Name: value" lines; a value may still be `secret:NAME`.
+		Headers []string
 	}
 	tcpSpec struct {
 		Host string
@@ -119,6 +121,18 @@ func parseSpec(kind string, c map[string]any) (any, error) {
 		s := httpSpec{URL: str(c, checks.KeyURL), BodyMatch: str(c, checks.KeyBodyMatch), ExpectStatus: checks.DefaultExpectStatus}
 		if s.URL == "" {
 			return nil, fmt.Errorf("http check has no url")
+		}
+		if raw, ok := c[checks.KeyHeaders]; ok && raw != nil {
+			lines, err := checks.StringList(raw)
+			if err != nil {
+				return nil, fmt.Errorf("config headers: %w", err)
+			}
+			for _, l := range lines {
+				if _, _, ok := checks.SplitHeader(l); !ok {
+					return nil, fmt.Errorf("config headers: %q is not a \"Name: value\" line", l)
+				}
+			}
+			s.Headers = lines
 		}
 		if v, ok := c[checks.KeyExpectStatus]; ok && v != nil {
 			n, err := num(v)

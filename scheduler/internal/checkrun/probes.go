@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -317,13 +318,17 @@ func (r *Runner) probeHTTP(ctx context.Context, d *checkDef, s httpSpec) (result
 	if err != nil {
 		return results.Unknown(results.ClassConfig, "url %q: %v", s.URL, err), nil
 	}
+	header, bad := r.checkHeader(ctx, s.Headers)
+	if bad != "" {
+		return results.Unknown(results.ClassConfig, "%s", bad), nil
+	}
 	wantBody := s.BodyMatch != ""
 	start := time.Now()
 	var ans httpprobe.Answer
 	if r.httpc != nil {
-		ans, err = r.httpc.Get(ctx, u, wantBody)
+		ans, err = r.httpc.GetHeader(ctx, u, header, wantBody)
 	} else {
-		ans, err = httpprobe.GetWith(ctx, r.http, u, wantBody)
+		ans, err = httpprobe.GetWithHeader(ctx, r.http, u, header, wantBody)
 	}
 	latency := time.Since(start)
 	if err != nil {
@@ -347,6 +352,28 @@ func (r *Runner) probeHTTP(ctx context.Context, d *checkDef, s httpSpec) (result
 	out.Summary = map[string]any{"url": s.URL, "status": ans.Status, "latency_ms": probeparse.Round2(ms)}
 	out.Metrics = []results.Metric{{Name: "http_latency_ms", Value: probeparse.Round2(ms)}, {Name: "http_status", Value: float64(ans.Status)}}
 	return out, nil
+}
+
+// checkHeader is the header an http check sends, its `secret:NAME` values resolved now,
+// at the point of use; or why it cannot be sent ("header Authorization: secret grafana
+// is not set (oikos secret set grafana)"). The reason names the secret, never a value.
+func (r *Runner) checkHeader(ctx context.Context, lines []string) (http.Header, string) {
+	if len(lines) == 0 {
+		return nil, ""
+	}
+	h := make(http.Header, len(lines))
+	for _, l := range lines {
+		name, v, _ := checks.SplitHeader(l)
+		val, err := r.opts.Secrets.Value(ctx, v)
+		if err != nil {
+			return nil, fmt.Sprintf("header %s: %v", name, err)
+		}
+		if strings.ContainsAny(val, "\r\n\x00") {
+			return nil, fmt.Sprintf("header %s: the value of %s holds a line break", name, v)
+		}
+		h.Add(name, val)
+	}
+	return h, ""
 }
 
 func (r *Runner) probeTCP(ctx context.Context, d *checkDef, s tcpSpec) (results.Result, error) {

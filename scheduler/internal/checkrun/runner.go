@@ -20,6 +20,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
 	"github.com/oikos-hq/oikos/scheduler/internal/probeparse"
 	"github.com/oikos-hq/oikos/scheduler/internal/results"
+	"github.com/oikos-hq/oikos/scheduler/internal/secretref"
 	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/remote"
@@ -97,7 +98,10 @@ type Options struct {
 	AllowNonLoopback bool
 	// TLSConfig for http checks (root CAs of a private CA); nil uses the system roots.
 	TLSConfig *tls.Config
-	Clock     Clock
+	// Secrets resolves the `secret:NAME` values of an http check's headers when its request
+	// is sent (issue #31); nil resolves none, and such a check reports why.
+	Secrets *secretref.Resolver
+	Clock   Clock
 	// InitialSpread bounds the random phase of a check's first run (default 10 s).
 	InitialSpread time.Duration
 	// ReloadEvery is the safety-net reload interval (default 1 min).

@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/fleet"
+	"github.com/oikos-hq/oikos/scheduler/internal/secretref"
 	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/remote"
@@ -45,9 +46,12 @@ const (
 
 // Options configure an Executor. Pool, SSH and Fleet are required.
 type Options struct {
-	Pool     *storage.Pool
-	SSH      *remote.Pool
-	Fleet    *fleet.Graph
+	Pool  *storage.Pool
+	SSH   *remote.Pool
+	Fleet *fleet.Graph
+	// Secrets gives the stored secrets' values to redact from output (issue #31); nil
+	// redacts the well-known credential formats only.
+	Secrets  *secretref.Resolver
 	Notifier *eventbus.Notifier // optional: without it only the poll finds work
 	Logger   zerolog.Logger
 	// Metrics receives the executor's metrics (README, Metrics); nil keeps them unregistered.

@@ -297,7 +297,7 @@ func TestSinkRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := newSink(ctx, p, id, 20*time.Millisecond, 64, 16, zerolog.Nop())
+	s := newSink(ctx, p, id, 20*time.Millisecond, 64, 16, nil, zerolog.Nop())
 	var want []byte
 	pieces := [][]byte{[]byte(`say "hi" \ back\slash`), {0, 0xff, 0xfe, '\n'}, bytes.Repeat([]byte("x"), 100), []byte("end")}
 	for _, piece := range pieces {

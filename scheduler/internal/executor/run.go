@@ -21,7 +21,14 @@ func (e *Executor) run(ctx context.Context, j job) {
 	// Storage of output and of the end must outlive the command's deadline and a Stop: the
 	// partial output of a timed-out or interrupted command is exactly what must be kept.
 	store := context.WithoutCancel(ctx)
-	s := newSink(store, e.opts.Pool, j.ID, e.opts.FlushEvery, e.opts.FlushBytes, e.opts.MaxOutput, log)
+	// The stored secrets' values are read for each run, so a secret set a moment ago is
+	// redacted from the next command's output (issue #31).
+	r, err := e.opts.Secrets.Redactor(store)
+	if err != nil {
+		log.Warn().Err(err).Msg("stored secrets unreadable: output is redacted of the readable ones and the well-known formats only")
+	}
+	red := newOutRedactor(r)
+	s := newSink(store, e.opts.Pool, j.ID, e.opts.FlushEvery, e.opts.FlushBytes, e.opts.MaxOutput, red, log)
 
 	began := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, j.Timeout)
@@ -41,12 +48,16 @@ func (e *Executor) run(ctx context.Context, j job) {
 		o.Status, o.Err = StatusInterrupted, msg
 	}
 	e.m.observeRun(j.Action, o.Status, o.Duration)
+	s.EndOutput()
+	// The error and the result may quote the output: stored, logged and sent in the end
+	// event, they are redacted as it is.
+	o.Err, _ = r.String(o.Err)
+	o.Result = red.result(o.Result)
 	if o.Err != "" {
 		s.System("%s: %s", o.Status, o.Err)
 	}
 	tail, truncated := s.Close()
 
-	var err error
 	for attempt := 0; attempt < finishAttempts; attempt++ {
 		err = e.finish(store, j, o, tail, truncated)
 		if err == nil || errors.Is(err, errNotOurs) {

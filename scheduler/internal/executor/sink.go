@@ -43,6 +43,7 @@ type sink struct {
 	limit      int
 	log        zerolog.Logger
 	ctx        context.Context // outlives the run's deadline: partial output must still be stored
+	red        *outRedactor    // nil stores output as it came (tests of the sink alone)
 
 	mu      sync.Mutex
 	pending []chunk
@@ -61,9 +62,9 @@ type sink struct {
 	wg   sync.WaitGroup
 }
 
-func newSink(ctx context.Context, db *storage.Pool, id string, every time.Duration, flushBytes, limit int, log zerolog.Logger) *sink {
+func newSink(ctx context.Context, db *storage.Pool, id string, every time.Duration, flushBytes, limit int, red *outRedactor, log zerolog.Logger) *sink {
 	s := &sink{
-		db: storage.New(db), id: id, every: every, flushBytes: flushBytes, limit: limit, log: log, ctx: ctx,
+		db: storage.New(db), id: id, every: every, flushBytes: flushBytes, limit: limit, log: log, ctx: ctx, red: red,
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	s.wg.Add(1)
@@ -98,13 +99,46 @@ func (s *sink) output(stream string, p []byte) (int, error) {
 	if s.closed {
 		return len(p), nil
 	}
+	n := len(p)
+	if s.red != nil {
+		p = s.red.take(stream, p)
+	}
+	s.keep(stream, p)
+	return n, nil
+}
+
+// keep adds redacted output to the tail and the pending chunks. Called with mu held.
+func (s *sink) keep(stream string, p []byte) {
+	if len(p) == 0 {
+		return
+	}
 	s.total += int64(len(p))
 	s.tail = append(s.tail, p...)
 	if len(s.tail) > 2*s.limit {
 		s.tail = append([]byte(nil), s.tail[len(s.tail)-s.limit:]...)
 	}
 	s.enqueue(stream, p)
-	return len(p), nil
+}
+
+// EndOutput stores the output held back for redaction (a last line with no line break) and
+// says in the log what was redacted, if anything. Called once the command has ended, before
+// the executor's own last words; Close calls it too.
+func (s *sink) EndOutput() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endOutputLocked()
+}
+
+func (s *sink) endOutputLocked() {
+	if s.closed || s.red == nil {
+		return
+	}
+	s.keep(streamOutput, s.red.rest(streamOutput))
+	s.keep(streamError, s.red.rest(streamError))
+	if note := s.red.note(); note != "" {
+		s.enqueue(streamSystem, []byte("[oikos] redacted from the output: "+note+"\n"))
+		s.red.found = map[string]int{}
+	}
 }
 
 // System records a line the executor itself writes into the log (never into output).
@@ -114,7 +148,12 @@ func (s *sink) System(format string, args ...any) {
 	if s.closed {
 		return
 	}
-	s.enqueue(streamSystem, []byte("[oikos] "+fmt.Sprintf(format, args...)+"\n"))
+	msg := fmt.Sprintf(format, args...)
+	if s.red != nil {
+		// The executor's words may quote the command's output (an error, a parse failure).
+		msg, _ = s.red.r.String(msg)
+	}
+	s.enqueue(streamSystem, []byte("[oikos] "+msg+"\n"))
 }
 
 // enqueue appends to the pending chunks (merging with the last one of the same stream) and
@@ -203,6 +242,7 @@ func (s *sink) Close() (tail []byte, truncated bool) {
 		s.mu.Unlock()
 		return s.tailLocked()
 	}
+	s.endOutputLocked()
 	s.closed = true
 	s.mu.Unlock()
 	close(s.done)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,9 +129,21 @@ func NewClient(d *Dialer, tlsConfig *tls.Config, maxIdlePerHost int) *Client {
 
 // Get fetches u and returns the final answer after redirects.
 func (c *Client) Get(ctx context.Context, u *url.URL, wantBody bool) (Answer, error) {
+	return c.GetHeader(ctx, u, nil, wantBody)
+}
+
+// GetHeader is Get sending header too, to u's origin only: a redirect to another scheme,
+// host or port goes without it, since a check's headers carry credentials meant for its
+// target (issue #31), whatever their names.
+func (c *Client) GetHeader(ctx context.Context, u *url.URL, header http.Header, wantBody bool) (Answer, error) {
 	referer := ""
+	origin := originOf(u)
 	for redirects := 0; ; redirects++ {
-		ans, loc, err := c.roundTrip(ctx, u, referer, wantBody)
+		h := header
+		if originOf(u) != origin {
+			h = nil
+		}
+		ans, loc, err := c.roundTrip(ctx, u, referer, h, wantBody)
 		if err != nil {
 			return Answer{}, &url.Error{Op: "Get", URL: urlForError(u), Err: err}
 		}
@@ -155,6 +168,18 @@ func (c *Client) Get(ctx context.Context, u *url.URL, wantBody bool) (Answer, er
 	}
 }
 
+// originOf is scheme://host:port, the port made explicit.
+func originOf(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return strings.ToLower(u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port))
+}
+
 func urlForError(u *url.URL) string {
 	if _, has := u.User.Password(); has {
 		return u.Redacted()
@@ -173,7 +198,7 @@ func followed(status int) bool {
 }
 
 // roundTrip does one GET. loc is the Location to follow, if the answer is a redirect.
-func (c *Client) roundTrip(ctx context.Context, u *url.URL, referer string, wantBody bool) (Answer, string, error) {
+func (c *Client) roundTrip(ctx context.Context, u *url.URL, referer string, header http.Header, wantBody bool) (Answer, string, error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return Answer{}, "", fmt.Errorf("unsupported protocol scheme %q", u.Scheme)
 	}
@@ -200,6 +225,14 @@ func (c *Client) roundTrip(ctx context.Context, u *url.URL, referer string, want
 		// As http.Client does for credentials in the URL.
 		pass, _ := u.User.Password()
 		req += "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pass)) + "\r\n"
+	}
+	for _, name := range sortedKeys(header) {
+		for _, v := range header[name] {
+			if strings.ContainsAny(v, "\r\n") {
+				return Answer{}, "", fmt.Errorf("header %s: the value holds a line break", name)
+			}
+			req += name + ": " + v + "\r\n"
+		}
 	}
 	req += "\r\n"
 
@@ -432,11 +465,41 @@ func (c *Client) Dials() int64 { return c.dials.Load() }
 // GetWith is Get through an http.Client (a caller's own TLS roots or transport): one GET,
 // redirects as client follows them, the body read as Get reads it.
 func GetWith(ctx context.Context, client *http.Client, u *url.URL, wantBody bool) (Answer, error) {
+	return GetWithHeader(ctx, client, u, nil, wantBody)
+}
+
+// GetWithHeader is GetWith sending header too, to u's origin only (as GetHeader): net/http
+// itself keeps a header such as X-Api-Key across a redirect to another host.
+func GetWithHeader(ctx context.Context, client *http.Client, u *url.URL, header http.Header, wantBody bool) (Answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return Answer{}, err
 	}
+	for name, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(name, v)
+		}
+	}
 	req.Header.Set("User-Agent", "oikos-scheduler")
+	if len(header) > 0 {
+		origin, next := originOf(u), *client
+		check := client.CheckRedirect
+		next.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+			if originOf(r.URL) != origin {
+				for name := range header {
+					r.Header.Del(name)
+				}
+			}
+			if check != nil {
+				return check(r, via)
+			}
+			if len(via) >= maxRedirects {
+				return errors.New("stopped after 10 redirects")
+			}
+			return nil
+		}
+		client = &next
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return Answer{}, err
@@ -452,4 +515,13 @@ func GetWith(ctx context.Context, client *http.Client, u *url.URL, wantBody bool
 		return Answer{}, fmt.Errorf("reading the body: %w", err)
 	}
 	return ans, nil
+}
+
+func sortedKeys(h http.Header) []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

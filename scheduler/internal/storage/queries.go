@@ -4,6 +4,8 @@ package storage
 // the migrated schema, and fails on a SQL constant missing here.
 var Queries = map[string]string{
 	"qCheckDefs":             qCheckDefs,
+	"qSealedSecret":          qSealedSecret,
+	"qSealedAll":             qSealedAll,
 	"qLastRuns":              qLastRuns,
 	"qFailInterruptedDrift":  qFailInterruptedDrift,
 	"qXactLock":              qXactLock,

@@ -1,4 +1,4 @@
-package main
+package jobs
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/oikos-hq/oikos/shared/apiclient"
 )
 
-// runSchedulers lists the schedulers sharing the fleet and the units each holds.
-func runSchedulers(ctx context.Context, env *cliEnv, args []string) int {
+// Schedulers lists the schedulers sharing the fleet and the units each holds.
+func Schedulers(ctx context.Context, env Env, args []string) int {
 	if len(args) > 0 {
 		fmt.Fprintln(env.Stderr, "usage: oikos schedulers")
 		return 2
@@ -33,7 +33,7 @@ func runSchedulers(ctx context.Context, env *cliEnv, args []string) int {
 		} `json:"schedulers"`
 		Orphaned []lease `json:"orphaned"`
 	}
-	if err := env.do(func(c *apiclient.Client) (*http.Response, error) { return c.ListSchedulers(ctx) }, &ans); err != nil {
+	if err := env.Do(func(c *apiclient.Client) (*http.Response, error) { return c.ListSchedulers(ctx) }, &ans); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos schedulers: %v\n", err)
 		return 1
 	}
