@@ -32,7 +32,9 @@ func sys() openai.ChatCompletionMessage {
 	return openai.ChatCompletionMessage{Role: "system", Content: strings.Repeat("You are Nomos, the homelab's operator. ", 60)}
 }
 
-func user(s string) openai.ChatCompletionMessage { return openai.ChatCompletionMessage{Role: "user", Content: s} }
+func user(s string) openai.ChatCompletionMessage {
+	return openai.ChatCompletionMessage{Role: "user", Content: s}
+}
 
 func callMsg(id, name string) openai.ChatCompletionMessage {
 	return openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ToolCall{{ID: id, Type: "function",
