@@ -175,8 +175,11 @@ func (b *Budgeter) Limit(h *Harder) int {
 	if h == nil {
 		return limit
 	}
-	if h.Window > 0 && h.Window-b.cfg.Answer < limit {
-		limit = h.Window - b.cfg.Answer
+	if h.Window > 0 && h.Window < b.cfg.Window {
+		// The server's window is smaller than the one configured: keep the answer room it
+		// would have had by default (an eighth), not the configured window's.
+		answer := min(b.cfg.Answer, Config{Window: h.Window}.WithDefaults().Answer)
+		limit = h.Window - answer
 	}
 	if h.Prompt > 0 && h.Estimate > 0 && h.Prompt > h.Estimate {
 		limit = int(int64(limit) * int64(h.Estimate) / int64(h.Prompt))
