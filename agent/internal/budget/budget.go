@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -103,11 +104,49 @@ type tool struct {
 }
 
 // Budgeter fits requests to one configuration and one set of tools. It is safe for
-// concurrent use: it holds nothing that changes.
+// concurrent use: what changes is its cache of cuts, under a lock.
 type Budgeter struct {
 	cfg    Config
 	tools  []tool
 	byName map[string]int
+	cuts   cutCache
+}
+
+// cutCache keeps the cuts of the results replayed on every request of a session, so a
+// request costs the cut of its new results only: cutting a JSON result decodes it.
+type cutCache struct {
+	mu sync.Mutex
+	m  map[cutKey]string
+}
+
+type cutKey struct {
+	id          string
+	size, limit int
+}
+
+// maxCuts bounds the cache (at most 512 results of a per-result budget: 2.6 MB at 8k, 25 MB
+// at 32k); when full it starts again, and the sessions in flight refill it.
+const maxCuts = 512
+
+func (c *cutCache) cut(id, full string, limit int) string {
+	if len(full) <= limit {
+		return full
+	}
+	k := cutKey{id, len(full), limit}
+	c.mu.Lock()
+	s, ok := c.m[k]
+	c.mu.Unlock()
+	if ok {
+		return s
+	}
+	s = Cut(id, full, limit)
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCuts {
+		c.m = map[cutKey]string{}
+	}
+	c.m[k] = s
+	c.mu.Unlock()
+	return s
 }
 
 // New prepares the tools' full and compact forms and their counts once.
@@ -292,7 +331,7 @@ func (f *fitter) text(it *item) string {
 	if it.limit == 0 {
 		return Stub(it.msg.ToolCallID, it.name, len(it.full))
 	}
-	return Cut(it.msg.ToolCallID, it.full, it.limit)
+	return f.b.cuts.cut(it.msg.ToolCallID, it.full, it.limit)
 }
 
 func (f *fitter) msgTokens(it *item) int {

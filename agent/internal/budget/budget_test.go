@@ -223,7 +223,9 @@ func TestDefaults(t *testing.T) {
 }
 
 // BenchmarkFitPerToolCall: the budgeter's cost for one model request after a tool call, on a
-// session of 10 turns with 3 big results each (goal ≤ 2 ms per tool call).
+// session of 10 turns with 3 results of run each (about 12 KB of JSON, as run answers), 37
+// tools: the request after each tool call is fitted once (goal ≤ 2 ms per tool call). Each
+// op adds a new result, as a turn does, so the cut cache holds the old ones only.
 func BenchmarkFitPerToolCall(b *testing.B) {
 	for _, window := range []int{8192, 32768} {
 		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
@@ -233,12 +235,17 @@ func BenchmarkFitPerToolCall(b *testing.B) {
 				msgs = append(msgs, user(fmt.Sprintf("turn %d", turn)))
 				for it := 0; it < 3; it++ {
 					id := fmt.Sprintf("c%d-%d", turn, it)
-					msgs = append(msgs, callMsg(id, "run"), result(id, journal(300)))
+					// As run answers: an execution as JSON, its output a string.
+					raw, _ := json.Marshal(map[string]any{"id": id, "status": "completed", "exit_code": 0, "output": journal(150)})
+					msgs = append(msgs, callMsg(id, "run"), result(id, string(raw)))
 				}
 			}
+			fresh, _ := json.Marshal(map[string]any{"status": "completed", "output": journal(150)})
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := bg.Fit(msgs, true, nil); err != nil {
+				id := fmt.Sprintf("new-%d", i)
+				req := append(msgs[:len(msgs):len(msgs)], callMsg(id, "run"), result(id, string(fresh)))
+				if _, err := bg.Fit(req, true, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
