@@ -307,3 +307,19 @@ func TestContextExceededRecognised(t *testing.T) {
 		t.Error("another 400 taken for a context-exceeded refusal")
 	}
 }
+
+// A call written as text may name a registered tool the context budget did not offer
+// (Request.Callable); a name neither offered nor callable stays text.
+func TestTextCallsOfCallableTools(t *testing.T) {
+	t.Parallel()
+	c := client(t, llmsim.Modes["hermes-text"], Config{})
+	only := []openai.Tool{allTools[0]}
+	a, err := c.Stream(context.Background(), Request{Messages: user("parallel please"), Tools: only, Callable: []string{"get_entity", "run"}}, Events{})
+	if err != nil || len(a.Calls) != 2 {
+		t.Fatalf("callable: %+v %v", a, err)
+	}
+	a, err = c.Stream(context.Background(), Request{Messages: user("parallel please"), Tools: only}, Events{})
+	if err != nil || len(a.Calls) != 0 || !strings.Contains(a.Content, "<tool_call>") {
+		t.Fatalf("not callable: %+v %v", a, err)
+	}
+}

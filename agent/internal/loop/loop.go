@@ -100,8 +100,10 @@ type Loop struct {
 	// defs are the registry's tools as the model sees them, built once: the registry does
 	// not change while the agent runs.
 	defs []openai.Tool
-	// budget fits every request to the context window (agent/internal/budget).
-	budget *budget.Budgeter
+	// budget fits every request to the context window (agent/internal/budget); callable
+	// are the names of every tool of defs, which it may offer fewer of.
+	budget   *budget.Budgeter
+	callable []string
 }
 
 // ErrNoModel is a chat without a configured model.
@@ -113,6 +115,9 @@ func New(cfg Config, reg *tools.Registry, t *tasks.Service, pool *storage.Pool, 
 	l := &Loop{cfg: cfg, reg: reg, tasks: t, pool: pool, api: api, log: log, soul: defaultSoul, actor: "nomos"}
 	l.defs = l.toolDefs()
 	l.budget = budget.New(cfg.Context, l.defs)
+	for _, d := range l.defs {
+		l.callable = append(l.callable, d.Function.Name)
+	}
 	if cfg.SoulFile != "" {
 		b, err := os.ReadFile(cfg.SoulFile)
 		if err != nil {
