@@ -114,7 +114,9 @@ func TestBigOutputFitsContextWindow(t *testing.T) {
 			}
 		}
 	}
-	if output/3 < window {
+	// At 8k the output alone is over the window, and each pass pages it; a 32k window holds
+	// it whole (a result's budget is 21 KB), so nothing is cut.
+	if window <= 8192 && output/3 < window {
 		t.Errorf("the tool output is %d bytes: under the window it was to exceed", output)
 	}
 	if window <= 8192 && pages < 3 {
