@@ -449,7 +449,7 @@ func (f *fitter) summarise() bool {
 		for _, n := range names {
 			fmt.Fprintf(&b, " %s×%d", n, calls[n])
 		}
-		b.WriteString(". Their results are in the transcript: the get_output handles of the ones you need are in their stubs only if shown; call the tools again if you need current values.]")
+		b.WriteString(". Their results are left out: call the tools again for current values.]")
 	} else {
 		b.WriteString("]")
 	}
