@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
+	"github.com/oikos-hq/oikos/agent/internal/budget"
 	"github.com/oikos-hq/oikos/agent/internal/chatapi"
 	"github.com/oikos-hq/oikos/agent/internal/loop"
 	"github.com/oikos-hq/oikos/agent/internal/mcpserver"
@@ -75,8 +76,9 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 	}
 	health := daemon.NewHealth()
 	taskSvc := tasks.New(pool)
+	window := budget.Config{Window: cfg.LLMContextTokens, Answer: cfg.LLMAnswerTokens}.WithDefaults()
 	reg, err := tools.New(tools.Deps{API: api, Tasks: taskSvc, Pool: pool, Fetch: fetch, Probe: fetch, Secrets: sec, Log: log,
-		Version: Version}, health.Metrics)
+		Version: Version, OutputPage: window.Page()}, health.Metrics)
 	if err != nil {
 		return err
 	}
@@ -85,7 +87,7 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 	}
 	nomos, err := loop.New(loop.Config{BaseURL: cfg.LLMBaseURL, Model: cfg.LLMModel, APIKey: cfg.LLMAPIKey, SoulFile: cfg.SoulFile,
 		Provider: cfg.LLMProvider, FirstByte: cfg.LLMFirstByte, StatusAfter: cfg.LLMStatusAfter,
-		AgentToken: cfg.AgentToken}, reg, taskSvc, pool, api, log)
+		AgentToken: cfg.AgentToken, Context: window}, reg, taskSvc, pool, api, log)
 	if err != nil {
 		return err
 	}

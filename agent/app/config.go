@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oikos-hq/oikos/agent/internal/budget"
 	"github.com/oikos-hq/oikos/agent/internal/llm"
 	"github.com/oikos-hq/oikos/shared/config"
 	"github.com/oikos-hq/oikos/shared/netmap"
@@ -30,8 +31,12 @@ type Config struct {
 	// LLMStatusAfter is how long without a first byte before the chat stream hears Nomos is
 	// waiting for the model (OIKOS_LLM_STATUS_AFTER, default 3s).
 	LLMStatusAfter time.Duration
-	AgentToken     string // OIKOS_AGENT_TOKEN: bearer token (role agent) for the api
-	SoulFile       string // OIKOS_SOUL_FILE: a persona replacing agent/internal/loop/SOUL.md
+	// LLMContextTokens is the model's context window (OIKOS_LLM_CONTEXT_TOKENS, default
+	// 8192): every request stays within it (agent/internal/budget). LLMAnswerTokens is the
+	// room kept for the answer (OIKOS_LLM_ANSWER_TOKENS; 0: an eighth of the window, 512–4096).
+	LLMContextTokens, LLMAnswerTokens int
+	AgentToken                        string // OIKOS_AGENT_TOKEN: bearer token (role agent) for the api
+	SoulFile                          string // OIKOS_SOUL_FILE: a persona replacing agent/internal/loop/SOUL.md
 	// IdleAfter is how long an open task may sit untouched before the sweep abandons it
 	// (OIKOS_AGENT_IDLE_AFTER; a task waiting on an approval is never swept).
 	IdleAfter time.Duration
@@ -87,6 +92,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.LLMFirstByte < time.Second {
 		r.Fail("OIKOS_LLM_FIRST_BYTE_TIMEOUT: %s is too short (at least 1s)", c.LLMFirstByte)
+	}
+	c.LLMContextTokens = r.Int("OIKOS_LLM_CONTEXT_TOKENS", budget.DefaultWindow)
+	c.LLMAnswerTokens = r.Int("OIKOS_LLM_ANSWER_TOKENS", 0)
+	if c.LLMContextTokens < budget.MinWindow {
+		r.Fail("OIKOS_LLM_CONTEXT_TOKENS: %d is too small (at least %d: the system prompt and the core tools take about 2k tokens)", c.LLMContextTokens, budget.MinWindow)
+	}
+	if c.LLMAnswerTokens < 0 || c.LLMAnswerTokens > c.LLMContextTokens/2 {
+		r.Fail("OIKOS_LLM_ANSWER_TOKENS: %d must be between 0 (automatic) and half the window (%d)", c.LLMAnswerTokens, c.LLMContextTokens/2)
 	}
 	if allow := strings.TrimSpace(r.String("OIKOS_HTTP_GET_ALLOW", "")); allow != "" {
 		c.HTTPGetAllow = []string{allow}

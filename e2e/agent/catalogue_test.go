@@ -21,7 +21,7 @@ var allTools = []string{
 	"get_entity", "list_entities", "get_relations", "get_health_summary", "get_state_snapshot", "list_lxcs",
 	"get_blast_radius", "query_metrics", "get_trend", "get_event_timeline", "list_checks", "ping", "ping_service",
 	"inspect_path", "audit_knowledge_graph", "discover_infra_drift", "set_goal", "propose_plan", "update_plan_step",
-	"complete_task", "ask_operator", "list_secrets",
+	"complete_task", "ask_operator", "list_secrets", "get_output",
 }
 
 // mutatingTools are the tools that can change anything (readOnlyHint false): the safety

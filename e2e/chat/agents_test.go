@@ -36,6 +36,8 @@ func testScripts() map[string]string {
 		"disconnect":  disconnectScript,
 		"restart-old": slowScript,
 		"prompt-size": promptSizeScript,
+		"big-output":  bigOutputScript,
+		"ctx-refused": bigOutputScript,
 	}
 }
 

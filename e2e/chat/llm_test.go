@@ -41,6 +41,8 @@ type llmRequest struct {
 	FirstContent, Done time.Time
 	// Status is the HTTP status answered (a wire mode's 429 or 503 refusal, or 200).
 	Status int
+	// Tokens is the prompt's size as llmsim's context window counts it (bytes / 3).
+	Tokens int
 }
 
 // llmMessage is one message of a request; Text is its content as text.
@@ -111,6 +113,13 @@ func (m *llm) setWire(w llmsim.Wire) {
 	m.mu.Unlock()
 }
 
+// all is every request the model received, refused ones included.
+func (m *llm) all() []*llmRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*llmRequest(nil), m.reqs...)
+}
+
 // requests is a copy of what the model answered so far: the requests a wire mode refused
 // for now (429, 503) are left out, as the agent sent them again.
 func (m *llm) requests() []*llmRequest {
@@ -152,6 +161,7 @@ func (m *llm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := &llmRequest{At: time.Now(), Body: body}
+	rec.Tokens, _ = llmsim.ContextTokens(body)
 	var req struct {
 		Model    string            `json:"model"`
 		Messages []llmMessage      `json:"messages"`

@@ -149,6 +149,9 @@ func (s *stack) launchAgent(o agentOpts) (*agentProc, error) {
 		// The slow-first-token wire mode delays every answer by less than a second: the
 		// status event must come before it ends.
 		"OIKOS_LLM_STATUS_AFTER": "150ms",
+		// The context window every agent fits its requests to (default 8192); the budget
+		// tests enforce the same window in llmsim (budget_test.go).
+		"OIKOS_LLM_CONTEXT_TOKENS": os.Getenv("OIKOS_E2E_LLM_CONTEXT_TOKENS"),
 	}, s.log)
 	if err != nil {
 		return nil, err

@@ -249,8 +249,24 @@ func (w when) match(c *convo) (*tmplEnv, bool) {
 			return nil, false
 		}
 	}
-	if w.toolResult != nil && (res == nil || !w.toolResult.MatchString(res.content)) {
-		return nil, false
+	if w.toolResult != nil {
+		if res == nil {
+			return nil, false
+		}
+		m := w.toolResult.FindStringSubmatch(res.content)
+		if m == nil {
+			return nil, false
+		}
+		// Its named groups are {{match:name}} too (a handle to page a cut result with), so
+		// the numbered groups stay user_matches's.
+		for i, name := range w.toolResult.SubexpNames() {
+			if name != "" {
+				if env.groups == nil {
+					env.groups = map[string]string{}
+				}
+				env.groups[name] = m[i]
+			}
+		}
 	}
 	if res != nil {
 		env.toolResult, env.hasResult = res.content, true

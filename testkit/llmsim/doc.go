@@ -20,7 +20,8 @@
 //	      tool_result_of: get_health_summary   # the tool messages that end the conversation include a
 //	                                           #   result of this tool (tool_call_id → the assistant's call)
 //	      tool_result_matches: "regex"         # regex on that result; without tool_result_of, on the
-//	                                           #   latest tool message of the conversation
+//	                                           #   latest tool message of the conversation; its named
+//	                                           #   groups are {{match:name}} in the reply
 //	      after_tools: [set_goal]              # tools called since the latest user message, in this order
 //	                                           #   (a subsequence: other calls may come between)
 //	      not_after_tools: [propose_plan]      # none of these called since the latest user message

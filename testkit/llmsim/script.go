@@ -302,7 +302,7 @@ func parseFile(data []byte, source, autoPrefix string) (*Script, error) {
 		if r.w, err = compileWhen(ry.When); err != nil {
 			return nil, fail("rule %q: when: %v", name, err)
 		}
-		if r.reply, err = compileReply(ry.Reply, f.ChunkSize, ry.When.UserMatches != ""); err != nil {
+		if r.reply, err = compileReply(ry.Reply, f.ChunkSize, ry.When.UserMatches != "" || ry.When.ToolResultMatches != ""); err != nil {
 			return nil, fail("rule %q: reply: %v", name, err)
 		}
 		s.rules = append(s.rules, r)
@@ -456,7 +456,7 @@ func compileReply(y replyYAML, fileChunk int, hasUserRegex bool) (*reply, error)
 	if !hasUserRegex {
 		for _, t := range tmpls {
 			if t.uses("match") {
-				return nil, errors.New("{{match:...}} needs when.user_matches")
+				return nil, errors.New("{{match:...}} needs when.user_matches or when.tool_result_matches")
 			}
 		}
 	}

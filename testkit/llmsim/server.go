@@ -37,6 +37,9 @@ type Options struct {
 	// Wire is how the answers depart from OpenAI's wire format (wire.go, Modes); the zero
 	// value is OpenAI's format.
 	Wire Wire
+	// Record, when set, is called with the size of every chat request that parsed, before
+	// it is answered (a context window's refusal included): tests read what was sent.
+	Record func(RequestSize)
 }
 
 // maxBody bounds a request body; a long agent conversation stays far below it.
@@ -232,6 +235,22 @@ func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wire := s.opts.Wire
+	if wire.ContextWindow > 0 || s.opts.Record != nil {
+		n := windowTokens(&req, c)
+		tools := 0
+		if c.hasTools {
+			tools = len(c.offered)
+		}
+		over := wire.ContextWindow > 0 && n > wire.ContextWindow
+		if s.opts.Record != nil {
+			s.opts.Record(RequestSize{Model: req.Model, Tokens: n, Messages: len(c.msgs), Tools: tools, Window: wire.ContextWindow, Refused: over})
+		}
+		if over {
+			s.log.Info().Str("model", req.Model).Int("n_prompt_tokens", n).Int("n_ctx", wire.ContextWindow).Msg("request exceeds the context window")
+			writeContextExceeded(w, n, wire.ContextWindow)
+			return
+		}
+	}
 	if wire.RefuseTools != "" && c.hasTools {
 		refuseTools(w, wire.RefuseTools, req.Model)
 		return

@@ -55,6 +55,9 @@ type Wire struct {
 	// RefuseTools answers every request that offers tools with the error the named server
 	// gives for a model or a launch without tool support: "ollama", "llamacpp" or "vllm".
 	RefuseTools string
+	// ContextWindow, when set, refuses a request whose prompt counts more tokens than it as
+	// llama-server does (window.go; mode "context-N", e.g. context-8192).
+	ContextWindow int
 }
 
 // Thought is the reasoning the Reasoning modes add. It holds a tool call written as JSON on
@@ -117,6 +120,9 @@ func ParseMode(s string) (Wire, error) {
 		}
 		m, ok := Modes[name]
 		if !ok {
+			m, ok = contextMode(name)
+		}
+		if !ok {
 			return Wire{}, fmt.Errorf("llmsim: unknown mode %q (known: %s)", name, strings.Join(ModeNames(), ", "))
 		}
 		w = w.merge(m)
@@ -141,6 +147,9 @@ func (w Wire) merge(o Wire) Wire {
 	}
 	if o.FirstByteDelay != 0 {
 		w.FirstByteDelay = o.FirstByteDelay
+	}
+	if o.ContextWindow != 0 {
+		w.ContextWindow = o.ContextWindow
 	}
 	return w
 }

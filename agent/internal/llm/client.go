@@ -104,6 +104,11 @@ func (c *Client) Model() string { return c.cfg.Model }
 type Request struct {
 	Messages []openai.ChatCompletionMessage
 	Tools    []openai.Tool // none: the model answers without tools
+	// Callable are the further tool names a call written as text may name, besides the
+	// offered ones: the context budget may offer fewer tools than the registry has, and a
+	// model that learned a tool earlier in the session still calls it (a structured call to
+	// it runs too). Still only registered tools, and still through the gate.
+	Callable []string
 }
 
 // Status is what Nomos is waiting on while no answer streams.
@@ -266,6 +271,11 @@ wait:
 	for _, t := range req.Tools {
 		if t.Function != nil {
 			offered[t.Function.Name] = true
+		}
+	}
+	if len(req.Tools) > 0 {
+		for _, n := range req.Callable {
+			offered[n] = true
 		}
 	}
 	r := newReader(len(req.Tools) > 0, offered, ev.Text)

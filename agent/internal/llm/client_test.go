@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +283,43 @@ func TestLongThinkIsLinear(t *testing.T) {
 	r.text.write("</think>answer")
 	if a := r.finish(); a.Content != "answer" || len(a.Reasoning) != 800000 {
 		t.Fatalf("%q %d", a.Content, len(a.Reasoning))
+	}
+}
+
+// The context-exceeded refusals of llama-server, vLLM and OpenAI, as their sources show them
+// (docs/llm-providers.md), are recognised with the window and the prompt's size.
+func TestContextExceededRecognised(t *testing.T) {
+	for name, c := range map[string]struct {
+		status         int
+		body           string
+		window, prompt int
+	}{
+		"llama-server": {400, `{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}`, 4096, 4476},
+		"vllm":         {400, `{"object":"error","message":"This model's maximum context length is 16384 tokens. However, you requested 122946 tokens (112946 in the messages, 10000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`, 16384, 112946},
+		"openai":       {400, `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 8227 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, 8192, 8227},
+	} {
+		ce, ok := AsContextExceeded(fmt.Errorf("wrapped: %w", parseAPIError(c.status, http.Header{}, []byte(c.body))))
+		if !ok || ce.Window != c.window || ce.Prompt != c.prompt {
+			t.Errorf("%s: %v %+v", name, ok, ce)
+		}
+	}
+	if _, ok := AsContextExceeded(parseAPIError(400, http.Header{}, []byte(`{"error":{"message":"bad tools"}}`))); ok {
+		t.Error("another 400 taken for a context-exceeded refusal")
+	}
+}
+
+// A call written as text may name a registered tool the context budget did not offer
+// (Request.Callable); a name neither offered nor callable stays text.
+func TestTextCallsOfCallableTools(t *testing.T) {
+	t.Parallel()
+	c := client(t, llmsim.Modes["hermes-text"], Config{})
+	only := []openai.Tool{allTools[0]}
+	a, err := c.Stream(context.Background(), Request{Messages: user("parallel please"), Tools: only, Callable: []string{"get_entity", "run"}}, Events{})
+	if err != nil || len(a.Calls) != 2 {
+		t.Fatalf("callable: %+v %v", a, err)
+	}
+	a, err = c.Stream(context.Background(), Request{Messages: user("parallel please"), Tools: only}, Events{})
+	if err != nil || len(a.Calls) != 0 || !strings.Contains(a.Content, "<tool_call>") {
+		t.Fatalf("not callable: %+v %v", a, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,9 @@ type APIError struct {
 	Code    string
 	// RetryAfter is the server's Retry-After (0 when it sent none).
 	RetryAfter time.Duration
+	// NCtx, NPrompt are llama-server's n_ctx and n_prompt_tokens of an
+	// exceed_context_size_error (0 otherwise).
+	NCtx, NPrompt int
 }
 
 func (e *APIError) Error() string {
@@ -89,6 +93,8 @@ func parseAPIError(status int, header http.Header, body []byte) *APIError {
 		Type    string          `json:"type"`
 		Code    json.RawMessage `json:"code"`
 		Detail  string          `json:"detail"`
+		NCtx    int             `json:"n_ctx"`
+		NPrompt int             `json:"n_prompt_tokens"`
 	}
 	if json.Unmarshal(body, &nested) == nil && len(nested.Error) > 0 {
 		var text string
@@ -96,6 +102,7 @@ func parseAPIError(status int, header http.Header, body []byte) *APIError {
 			e.Message = text // Ollama's native shape
 		} else if json.Unmarshal(nested.Error, &flat) == nil {
 			e.Message, e.Type, e.Code = flat.Message, flat.Type, codeText(flat.Code)
+			e.NCtx, e.NPrompt = flat.NCtx, flat.NPrompt
 		}
 	} else if json.Unmarshal(body, &flat) == nil && (flat.Message != "" || flat.Detail != "") {
 		e.Message, e.Type, e.Code = flat.Message, flat.Type, codeText(flat.Code)
@@ -110,6 +117,51 @@ func parseAPIError(status int, header http.Header, body []byte) *APIError {
 		}
 	}
 	return e
+}
+
+// ContextExceeded is a server's refusal of a prompt longer than its context window:
+// llama-server's exceed_context_size_error (400, with n_ctx and n_prompt_tokens), vLLM's
+// "This model's maximum context length is N tokens. However, you requested M tokens (P in the
+// messages, C in the completion)" (400), OpenAI's context_length_exceeded ("… However, your
+// messages resulted in M tokens") (docs/llm-providers.md).
+type ContextExceeded struct {
+	// Window is the server's context window, Prompt its count of the prompt (0 unknown).
+	Window, Prompt int
+	Err            *APIError
+}
+
+var (
+	reMaxContext = regexp.MustCompile(`maximum context length is (\d+) tokens`)
+	reInMessages = regexp.MustCompile(`\((\d+) in the messages`)
+	rePrompt     = regexp.MustCompile(`(?:resulted in|requested) (\d+) tokens`)
+	reLlamaSize  = regexp.MustCompile(`request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)`)
+)
+
+// AsContextExceeded recognises a context-exceeded refusal in err.
+func AsContextExceeded(err error) (*ContextExceeded, bool) {
+	var e *APIError
+	if !errors.As(err, &e) || e.Status/100 != 4 {
+		return nil, false
+	}
+	m := strings.ToLower(e.Message)
+	if e.Type != "exceed_context_size_error" && e.Code != "context_length_exceeded" && !strings.Contains(m, "maximum context length") &&
+		!strings.Contains(m, "exceeds the available context size") {
+		return nil, false
+	}
+	ce := &ContextExceeded{Window: e.NCtx, Prompt: e.NPrompt, Err: e}
+	if g := reLlamaSize.FindStringSubmatch(e.Message); g != nil && ce.Window == 0 {
+		ce.Prompt, _ = strconv.Atoi(g[1])
+		ce.Window, _ = strconv.Atoi(g[2])
+	}
+	if g := reMaxContext.FindStringSubmatch(e.Message); g != nil && ce.Window == 0 {
+		ce.Window, _ = strconv.Atoi(g[1])
+	}
+	for _, re := range []*regexp.Regexp{reInMessages, rePrompt} {
+		if g := re.FindStringSubmatch(e.Message); g != nil && ce.Prompt == 0 {
+			ce.Prompt, _ = strconv.Atoi(g[1])
+		}
+	}
+	return ce, true
 }
 
 // codeText is a code as text: OpenAI's are strings, llama-server's and vLLM's numbers.

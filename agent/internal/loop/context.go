@@ -13,8 +13,8 @@ import (
 )
 
 // context builds the model's messages: the persona with a live fleet snapshot and the task's
-// state, then the session's history with every earlier tool call and its result (cut to 4 KB)
-// replayed once, then the notes of this turn (assent the operator's message proved).
+// state, then the session's history with every earlier tool call and its whole result
+// replayed once (the budget cuts what does not fit: fit.go), then the notes of this turn (assent the operator's message proved).
 func (l *Loop) context(ctx context.Context, session string, notes []string) ([]openai.ChatCompletionMessage, error) {
 	var sys strings.Builder
 	sys.WriteString(l.soul)
@@ -80,7 +80,7 @@ func (l *Loop) context(ctx context.Context, session string, notes []string) ([]o
 				if result == "" {
 					result = "[no result recorded: the call did not finish]"
 				}
-				msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: c.ID, Content: cutResult(result)})
+				msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: c.ID, Content: result})
 			}
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
+	"github.com/oikos-hq/oikos/agent/internal/budget"
 	"github.com/oikos-hq/oikos/agent/internal/llm"
 	"github.com/oikos-hq/oikos/agent/internal/storage"
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
@@ -43,7 +44,6 @@ var defaultSoul string
 // Defaults of the loop (docs/behaviours.md A1, A2).
 const (
 	MaxIterations  = 40
-	ResultReplay   = 4 << 10 // a replayed tool result is cut to this
 	historyLimit   = 200
 	turnTimeout    = 15 * time.Minute
 	snapshotBudget = 2 << 10
@@ -77,6 +77,9 @@ type Config struct {
 	FirstByte, StatusAfter time.Duration
 	// RetryBase is the first back-off of a 429 or 503 (0: 1 s); tests shorten it.
 	RetryBase time.Duration
+	// Context is the model's context window and the room kept for its answer
+	// (OIKOS_LLM_CONTEXT_TOKENS, OIKOS_LLM_ANSWER_TOKENS): every request is fitted to it.
+	Context budget.Config
 }
 
 // Loop runs turns.
@@ -97,6 +100,10 @@ type Loop struct {
 	// defs are the registry's tools as the model sees them, built once: the registry does
 	// not change while the agent runs.
 	defs []openai.Tool
+	// budget fits every request to the context window (agent/internal/budget); callable
+	// are the names of every tool of defs, which it may offer fewer of.
+	budget   *budget.Budgeter
+	callable []string
 }
 
 // ErrNoModel is a chat without a configured model.
@@ -107,6 +114,10 @@ var ErrNoModel = errors.New("no language model is configured: set OIKOS_LLM_MODE
 func New(cfg Config, reg *tools.Registry, t *tasks.Service, pool *storage.Pool, api *apiclient.Client, log zerolog.Logger) (*Loop, error) {
 	l := &Loop{cfg: cfg, reg: reg, tasks: t, pool: pool, api: api, log: log, soul: defaultSoul, actor: "nomos"}
 	l.defs = l.toolDefs()
+	l.budget = budget.New(cfg.Context, l.defs)
+	for _, d := range l.defs {
+		l.callable = append(l.callable, d.Function.Name)
+	}
 	if cfg.SoulFile != "" {
 		b, err := os.ReadFile(cfg.SoulFile)
 		if err != nil {
@@ -296,7 +307,9 @@ func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string
 		return "error"
 	}
 	caller := tools.Caller{Session: req.SessionID, Turn: turnID, Token: l.cfg.AgentToken, Actor: l.actor, Role: tools.RoleAgent, Source: "chat"}
-	defs := l.defs
+	// harder is set once the server refused a request as too long: the turn's later
+	// requests are fitted to the server's own figures too.
+	var harder *budget.Harder
 	for i := 0; i <= MaxIterations; i++ {
 		withTools := i < MaxIterations
 		if !withTools {
@@ -308,7 +321,7 @@ func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string
 			sink(Event{"error", map[string]any{"message": err.Error()}})
 			return "error"
 		}
-		ans, err := l.ask(ctx, msgs, defs, withTools, sink)
+		ans, err := l.askFitted(ctx, req.SessionID, msgs, withTools, &harder, sink)
 		if err != nil {
 			_ = storage.FinishMessage(ctx, l.pool, mid, ans.Content, storage.MessageComplete, "error")
 			_ = storage.DeleteEmpty(ctx, l.pool, mid)
@@ -331,7 +344,7 @@ func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string
 		}
 		msgs = append(msgs, assistant)
 		for _, r := range results {
-			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: r.id, Content: cutResult(r.text)})
+			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: r.id, Content: r.text})
 		}
 	}
 	return "length"
@@ -426,76 +439,6 @@ func (l *Loop) toolDefs() []openai.Tool {
 			Name: t.Name, Description: t.Description, Parameters: json.RawMessage(t.Schema)}})
 	}
 	return out
-}
-
-// cutResult bounds a replayed tool result to ResultReplay bytes. A JSON object whose lists
-// make it too long keeps valid JSON: its longest list is shortened (and said so in "_cut")
-// until it fits; anything else is cut at a character boundary with a marker.
-func cutResult(s string) string {
-	if len(s) <= ResultReplay {
-		return s
-	}
-	if j, ok := cutJSON(s); ok {
-		return j
-	}
-	cut := ResultReplay
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "\n…[cut to 4 KB]"
-}
-
-// cutJSON shortens the longest top-level list of a JSON object until the whole fits.
-func cutJSON(s string) (string, bool) {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal([]byte(s), &obj) != nil {
-		return "", false
-	}
-	lists := map[string][]json.RawMessage{}
-	for k, v := range obj {
-		var l []json.RawMessage
-		if json.Unmarshal(v, &l) == nil && len(l) > 0 {
-			lists[k] = l
-		}
-	}
-	if len(lists) == 0 {
-		return "", false
-	}
-	total := map[string]int{}
-	for k, l := range lists {
-		total[k] = len(l)
-		// A first guess in proportion, so a huge answer is not shortened one item at a time.
-		if keep := len(l) * ResultReplay / len(s); keep+1 < len(l) {
-			lists[k] = l[:keep+1]
-		}
-	}
-	for {
-		longest, size := "", 0
-		for k, l := range lists {
-			if n := len(l); n > 0 && (longest == "" || n > size) {
-				longest, size = k, n
-			}
-		}
-		if longest == "" {
-			return "", false
-		}
-		lists[longest] = lists[longest][:size-1]
-		cut := map[string]string{}
-		for k, l := range lists {
-			obj[k], _ = json.Marshal(l)
-			if len(l) < total[k] {
-				cut[k] = fmt.Sprintf("%d of %d shown; ask for fewer (filters) to see the rest", len(l), total[k])
-			}
-		}
-		obj["_cut"], _ = json.Marshal(cut)
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return "", false
-		}
-		if len(b) <= ResultReplay {
-			return string(b), true
-		}
-	}
 }
 
 func validJSON(s string) string {

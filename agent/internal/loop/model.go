@@ -106,6 +106,9 @@ func (l *Loop) stream(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 	req := llm.Request{Messages: msgs}
 	if withTools {
 		req.Tools = defs
+		// The budget may offer a subset: a call written as text to another registered tool
+		// is a call all the same, as a structured one would be.
+		req.Callable = l.callable
 	}
 	shown := false
 	ev := llm.Events{

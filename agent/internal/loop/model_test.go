@@ -2,8 +2,6 @@ package loop
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -112,37 +110,6 @@ func TestEmptyRefusalAndErrorSurfaced(t *testing.T) {
 	}
 }
 
-func TestCutResult(t *testing.T) {
-	t.Parallel()
-	long := strings.Repeat("é", 3000)
-	c := cutResult(long)
-	if len(c) > ResultReplay+40 || !strings.HasSuffix(c, "[cut to 4 KB]") || !strings.HasPrefix(c, "é") {
-		t.Fatalf("cut: %d bytes", len(c))
-	}
-	if cutResult("short") != "short" {
-		t.Fatal("short cut")
-	}
-	// A long JSON answer stays valid JSON, its longest list shortened and said so.
-	var items []map[string]string
-	for i := 0; i < 200; i++ {
-		items = append(items, map[string]string{"slug": fmt.Sprintf("lxc:service-%d", i), "health": "down"})
-	}
-	raw, _ := json.Marshal(map[string]any{"counts": map[string]int{"down": 200}, "entities": items})
-	c = cutResult(string(raw))
-	var back struct {
-		Counts   map[string]int      `json:"counts"`
-		Entities []map[string]string `json:"entities"`
-		Cut      map[string]string   `json:"_cut"`
-	}
-	if len(c) > ResultReplay || json.Unmarshal([]byte(c), &back) != nil || back.Counts["down"] != 200 ||
-		len(back.Entities) == 0 || len(back.Entities) >= 200 || !strings.Contains(back.Cut["entities"], "of 200 shown") {
-		t.Fatalf("JSON cut: %d bytes: %.200s", len(c), c)
-	}
-}
-
-// Under every wire mode that answers, ask gives the same calls, finishes them as tool calls
-// whatever the server said, streams no reasoning and no call written as text, and says in
-// status events what it waited on.
 func TestAskUnderWireModes(t *testing.T) {
 	t.Parallel()
 	s, err := llmsim.Parse([]byte(script))

@@ -3,8 +3,11 @@ package storage
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/oikos-hq/oikos/shared/pg"
 )
@@ -175,3 +178,15 @@ func Reported(ctx context.Context, q pg.Querier, session, id string) (bool, erro
 
 const qReported = `SELECT EXISTS (SELECT 1 FROM session_messages WHERE session_id = $1 AND role = 'note'
 		AND position($2 in content) > 0)`
+
+// ToolResult is the full recorded result of one tool call of a session, and the tool's name
+// (ErrNotFound when the session has no such call): get_output pages it.
+func ToolResult(ctx context.Context, q pg.Querier, session, id string) (name, result string, err error) {
+	err = q.QueryRow(ctx, qToolResult, session, id).Scan(&name, &result)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", "", ErrNotFound
+	}
+	return name, result, err
+}
+
+const qToolResult = `SELECT name, result FROM tool_calls WHERE session_id = $1 AND id = $2`

@@ -47,6 +47,7 @@ var Queries = map[string]string{
 	"qStartToolCall":            qStartToolCall,
 	"qSteps":                    qSteps,
 	"qToolCalls":                qToolCalls,
+	"qToolResult":               qToolResult,
 	"qTouch":                    qTouch,
 	"qTranscript":               qTranscript,
 }

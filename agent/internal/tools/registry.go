@@ -129,6 +129,9 @@ type Deps struct {
 	Log     zerolog.Logger
 	// Version is the agent's build, for ping.
 	Version string
+	// OutputPage is the size of a get_output page in bytes (0: DefaultOutputPage); the loop's
+	// context budget sets it so a page fits a result's budget uncut.
+	OutputPage int
 	// ReadWait is how long run waits for a runnable execution before answering "still
 	// running" (default 60 s).
 	ReadWait time.Duration
@@ -159,7 +162,7 @@ func New(deps Deps, reg prometheus.Registerer) (*Registry, error) {
 		Help:    "Duration of agent tool calls, by tool, surface (chat, mcp) and outcome (ok, error, refused).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 	}, []string{"tool", "source", "outcome"}))
-	for _, defs := range [][]*Tool{executionTools(), graphTools(), knowledgeTools(), observeTools(), netTools(), taskTools(), secretTools()} {
+	for _, defs := range [][]*Tool{executionTools(), graphTools(), knowledgeTools(), observeTools(), netTools(), taskTools(), secretTools(), outputTools()} {
 		for _, t := range defs {
 			if _, dup := r.byName[t.Name]; dup {
 				return nil, fmt.Errorf("tool %s registered twice", t.Name)

@@ -17,7 +17,7 @@ var wantTools = []string{
 	"set_entity_state", "create_relationship", "end_relationship", "get_entity", "list_entities", "get_relations",
 	"get_health_summary", "get_state_snapshot", "list_lxcs", "get_blast_radius", "query_metrics", "get_trend",
 	"get_event_timeline", "list_checks", "ping", "ping_service", "inspect_path", "audit_knowledge_graph",
-	"discover_infra_drift", "set_goal", "propose_plan", "update_plan_step", "complete_task", "ask_operator", "list_secrets",
+	"discover_infra_drift", "set_goal", "propose_plan", "update_plan_step", "complete_task", "ask_operator", "list_secrets", "get_output",
 }
 
 func newTestRegistry(t *testing.T) *Registry {
