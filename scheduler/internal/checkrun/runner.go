@@ -34,8 +34,8 @@ const (
 	// DefaultTakeoverWithin: with the 2 s a survivor takes to see a scheduler die, its checks
 	// run again within 12 s of the kill, well inside the 20 s the project promises.
 	DefaultTakeoverWithin = 10 * time.Second
-	DefaultReloadEvery   = time.Minute
-	DefaultResolveTTL    = 5 * time.Minute
+	DefaultReloadEvery    = time.Minute
+	DefaultResolveTTL     = 5 * time.Minute
 	// maxJitter bounds the per-run jitter around a check's anchored schedule.
 	maxJitter = 2 * time.Second
 	// maxSlack is how early a check may start when the loop is awake for another one anyway
