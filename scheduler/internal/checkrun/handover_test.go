@@ -133,7 +133,7 @@ VALUES ($1, $2, 'up', $3, $3, $3, 1)`, d.ID, d.TargetID, seeded.Add(-200*time.Mi
 		o.Holder = "s1"
 		o.TakeoverWithin = within
 		o.Lease = func(string) (int64, bool) { return 1, held.Load() }
-		o.Ran = func(id string, at time.Time) {
+		o.Ran = func(id, _ string, at time.Time) {
 			select {
 			case runs <- run{id, at}:
 			default: // the test has what it needs

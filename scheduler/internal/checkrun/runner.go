@@ -107,8 +107,9 @@ type Options struct {
 	// run again (default 10 s; TakenOver).
 	TakeoverWithin time.Duration
 	// Ran, when set, is called after each run that is submitted for writing, with the check's
-	// id and the run's start (its result's at): tests attribute every run to its scheduler.
-	Ran func(checkID string, at time.Time)
+	// id, its lease unit and the run's start (its result's at): tests attribute every run to
+	// its scheduler.
+	Ran func(checkID, unit string, at time.Time)
 	// ReloadEvery is the safety-net reload interval (default 1 min).
 	ReloadEvery time.Duration
 	// FlushEvery, UnchangedFlushEvery and FlushBatch batch result writes: a result that
@@ -697,7 +698,7 @@ func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time, 
 		At: at, Result: res, Unit: d.Unit, Generation: gen,
 	})
 	if r.opts.Ran != nil {
-		r.opts.Ran(d.ID, at)
+		r.opts.Ran(d.ID, d.Unit, at)
 	}
 }
 
