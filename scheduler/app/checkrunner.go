@@ -15,6 +15,10 @@ type (
 	CheckRunnerOptions = checkrun.Options
 )
 
+// DefaultTakeoverWithin bounds when the checks of a unit taken from a scheduler that died run
+// again (CheckRunnerOptions.TakeoverWithin).
+const DefaultTakeoverWithin = checkrun.DefaultTakeoverWithin
+
 // NewCheckRunner builds a check runner; see checkrun.NewRunner.
 func NewCheckRunner(opts CheckRunnerOptions) (*CheckRunner, error) { return checkrun.NewRunner(opts) }
 

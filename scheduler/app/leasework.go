@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -39,7 +40,16 @@ func (w *LeaseWork) OnChange(ctx context.Context, c leases.Change) {
 	}
 	if w.Runner != nil {
 		w.Runner.Handover(c.Releasing)
-		w.Runner.Acquired(c.Acquired)
+		// Units taken from a scheduler that died resume within seconds; units handed over
+		// by a live one continue its schedule exactly.
+		var handed []string
+		for _, u := range c.Acquired {
+			if !slices.Contains(c.TakenOver, u) {
+				handed = append(handed, u)
+			}
+		}
+		w.Runner.Acquired(handed)
+		w.Runner.TakenOver(c.TakenOver)
 	}
 	if w.Onboard != nil && len(c.Acquired) > 0 {
 		w.Onboard.Wake() // a machine just added waits for its unit's holder

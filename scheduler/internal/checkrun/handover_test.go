@@ -102,3 +102,76 @@ VALUES ($1, 's1', now() + interval '1 hour', 1)`, u); err != nil {
 		}
 	}
 }
+
+// A unit taken over from a scheduler that died (TakenOver) does not wait a whole interval
+// from its checks' last stored runs: each wait is scaled into TakeoverWithin, so every check
+// runs again long before its interval from its last run is up, in the order of those runs.
+func TestTakenOverUnitResumesWithin(t *testing.T) {
+	t.Parallel()
+	const interval, within = 8 * time.Second, 2 * time.Second
+	lab := labtest.New(t, labtest.Options{Inventory: []byte(smallInventory)})
+	defs := lab.DeriveChecks(t, func(_ checks.Target, d *checks.Def) bool {
+		d.Interval, d.Timeout = interval, 2*time.Second
+		return d.Kind != "http" && d.Kind != "tcp"
+	})
+	ctx := context.Background()
+	seeded := time.Now()
+	for _, d := range defs {
+		// Every check ran just before its holder died: phase continuation would wait ~8 s.
+		if _, err := lab.DB.Exec(ctx, `INSERT INTO check_results (check_id, target_id, health, at, since, first_at, runs)
+VALUES ($1, $2, 'up', $3, $3, $3, 1)`, d.ID, d.TargetID, seeded.Add(-200*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var held atomic.Bool
+	type run struct {
+		id string
+		at time.Time
+	}
+	runs := make(chan run, 1024)
+	r := startRunner(t, lab, func(o *Options) {
+		o.Holder = "s1"
+		o.TakeoverWithin = within
+		o.Lease = func(string) (int64, bool) { return 1, held.Load() }
+		o.Ran = func(id, _ string, at time.Time) {
+			select {
+			case runs <- run{id, at}:
+			default: // the test has what it needs
+			}
+		}
+	})
+	var list []string
+	r.mu.Lock()
+	seen := map[string]bool{}
+	for _, e := range r.entries {
+		if u := e.def.Load().Unit; !seen[u] {
+			seen[u] = true
+			list = append(list, u)
+		}
+	}
+	r.mu.Unlock()
+	held.Store(true)
+	taken := time.Now()
+	r.TakenOver(list)
+	first := map[string]time.Time{}
+	deadline := time.After(30 * time.Second) // a bound on the wait, not the assertion
+	for len(first) < len(defs) {
+		select {
+		case x := <-runs:
+			if _, ok := first[x.id]; !ok {
+				first[x.id] = x.at
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d checks ran again after the takeover", len(first), len(defs))
+		}
+	}
+	var worst time.Duration
+	for _, d := range defs {
+		// Phase continuation would start it at seeded − 0.2 s + 8 s ± 0.4 s: well after.
+		if at := first[d.ID]; at.Sub(seeded) >= interval-time.Second {
+			t.Errorf("%s ran %s after the takeover: it waited out its interval", d.Slug, at.Sub(taken).Round(time.Millisecond))
+		}
+		worst = max(worst, first[d.ID].Sub(taken))
+	}
+	t.Logf("%d checks taken over ran again within %s of the takeover (TakeoverWithin %s, interval %s)", len(defs), worst.Round(time.Millisecond), within, interval)
+}

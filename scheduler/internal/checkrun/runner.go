@@ -32,8 +32,11 @@ import (
 const (
 	DefaultConcurrency   = 32
 	DefaultInitialSpread = 10 * time.Second
-	DefaultReloadEvery   = time.Minute
-	DefaultResolveTTL    = 5 * time.Minute
+	// DefaultTakeoverWithin: with the 2 s a survivor takes to see a scheduler die, its checks
+	// run again within 12 s of the kill, well inside the 20 s the project promises.
+	DefaultTakeoverWithin = 10 * time.Second
+	DefaultReloadEvery    = time.Minute
+	DefaultResolveTTL     = 5 * time.Minute
 	// maxJitter bounds the per-run jitter around a check's anchored schedule.
 	maxJitter = 2 * time.Second
 	// maxSlack is how early a check may start when the loop is awake for another one anyway
@@ -104,6 +107,13 @@ type Options struct {
 	Clock   Clock
 	// InitialSpread bounds the random phase of a check's first run (default 10 s).
 	InitialSpread time.Duration
+	// TakeoverWithin bounds when the checks of a unit taken over from a scheduler that died
+	// run again (default 10 s; TakenOver).
+	TakeoverWithin time.Duration
+	// Ran, when set, is called after each run that is submitted for writing, with the check's
+	// id, its lease unit and the run's start (its result's at): tests attribute every run to
+	// its scheduler.
+	Ran func(checkID, unit string, at time.Time)
 	// ReloadEvery is the safety-net reload interval (default 1 min).
 	ReloadEvery time.Duration
 	// FlushEvery, UnchangedFlushEvery and FlushBatch batch result writes: a result that
@@ -314,7 +324,18 @@ func (r *Runner) Stop() {
 // already passed since (the holder died, or never ran it) runs within seconds instead of at
 // the next cycle of a schedule that skipped it while another held it. Until the stored
 // results are read, the units' checks wait.
-func (r *Runner) Acquired(units []string) {
+func (r *Runner) Acquired(units []string) { r.acquired(units, false) }
+
+// TakenOver is Acquired for units whose previous holder died (leases.Change.TakenOver): its
+// last runs may have been lost with it, and nobody was checking them since it died, so their
+// next runs are pulled in — each check's wait until one interval after its latest stored run
+// is scaled by TakeoverWithin/interval — and every check of the units runs again within
+// TakeoverWithin of the takeover, in the order they would have run, spread as they were. A
+// check may run once sooner than its interval after its last run: the price of resuming
+// monitoring well within one interval of a crash; never two schedulers at once (the lease).
+func (r *Runner) TakenOver(units []string) { r.acquired(units, true) }
+
+func (r *Runner) acquired(units []string, dead bool) {
 	if len(units) == 0 {
 		return
 	}
@@ -327,7 +348,7 @@ func (r *Runner) Acquired(units []string) {
 	}
 	r.mu.Unlock()
 	units = slices.Clone(units)
-	if !r.life.Go("check-rephase", func(ctx context.Context) { r.rephase(ctx, units) }) {
+	if !r.life.Go("check-rephase", func(ctx context.Context) { r.rephase(ctx, units, dead) }) {
 		// Not running (yet): Start schedules every check afresh.
 		r.mu.Lock()
 		r.endPhasing(units)
@@ -336,7 +357,7 @@ func (r *Runner) Acquired(units []string) {
 }
 
 // rephase reads when the checks of units last ran and schedules their next runs from it.
-func (r *Runner) rephase(ctx context.Context, units []string) {
+func (r *Runner) rephase(ctx context.Context, units []string, dead bool) {
 	// Whatever happens here (even a panic, which the lifecycle recovers), the units run again.
 	defer func() {
 		r.mu.Lock()
@@ -376,6 +397,11 @@ func (r *Runner) rephase(ctx context.Context, units []string) {
 			}
 			e.base = at.Add(d.Interval)
 			e.due = e.base.Add(jitter(d.Interval))
+			if within := r.takeoverWithin(); dead && d.Interval > within {
+				// No jitter on this run: it is what the bound is about.
+				e.base = now.Add(time.Duration(float64(e.base.Sub(now)) * float64(within) / float64(d.Interval)))
+				e.due = e.base
+			}
 			continue
 		}
 		spread := min(d.Interval, maxJitter)
@@ -389,6 +415,13 @@ func (r *Runner) rephase(ctx context.Context, units []string) {
 	}
 	heap.Init(&r.queue)
 	r.mu.Unlock()
+}
+
+func (r *Runner) takeoverWithin() time.Duration {
+	if r.opts.TakeoverWithin > 0 {
+		return r.opts.TakeoverWithin
+	}
+	return DefaultTakeoverWithin
 }
 
 // lastRuns reads the time of the latest stored result of each of the checks ids.
@@ -668,6 +701,9 @@ func (r *Runner) run(ctx context.Context, e *entry, d *checkDef, due time.Time, 
 		CheckID: d.ID, CheckSlug: d.Slug, Kind: d.Kind, TargetID: d.TargetID, TargetSlug: d.TargetSlug,
 		At: at, Result: res, Unit: d.Unit, Generation: gen,
 	})
+	if r.opts.Ran != nil {
+		r.opts.Ran(d.ID, d.Unit, at)
+	}
 }
 
 // closeIdleHTTP closes kept HTTP connections idle for at least olderThan (an

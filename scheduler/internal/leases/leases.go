@@ -86,8 +86,11 @@ type Options struct {
 // start: checks due, executions waiting), the ones whose hand-over to another scheduler just
 // began (their work stopped here: what is in hand should finish and be written) and the ones
 // just handed back (their SSH connection can close: the new holder has its own).
+// TakenOver lists the units of Acquired whose previous holder is no longer a member (it died,
+// was reaped, or stopped): nobody handed their checks' schedule over, so their work should
+// resume at once rather than at the dead holder's pace (checkrun.Runner.TakenOver).
 type Change struct {
-	Held, Acquired, Releasing, Released []string
+	Held, Acquired, Releasing, Released, TakenOver []string
 }
 
 // Lease is one unit held.
@@ -407,14 +410,17 @@ WHERE holder = $1 AND resource = ANY($2)`, m.opts.ID, release); err != nil {
 		}
 	}
 	got := map[string]int64{}
+	prev := map[string]string{} // the holder before this statement, of each unit got
 	// Rows are locked in one order everywhere (here, storage.qFenceLeases): no deadlock
 	// between a tick and a flush, or between two schedulers' ticks.
 	both := append(slices.Clone(renew), take...)
 	sort.Strings(both)
 	if len(both) > 0 {
 		// Renewing and taking in one statement: a unit is renewed only while we still hold
-		// it, and taken only when its lease lapsed or was released.
+		// it, and taken only when its lease lapsed or was released. The CTE reads the rows as
+		// they were before the statement: who held a unit just taken.
 		rows, err := m.opts.Pool.Query(ctx, `
+WITH before AS (SELECT resource, holder FROM scheduler_leases WHERE resource = ANY($2))
 INSERT INTO scheduler_leases (resource, holder, expires_at, generation)
 SELECT r, $1, now() + $3::interval, 1 FROM unnest($2::text[]) AS r ORDER BY r
 ON CONFLICT (resource) DO UPDATE SET
@@ -424,13 +430,14 @@ ON CONFLICT (resource) DO UPDATE SET
     generation  = CASE WHEN scheduler_leases.holder = EXCLUDED.holder THEN scheduler_leases.generation
                        ELSE scheduler_leases.generation + 1 END
 WHERE scheduler_leases.holder = EXCLUDED.holder OR scheduler_leases.expires_at <= now()
-RETURNING resource, generation`, m.opts.ID, both, expiry)
+RETURNING resource, generation, coalesce((SELECT b.holder FROM before b WHERE b.resource = scheduler_leases.resource), '')`,
+			m.opts.ID, both, expiry)
 		if err != nil {
 			return fmt.Errorf("renew and take: %w", err)
 		}
-		var u string
+		var u, h string
 		var g int64
-		if _, err := pgx.ForEachRow(rows, []any{&u, &g}, func() error { got[u] = g; return nil }); err != nil {
+		if _, err := pgx.ForEachRow(rows, []any{&u, &g, &h}, func() error { got[u], prev[u] = g, h; return nil }); err != nil {
 			return fmt.Errorf("renew and take: %w", err)
 		}
 	}
@@ -454,7 +461,7 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&secs); err
 			takeAt = time.Now().Add(max(time.Duration(*secs*float64(time.Second))+20*time.Millisecond, 100*time.Millisecond))
 		}
 	}
-	var acquired []string
+	var acquired, takenOver []string
 	m.mu.Lock()
 	m.takeAt = takeAt
 	if m.lossSeq == losses && !m.twin {
@@ -471,6 +478,9 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&secs); err
 		if !ok || l.Generation != g {
 			changed = true
 			acquired = append(acquired, u)
+			if h := prev[u]; h != "" && h != m.opts.ID && !slices.Contains(members, h) {
+				takenOver = append(takenOver, u)
+			}
 			l = Lease{}
 		}
 		m.held[u] = Lease{Unit: u, Generation: g, ValidUntil: valid, Releasing: l.Releasing, since: l.since}
@@ -487,7 +497,8 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&secs); err
 		if m.opts.OnChange != nil {
 			sort.Strings(acquired)
 			sort.Strings(releasing)
-			m.opts.OnChange(Change{Held: held, Acquired: acquired, Releasing: releasing, Released: release})
+			sort.Strings(takenOver)
+			m.opts.OnChange(Change{Held: held, Acquired: acquired, Releasing: releasing, Released: release, TakenOver: takenOver})
 		}
 	}
 	if !m.Owns(NetUnit) {

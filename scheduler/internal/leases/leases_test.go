@@ -355,3 +355,49 @@ func TestHandoverWaitsForWorkInHand(t *testing.T) {
 	tick(t, a, b)
 	assertPartition(t, 10, a, b)
 }
+
+// Change.TakenOver names the units taken from a holder that is no longer a member (it died
+// or stopped), never those handed over by a live one: only the former resume at once.
+func TestTakenOverOnlyFromGoneHolders(t *testing.T) {
+	lab := labtest.New(t, labtest.Options{Inventory: fleet(12), NoSim: true})
+	var mu sync.Mutex
+	acquired, takenOver := map[string][]string{}, map[string][]string{}
+	manager := func(id string) *Manager {
+		m, err := New(Options{Pool: lab.DB, ID: id, Logger: zerolog.Nop(), Renew: 100 * time.Millisecond, Expiry: 400 * time.Millisecond,
+			OnChange: func(c Change) {
+				mu.Lock()
+				defer mu.Unlock()
+				acquired[id] = append(acquired[id], c.Acquired...)
+				takenOver[id] = append(takenOver[id], c.TakenOver...)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a := manager("a")
+	tick(t, a)
+	b := manager("b")
+	for range 3 {
+		tick(t, b, a)
+	}
+	assertPartition(t, 14, a, b)
+	mu.Lock()
+	if len(acquired["b"]) == 0 || len(takenOver["b"]) != 0 {
+		t.Fatalf("b joined and took %v from live a, reported as taken over: %v", acquired["b"], takenOver["b"])
+	}
+	clear(acquired)
+	clear(takenOver)
+	mu.Unlock()
+	mine := b.Owned()
+	b.Stop() // its membership is gone with it
+	tick(t, a)
+	assertPartition(t, 14, a)
+	mu.Lock()
+	defer mu.Unlock()
+	got := slices.Clone(takenOver["a"])
+	slices.Sort(got)
+	if !slices.Equal(got, mine) || !slices.Equal(acquired["a"], got) {
+		t.Fatalf("a took %v from gone b, reported taken over %v; want %v", acquired["a"], got, mine)
+	}
+}
