@@ -109,6 +109,9 @@ type Options struct {
 	FlushEvery          time.Duration
 	UnchangedFlushEvery time.Duration
 	FlushBatch          int
+	// ResultsBuffer is how many results may wait while the database is unreachable
+	// (results.WriterOptions.Buffer).
+	ResultsBuffer int
 	// OnFlush is called after every successful results write (results.WriterOptions.Flushed).
 	OnFlush func(results.Flush)
 	// ResolveTTL is how long a resolved target is reused (default 5 min). A reload, an
@@ -131,18 +134,21 @@ type Options struct {
 
 // Runner runs the enabled checks. Start once; Stop is safe to call twice.
 type Runner struct {
-	opts    Options
-	log     zerolog.Logger
-	m       *runMetrics
-	clock   Clock
-	ssh     executor
-	fleet   Resolver
-	http    *http.Client      // Options.HTTPClient, when given
-	httpc   *httpprobe.Client // otherwise: kept HTTP/1.1 connections through dialer
-	dialer  *httpprobe.Dialer
-	writer  *results.Writer
-	reloadC chan struct{}
-	wakeC   chan struct{} // the queue's head changed (Acquired)
+	opts Options
+	// ranUnder is the generation of the lease each unit last ran under (the scheduling
+	// loop's alone): what it keeps running under while the database is unreachable.
+	ranUnder map[string]int64
+	log      zerolog.Logger
+	m        *runMetrics
+	clock    Clock
+	ssh      executor
+	fleet    Resolver
+	http     *http.Client      // Options.HTTPClient, when given
+	httpc    *httpprobe.Client // otherwise: kept HTTP/1.1 connections through dialer
+	dialer   *httpprobe.Dialer
+	writer   *results.Writer
+	reloadC  chan struct{}
+	wakeC    chan struct{} // the queue's head changed (Acquired)
 	// jobs hands due checks to idle workers; workers counts the workers started (at most
 	// Concurrency, touched only by the scheduling loop).
 	jobs    chan job
@@ -253,6 +259,7 @@ func newRunner(opts Options, ssh executor) *Runner {
 		entries:  map[string]*entry{},
 		resCache: map[string]cachedTarget{},
 		lags:     make([]float64, 0, lagWindow),
+		ranUnder: map[string]int64{},
 	}
 	r.places.init()
 	r.http = opts.HTTPClient
@@ -261,7 +268,7 @@ func newRunner(opts Options, ssh executor) *Runner {
 	}
 	r.writer = results.NewWriter(results.WriterOptions{Pool: opts.Pool, Logger: r.log, Metrics: opts.Metrics, Now: opts.Clock.Now,
 		FlushEvery: opts.FlushEvery, UnchangedFlushEvery: opts.UnchangedFlushEvery, FlushBatch: opts.FlushBatch,
-		Flushed: opts.OnFlush, Holder: fenceHolder(opts)})
+		Buffer: opts.ResultsBuffer, Flushed: opts.OnFlush, Holder: fenceHolder(opts)})
 	if opts.Notifier != nil {
 		opts.Notifier.Listen(eventbus.ChannelChecks, func(string) { r.requestReload() })
 		opts.Notifier.OnConnect(r.requestReload)
@@ -499,6 +506,18 @@ func (r *Runner) dispatchDue(ctx context.Context) {
 		var gen int64
 		if r.opts.Lease != nil {
 			g, ok := r.opts.Lease(d.Unit)
+			switch {
+			case ok:
+				r.ranUnder[d.Unit] = g
+			case r.writer.Failing() && r.ranUnder[d.Unit] != 0:
+				// The database is unreachable, so no lease can be renewed: keep checking what
+				// this scheduler was assigned, under the lease it held (issue 32). The writer
+				// writes these results once it is back only if nobody took the unit over
+				// meanwhile (the fence compares holder and generation).
+				g, ok = r.ranUnder[d.Unit], true
+			default:
+				delete(r.ranUnder, d.Unit)
+			}
 			if !ok {
 				r.m.notOwned.Inc()
 				continue
