@@ -140,7 +140,7 @@ type Runner struct {
 	opts Options
 	// ranUnder is the generation of the lease each unit last ran under (the scheduling
 	// loop's alone): what it keeps running under while the database is unreachable.
-	ranUnder map[string]int64
+	ranUnder map[string]heldUnder
 	log      zerolog.Logger
 	m        *runMetrics
 	clock    Clock
@@ -262,7 +262,7 @@ func newRunner(opts Options, ssh executor) *Runner {
 		entries:  map[string]*entry{},
 		resCache: map[string]cachedTarget{},
 		lags:     make([]float64, 0, lagWindow),
-		ranUnder: map[string]int64{},
+		ranUnder: map[string]heldUnder{},
 	}
 	r.places.init()
 	r.http = opts.HTTPClient
@@ -509,17 +509,24 @@ func (r *Runner) dispatchDue(ctx context.Context) {
 		var gen int64
 		if r.opts.Lease != nil {
 			g, ok := r.opts.Lease(d.Unit)
-			switch {
-			case ok:
-				r.ranUnder[d.Unit] = g
-			case r.writer.Failing() && r.ranUnder[d.Unit] != 0:
-				// The database is unreachable, so no lease can be renewed: keep checking what
-				// this scheduler was assigned, under the lease it held (issue 32). The writer
-				// writes these results once it is back only if nobody took the unit over
-				// meanwhile (the fence compares holder and generation).
-				g, ok = r.ranUnder[d.Unit], true
-			default:
-				delete(r.ranUnder, d.Unit)
+			if ok {
+				r.ranUnder[d.Unit] = heldUnder{gen: g}
+			} else if h, had := r.ranUnder[d.Unit]; had {
+				switch {
+				case r.writer.Failing():
+					// The database is unreachable, so no lease can be renewed: keep checking
+					// what this scheduler was assigned, under the lease it held (issue 32).
+					// The writer writes these results once it is back only if nobody took
+					// the unit over meanwhile (the fence compares holder and generation).
+					g, ok = h.gen, true
+				case h.missed.IsZero():
+					// Lapsed: find out whether Postgres is down (then the next run goes on).
+					h.missed = now
+					r.ranUnder[d.Unit] = h
+					r.writer.Probe()
+				case r.writer.ReachedSince(h.missed):
+					delete(r.ranUnder, d.Unit) // the database answers: the lease really went
+				}
 			}
 			if !ok {
 				r.m.notOwned.Inc()
@@ -620,6 +627,13 @@ func slack(interval time.Duration) time.Duration {
 }
 
 // phase is a check's first-run offset.
+// heldUnder is the lease generation a unit last ran under, and when its lease was first
+// found lapsed since (zero while held).
+type heldUnder struct {
+	gen    int64
+	missed time.Time
+}
+
 // fenceHolder is the holder the writer fences results by: only with leases.
 func fenceHolder(opts Options) string {
 	if opts.Lease == nil {

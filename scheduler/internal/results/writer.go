@@ -135,8 +135,12 @@ type Writer struct {
 	// (under bufMu); the next batch reports them.
 	lost map[string]*lostRun
 	// failing is set from a failed write to the next successful one; failErr is its error.
-	failing   atomic.Bool
-	failErr   atomic.Pointer[string]
+	failing atomic.Bool
+	failErr atomic.Pointer[string]
+	// reachedAt is the latest successful write or probe (unix nanoseconds); probe asks the
+	// loop to find out whether the database answers (Probe).
+	reachedAt atomic.Int64
+	probe     atomic.Bool
 	lastPrune time.Time // of the batch ids (the loop's only)
 
 	mu        sync.Mutex
@@ -201,6 +205,38 @@ type lostRun struct {
 // Failing reports whether the latest write failed (the database is unreachable, most
 // likely): the runner keeps checking what it was assigned meanwhile.
 func (w *Writer) Failing() bool { return w.failing.Load() }
+
+// Probe asks the writer to find out soon whether the database answers: by writing what
+// waits, or with a ping when nothing does (a failure sets Failing). The runner asks when a
+// unit's lease lapses: a lease the manager could not renew because Postgres is down, or one
+// that really went to another scheduler (ReachedSince then says so).
+func (w *Writer) Probe() {
+	w.probe.Store(true)
+	w.Expedite()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// ReachedSince reports whether a write or a probe succeeded after t.
+func (w *Writer) ReachedSince(t time.Time) bool { return w.reachedAt.Load() > t.UnixNano() }
+
+// ping answers a Probe when nothing waits to be written.
+func (w *Writer) ping(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := storage.New(w.opts.Pool).Ping(pctx); err != nil {
+		msg := err.Error()
+		w.failErr.Store(&msg)
+		if !w.failing.Swap(true) {
+			w.log.Error().Err(err).Msg("the database does not answer; results are kept for when it is back")
+		}
+		return
+	}
+	w.reachedAt.Store(time.Now().UnixNano())
+	w.failing.Store(false)
+}
 
 // repeats reports whether rec's result leaves its check's stored state as it is: same
 // target, health and error class, and the same reason unless it is up (an up reason
@@ -488,6 +524,7 @@ func (w *Writer) loop(ctx context.Context) {
 				Int64("still_buffered", w.Pending()-int64(len(cur.recs))).Msg("writing check results again; the buffered ones follow in order")
 		}
 		failures = 0
+		w.reachedAt.Store(time.Now().UnixNano())
 		w.failing.Store(false)
 		w.m.flushes.Inc()
 		w.settled(cur.recs)
@@ -504,6 +541,9 @@ func (w *Writer) loop(ctx context.Context) {
 				continue
 			}
 		} else {
+			if w.probe.Swap(false) && w.Pending() == 0 {
+				w.ping(ctx)
+			}
 			var full bool
 			at, full = w.due()
 			if full || (!at.IsZero() && !time.Now().Before(at)) {
