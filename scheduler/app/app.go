@@ -148,7 +148,7 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	}
 	runner, err := checkrun.NewRunner(checkrun.Options{Pool: pool, SSH: ssh, Fleet: graph, Notifier: notifier, Logger: log,
 		Metrics: health.Metrics, NameMap: cfg.NameMap, AllowNonLoopback: cfg.AllowNonLoopback, TLSConfig: cfg.CheckTLS, Secrets: secrets,
-		Concurrency: cfg.CheckConcurrency, OnFlush: engine.Flushed, Lease: lm.Lease, Holder: cfg.ID})
+		Concurrency: cfg.CheckConcurrency, ResultsBuffer: cfg.ResultsBuffer, OnFlush: engine.Flushed, Lease: lm.Lease, Holder: cfg.ID})
 	if err != nil {
 		return err
 	}

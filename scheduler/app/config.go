@@ -8,6 +8,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/httpprobe"
 	"github.com/oikos-hq/oikos/scheduler/internal/incidents"
 	"github.com/oikos-hq/oikos/scheduler/internal/leases"
+	"github.com/oikos-hq/oikos/scheduler/internal/results"
 	"github.com/oikos-hq/oikos/scheduler/internal/sweep"
 	"github.com/oikos-hq/oikos/shared/config"
 	"github.com/oikos-hq/oikos/shared/netmap"
@@ -34,6 +35,9 @@ type Config struct {
 	AllowNonLoopback bool
 	// CheckConcurrency caps checks running at once (OIKOS_CHECK_CONCURRENCY).
 	CheckConcurrency int
+	// ResultsBuffer is OIKOS_RESULTS_BUFFER, how many check results wait in memory while the
+	// database is unreachable (default results.DefaultBuffer: two minutes at 100 checks/s).
+	ResultsBuffer int
 	// ID is OIKOS_SCHEDULER_ID, this scheduler's name among several: the holder of its
 	// leases and the claimed_by of its executions (default "<hostname>:<pid>").
 	ID string
@@ -79,6 +83,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.Incidents.ByKind, err = incidents.ParseByKind(r.String("OIKOS_INCIDENT_THRESHOLDS", "")); err != nil {
 		r.Fail("OIKOS_INCIDENT_THRESHOLDS: %v", err)
+	}
+	if c.ResultsBuffer = r.Int("OIKOS_RESULTS_BUFFER", results.DefaultBuffer); c.ResultsBuffer < 1 {
+		r.Fail("OIKOS_RESULTS_BUFFER must be at least 1 (results kept while the database is unreachable)")
 	}
 	if c.CheckConcurrency < 1 {
 		r.Fail("OIKOS_CHECK_CONCURRENCY must be at least 1")

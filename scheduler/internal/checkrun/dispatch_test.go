@@ -84,8 +84,9 @@ func TestSlack(t *testing.T) {
 		{50 * time.Millisecond, 1250 * time.Microsecond},
 		{time.Second, 25 * time.Millisecond},
 		{2 * time.Second, 50 * time.Millisecond},
-		{time.Minute, 50 * time.Millisecond},
-		{time.Hour, 50 * time.Millisecond},
+		{10 * time.Second, 250 * time.Millisecond},
+		{time.Minute, 500 * time.Millisecond},
+		{time.Hour, 500 * time.Millisecond},
 	}
 	for _, tc := range tests {
 		if got := slack(tc.interval); got != tc.want {

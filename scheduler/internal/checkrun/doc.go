@@ -11,7 +11,7 @@
 // fire two thousand probes in the same millisecond; later runs keep that phase (an anchored
 // schedule, each run jittered by at most min(interval/20, 2s) around it), so the rate stays
 // steady. When the loop wakes for a due check it also starts those due within their slack
-// (half that jitter bound, at most 50 ms), so one wake-up serves several checks. Runs go to
+// (half that jitter bound, at most 500 ms), so one wake-up serves several checks. Runs go to
 // at most Concurrency long-lived workers (no goroutine per run); a check that is due while
 // its previous run is still running is skipped and counted in
 // oikos_scheduler_checks_overrun_total — never dropped silently. Lag (start − due) is

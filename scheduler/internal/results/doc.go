@@ -44,4 +44,18 @@
 // the first deadline passes or FlushBatch results wait, in one transaction of two or three
 // round trips (Writer.flush); a healthy fleet's flush is one statement that touches each
 // repeating check's row once and each target's status row once.
+//
+// # Database outages
+//
+// A write that fails is retried alone, with capped back-off (FlushEvery, doubling, at most
+// MaxRetryDelay), before anything newer; the checks go on meanwhile and their results wait
+// in the buffer (WriterOptions.Buffer, OIKOS_RESULTS_BUFFER), to be written oldest first,
+// with the times they were made, once the database is back. Every batch carries an id,
+// stored in its transaction (scheduler_result_batches): a retry of a batch whose COMMIT did
+// happen but whose answer was lost fails on that key and writes nothing twice. While writes
+// fail, a result that finds the buffer full is not kept but counted for its check; the next
+// write appends one check.results_unrecorded event per such check (how many, from when to
+// when, and the error), so a gap in a check's history always says why. The runner keeps
+// running the units it held while writes fail (no lease can be renewed then); the fence
+// writes their results if nobody took the unit over meanwhile.
 package results

@@ -8,9 +8,10 @@ import (
 
 // Reasons of oikos_scheduler_results_dropped_total.
 const (
-	droppedWriteFailures = "write_failures" // the oldest results, after repeated failed flushes
-	droppedCheckDeleted  = "check_deleted"  // results of checks deleted since they ran
-	droppedLeaseLost     = "lease_lost"     // results of units whose lease passed to another scheduler
+	droppedCheckDeleted = "check_deleted" // results of checks deleted since they ran
+	droppedLeaseLost    = "lease_lost"    // results of units whose lease passed to another scheduler
+	droppedBufferFull   = "buffer_full"   // results that found the buffer full while writes failed (reported: EventResultsUnrecorded)
+	droppedShutdown     = "shutdown"      // results the database did not take before the scheduler stopped
 )
 
 // writerMetrics are the writer's collectors (README, Metrics).
@@ -23,7 +24,9 @@ type writerMetrics struct {
 	healthChanges prometheus.Counter
 }
 
-func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
+func newWriterMetrics(reg prometheus.Registerer, buffered func() float64) *writerMetrics {
+	metrics.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "oikos_scheduler_results_buffered",
+		Help: "Check results submitted and not yet written (they wait while the database is unreachable)."}, buffered))
 	counter := func(name, help string) prometheus.Counter {
 		return metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 	}
@@ -32,7 +35,7 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 		flushErrors: counter("oikos_scheduler_result_flush_errors_total", "Failed writes of a batch of check results (retried)."),
 		dropped: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oikos_scheduler_results_dropped_total",
-			Help: "Check results not written, by reason (write_failures, check_deleted).",
+			Help: "Check results not written, by reason (check_deleted, lease_lost, buffer_full: reported as check.results_unrecorded, shutdown).",
 		}, []string{"reason"})),
 		unchanged: counter("oikos_scheduler_results_unchanged_total",
 			"Check results that repeated their check's stored state (written as a run count and an observation time)."),

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
@@ -23,7 +24,18 @@ const (
 	DefaultFlushEvery          = time.Second
 	DefaultUnchangedFlushEvery = 30 * time.Second
 	DefaultFlushBatch          = 2000
+	// DefaultBuffer holds two minutes of results at 100 checks/s: a database outage of a
+	// minute (an update of the Postgres host) loses none.
+	DefaultBuffer = 12000
+	// DefaultMaxRetryDelay caps the back-off between attempts while writes fail: once the
+	// database is back, what waits is written within this long.
+	DefaultMaxRetryDelay = 5 * time.Second
 )
+
+// EventResultsUnrecorded is appended, once the database is back, for every check some of
+// whose results could not be kept while it was unreachable (the buffer was full): the
+// check's history has a gap there, and the event says why, when and how many.
+const EventResultsUnrecorded = "check.results_unrecorded"
 
 // EventHealthChanged is appended when a target's combined health changes.
 const EventHealthChanged = "health.changed"
@@ -63,9 +75,18 @@ type WriterOptions struct {
 	// flush's fixed cost over more results, and a check that ran twice in it is written
 	// once.
 	UnchangedFlushEvery time.Duration
-	// FlushBatch: a flush starts as soon as this many results wait (default 2000); at most
-	// four times as many wait before Submit blocks.
+	// FlushBatch: a flush starts as soon as this many results wait (default 2000), and a
+	// flush writes at most this many (a backlog goes in several, oldest first).
 	FlushBatch int
+	// Buffer is how many results may wait (default DefaultBuffer, at least 2×FlushBatch).
+	// While writes succeed a full buffer makes Submit wait (backpressure on the checks);
+	// while they fail (the database is unreachable) the checks go on, and a result that
+	// finds the buffer full is counted for its check and reported once the database is back
+	// (EventResultsUnrecorded), never dropped silently.
+	Buffer int
+	// MaxRetryDelay caps the back-off between attempts of a failed write (default
+	// DefaultMaxRetryDelay; the first retry comes after FlushEvery, then twice as long …).
+	MaxRetryDelay time.Duration
 	// Holder, when set, fences every write by lease: a result is written only while this
 	// holder still holds its Record.Unit at its Record.Generation (storage qFenceLeases).
 	Holder string
@@ -110,6 +131,18 @@ type Writer struct {
 	storedMu sync.Mutex
 	stored   map[string]storedState
 
+	// lost counts, per check, the results that found the buffer full while writes failed
+	// (under bufMu); the next batch reports them.
+	lost map[string]*lostRun
+	// failing is set from a failed write to the next successful one; failErr is its error.
+	failing atomic.Bool
+	failErr atomic.Pointer[string]
+	// reachedAt is the latest successful write or probe (unix nanoseconds); probe asks the
+	// loop to find out whether the database answers (Probe).
+	reachedAt atomic.Int64
+	probe     atomic.Bool
+	lastPrune time.Time // of the batch ids (the loop's only)
+
 	mu        sync.Mutex
 	flushedAt time.Time
 	flushErr  error
@@ -132,11 +165,77 @@ func NewWriter(opts WriterOptions) *Writer {
 	if opts.FlushBatch <= 0 {
 		opts.FlushBatch = DefaultFlushBatch
 	}
+	if opts.Buffer <= 0 {
+		opts.Buffer = DefaultBuffer
+	}
+	opts.Buffer = max(opts.Buffer, 2*opts.FlushBatch)
+	if opts.MaxRetryDelay <= 0 {
+		opts.MaxRetryDelay = DefaultMaxRetryDelay
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Writer{opts: opts, log: opts.Logger, m: newWriterMetrics(opts.Metrics), kick: make(chan struct{}, 1), stored: map[string]storedState{},
-		byUnit: map[string]int{}}
+	w := &Writer{opts: opts, log: opts.Logger, kick: make(chan struct{}, 1), stored: map[string]storedState{},
+		byUnit: map[string]int{}, lost: map[string]*lostRun{}}
+	w.m = newWriterMetrics(opts.Metrics, func() float64 { return float64(w.Pending()) })
+	return w
+}
+
+// batch is one write: its records, what was lost before it (reported in its transaction)
+// and its id (storage qClaimBatch), kept across retries so a batch that did commit is not
+// written twice.
+type batch struct {
+	id   string
+	recs []Record
+	lost []lostRun
+}
+
+// lostRun is what one check lost to a full buffer while writes failed.
+type lostRun struct {
+	CheckID    string    `json:"check_id"`
+	CheckSlug  string    `json:"check_slug"`
+	TargetSlug string    `json:"target_slug"`
+	Count      int       `json:"count"`
+	From       time.Time `json:"from"`
+	To         time.Time `json:"to"`
+	Reason     string    `json:"reason"`
+	targetID   string
+}
+
+// Failing reports whether the latest write failed (the database is unreachable, most
+// likely): the runner keeps checking what it was assigned meanwhile.
+func (w *Writer) Failing() bool { return w.failing.Load() }
+
+// Probe asks the writer to find out soon whether the database answers: by writing what
+// waits, or with a ping when nothing does (a failure sets Failing). The runner asks when a
+// unit's lease lapses: a lease the manager could not renew because Postgres is down, or one
+// that really went to another scheduler (ReachedSince then says so).
+func (w *Writer) Probe() {
+	w.probe.Store(true)
+	w.Expedite()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// ReachedSince reports whether a write or a probe succeeded after t.
+func (w *Writer) ReachedSince(t time.Time) bool { return w.reachedAt.Load() > t.UnixNano() }
+
+// ping answers a Probe when nothing waits to be written.
+func (w *Writer) ping(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := storage.New(w.opts.Pool).Ping(pctx); err != nil {
+		msg := err.Error()
+		w.failErr.Store(&msg)
+		if !w.failing.Swap(true) {
+			w.log.Error().Err(err).Msg("the database does not answer; results are kept for when it is back")
+		}
+		return
+	}
+	w.reachedAt.Store(time.Now().UnixNano())
+	w.failing.Store(false)
 }
 
 // repeats reports whether rec's result leaves its check's stored state as it is: same
@@ -169,8 +268,10 @@ func (w *Writer) ForgetTargets(targets map[string]bool) {
 	}
 }
 
-// Submit hands a result over. It blocks when the buffer is full — backpressure on the
-// checks rather than an unbounded queue or a silent drop — until ctx ends.
+// Submit hands a result over. When the buffer is full it waits for room while writes
+// succeed — backpressure on the checks rather than an unbounded queue — until ctx ends;
+// while they fail it does not wait: the result is counted as lost for its check, and the
+// loss is reported with the reason once the database is back (never silently).
 func (w *Writer) Submit(ctx context.Context, rec Record) {
 	// A result that is not up waits no longer than a change, even when it repeats: each
 	// failed run counts towards an incident's failure threshold, which should not wait for
@@ -179,7 +280,13 @@ func (w *Writer) Submit(ctx context.Context, rec Record) {
 	w.pending.Add(1)
 	for {
 		w.bufMu.Lock()
-		if len(w.buf) < 4*w.opts.FlushBatch {
+		if len(w.buf) >= w.opts.Buffer && w.failing.Load() {
+			w.loseLocked(&rec)
+			w.bufMu.Unlock()
+			w.pending.Add(-1)
+			return
+		}
+		if len(w.buf) < w.opts.Buffer {
 			now := time.Now()
 			wake := false
 			if len(w.buf) == 0 {
@@ -214,6 +321,40 @@ func (w *Writer) Submit(ctx context.Context, rec Record) {
 			return
 		}
 	}
+}
+
+// loseLocked counts rec as lost (bufMu held).
+func (w *Writer) loseLocked(rec *Record) {
+	w.m.dropped.WithLabelValues(droppedBufferFull).Inc()
+	l := w.lost[rec.CheckID]
+	if l == nil {
+		why := "the database was unreachable"
+		if e := w.failErr.Load(); e != nil {
+			why += " (" + *e + ")"
+		}
+		l = &lostRun{CheckID: rec.CheckID, CheckSlug: rec.CheckSlug, TargetSlug: rec.TargetSlug, targetID: rec.TargetID,
+			From: rec.At, To: rec.At, Reason: why}
+		w.lost[rec.CheckID] = l
+		if len(w.lost) == 1 {
+			w.log.Error().Int("buffered", len(w.buf)).Msg("the results buffer is full while the database is unreachable: further results are counted, not kept, and reported once it is back")
+		}
+	}
+	l.Count++
+	l.From, l.To = minTime(l.From, rec.At), maxTime(l.To, rec.At)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Pending counts results submitted and not yet written.
@@ -258,19 +399,38 @@ func (w *Writer) settled(recs []Record) {
 	}
 }
 
-// take moves the submitted results onto buf and lets waiting submitters go on.
-func (w *Writer) take(buf []Record) []Record {
+// take makes the next batch of at most FlushBatch of the oldest submitted results, with
+// what was lost before them, and lets waiting submitters go on; nil when nothing waits. What
+// stays keeps its deadlines, so a backlog is written batch after batch.
+func (w *Writer) take() *batch {
 	w.bufMu.Lock()
 	defer w.bufMu.Unlock()
-	buf = append(buf, w.buf...)
-	clear(w.buf)
-	w.buf = w.buf[:0]
-	w.oldestAt, w.changedSince = time.Time{}, time.Time{}
+	if len(w.buf) == 0 && len(w.lost) == 0 {
+		return nil
+	}
+	n := min(len(w.buf), w.opts.FlushBatch)
+	b := &batch{id: uuid.NewString(), recs: slices.Clone(w.buf[:n])}
+	rest := copy(w.buf, w.buf[n:])
+	clear(w.buf[rest:])
+	w.buf = w.buf[:rest]
+	if rest == 0 {
+		w.oldestAt, w.changedSince = time.Time{}, time.Time{}
+	}
+	for _, l := range w.lost {
+		b.lost = append(b.lost, *l)
+	}
+	sort.Slice(b.lost, func(i, j int) bool { return b.lost[i].CheckSlug < b.lost[j].CheckSlug })
+	clear(w.lost)
+	w.releaseLocked()
+	return b
+}
+
+// releaseLocked wakes the submitters waiting for room (bufMu held).
+func (w *Writer) releaseLocked() {
 	if w.space != nil {
 		close(w.space)
 		w.space = nil
 	}
-	return buf
 }
 
 // due is when the waiting results must be written (zero: nothing waits) and whether a full
@@ -279,6 +439,9 @@ func (w *Writer) due() (time.Time, bool) {
 	w.bufMu.Lock()
 	defer w.bufMu.Unlock()
 	if len(w.buf) == 0 {
+		if len(w.lost) > 0 {
+			return time.Now(), false // a loss to report, and nothing to carry it
+		}
 		return time.Time{}, false
 	}
 	at := w.oldestAt.Add(w.opts.UnchangedFlushEvery)
@@ -325,14 +488,13 @@ func (w *Writer) loop(ctx context.Context) {
 	timer.Stop()
 	defer timer.Stop()
 	var (
-		buf     []Record // taken, not yet written: a failed write keeps them for the next
-		retryAt time.Time
+		cur       *batch // being written: a failed write keeps it, with its id, for the retry
+		retryAt   time.Time
+		failures  int
+		failSince time.Time
 	)
-	flush := func(fctx context.Context) {
-		if len(buf) == 0 {
-			return
-		}
-		err := w.flush(fctx, buf)
+	attempt := func(fctx context.Context) error {
+		err := w.flushBatch(fctx, cur)
 		w.mu.Lock()
 		w.flushErr = err
 		if err == nil {
@@ -340,52 +502,94 @@ func (w *Writer) loop(ctx context.Context) {
 		}
 		w.mu.Unlock()
 		if err != nil {
+			failures++
 			w.m.flushErrors.Inc()
-			w.log.Error().Err(err).Int("results", len(buf)).Msg("writing check results failed; retrying with the next batch")
-			// Keep the results for the next attempt, but not without bound.
-			if over := len(buf) - 4*w.opts.FlushBatch; over > 0 {
-				w.m.dropped.WithLabelValues(droppedWriteFailures).Add(float64(over))
-				w.log.Error().Int("dropped", over).Msg("dropping the oldest check results after repeated write failures")
-				w.settled(buf[:over])
-				buf = append(buf[:0:0], buf[over:]...)
+			msg := err.Error()
+			w.failErr.Store(&msg)
+			if failures == 1 {
+				failSince = time.Now()
+				w.failing.Store(true)
+				w.bufMu.Lock()
+				w.releaseLocked() // waiting submitters go on: their results are counted, not blocked
+				w.bufMu.Unlock()
 			}
-			retryAt = time.Now().Add(w.opts.FlushEvery)
-			return
+			delay := min(w.opts.FlushEvery<<min(failures-1, 16), w.opts.MaxRetryDelay)
+			retryAt = time.Now().Add(delay)
+			w.log.Error().Err(err).Int("results", len(cur.recs)).Int64("buffered", w.Pending()).Int("failures", failures).
+				Dur("retry_in", delay).Msg("writing check results failed; kept for a retry")
+			return err
 		}
+		if failures > 0 {
+			w.log.Info().Int("failures", failures).Dur("for", time.Since(failSince).Round(time.Millisecond)).
+				Int64("still_buffered", w.Pending()-int64(len(cur.recs))).Msg("writing check results again; the buffered ones follow in order")
+		}
+		failures = 0
+		w.reachedAt.Store(time.Now().UnixNano())
+		w.failing.Store(false)
 		w.m.flushes.Inc()
-		w.settled(buf)
-		clear(buf)
-		buf = buf[:0]
+		w.settled(cur.recs)
+		cur = nil
+		return nil
 	}
 	for {
-		at, full := w.due()
-		if len(buf) > 0 {
-			at = earliest(at, retryAt)
-		}
-		// A full batch goes at once, unless a failed write is waiting for its retry (then
-		// submitters wait for room: backpressure, not a loop of failing writes).
-		if full && (len(buf) == 0 || !time.Now().Before(retryAt)) {
-			buf = w.take(buf)
-			flush(ctx)
-			continue
+		var at time.Time
+		if cur != nil {
+			// A failed batch is retried alone, with its id, before anything newer.
+			at = retryAt
+			if !time.Now().Before(at) {
+				_ = attempt(ctx)
+				continue
+			}
+		} else {
+			if w.probe.Swap(false) && w.Pending() == 0 {
+				w.ping(ctx)
+			}
+			var full bool
+			at, full = w.due()
+			if full || (!at.IsZero() && !time.Now().Before(at)) {
+				if cur = w.take(); cur != nil {
+					_ = attempt(ctx)
+				}
+				continue
+			}
 		}
 		if !at.IsZero() {
 			timer.Reset(time.Until(at))
 		}
 		select {
 		case <-ctx.Done():
-			buf = w.take(buf)
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			flush(fctx)
-			cancel()
+			w.drain(context.WithoutCancel(ctx), &cur, attempt)
 			return
 		case <-w.kick:
 			// A deadline moved earlier or a batch filled up: recompute.
 		case <-timer.C:
-			buf = w.take(buf)
-			flush(ctx)
 		}
 		timer.Stop()
+	}
+}
+
+// drain writes what waits on Stop, for at most 10 s; what it cannot write is counted and
+// logged as lost (the database is unreachable as the scheduler stops).
+func (w *Writer) drain(ctx context.Context, cur **batch, attempt func(context.Context) error) {
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if *cur == nil {
+		*cur = w.take()
+	}
+	for *cur != nil {
+		if err := attempt(fctx); err != nil {
+			break
+		}
+		*cur = w.take()
+	}
+	for b := *cur; b != nil; b = w.take() {
+		n := len(b.recs)
+		for _, l := range b.lost {
+			n += l.Count
+		}
+		w.settled(b.recs)
+		w.m.dropped.WithLabelValues(droppedShutdown).Add(float64(n))
+		w.log.Error().Int("results", n).Msg("stopping with check results the database did not take: they are lost")
 	}
 }
 
@@ -410,7 +614,14 @@ type healthChange struct {
 //     its last with COMMIT (three round trips); or COMMIT alone when nothing is left;
 //   - when none does: BEGIN, qConfirmResults (the samples) and writeChanged's first batch; then
 //     its last batch with COMMIT.
-func (w *Writer) flush(ctx context.Context, batch []Record) error {
+func (w *Writer) flush(ctx context.Context, recs []Record) error {
+	return w.flushBatch(ctx, &batch{id: uuid.NewString(), recs: recs})
+}
+
+// flushBatch writes b (see flush) under its id: an attempt that finds the id stored (an
+// earlier attempt committed, and its answer was lost) writes nothing and succeeds.
+func (w *Writer) flushBatch(ctx context.Context, b *batch) error {
+	batch := b.recs
 	var (
 		latest                map[string]int // check id → index in batch
 		problems              int
@@ -484,7 +695,17 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 		changes   []healthChange
 		dropped   int
 	)
+	prune := time.Since(w.lastPrune) > 10*time.Minute
 	err := storage.New(w.opts.Pool).InResultsTx(ctx, func(tx *storage.ResultsTx) error {
+		tx.QueueClaimBatch(b.id, prune)
+		for i := range b.lost {
+			l := b.lost[i]
+			l.Reason = fmt.Sprintf("unknown: %d results not recorded from %s to %s: the buffer of %d was full while %s",
+				l.Count, l.From.UTC().Format(time.RFC3339), l.To.UTC().Format(time.RFC3339), w.opts.Buffer, l.Reason)
+			if err := tx.QueueEvent(eventbus.Event{Type: EventResultsUnrecorded, EntityID: l.targetID, Actor: Actor}, l); err != nil {
+				return err
+			}
+		}
 		if w.opts.Holder != "" {
 			kept, err := w.fence(ctx, tx, batch)
 			if err != nil {
@@ -519,8 +740,29 @@ func (w *Writer) flush(ctx context.Context, batch []Record) error {
 		written, dropped, changes, err = w.writeChanged(ctx, tx, changed, tails)
 		return err
 	})
+	if err != nil && storage.BatchCommitted(err) {
+		// Written by an earlier attempt: nothing to do but forget what that attempt would
+		// have remembered (the next results of these checks are written in full).
+		w.storedMu.Lock()
+		for i := range batch {
+			delete(w.stored, batch[i].CheckID)
+		}
+		w.storedMu.Unlock()
+		w.log.Info().Str("batch", b.id).Int("results", len(batch)).Msg("a retried batch of check results had been written already")
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("write check results: %w", err)
+	}
+	if prune {
+		w.lastPrune = time.Now()
+	}
+	if len(b.lost) > 0 {
+		n := 0
+		for _, l := range b.lost {
+			n += l.Count
+		}
+		w.log.Warn().Int("checks", len(b.lost)).Int("results", n).Msg("recorded the results the full buffer could not keep as check.results_unrecorded events")
 	}
 	// What is stored now; a result older than the stored row leaves its check unknown.
 	w.storedMu.Lock()

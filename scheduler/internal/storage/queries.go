@@ -56,6 +56,8 @@ var Queries = map[string]string{
 	"qClaimConnect":          qClaimConnect,
 	"qRecordConnect":         qRecordConnect,
 	"qFenceLeases":           qFenceLeases,
+	"qClaimBatch":            qClaimBatch,
+	"qPruneBatches":          qPruneBatches,
 	"qConfirmResults":        qConfirmResults,
 	"qUpsertResults":         qUpsertResults,
 	"qEnsureStatus":          qEnsureStatus,

@@ -2,9 +2,11 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oikos-hq/oikos/shared/eventbus"
 	"github.com/oikos-hq/oikos/shared/pg"
@@ -18,12 +20,15 @@ import (
 // binary uuid encoding of every string.
 
 // qFenceLeases reads which of the leases the batch ran under this scheduler still holds, at the
-// same generation and unexpired by the server's clock now, and locks them FOR SHARE: a
-// scheduler taking one over (leases.Tick's conditional upsert) waits for this transaction,
-// so no result is written after its lease passed to another holder.
+// same generation, and locks them FOR SHARE: a scheduler taking one over (leases.Tick's
+// conditional upsert) waits for this transaction, so no result is written after its lease
+// passed to another holder. A lease that expired but that nobody took over still counts
+// (holder and generation unchanged): results buffered while Postgres was down — when no
+// lease could be renewed — are written when it is back, unless another scheduler took the
+// unit first (issue 32).
 const qFenceLeases = `
 SELECT l.resource, l.generation FROM scheduler_leases l
-WHERE l.holder = $1 AND l.resource = ANY($2) AND l.expires_at > clock_timestamp()
+WHERE l.holder = $1 AND l.resource = ANY($2)
 ORDER BY l.resource FOR SHARE`
 
 // qConfirmResults writes, in one statement, what repeats the stored state and every metric
@@ -128,6 +133,14 @@ UPDATE entity_status es SET
 FROM unnest($1::text[]::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS u(id, h, r, s, l)
 WHERE es.entity_id = u.id`
 
+// qClaimBatch records the batch's id in its own transaction (migration 00022): a retry of a
+// batch that did commit fails here on the primary key (ErrBatchCommitted), before anything
+// else of it is written twice.
+const qClaimBatch = `INSERT INTO scheduler_result_batches (id) VALUES ($1::text::uuid)`
+
+// qPruneBatches forgets batch ids older than a day: no retry comes that late.
+const qPruneBatches = `DELETE FROM scheduler_result_batches WHERE at < now() - interval '1 day'`
+
 // ResultsTx is the results writer's pipelined transaction: statements are queued on the
 // current batch (the first carries BEGIN), Send sends it and starts the next, Commit sends
 // it with COMMIT. Callbacks and destinations are filled when their batch is sent.
@@ -157,6 +170,21 @@ func (t *ResultsTx) Send(ctx context.Context) error {
 
 // Commit sends the current batch with COMMIT.
 func (t *ResultsTx) Commit(ctx context.Context) error { return t.tx.Commit(ctx, t.b) }
+
+// QueueClaimBatch queues qClaimBatch (first in the transaction) and, with prune, qPruneBatches.
+func (t *ResultsTx) QueueClaimBatch(id string, prune bool) {
+	t.b.Queue(qClaimBatch, id)
+	if prune {
+		t.b.Queue(qPruneBatches)
+	}
+}
+
+// BatchCommitted reports whether err is qClaimBatch's key violation: the batch was written
+// by an earlier attempt whose COMMIT's answer was lost.
+func BatchCommitted(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "scheduler_result_batches_pkey"
+}
 
 // QueueFence queues qFenceLeases: held gets the generation of every lease of units that
 // holder still holds.
