@@ -261,4 +261,3 @@ func TestRenderDatabaseUnavailable(t *testing.T) {
 		t.Fatalf("body %s", rec.Body.String())
 	}
 }
-
