@@ -246,6 +246,23 @@ func TestPostgresOutage(t *testing.T) {
 		!strings.Contains(frames, "database is unreachable") || !strings.Contains(frames, "event: done") {
 		t.Errorf("the agent's turn during the outage streamed:\n%s", frames)
 	}
+	// MCP: a client whose token the api cannot verify now is told to retry (503), not refused.
+	{
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"outage","version":"1"}}}`
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, agent.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+operator)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("MCP during the outage: %v", err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("MCP during the outage: %d %s", resp.StatusCode, raw)
+		}
+	}
 	// The outage lasts its full length; what the daemons do meanwhile is their own retrying.
 	time.Sleep(time.Until(halted.Add(down)))
 
