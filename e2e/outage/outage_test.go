@@ -3,8 +3,9 @@
 // cluster the test halts for OIKOS_OUTAGE_SECONDS (default 10; 60 for the measurement in
 // docs/benchmarks.md). While it is away the api answers 503 problem JSON with Retry-After on
 // every route and /healthz says since when and why; after it returns everything recovers by
-// itself: the api answers, an execution approved across the outage runs exactly once on the
-// lab, and the listener has received every event of the outbox exactly once. The scheduler's
+// itself: the api answers, an execution running when Postgres went away is recorded with its
+// real end, one approved after it runs, each exactly once on the lab, and the listener has
+// received every event of the outbox exactly once. The scheduler's
 // results buffering is tested with its writer (scheduler/internal/results).
 package outage_test
 
@@ -13,9 +14,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,12 +92,11 @@ func counts(ctx context.Context, t *testing.T, db *pgtest.DB) map[string]int64 {
 	return out
 }
 
-// runs counts the lines the approved command appended on the lab: how many times it ran.
-func runs(t *testing.T, stateDir string) int {
-	t.Helper()
+// runsOf counts the lines an approved command appended to the lab file name: how many times it ran.
+func runsOf(stateDir, name string) int {
 	n := 0
 	_ = filepath.WalkDir(stateDir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Name() != "oikos-outage-runs" {
+		if err != nil || d.IsDir() || d.Name() != name {
 			return nil
 		}
 		f, err := os.Open(p)
@@ -201,7 +203,29 @@ func TestPostgresOutage(t *testing.T) {
 	if ex.Status != "pending_approval" || ex.ApprovalId == nil {
 		t.Fatalf("the command answered %s (%s), want pending_approval", ex.Status, ex.RiskClass)
 	}
+	// And one running when Postgres goes away: it ends during the outage and must be recorded
+	// with its real end once Postgres is back, run once.
+	var running apiclient.Execution
+	e2estack.OK(t, &running)(op.RequestExecution(ctx, apiclient.RunRequest{Target: "proxmox-host:atlas",
+		Command: "echo started >> /root/oikos-outage-started; sleep 3; echo ran >> /root/oikos-outage-running", Purpose: "prove a run across an outage is recorded once"}))
+	if running.Status != "pending_approval" || running.ApprovalId == nil {
+		t.Fatalf("the command answered %s (%s), want pending_approval", running.Status, running.RiskClass)
+	}
+	e2estack.OK(t, nil)(op.DecideApproval(ctx, running.ApprovalId.String(), apiclient.DecisionRequest{Decision: "approve", Via: "button",
+		Reason: apiclient.Ptr("e2e outage")}))
+	// Running means the command has started on the lab (the claim comes before the target
+	// is resolved, which needs the database).
+	for started := time.Now(); runsOf(stateDir, "oikos-outage-started") == 0; {
+		if time.Since(started) > 30*time.Second {
+			t.Fatal("the second execution did not start on the lab within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	before := counts(ctx, t, db)
+	var lastBefore int64
+	if err := pool.QueryRow(ctx, `SELECT max(id) FROM events`).Scan(&lastBefore); err != nil {
+		t.Fatal(err)
+	}
 
 	// Postgres goes away.
 	if err := cluster.Halt(); err != nil {
@@ -299,8 +323,56 @@ func TestPostgresOutage(t *testing.T) {
 		stored != 0 {
 		t.Errorf("%d messages stored of the turns that failed during the outage (%v), want 0", stored, err)
 	}
-	if got := counts(ctx, t, db); !equal(got, before) {
-		t.Errorf("rows changed across the outage with nothing asked: before %v, after %v", before, got)
+	// The run that ended during the outage is recorded with its real end, and it ran once.
+	e2estack.Eventually(t, url, 60*time.Second, 200*time.Millisecond, "the execution running across the outage recorded", func() (bool, string) {
+		var st string
+		_ = pool.QueryRow(ctx, `SELECT status FROM executions WHERE id = $1`, running.Id.String()).Scan(&st)
+		return st != "running", st
+	})
+	recorded := time.Since(back)
+	var runStatus string
+	var runExit *int
+	if err := pool.QueryRow(ctx, `SELECT status, exit_code FROM executions WHERE id = $1`, running.Id.String()).Scan(&runStatus, &runExit); err != nil {
+		t.Fatal(err)
+	}
+	if runStatus != "completed" || runExit == nil || *runExit != 0 {
+		var why, out string
+		_ = pool.QueryRow(ctx, `SELECT coalesce(error, ''), coalesce(output, '') FROM executions WHERE id = $1`, running.Id.String()).Scan(&why, &out)
+		t.Errorf("the execution running across the outage ended %s (exit %v: %s; output %q), want completed with exit 0", runStatus, runExit, why, out)
+	}
+	if n := runsOf(stateDir, "oikos-outage-running"); n != 1 {
+		t.Errorf("the command running across the outage ran %d times, want 1", n)
+	}
+	// Nothing else was written across the outage: the new events are that execution's end and
+	// the api's registrar moving its graph entity (state succeeded, exit code; one audit row
+	// each), in that order.
+	e2estack.Eventually(t, url, 30*time.Second, 200*time.Millisecond, "the registrar followed the execution's end", func() (bool, string) {
+		var n int
+		_ = pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE id > $1 AND type = 'entity.updated' AND payload->>'slug' = $2`,
+			lastBefore, "execution:"+running.Id.String()).Scan(&n)
+		return n > 0, strconv.Itoa(n)
+	})
+	var newEvents []string
+	trows, err := pool.Query(ctx, `SELECT type, coalesce(payload->>'execution_id', payload->>'slug', '') FROM events WHERE id > $1 ORDER BY id`,
+		lastBefore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for trows.Next() {
+		var ty, about string
+		_ = trows.Scan(&ty, &about)
+		newEvents = append(newEvents, ty+" "+about)
+	}
+	trows.Close()
+	id := running.Id.String()
+	if want := []string{"execution.completed " + id, "entity.state_changed execution:" + id, "entity.updated execution:" + id}; !slices.Equal(newEvents, want) {
+		t.Errorf("events across the outage: %v, want %v", newEvents, want)
+	}
+	want := maps.Clone(before)
+	want["events"] += 3
+	want["audit_log"] += 2
+	if got := counts(ctx, t, db); !maps.Equal(got, want) {
+		t.Errorf("rows across the outage: before %v, after %v, want %v", before, got, want)
 	}
 
 	// The approval, decided after the outage, runs its execution exactly once.
@@ -314,7 +386,7 @@ func TestPostgresOutage(t *testing.T) {
 		return st == "completed", st
 	})
 	ran = time.Since(approved)
-	if n := runs(t, stateDir); n != 1 {
+	if n := runsOf(stateDir, "oikos-outage-runs"); n != 1 {
 		t.Errorf("the approved command ran %d times on the lab, want 1", n)
 	}
 	var started int
@@ -356,8 +428,9 @@ func TestPostgresOutage(t *testing.T) {
 	if len(seen) != total {
 		t.Errorf("the listener received %d distinct events, the outbox holds %d", len(seen), total)
 	}
-	t.Logf("outage %s: after Postgres returned, api healthy in %s, listener re-LISTENing in %s, every event (%d) delivered once by %s; "+
-		"the execution approved after it ran in %s", down, apiHealthy.Round(time.Millisecond), relistened.Round(time.Millisecond), total,
+	t.Logf("outage %s: after Postgres returned, api healthy in %s, the end of the run across the outage recorded by %s, "+
+		"listener re-LISTENing in %s, every event (%d) delivered once by %s; the execution approved after it ran in %s",
+		down, apiHealthy.Round(time.Millisecond), recorded.Round(time.Millisecond), relistened.Round(time.Millisecond), total,
 		caughtUp.Round(time.Millisecond), ran.Round(time.Millisecond))
 }
 
@@ -378,16 +451,4 @@ func agentTurn(ctx context.Context, t *testing.T, agentURL, token string) string
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	return string(raw)
-}
-
-func equal(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
