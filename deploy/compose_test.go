@@ -166,3 +166,26 @@ func TestComposeRequiresOperatorToken(t *testing.T) {
 		t.Fatalf("want an error naming OIKOS_OPERATOR_TOKEN, got %v", err)
 	}
 }
+
+// A compose stack outlives its database's outage (issue #32): every service comes back by
+// itself after a crash or a host reboot (restart unless-stopped or always), Postgres has a
+// healthcheck the api waits on at start, and no daemon is restarted because Postgres was
+// (depends_on restart: true): each reconnects on its own, and a restart would throw away
+// what the scheduler holds for the database while it is away.
+func TestComposeSurvivesADatabaseOutage(t *testing.T) {
+	p, err := loadCompose(t, []string{"OIKOS_OPERATOR_TOKEN=oik_test"})
+	if err != nil {
+		t.Fatalf("compose file does not load: %v", err)
+	}
+	for name, s := range p.Services {
+		if s.Restart != types.RestartPolicyUnlessStopped && s.Restart != types.RestartPolicyAlways {
+			t.Errorf("%s restart = %q, want unless-stopped or always", name, s.Restart)
+		}
+		if d, ok := s.DependsOn["postgres"]; ok && d.Restart {
+			t.Errorf("%s is restarted with postgres (depends_on restart: true); it must reconnect by itself", name)
+		}
+	}
+	if hc := p.Services["postgres"].HealthCheck; hc == nil || len(hc.Test) == 0 {
+		t.Error("postgres has no healthcheck")
+	}
+}

@@ -47,7 +47,9 @@ func Run(ctx context.Context, log zerolog.Logger) error {
 // RunConfig is Run with its configuration; ready, when non-nil, receives the address the
 // HTTP server listens on (tests listen on port 0 and start the agent in-process).
 func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Addr)) error {
-	pool, err := pg.Connect(ctx, cfg.DatabaseURL, 20, log)
+	// avail learns from the pool whether the database answers, for /healthz.
+	avail := pg.NewAvailability(log)
+	pool, err := pg.ConnectWith(ctx, cfg.DatabaseURL, 20, log, avail)
 	if err != nil {
 		return err
 	}
@@ -121,6 +123,7 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 	watch := taskwatch.New(taskwatch.Options{Tasks: taskSvc, Bus: bus, API: api, Token: cfg.AgentToken, IdleAfter: cfg.IdleAfter, Logger: log})
 
 	health.AddDatabaseChecks(pool, notifier)
+	health.WatchDatabase(pool, avail)
 	stop, err := startstop.StartAll(ctx, notifier, bus, watch, continuer)
 	if err != nil {
 		return err

@@ -126,7 +126,10 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 			cancel()
 		}
 	}()
-	pool, err := pg.Connect(ctx, cfg.DatabaseURL, 40, log)
+	// avail learns from the pool whether the database answers; /healthz reports it and
+	// every route answers 503 while it does not (request.ToProblem).
+	avail := pg.NewAvailability(log)
+	pool, err := pg.ConnectWith(ctx, cfg.DatabaseURL, 40, log, avail)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +213,7 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	notifier := eventbus.NewNotifier(eventbus.NotifierOptions{ConnConfig: connCfg, Logger: log})
 	bus := eventbus.NewBus(eventbus.BusOptions{Pool: pool, Notifier: notifier, Logger: log})
 	health := daemon.NewHealth()
+	health.WatchDatabase(pool, avail)
 	health.AddCheck("database", func(ctx context.Context) error { return pool.Ping(ctx) })
 	health.AddCheck("listener", func(context.Context) error {
 		if !notifier.Connected() {

@@ -82,7 +82,9 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	if err != nil {
 		return fmt.Errorf("ontology: %w", err)
 	}
-	pool, err := pg.Connect(ctx, cfg.DatabaseURL, 30, log)
+	// avail learns from the pool whether the database answers, for /healthz.
+	avail := pg.NewAvailability(log)
+	pool, err := pg.ConnectWith(ctx, cfg.DatabaseURL, 30, log, avail)
 	if err != nil {
 		return err
 	}
@@ -169,6 +171,7 @@ func run(ctx context.Context, cfg Config, log zerolog.Logger, ready func(net.Add
 	work.Executor, work.Runner, work.Onboard = ex, runner, connects
 
 	health.AddDatabaseChecks(pool, notifier)
+	health.WatchDatabase(pool, avail)
 
 	stop, err := startstop.StartAll(ctx, notifier, lm, ex, runner, engine, sweeper, discovery, connects)
 	if err != nil {

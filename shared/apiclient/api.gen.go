@@ -1524,6 +1524,20 @@ type CreateRelationship struct {
 	Type   string `json:"type"`
 }
 
+// DatabaseAvailability defines model for DatabaseAvailability.
+type DatabaseAvailability struct {
+	// LastError The error that last said the database is unreachable.
+	LastError         *string  `json:"last_error,omitempty"`
+	LastOutageSeconds *float32 `json:"last_outage_seconds,omitempty"`
+	Reachable         bool     `json:"reachable"`
+
+	// RecoveredAt When the last outage ended.
+	RecoveredAt *time.Time `json:"recovered_at,omitempty"`
+
+	// UnreachableSince When the current outage began.
+	UnreachableSince *time.Time `json:"unreachable_since,omitempty"`
+}
+
 // DecisionRequest defines model for DecisionRequest.
 type DecisionRequest struct {
 	// Confirmation The phrase the operator typed to approve a destructive execution (the approval's
@@ -2151,8 +2165,9 @@ type KnowledgeRefList struct {
 
 // Liveness defines model for Liveness.
 type Liveness struct {
-	Status        string `json:"status"`
-	UptimeSeconds *int   `json:"uptime_seconds,omitempty"`
+	Database      *DatabaseAvailability `json:"database,omitempty"`
+	Status        string                `json:"status"`
+	UptimeSeconds *int                  `json:"uptime_seconds,omitempty"`
 }
 
 // MessageToolCall defines model for MessageToolCall.
@@ -4509,7 +4524,7 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/whoami (the `Whoami` operationId).
 	Whoami(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Healthz The process is alive.
+	// Healthz The process is alive and its database answers.
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6640,7 +6655,7 @@ func (c *Client) Whoami(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
-// Healthz The process is alive.
+// Healthz The process is alive and its database answers.
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -12343,7 +12358,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/whoami (the `Whoami` operationId).
 	WhoamiWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*WhoamiResponse, error)
 
-	// HealthzWithResponse The process is alive.
+	// HealthzWithResponse The process is alive and its database answers.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -19016,11 +19031,18 @@ type HealthzResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Liveness
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Liveness
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r HealthzResponse) GetJSON200() *Liveness {
 	return r.JSON200
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r HealthzResponse) GetJSON503() *Liveness {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -20953,7 +20975,7 @@ func (c *ClientWithResponses) WhoamiWithResponse(ctx context.Context, reqEditors
 	return ParseWhoamiResponse(rsp)
 }
 
-// HealthzWithResponse The process is alive.
+// HealthzWithResponse The process is alive and its database answers.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -26972,6 +26994,13 @@ func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Liveness
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/oikos-hq/oikos/shared/logging"
 	"github.com/oikos-hq/oikos/shared/metrics"
+	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/safego"
 )
 
@@ -54,6 +55,23 @@ type Health struct {
 	checks  map[string]ReadyCheck
 	Metrics *metrics.Registry
 	started time.Time
+	// db and avail, when set (WatchDatabase), make /healthz say whether the database answers.
+	db    interface{ Ping(context.Context) error }
+	avail *pg.Availability
+}
+
+// healthzPing bounds the ping /healthz sends: a health probe must answer within its own
+// timeout even while the database host drops packets.
+const healthzPing = time.Second
+
+// WatchDatabase makes /healthz ping db (bounded by a second) and answer 503 while it does
+// not answer, saying since when and with what error (avail's record, which the pool's own
+// failures feed too). A daemon that lost its database is alive but cannot do its work;
+// compose, make up and operators read the reason there.
+func (h *Health) WatchDatabase(db interface{ Ping(context.Context) error }, avail *pg.Availability) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.db, h.avail = db, avail
 }
 
 // NewHealth returns a Health with its own metrics registry.
@@ -104,9 +122,27 @@ func (h *Health) Ready(ctx context.Context) map[string]string {
 	return failed
 }
 
-// HealthzHandler answers 200 while the process runs.
-func (h *Health) HealthzHandler(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime_seconds": int(time.Since(h.started).Seconds())})
+// HealthzHandler answers 200 while the process runs and, when WatchDatabase was called, its
+// database answers; 503 with the database's state (unreachable since, last error) when not.
+func (h *Health) HealthzHandler(w http.ResponseWriter, r *http.Request) {
+	body := map[string]any{"status": "ok", "uptime_seconds": int(time.Since(h.started).Seconds())}
+	h.mu.Lock()
+	db, avail := h.db, h.avail
+	h.mu.Unlock()
+	if avail == nil {
+		writeJSON(w, http.StatusOK, body)
+		return
+	}
+	_ = avail.Ping(r.Context(), db, healthzPing)
+	st := avail.State()
+	body["database"] = st
+	if !st.Reachable {
+		body["status"] = "database unreachable"
+		w.Header().Set("Retry-After", "2")
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // ReadyzHandler answers 200 when every readiness check passes, else 503 naming the failures.

@@ -29,12 +29,26 @@ var ErrSchemaPending = errors.New("database schema has pending migrations")
 // starts every service at once, so a daemon that gave up on the first refused connection
 // would race Postgres on every boot.
 func Connect(ctx context.Context, url string, maxConns int32, log zerolog.Logger) (*pgxpool.Pool, error) {
+	return ConnectWith(ctx, url, maxConns, log, nil)
+}
+
+// ConnectWith is Connect whose pool reports to avail (nil: none) whether the database
+// answers, so the daemon's /healthz can say since when it has not. A URL without
+// connect_timeout gets DefaultConnectTimeout: while the database is away each request fails
+// within it instead of hanging.
+func ConnectWith(ctx context.Context, url string, maxConns int32, log zerolog.Logger, avail *Availability) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse OIKOS_DATABASE_URL: %w", err)
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if avail != nil && cfg.ConnConfig.Tracer == nil {
+		cfg.ConnConfig.Tracer = avail.Tracer()
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -65,6 +79,9 @@ func ListenConfig(url, applicationName string) (*pgx.ConnConfig, error) {
 		return nil, err
 	}
 	c.RuntimeParams["application_name"] = applicationName
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
 	return c, nil
 }
 

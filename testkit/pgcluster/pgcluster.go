@@ -231,6 +231,27 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return nil
 }
 
+// Halt stops the server with a fast shutdown and keeps its data directory and port, so
+// Resume brings the same cluster back: the outage tests take the database away from
+// running daemons with it.
+func (c *Cluster) Halt() error { return c.stop(syscall.SIGINT, 30*time.Second) }
+
+// Resume starts a halted server again on the same data directory and port, returning once
+// it accepts connections.
+func (c *Cluster) Resume(ctx context.Context) error {
+	select {
+	case <-c.done:
+	default:
+		return errors.New("pgcluster: the server is running; Halt it first")
+	}
+	nc, err := Start(ctx, Options{DataDir: c.dir, Port: c.port, Fast: true})
+	if err != nil {
+		return err
+	}
+	*c = *nc
+	return nil
+}
+
 // Stop shuts the server down (fast shutdown, then immediate, then kill) and waits for it.
 // It is safe to call more than once.
 func (c *Cluster) Stop() error {

@@ -35,6 +35,7 @@ import (
 	"github.com/oikos-hq/oikos/agent/internal/tasks"
 	"github.com/oikos-hq/oikos/agent/internal/tools"
 	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
@@ -274,7 +275,7 @@ func (l *Loop) lock(session string) *sync.Mutex {
 func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string) string {
 	who := tasks.Who{Session: req.SessionID, Actor: l.actor, Source: "chat"}
 	if _, err := l.tasks.Ensure(ctx, who); err != nil {
-		sink(Event{"error", map[string]any{"message": "session: " + err.Error()}})
+		sink(Event{"error", storeFailure("session", err)})
 		return "error"
 	}
 	turnID := uuid.NewString()
@@ -282,7 +283,7 @@ func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string
 	if role == "user" {
 		prevUser, err := storage.LastUserAt(ctx, l.pool, req.SessionID)
 		if err != nil {
-			sink(Event{"error", map[string]any{"message": "read the session: " + err.Error()}})
+			sink(Event{"error", storeFailure("read the session", err)})
 			return "error"
 		}
 		if reopened, err := l.tasks.Reopen(ctx, who); err == nil && reopened {
@@ -294,7 +295,7 @@ func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string
 		}
 	}
 	if _, _, err := storage.AddMessage(ctx, l.pool, req.SessionID, role, req.Message, turnID, req.MessageID); err != nil {
-		sink(Event{"error", map[string]any{"message": "store the message: " + err.Error()}})
+		sink(Event{"error", storeFailure("store the message", err)})
 		return "error"
 	}
 	if l.model == nil {
@@ -303,7 +304,7 @@ func (l *Loop) turn(ctx context.Context, req TurnRequest, sink Sink, role string
 	}
 	msgs, err := l.context(ctx, req.SessionID, notes)
 	if err != nil {
-		sink(Event{"error", map[string]any{"message": "build the context: " + err.Error()}})
+		sink(Event{"error", storeFailure("build the context", err)})
 		return "error"
 	}
 	caller := tools.Caller{Session: req.SessionID, Turn: turnID, Token: l.cfg.AgentToken, Actor: l.actor, Role: tools.RoleAgent, Source: "chat"}
@@ -447,4 +448,16 @@ func validJSON(s string) string {
 	}
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// storeFailure is the error event of a turn that could not read or write its session. While
+// the database is away the turn stops before anything of it is stored (the session stays as
+// it was) and the operator is told to send the message again once the database is back,
+// rather than shown a driver's error.
+func storeFailure(what string, err error) map[string]any {
+	if pg.IsUnavailable(err) {
+		return map[string]any{"message": "the database is unreachable, so this turn was not run (" + what +
+			"); nothing of it was stored: send the message again once the database is back", "retryable": true}
+	}
+	return map[string]any{"message": what + ": " + err.Error()}
 }

@@ -100,6 +100,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				unauthorized(w, "the bearer token is not a valid Oikos api token")
 				return
 			}
+			if apiclient.StatusOf(err) == http.StatusServiceUnavailable {
+				// The api is up but cannot verify now (its database is away): the client
+				// should retry, as it would the api itself.
+				w.Header().Set("Retry-After", "2")
+				problem(w, http.StatusServiceUnavailable, "Service Unavailable",
+					"the api cannot verify the token now (its database is unreachable); retry shortly")
+				return
+			}
 			problem(w, http.StatusBadGateway, "Bad Gateway", "could not verify the token with the api: "+err.Error())
 			return
 		}

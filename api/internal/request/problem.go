@@ -13,6 +13,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/apierr"
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/shared/ontology"
+	"github.com/oikos-hq/oikos/shared/pg"
 )
 
 // ProblemMediaType is RFC 9457's media type for error bodies.
@@ -48,6 +49,14 @@ type Problem struct {
 	// so this package does not depend on the execution service.
 	Approval any `json:"approval,omitempty"`
 }
+
+// KindDatabaseUnavailable is the problem kind of every answer given while the database is
+// unreachable.
+const KindDatabaseUnavailable = "database-unavailable"
+
+// RetryAfterSeconds is the Retry-After of a 503: the pool reconnects on the next request,
+// so a client may try again soon; the dashboard backs off further on its own.
+const RetryAfterSeconds = "2"
 
 // ProblemType builds the type URI of a problem kind. A URN, so it never points at a host.
 func ProblemType(kind string) string { return "urn:oikos:problem:" + kind }
@@ -143,6 +152,11 @@ func problemOf(err error) (Problem, bool) {
 	case errors.As(err, &fe):
 		// A field error of no known sentinel is a plain validation failure.
 		p.Status, p.Type = http.StatusUnprocessableEntity, ProblemType(kindValidation)
+	case pg.IsUnavailable(err):
+		// The database is away (stopped, restarting, unreachable): every route answers the
+		// same quick 503 with Retry-After (Render) instead of a 500, and the client retries.
+		p.Status, p.Type, p.Title = http.StatusServiceUnavailable, ProblemType(KindDatabaseUnavailable), "Database unavailable"
+		p.Detail = "the database is unreachable; retry shortly (GET /healthz says since when)"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		p.Status, p.Type = http.StatusServiceUnavailable, ProblemType(kindUnavailable)
 		p.Detail = "the request was cancelled or timed out"
@@ -230,6 +244,9 @@ func Render(c echo.Context, err error) (unexpected bool) {
 	}
 	if p.Status == http.StatusRequestEntityTooLarge {
 		discardBody(c)
+	}
+	if p.Status == http.StatusServiceUnavailable && c.Response().Header().Get("Retry-After") == "" {
+		c.Response().Header().Set("Retry-After", RetryAfterSeconds)
 	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(p.Status)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
 
@@ -238,5 +239,25 @@ func TestMount(t *testing.T) {
 		if rec.Code != c.status || (c.status >= 400 && rec.Header().Get(echo.HeaderContentType) != ProblemMediaType) {
 			t.Errorf("%s %s (%q): %d %s", c.method, c.path, c.token, rec.Code, rec.Body)
 		}
+	}
+}
+
+// While the database is away every route answers the same 503 problem with Retry-After,
+// never a 500.
+func TestRenderDatabaseUnavailable(t *testing.T) {
+	t.Parallel()
+	e := echo.New()
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/entities", nil)
+	rec := httptest.NewRecorder()
+	c := e.NewContext(req, rec)
+	err := fmt.Errorf("list entities: %w", &pgconn.PgError{Code: "57P01", Message: "terminating connection due to administrator command"})
+	if Render(c, err) {
+		t.Fatal("a database outage was reported as unexpected")
+	}
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("status %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if !strings.Contains(rec.Body.String(), ProblemType(KindDatabaseUnavailable)) {
+		t.Fatalf("body %s", rec.Body.String())
 	}
 }

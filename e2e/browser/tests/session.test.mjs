@@ -74,3 +74,38 @@ test('an api restart shows the reconnecting banner and recovers without a reload
   assert.equal(await page.getByTestId('signin').count(), 0);
   await ctx.close();
 });
+
+// While the api's database is away the api answers 503 (problem database-unavailable) and
+// /healthz says why; the browser simulates that with routes (stopping the shared stack's
+// Postgres is e2e/outage's job). The banner says it is reconnecting, the user stays signed
+// in, and the banner goes once /healthz answers 200 again.
+test('a database outage shows the reconnecting banner and clears it when healthy', async () => {
+  const ctx = await b.context();
+  const page = await ctx.newPage();
+  await signIn(page, env.operator, '/entities');
+  await page.getByTestId('entities-table').waitFor();
+  const since = new Date().toISOString();
+  const unavailable = (route) =>
+    route.fulfill({
+      status: 503,
+      headers: { 'Content-Type': 'application/problem+json', 'Retry-After': '2' },
+      body: JSON.stringify({ type: 'urn:oikos:problem:database-unavailable', title: 'Database unavailable', status: 503,
+        detail: 'the database is unreachable; retry shortly', errors: [] }),
+    });
+  const healthz = (route) =>
+    route.fulfill({ status: 503, headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ status: 'database unreachable', database: { reachable: false, unreachable_since: since, last_error: 'connection refused' } }) });
+  await page.route('**/api/v1/**', unavailable);
+  await page.route('**/healthz', healthz);
+  await page.locator('nav a[href="/ops"]').first().click();
+  const banner = page.locator('[data-testid=reconnecting][data-reason=database]');
+  await banner.waitFor({ timeout: 10_000 });
+  await until('the banner names the database', 10_000, async () => /database/i.test(await banner.textContent()));
+  assert.equal(await page.getByTestId('signin').count(), 0, 'a 503 must not sign the user out');
+  const t0 = Date.now();
+  await page.unroute('**/api/v1/**', unavailable);
+  await page.unroute('**/healthz', healthz);
+  await banner.waitFor({ state: 'detached', timeout: 20_000 });
+  log(`reconnecting banner cleared ${Date.now() - t0} ms after the api was healthy again`);
+  await ctx.close();
+});

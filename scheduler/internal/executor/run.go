@@ -7,12 +7,22 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
 )
 
-// finishAttempts bounds how long a run keeps trying to record its end while the database is
-// unavailable; after that the stuck sweep (of this or another scheduler) closes it.
+// finishAttempts bounds how often a run tries to record its end after an error of the
+// statement itself; after that the stuck sweep (of this or another scheduler) closes it.
 const finishAttempts = 5
+
+// finishOutage bounds how long a run keeps its end while the database is unreachable (an
+// outage, a restart: pg.IsUnavailable), retrying with back-off up to finishBackoff, so the
+// execution ends with its real status, exit code and output once Postgres is back instead of
+// being closed as interrupted by the stuck sweep. The command is never run again either way.
+const (
+	finishOutage  = 15 * time.Minute
+	finishBackoff = 5 * time.Second
+)
 
 // run executes one claimed execution and records its end. It never returns early without
 // recording: a run that cannot write its end leaves a row the sweep will close.
@@ -58,13 +68,26 @@ func (e *Executor) run(ctx context.Context, j job) {
 	}
 	tail, truncated := s.Close()
 
-	for attempt := 0; attempt < finishAttempts; attempt++ {
+	ended := time.Now()
+	for attempt := 0; ; attempt++ {
 		err = e.finish(store, j, o, tail, truncated)
 		if err == nil || errors.Is(err, errNotOurs) {
 			break
 		}
-		log.Error().Err(err).Int("attempt", attempt+1).Msg("record end of execution; retrying")
-		time.Sleep(time.Duration(attempt+1) * time.Second)
+		unavailable := pg.IsUnavailable(err)
+		if (!unavailable && attempt+1 >= finishAttempts) || (unavailable && time.Since(ended) > finishOutage) {
+			break
+		}
+		log.Error().Err(err).Int("attempt", attempt+1).Bool("database_unreachable", unavailable).Msg("record end of execution; retrying")
+		select {
+		case <-time.After(min(time.Duration(attempt+1)*time.Second, finishBackoff)):
+		case <-ctx.Done():
+			// Stopping: one last try, then the sweep closes what could not be recorded.
+			err = e.finish(store, j, o, tail, truncated)
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	if err == nil && e.opts.OnEnd != nil {
 		e.opts.OnEnd(Ended{ID: j.ID, TargetSlug: j.TargetSlug, Action: j.Action, Command: j.Command, Status: o.Status})

@@ -4,6 +4,8 @@
 // operator's session decides approvals (canDecide).
 import type { components } from './api/schema.gen';
 
+import { health } from './health.svelte';
+
 type Session = components['schemas']['WebSession'];
 
 type Status = 'loading' | 'signed-out' | 'signed-in';
@@ -24,6 +26,12 @@ class SessionStore {
       if (r.ok) {
         this.who = (await r.json()) as Session;
         this.status = 'signed-in';
+        return;
+      }
+      if (r.status === 503 && this.status === 'signed-in') {
+        // The api is up but its database is not: the cookie cannot be checked now, which
+        // says nothing about it. Stay signed in; the banner says the api is reconnecting.
+        health.report('The api answered 503');
         return;
       }
       this.who = null;

@@ -6,6 +6,7 @@
 // with ?last_event_id= so no event is missed, and check the session first.
 import type { components } from './api/schema.gen';
 import { session } from './session.svelte';
+import { health } from './health.svelte';
 
 /** StreamEvent is an event of the outbox as /api/v1/stream sends it (its data frame). */
 export type StreamEvent = components['schemas']['Event'];
@@ -83,6 +84,14 @@ class Stream {
 
   private async revive(): Promise<void> {
     await session.load();
+    if (health.degraded && session.status === 'signed-in') {
+      // The api answered but cannot serve yet (its database is away): try again later.
+      this.es = null;
+      this.status = 'reconnecting';
+      this.timer = setTimeout(() => void this.revive(), this.retry);
+      this.retry = Math.min(this.retry * 2, 15000);
+      return;
+    }
     if (session.status !== 'signed-in') {
       session.expired('Your session has ended; sign in again.');
       return;

@@ -8,6 +8,7 @@
 import createClient, { type Middleware } from 'openapi-fetch';
 import type { components, paths } from './schema.gen';
 import { session } from '../session.svelte';
+import { health } from '../health.svelte';
 
 export type Schemas = components['schemas'];
 export type Entity = Schemas['Entity'];
@@ -32,6 +33,11 @@ const expiry: Middleware = {
   onResponse({ request, response }) {
     if (response.status === 401 && !request.url.endsWith('/api/v1/session')) {
       session.expired('Your session has ended; sign in again.');
+    }
+    if (response.status === 503) {
+      // The database is away (or another part the api needs): the banner says so and
+      // /healthz is asked with back-off until the api recovers.
+      health.report('The api answered 503');
     }
     return undefined;
   },
