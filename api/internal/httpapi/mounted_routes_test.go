@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"context"
+	"github.com/oikos-hq/oikos/api/internal/secretsapi"
+	"github.com/oikos-hq/oikos/api/internal/secretstore"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -50,7 +52,8 @@ func appRoutes(t *testing.T, exec *execution.Service, pool *pgxpool.Pool, g *gra
 	return slices.Concat(execapi.New(execapi.Deps{Service: exec, Decisions: dec, Logger: zerolog.Nop()}).Routes(),
 		metricsapi.New(metricsapi.Deps{Pool: pool, Logger: zerolog.Nop()}).Routes(), chatAPI.Routes(),
 		notifyapi.New(notifyapi.Deps{Service: notify.NewService(notify.ServiceOptions{Pool: pool}), Logger: zerolog.Nop()}).Routes(),
-		onboard.New(onboard.Deps{Pool: pool, Graph: g, Logger: zerolog.Nop()}).Routes())
+		onboard.New(onboard.Deps{Pool: pool, Graph: g, Logger: zerolog.Nop()}).Routes(),
+		secretsapi.New(secretstore.New(pool, nil)).Routes())
 }
 
 // mountedOptions are what a test of the browser's side changes in newMountedEnv: the site
