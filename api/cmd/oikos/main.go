@@ -61,6 +61,7 @@ func commands() map[string]command {
 		"health":     {runHealth, "exit 0 when URL answers 200 (container health checks): oikos health URL"},
 		"incidents":  {runIncidents, "incidents, one per root cause: oikos incidents [--status open|resolved|all] [--entity SLUG]"},
 		"lab":        {runLab, "fault the lab simulator of make up: oikos lab fault HOST down|slow|flap | oikos lab clear"},
+		"llm":        {runLLM, "probe the agent's model server: oikos llm check [--base-url URL] [--model M] [--json]"},
 		"migrate":    {runMigrate, "apply pending database migrations (OIKOS_DATABASE_URL)"},
 		"notify":     {runNotify, "notification channels: oikos notify test URL | add NAME --url URL [--on KINDS] | list | deliveries | rm NAME"},
 		"schedulers": {runSchedulers, "the schedulers sharing the fleet and the units (hosts, net) each holds"},
