@@ -25,6 +25,8 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/apiclient"
+	"github.com/oikos-hq/oikos/shared/daemon"
+	"github.com/oikos-hq/oikos/shared/llmcheck"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
@@ -231,20 +233,17 @@ func runHealth(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: oikos health URL")
 		return 2
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil)
-	if err != nil {
+	if err := daemon.CheckURL(ctx, env.HTTP, args[0]); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos health: %v\n", err)
-		return 2
-	}
-	resp, err := env.HTTP.Do(req)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "oikos health: %v\n", err)
-		return 1
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(env.Stderr, "oikos health: %s answered %d\n", args[0], resp.StatusCode)
 		return 1
 	}
 	return 0
+}
+
+// runLLM is `oikos llm check` (shared/llmcheck.CLI), with the longer wait the agent's probes need.
+func runLLM(ctx context.Context, env *cliEnv, args []string) int {
+	return llmcheck.CLI(ctx, args, env.Stdout, env.Stderr, func(ctx context.Context, b apiclient.LLMCheckRequest) (raw json.RawMessage, err error) {
+		long := &cliEnv{Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv, HTTP: &http.Client{Timeout: llmcheck.CLITimeout}}
+		return raw, long.do(func(c *apiclient.Client) (*http.Response, error) { return c.CheckModelServer(ctx, b) }, &raw)
+	})
 }

@@ -1,4 +1,4 @@
-package main
+package llmcheck
 
 import (
 	"context"
@@ -6,14 +6,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
 	"github.com/oikos-hq/oikos/shared/apiclient"
-	"github.com/oikos-hq/oikos/shared/llmcheck"
 )
 
-const llmUsage = `usage: oikos llm check [--base-url URL] [--model M] [--provider P] [--api-key K] [--context-tokens N] [--timeout D] [--json]
+// CLITimeout bounds the CLI's wait for the report: the agent answers once every probe ran
+// (the api gives it 10 minutes), far longer than the 30 s other commands wait.
+const CLITimeout = 11 * time.Minute
+
+const usage = `usage: oikos llm check [--base-url URL] [--model M] [--provider P] [--api-key K] [--context-tokens N] [--timeout D] [--json]
 
 Asks the agent to probe the model server it is configured with (OIKOS_LLM_* in the agent's
 environment): models listed, server identity and context window, a plain answer, a streamed
@@ -21,17 +25,17 @@ answer, one tool-call round trip, reasoning. The flags check another server or m
 for this check only (the agent's own key is never sent to another --base-url). Exit 0 when
 Nomos can work with the server, 1 when a probe failed or the api cannot be reached.`
 
-// runLLM is `oikos llm check` (issue #31, "Doctor"): the probes run in the agent, which holds
-// the model's configuration and Nomos's wire client (agent/internal/llmcheck); this command
-// only asks through the api and prints the report.
-func runLLM(ctx context.Context, env *cliEnv, args []string) int {
+// CLI is `oikos llm check` (args after "llm"): it reads the flags, asks the api through send
+// (POST /api/v1/llm/check) and prints the report. It lives here, not in api/cmd/oikos, to keep
+// that package under its size limit; the command there only supplies send. Exit 0 when the
+// report passed, 1 when it failed or the api refused, 2 on a usage error or the api's 422.
+func CLI(ctx context.Context, args []string, stdout, stderr io.Writer, send func(context.Context, apiclient.LLMCheckRequest) (json.RawMessage, error)) int {
 	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(env.Stderr, llmUsage)
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
 	fs := flag.NewFlagSet("oikos llm check", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	var body apiclient.LLMCheckRequest
+	fs.SetOutput(stderr)
 	base := fs.String("base-url", "", "check this OpenAI-compatible base URL instead of the agent's OIKOS_LLM_BASE_URL")
 	model := fs.String("model", "", "check this model instead of OIKOS_LLM_MODEL")
 	provider := fs.String("provider", "", "the preset to judge it by: ollama, llamacpp, vllm, lmstudio, openai")
@@ -43,46 +47,34 @@ func runLLM(ctx context.Context, env *cliEnv, args []string) int {
 		return 2
 	}
 	if fs.NArg() > 0 || *ctxTokens < 0 || *timeout < 0 || *timeout > 5*time.Minute {
-		fmt.Fprintln(env.Stderr, llmUsage)
+		fmt.Fprintln(stderr, usage)
 		return 2
 	}
-	body.BaseUrl, body.Model, body.ApiKey = apiclient.Opt(*base), apiclient.Opt(*model), apiclient.Opt(*key)
+	body := apiclient.LLMCheckRequest{BaseUrl: apiclient.Opt(*base), Model: apiclient.Opt(*model), ApiKey: apiclient.Opt(*key),
+		ContextTokens: apiclient.Opt(*ctxTokens)}
 	if *provider != "" {
 		body.Provider = apiclient.Ptr(apiclient.LLMCheckRequestProvider(*provider))
 	}
-	if *ctxTokens > 0 {
-		body.ContextTokens = ctxTokens
-	}
 	if *timeout > 0 {
-		s := float32(timeout.Seconds())
-		body.TimeoutS = &s
+		body.TimeoutS = apiclient.Ptr(float32(timeout.Seconds()))
 	}
-	// The agent answers once every probe ran: longer than the 30 s other commands wait.
-	long := *env
-	hc := http.Client{Timeout: 11 * time.Minute}
-	if env.HTTP != nil {
-		hc = *env.HTTP
-		hc.Timeout = 11 * time.Minute
-	}
-	long.HTTP = &hc
-	var raw json.RawMessage
-	if err := long.do(func(c *apiclient.Client) (*http.Response, error) { return c.CheckModelServer(ctx, body) }, &raw); err != nil {
-		var ae *apiError
+	raw, err := send(ctx, body)
+	if err != nil {
+		fmt.Fprintf(stderr, "oikos llm check: %v\n", err)
+		var ae *apiclient.APIError
 		if errors.As(err, &ae) && ae.Status == http.StatusUnprocessableEntity {
-			fmt.Fprintf(env.Stderr, "oikos llm check: %v\n", err)
 			return 2
 		}
-		fmt.Fprintf(env.Stderr, "oikos llm check: %v\n", err)
 		return 1
 	}
-	var rep llmcheck.Report
+	var rep Report
 	if err := json.Unmarshal(raw, &rep); err != nil {
-		fmt.Fprintf(env.Stderr, "oikos llm check: the api's report: %v\n", err)
+		fmt.Fprintf(stderr, "oikos llm check: the api's report: %v\n", err)
 		return 1
 	}
 	if *asJSON {
-		fmt.Fprintf(env.Stdout, "%s\n", raw)
-	} else if err := rep.WriteText(env.Stdout); err != nil {
+		fmt.Fprintf(stdout, "%s\n", raw)
+	} else if err := rep.WriteText(stdout); err != nil {
 		return 1
 	}
 	if !rep.OK {
