@@ -15,6 +15,8 @@ import (
 	"github.com/oikos-hq/oikos/agent/internal/apiclient"
 	"github.com/oikos-hq/oikos/agent/internal/budget"
 	"github.com/oikos-hq/oikos/agent/internal/chatapi"
+	"github.com/oikos-hq/oikos/agent/internal/llmcheck"
+	"github.com/oikos-hq/oikos/agent/internal/llmcheckapi"
 	"github.com/oikos-hq/oikos/agent/internal/loop"
 	"github.com/oikos-hq/oikos/agent/internal/mcpserver"
 	"github.com/oikos-hq/oikos/agent/internal/secrets"
@@ -87,6 +89,7 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 	if cfg.AgentToken == "" {
 		log.Warn().Msg("OIKOS_AGENT_TOKEN is not set: chat is refused and the task sweep cannot read pending approvals")
 	}
+	DetectProvider(ctx, &cfg, nil, log)
 	nomos, err := loop.New(loop.Config{BaseURL: cfg.LLMBaseURL, Model: cfg.LLMModel, APIKey: cfg.LLMAPIKey, SoulFile: cfg.SoulFile,
 		Provider: cfg.LLMProvider, FirstByte: cfg.LLMFirstByte, StatusAfter: cfg.LLMStatusAfter,
 		AgentToken: cfg.AgentToken, Context: window}, reg, taskSvc, pool, api, log)
@@ -136,6 +139,9 @@ func RunConfig(ctx context.Context, cfg Config, log zerolog.Logger, ready func(n
 	sessions := sessionsapi.New(pool, cfg.AgentToken, log)
 	mux.Handle("/internal/sessions", sessions)
 	mux.Handle("/internal/sessions/", sessions)
+	mux.Handle("/internal/llm/check", &llmcheckapi.Handler{Token: cfg.AgentToken, Log: log, Target: llmcheck.Target{
+		BaseURL: cfg.LLMBaseURL, Model: cfg.LLMModel, APIKey: cfg.LLMAPIKey, Provider: cfg.LLMProvider, FirstByte: cfg.LLMFirstByte,
+		ContextTokens: cfg.LLMContextTokens}})
 	var h http.Handler = health.Metrics.InstrumentHandler(mux)
 	return daemon.Serve(ctx, log, cfg.Addr, h, ready)
 }

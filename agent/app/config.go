@@ -28,6 +28,9 @@ type Config struct {
 	// LLMFirstByte bounds the wait for the model's first byte (OIKOS_LLM_FIRST_BYTE_TIMEOUT;
 	// default the provider's, else 5m: a local server loads the model on first use).
 	LLMFirstByte time.Duration
+	// LLMFirstByteSet says OIKOS_LLM_FIRST_BYTE_TIMEOUT was set, so a detected server's
+	// preset does not replace it (DetectProvider).
+	LLMFirstByteSet bool
 	// LLMStatusAfter is how long without a first byte before the chat stream hears Nomos is
 	// waiting for the model (OIKOS_LLM_STATUS_AFTER, default 3s).
 	LLMStatusAfter time.Duration
@@ -86,6 +89,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		def = llm.DefaultFirstByte
 	}
 	c.LLMFirstByte = r.Duration("OIKOS_LLM_FIRST_BYTE_TIMEOUT", def)
+	c.LLMFirstByteSet = strings.TrimSpace(r.String("OIKOS_LLM_FIRST_BYTE_TIMEOUT", "")) != ""
 	c.LLMStatusAfter = r.Duration("OIKOS_LLM_STATUS_AFTER", 3*time.Second)
 	if c.LLMStatusAfter <= 0 || c.LLMStatusAfter >= c.LLMFirstByte {
 		r.Fail("OIKOS_LLM_STATUS_AFTER: %s must be above 0 and below the first-byte timeout (%s)", c.LLMStatusAfter, c.LLMFirstByte)

@@ -683,6 +683,93 @@ func (e KnowledgeKind) Valid() bool {
 	}
 }
 
+// Defines values for LLMCheckFindingProbe.
+const (
+	Config    LLMCheckFindingProbe = "config"
+	Context   LLMCheckFindingProbe = "context"
+	Models    LLMCheckFindingProbe = "models"
+	Plain     LLMCheckFindingProbe = "plain"
+	Reasoning LLMCheckFindingProbe = "reasoning"
+	Server    LLMCheckFindingProbe = "server"
+	Stream    LLMCheckFindingProbe = "stream"
+	Tools     LLMCheckFindingProbe = "tools"
+)
+
+// Valid indicates whether the value is a known member of the LLMCheckFindingProbe enum.
+func (e LLMCheckFindingProbe) Valid() bool {
+	switch e {
+	case Config:
+		return true
+	case Context:
+		return true
+	case Models:
+		return true
+	case Plain:
+		return true
+	case Reasoning:
+		return true
+	case Server:
+		return true
+	case Stream:
+		return true
+	case Tools:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LLMCheckFindingStatus.
+const (
+	Fail LLMCheckFindingStatus = "fail"
+	Ok   LLMCheckFindingStatus = "ok"
+	Skip LLMCheckFindingStatus = "skip"
+	Warn LLMCheckFindingStatus = "warn"
+)
+
+// Valid indicates whether the value is a known member of the LLMCheckFindingStatus enum.
+func (e LLMCheckFindingStatus) Valid() bool {
+	switch e {
+	case Fail:
+		return true
+	case Ok:
+		return true
+	case Skip:
+		return true
+	case Warn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LLMCheckRequestProvider.
+const (
+	Llamacpp LLMCheckRequestProvider = "llamacpp"
+	Lmstudio LLMCheckRequestProvider = "lmstudio"
+	Ollama   LLMCheckRequestProvider = "ollama"
+	Openai   LLMCheckRequestProvider = "openai"
+	Vllm     LLMCheckRequestProvider = "vllm"
+)
+
+// Valid indicates whether the value is a known member of the LLMCheckRequestProvider enum.
+func (e LLMCheckRequestProvider) Valid() bool {
+	switch e {
+	case Llamacpp:
+		return true
+	case Lmstudio:
+		return true
+	case Ollama:
+		return true
+	case Openai:
+		return true
+	case Vllm:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for MetricTrendDirection.
 const (
 	MetricTrendDirectionFalling MetricTrendDirection = "falling"
@@ -2163,6 +2250,69 @@ type KnowledgeRefList struct {
 	NextCursor *NextCursor `json:"next_cursor"`
 }
 
+// LLMCheckFinding defines model for LLMCheckFinding.
+type LLMCheckFinding struct {
+	Detail string `json:"detail"`
+
+	// Ms How long the probe took.
+	Ms    int                  `json:"ms"`
+	Probe LLMCheckFindingProbe `json:"probe"`
+
+	// Set Settings that would fix or improve it, as NAME=value lines.
+	Set    *[]string             `json:"set,omitempty"`
+	Status LLMCheckFindingStatus `json:"status"`
+}
+
+// LLMCheckFindingProbe defines model for LLMCheckFinding.Probe.
+type LLMCheckFindingProbe string
+
+// LLMCheckFindingStatus defines model for LLMCheckFinding.Status.
+type LLMCheckFindingStatus string
+
+// LLMCheckReport defines model for LLMCheckReport.
+type LLMCheckReport struct {
+	BaseUrl string `json:"base_url"`
+
+	// ContextTokens The context window the server reported for the model.
+	ContextTokens *int `json:"context_tokens,omitempty"`
+
+	// Detected The server that identified itself (ollama, llamacpp, vllm, lmstudio, openai).
+	Detected *string           `json:"detected,omitempty"`
+	Findings []LLMCheckFinding `json:"findings"`
+	Model    string            `json:"model"`
+
+	// Ok No finding failed.
+	Ok bool `json:"ok"`
+
+	// Provider The preset configured
+	Provider      *string `json:"provider,omitempty"`
+	ServerVersion *string `json:"server_version,omitempty"`
+}
+
+// LLMCheckRequest defines model for LLMCheckRequest.
+type LLMCheckRequest struct {
+	// ApiKey The key to send (the configured one goes only to the configured base URL).
+	ApiKey *string `json:"api_key,omitempty"`
+
+	// BaseUrl The OpenAI-compatible base URL to check instead of OIKOS_LLM_BASE_URL.
+	BaseUrl *string `json:"base_url,omitempty"`
+
+	// ContextTokens The window to compare with instead of OIKOS_LLM_CONTEXT_TOKENS.
+	ContextTokens *int `json:"context_tokens,omitempty"`
+
+	// Model The model instead of OIKOS_LLM_MODEL.
+	Model *string `json:"model,omitempty"`
+
+	// Provider The preset instead of OIKOS_LLM_PROVIDER.
+	Provider *LLMCheckRequestProvider `json:"provider,omitempty"`
+
+	// TimeoutS Bound of each probe (0: the agent's default, 45 s).
+	TimeoutS *float32 `json:"timeout_s,omitempty"`
+}
+
+// LLMCheckRequestProvider The preset instead of OIKOS_LLM_PROVIDER.
+type LLMCheckRequestProvider string
+
 // Liveness defines model for Liveness.
 type Liveness struct {
 	Database      *DatabaseAvailability `json:"database,omitempty"`
@@ -3325,6 +3475,9 @@ type ConfirmHostKeyJSONRequestBody ConfirmHostKeyJSONBody
 // UpsertKnowledgeJSONRequestBody defines body for UpsertKnowledge for application/json ContentType.
 type UpsertKnowledgeJSONRequestBody = UpsertKnowledge
 
+// CheckModelServerJSONRequestBody defines body for CheckModelServer for application/json ContentType.
+type CheckModelServerJSONRequestBody = LLMCheckRequest
+
 // CreateNotificationChannelJSONRequestBody defines body for CreateNotificationChannel for application/json ContentType.
 type CreateNotificationChannelJSONRequestBody = CreateNotificationChannel
 
@@ -4059,6 +4212,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /api/v1/knowledge/{slug} (the `UpsertKnowledge` operationId).
 	UpsertKnowledge(ctx context.Context, slug string, body UpsertKnowledgeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CheckModelServerWithBody Probe the agent's model server and report what works, what does not and what to set.
+	//
+	// The agent (which holds the model configuration) probes its model server: the models
+	// it lists, its identity (Ollama, llama-server, vLLM, LM Studio) and context window, a
+	// plain answer, a streamed answer, one tool-call round trip and the reasoning it sends,
+	// each probe bounded. Every body field is optional and overrides the configured value
+	// for this check only; the configured API key is never sent to another `base_url` than
+	// the configured one. A POST under the write permission (it makes the agent send
+	// requests to the model); it changes nothing, so it is neither audited nor an event.
+	// The report answers 200 whether or not the server passed (`ok`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/llm/check (the `CheckModelServer` operationId).
+	CheckModelServerWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CheckModelServer Probe the agent's model server and report what works, what does not and what to set.
+	//
+	// The agent (which holds the model configuration) probes its model server: the models
+	// it lists, its identity (Ollama, llama-server, vLLM, LM Studio) and context window, a
+	// plain answer, a streamed answer, one tool-call round trip and the reasoning it sends,
+	// each probe bounded. Every body field is optional and overrides the configured value
+	// for this check only; the configured API key is never sent to another `base_url` than
+	// the configured one. A POST under the write permission (it makes the agent send
+	// requests to the model); it changes nothing, so it is neither audited nor an event.
+	// The report answers 200 whether or not the server passed (`ok`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/llm/check (the `CheckModelServer` operationId).
+	CheckModelServer(ctx context.Context, body CheckModelServerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListNotificationChannels Notification channels, by name, each with its rules.
 	//
@@ -5731,6 +5916,58 @@ func (c *Client) UpsertKnowledgeWithBody(ctx context.Context, slug string, conte
 // Corresponds with PUT /api/v1/knowledge/{slug} (the `UpsertKnowledge` operationId).
 func (c *Client) UpsertKnowledge(ctx context.Context, slug string, body UpsertKnowledgeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUpsertKnowledgeRequest(c.Server, slug, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CheckModelServerWithBody Probe the agent's model server and report what works, what does not and what to set.
+//
+// The agent (which holds the model configuration) probes its model server: the models
+// it lists, its identity (Ollama, llama-server, vLLM, LM Studio) and context window, a
+// plain answer, a streamed answer, one tool-call round trip and the reasoning it sends,
+// each probe bounded. Every body field is optional and overrides the configured value
+// for this check only; the configured API key is never sent to another `base_url` than
+// the configured one. A POST under the write permission (it makes the agent send
+// requests to the model); it changes nothing, so it is neither audited nor an event.
+// The report answers 200 whether or not the server passed (`ok`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/llm/check (the `CheckModelServer` operationId).
+func (c *Client) CheckModelServerWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckModelServerRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CheckModelServer Probe the agent's model server and report what works, what does not and what to set.
+//
+// The agent (which holds the model configuration) probes its model server: the models
+// it lists, its identity (Ollama, llama-server, vLLM, LM Studio) and context window, a
+// plain answer, a streamed answer, one tool-call round trip and the reasoning it sends,
+// each probe bounded. Every body field is optional and overrides the configured value
+// for this check only; the configured API key is never sent to another `base_url` than
+// the configured one. A POST under the write permission (it makes the agent send
+// requests to the model); it changes nothing, so it is neither audited nor an event.
+// The report answers 200 whether or not the server passed (`ok`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/llm/check (the `CheckModelServer` operationId).
+func (c *Client) CheckModelServer(ctx context.Context, body CheckModelServerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCheckModelServerRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -9504,6 +9741,46 @@ func NewUpsertKnowledgeRequestWithBody(server string, slug string, contentType s
 	return req, nil
 }
 
+// NewCheckModelServerRequest calls the generic CheckModelServer builder with application/json body
+func NewCheckModelServerRequest(server string, body CheckModelServerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCheckModelServerRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCheckModelServerRequestWithBody constructs an http.Request for the CheckModelServer method, with any body, and a specified content type
+func NewCheckModelServerRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/llm/check")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListNotificationChannelsRequest constructs an http.Request for the ListNotificationChannels method
 func NewListNotificationChannelsRequest(server string) (*http.Request, error) {
 	var err error
@@ -11843,6 +12120,38 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /api/v1/knowledge/{slug} (the `UpsertKnowledge` operationId).
 	UpsertKnowledgeWithResponse(ctx context.Context, slug string, body UpsertKnowledgeJSONRequestBody, reqEditors ...RequestEditorFn) (*UpsertKnowledgeResponse, error)
+
+	// CheckModelServerWithBodyWithResponse Probe the agent's model server and report what works, what does not and what to set.
+	//
+	// The agent (which holds the model configuration) probes its model server: the models
+	// it lists, its identity (Ollama, llama-server, vLLM, LM Studio) and context window, a
+	// plain answer, a streamed answer, one tool-call round trip and the reasoning it sends,
+	// each probe bounded. Every body field is optional and overrides the configured value
+	// for this check only; the configured API key is never sent to another `base_url` than
+	// the configured one. A POST under the write permission (it makes the agent send
+	// requests to the model); it changes nothing, so it is neither audited nor an event.
+	// The report answers 200 whether or not the server passed (`ok`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/llm/check (the `CheckModelServer` operationId).
+	CheckModelServerWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CheckModelServerResponse, error)
+
+	// CheckModelServerWithResponse Probe the agent's model server and report what works, what does not and what to set.
+	//
+	// The agent (which holds the model configuration) probes its model server: the models
+	// it lists, its identity (Ollama, llama-server, vLLM, LM Studio) and context window, a
+	// plain answer, a streamed answer, one tool-call round trip and the reasoning it sends,
+	// each probe bounded. Every body field is optional and overrides the configured value
+	// for this check only; the configured API key is never sent to another `base_url` than
+	// the configured one. A POST under the write permission (it makes the agent send
+	// requests to the model); it changes nothing, so it is neither audited nor an event.
+	// The report answers 200 whether or not the server passed (`ok`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/llm/check (the `CheckModelServer` operationId).
+	CheckModelServerWithResponse(ctx context.Context, body CheckModelServerJSONRequestBody, reqEditors ...RequestEditorFn) (*CheckModelServerResponse, error)
 
 	// ListNotificationChannelsWithResponse Notification channels, by name, each with its rules.
 	//
@@ -16164,6 +16473,103 @@ func (r UpsertKnowledgeResponse) ContentType() string {
 	return ""
 }
 
+// CheckModelServerResponse401Headers the declared response headers of an HTTP 401 response for CheckModelServer
+type CheckModelServerResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type CheckModelServerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *LLMCheckReport
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *AgentUnavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Error
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CheckModelServerResponse401Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CheckModelServerResponse) GetJSON200() *LLMCheckReport {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CheckModelServerResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CheckModelServerResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CheckModelServerResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CheckModelServerResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CheckModelServerResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CheckModelServerResponse) GetApplicationproblemJSON503() *AgentUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CheckModelServerResponse) GetApplicationproblemJSONDefault() *Error {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CheckModelServerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CheckModelServerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CheckModelServerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CheckModelServerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListNotificationChannelsResponse401Headers the declared response headers of an HTTP 401 response for ListNotificationChannels
 type ListNotificationChannelsResponse401Headers struct {
 	WWWAuthenticate *string
@@ -20189,6 +20595,50 @@ func (c *ClientWithResponses) UpsertKnowledgeWithResponse(ctx context.Context, s
 		return nil, err
 	}
 	return ParseUpsertKnowledgeResponse(rsp)
+}
+
+// CheckModelServerWithBodyWithResponse Probe the agent's model server and report what works, what does not and what to set.
+//
+// The agent (which holds the model configuration) probes its model server: the models
+// it lists, its identity (Ollama, llama-server, vLLM, LM Studio) and context window, a
+// plain answer, a streamed answer, one tool-call round trip and the reasoning it sends,
+// each probe bounded. Every body field is optional and overrides the configured value
+// for this check only; the configured API key is never sent to another `base_url` than
+// the configured one. A POST under the write permission (it makes the agent send
+// requests to the model); it changes nothing, so it is neither audited nor an event.
+// The report answers 200 whether or not the server passed (`ok`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/llm/check (the `CheckModelServer` operationId).
+func (c *ClientWithResponses) CheckModelServerWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CheckModelServerResponse, error) {
+	rsp, err := c.CheckModelServerWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckModelServerResponse(rsp)
+}
+
+// CheckModelServerWithResponse Probe the agent's model server and report what works, what does not and what to set.
+//
+// The agent (which holds the model configuration) probes its model server: the models
+// it lists, its identity (Ollama, llama-server, vLLM, LM Studio) and context window, a
+// plain answer, a streamed answer, one tool-call round trip and the reasoning it sends,
+// each probe bounded. Every body field is optional and overrides the configured value
+// for this check only; the configured API key is never sent to another `base_url` than
+// the configured one. A POST under the write permission (it makes the agent send
+// requests to the model); it changes nothing, so it is neither audited nor an event.
+// The report answers 200 whether or not the server passed (`ok`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/llm/check (the `CheckModelServer` operationId).
+func (c *ClientWithResponses) CheckModelServerWithResponse(ctx context.Context, body CheckModelServerJSONRequestBody, reqEditors ...RequestEditorFn) (*CheckModelServerResponse, error) {
+	rsp, err := c.CheckModelServer(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCheckModelServerResponse(rsp)
 }
 
 // ListNotificationChannelsWithResponse Notification channels, by name, each with its rules.
@@ -24419,6 +24869,94 @@ func ParseUpsertKnowledgeResponse(rsp *http.Response) (*UpsertKnowledgeResponse,
 		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers UpsertKnowledgeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCheckModelServerResponse parses an HTTP response from a CheckModelServerWithResponse call
+func ParseCheckModelServerResponse(rsp *http.Response) (*CheckModelServerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CheckModelServerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest LLMCheckReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest AgentUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CheckModelServerResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

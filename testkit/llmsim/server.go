@@ -85,6 +85,9 @@ func (s *server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return
 	}
+	if s.identity(w, r) {
+		return
+	}
 	path = strings.TrimPrefix(path, "/v1")
 	switch {
 	case path == "/chat/completions":
@@ -164,10 +167,16 @@ type modelObject struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// MaxModelLen is vLLM's context window (--max-model-len) in its model cards.
+	MaxModelLen int `json:"max_model_len,omitempty"`
 }
 
 func (s *server) modelObject(name string) modelObject {
-	return modelObject{ID: name, Object: "model", Created: s.opts.Created, OwnedBy: "llmsim"}
+	m := modelObject{ID: name, Object: "model", Created: s.opts.Created, OwnedBy: "llmsim"}
+	if s.opts.Wire.Server == "vllm" {
+		m.OwnedBy, m.MaxModelLen = "vllm", ServedContext
+	}
+	return m
 }
 
 func writeModelNotFound(w http.ResponseWriter, name string) {

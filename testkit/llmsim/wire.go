@@ -58,6 +58,9 @@ type Wire struct {
 	// ContextWindow, when set, refuses a request whose prompt counts more tokens than it as
 	// llama-server does (window.go; mode "context-N", e.g. context-8192).
 	ContextWindow int
+	// Server is the server whose identity endpoints the mode answers (identity.go): "ollama",
+	// "llamacpp", "vllm" or "lmstudio"; "" answers them 404 as OpenAI does.
+	Server string
 }
 
 // Thought is the reasoning the Reasoning modes add. It holds a tool call written as JSON on
@@ -85,14 +88,14 @@ var Modes = map[string]Wire{
 	"flaky-503":             {Flaky: http.StatusServiceUnavailable},
 	"flaky-503-retry-after": {Flaky: http.StatusServiceUnavailable, RetryAfter: 1},
 	"slow-first-token":      {FirstByteDelay: 400 * time.Millisecond},
-	"refuse-tools-ollama":   {RefuseTools: "ollama"},
-	"refuse-tools-llamacpp": {RefuseTools: "llamacpp"},
-	"refuse-tools-vllm":     {RefuseTools: "vllm"},
+	"refuse-tools-ollama":   {RefuseTools: "ollama", Server: "ollama"},
+	"refuse-tools-llamacpp": {RefuseTools: "llamacpp", Server: "llamacpp"},
+	"refuse-tools-vllm":     {RefuseTools: "vllm", Server: "vllm"},
 	// The servers as their current releases behave by default (docs/llm-providers.md).
-	"ollama":   {ToolCalls: "whole", IndexZero: true, IDs: "ollama", Reasoning: "reasoning"},
-	"llamacpp": {ToolCalls: "fragments", Reasoning: "reasoning_content", IDs: "none"},
-	"vllm":     {ToolCalls: "fragments", IDs: "vllm", Reasoning: "reasoning"},
-	"lmstudio": {ToolCalls: "whole", IDs: "numeric", FinishStop: true, Reasoning: "reasoning_content"},
+	"ollama":   {ToolCalls: "whole", IndexZero: true, IDs: "ollama", Reasoning: "reasoning", Server: "ollama"},
+	"llamacpp": {ToolCalls: "fragments", Reasoning: "reasoning_content", IDs: "none", Server: "llamacpp"},
+	"vllm":     {ToolCalls: "fragments", IDs: "vllm", Reasoning: "reasoning", Server: "vllm"},
+	"lmstudio": {ToolCalls: "whole", IDs: "numeric", FinishStop: true, Reasoning: "reasoning_content", Server: "lmstudio"},
 }
 
 // ModeNames are the names of Modes, sorted.
@@ -139,6 +142,7 @@ func (w Wire) merge(o Wire) Wire {
 	}
 	w.ToolCalls, w.IDs, w.TextCalls = pick(w.ToolCalls, o.ToolCalls), pick(w.IDs, o.IDs), pick(w.TextCalls, o.TextCalls)
 	w.Reasoning, w.RefuseTools = pick(w.Reasoning, o.Reasoning), pick(w.RefuseTools, o.RefuseTools)
+	w.Server = pick(w.Server, o.Server)
 	w.IndexZero = w.IndexZero || o.IndexZero
 	w.FinishStop = w.FinishStop || o.FinishStop
 	w.NoUsage = w.NoUsage || o.NoUsage

@@ -26,6 +26,8 @@ import (
 	"github.com/oikos-hq/oikos/api/cmd/oikos/jobs"
 	"github.com/oikos-hq/oikos/api/internal/storage"
 	"github.com/oikos-hq/oikos/shared/apiclient"
+	"github.com/oikos-hq/oikos/shared/daemon"
+	"github.com/oikos-hq/oikos/shared/llmcheck"
 	"github.com/oikos-hq/oikos/shared/pg"
 )
 
@@ -62,6 +64,7 @@ func commands() map[string]command {
 		"health":     {runHealth, "exit 0 when URL answers 200 (container health checks): oikos health URL"},
 		"incidents":  {runIncidents, "incidents, one per root cause: oikos incidents [--status open|resolved|all] [--entity SLUG]"},
 		"lab":        {runLab, "fault the lab simulator of make up: oikos lab fault HOST down|slow|flap | oikos lab clear"},
+		"llm":        {runLLM, "probe the agent's model server: oikos llm check [--base-url URL] [--model M] [--json]"},
 		"migrate":    {runMigrate, "apply pending database migrations (OIKOS_DATABASE_URL)"},
 		"notify":     {runNotify, "notification channels: oikos notify test URL | add NAME --url URL [--on KINDS] | list | deliveries | rm NAME"},
 		"schedulers": {runSchedulers, "the schedulers sharing the fleet and the units (hosts, net) each holds"},
@@ -232,19 +235,8 @@ func runHealth(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.Stderr, "usage: oikos health URL")
 		return 2
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil)
-	if err != nil {
+	if err := daemon.CheckURL(ctx, env.HTTP, args[0]); err != nil {
 		fmt.Fprintf(env.Stderr, "oikos health: %v\n", err)
-		return 2
-	}
-	resp, err := env.HTTP.Do(req)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "oikos health: %v\n", err)
-		return 1
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(env.Stderr, "oikos health: %s answered %d\n", args[0], resp.StatusCode)
 		return 1
 	}
 	return 0
@@ -261,4 +253,12 @@ func runSecret(ctx context.Context, env *cliEnv, args []string) int {
 
 func runSchedulers(ctx context.Context, env *cliEnv, args []string) int {
 	return jobs.Schedulers(ctx, env.job(), args)
+}
+
+// runLLM is `oikos llm check` (shared/llmcheck.CLI), with the longer wait the agent's probes need.
+func runLLM(ctx context.Context, env *cliEnv, args []string) int {
+	return llmcheck.CLI(ctx, args, env.Stdout, env.Stderr, func(ctx context.Context, b apiclient.LLMCheckRequest) (raw json.RawMessage, err error) {
+		long := &cliEnv{Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv, HTTP: &http.Client{Timeout: llmcheck.CLITimeout}}
+		return raw, long.do(func(c *apiclient.Client) (*http.Response, error) { return c.CheckModelServer(ctx, b) }, &raw)
+	})
 }

@@ -26,6 +26,9 @@
 //     status and JSON body go back as they are; its problem documents are re-rendered by the
 //     api's one mapper (same status, detail and field), so a client reads one problem shape.
 //     An agent that refuses the api's token (401, 403) or cannot be reached is a 503.
+//   - POST /internal/llm/check, body the client's POST /llm/check as it came (overrides of
+//     the model server, all optional): the agent probes its model server and answers a
+//     shared/llmcheck.Report, passed on as it is (llmcheck.go).
 package chatapi
 
 import (
@@ -139,6 +142,7 @@ func (a *API) Routes() []request.Route {
 		request.GET("/sessions/:id", r, a.proxy("")),
 		request.DELETE("/sessions/:id", w, a.proxy("")),
 		request.GET("/sessions/:id/tool_calls", r, a.proxy("/tool_calls")),
+		request.POST("/llm/check", w, a.llmCheck),
 	}
 }
 

@@ -19,6 +19,7 @@ const table: [RegExp, string, string[]][] = [
   [/^\/knowledge\/(.+)$/, 'doc', ['slug']],
   [/^\/signals\/?$/, 'signals', []],
   [/^\/graph\/?$/, 'graph', []],
+  [/^\/settings\/?$/, 'settings', []],
 ];
 
 function match(path: string): Route {
