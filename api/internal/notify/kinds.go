@@ -63,6 +63,9 @@ type Notification struct {
 	Tags []string
 	// IncidentID is the incident's signal id, looked up at send time for a mute.
 	IncidentID string
+	// Subject is the channel a target-health notification is about: it goes to every other
+	// enabled channel that is not failing, whatever the rules, and never to the subject.
+	Subject string
 }
 
 // Delivery statuses.

@@ -315,7 +315,7 @@ func (w *Worker) deliver(ctx context.Context, c notifystore.Claimed) {
 	}
 	w.attempts.WithLabelValues(c.ChannelKind, outcome).Observe(elapsed.Seconds())
 	msg := clip(notifytarget.RedactError(err, target.URL, target.Secret))
-	result, err := w.record(wctx, c, code, msg, elapsed)
+	result, msg, err := w.record(wctx, c, code, msg, elapsed)
 	if errors.Is(err, errLost) {
 		// Deleted with its channel, or taken over after the lease ran out.
 		log.Info().Msg("notifications: a delivery changed while it was sent; the attempt is not recorded")
@@ -411,7 +411,7 @@ func (w *Worker) next(c notifystore.Claimed, attempts, code int, now time.Time) 
 // channel's failing signal raised or resolved with its notification_target.failing or
 // .recovered event and audit row. The channel's row lock makes that happen once per episode
 // even with two apis.
-func (w *Worker) record(ctx context.Context, c notifystore.Claimed, code int, errMsg string, elapsed time.Duration) (string, error) {
+func (w *Worker) record(ctx context.Context, c notifystore.Claimed, code int, errMsg string, elapsed time.Duration) (string, string, error) {
 	now := w.o.Now()
 	attempts := c.Attempts + 1
 	ok := errMsg == ""
@@ -477,7 +477,7 @@ func (w *Worker) record(ctx context.Context, c notifystore.Claimed, code int, er
 			ChannelKind: c.ChannelKind, State: notifystore.StateFailing, ConsecutiveFailures: h.Failures,
 			LastError: errMsg, FailingSince: &now, DeliveryID: c.ID})
 	})
-	return result, err
+	return result, errMsg, err
 }
 
 // report writes a health change's audit row and event (the action is the event's type).

@@ -24,6 +24,7 @@ var Queries = map[string]string{
 	"qEntityType":       qEntityType,
 	"qEnabledRules":     qEnabledRules,
 	"qInsertDelivery":   qInsertDelivery,
+	"qHealthyChannels":  qHealthyChannels,
 	"qHeads":            qHeads,
 	"qNextDue":          qNextDue,
 	"qDue":              qDue,
