@@ -30,6 +30,7 @@ import (
 	"github.com/oikos-hq/oikos/api/internal/metricsapi"
 	"github.com/oikos-hq/oikos/api/internal/notify"
 	"github.com/oikos-hq/oikos/api/internal/notifyapi"
+	"github.com/oikos-hq/oikos/api/internal/notifytarget"
 	"github.com/oikos-hq/oikos/api/internal/notifyworker"
 	"github.com/oikos-hq/oikos/api/internal/onboard"
 	"github.com/oikos-hq/oikos/api/internal/placement"
@@ -249,7 +250,9 @@ func Start(parent context.Context, cfg Config, log zerolog.Logger) (_ *Server, e
 	wakeNotifications := func() {}
 	if cfg.NotifyEnabled {
 		if notifications, err = notifyworker.New(notifyworker.Options{Pool: pool, Bus: bus, Logger: log, PublicURL: cfg.PublicURL, Secrets: notifySecrets,
-			IsA: o.IsA, Retry: cfg.NotifyRetry, Metrics: health.Metrics}); err != nil {
+			IsA: o.IsA, Retry: cfg.NotifyRetry, Backoff: cfg.NotifyBackoff, FailingAfter: cfg.NotifyFailingAfter,
+			Sender:  &notifytarget.Transport{Logger: log, Timeout: cfg.NotifyTimeout},
+			Metrics: health.Metrics}); err != nil {
 			return fail(err)
 		}
 		wakeNotifications = notifications.Wake

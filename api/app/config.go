@@ -8,6 +8,7 @@ import (
 
 	"github.com/oikos-hq/oikos/api/internal/auth"
 	"github.com/oikos-hq/oikos/api/internal/chatapi"
+	"github.com/oikos-hq/oikos/api/internal/notifytarget"
 	"github.com/oikos-hq/oikos/api/internal/notifyworker"
 	"github.com/oikos-hq/oikos/api/internal/ratelimit"
 	"github.com/oikos-hq/oikos/api/internal/request"
@@ -44,9 +45,17 @@ type Config struct {
 	// NotifyEnabled is OIKOS_NOTIFY_ENABLED: deliver notifications (default true). Off, the
 	// channels and rules can still be managed; nothing is read from the outbox or sent.
 	NotifyEnabled bool
-	// NotifyRetry is OIKOS_NOTIFY_RETRY, the back-off between a delivery's attempts,
-	// comma-separated (default 10s,1m,5m,15m,1h: six attempts).
+	// NotifyRetry is OIKOS_NOTIFY_RETRY, an explicit schedule of waits between a delivery's
+	// attempts, comma-separated (len+1 attempts); unset (the default), NotifyBackoff decides.
 	NotifyRetry []time.Duration
+	// NotifyBackoff is OIKOS_NOTIFY_BACKOFF_INITIAL (5s), OIKOS_NOTIFY_BACKOFF_MAX (5m) and
+	// OIKOS_NOTIFY_GIVE_UP_AFTER (24h): the capped exponential back-off (with ±20% jitter).
+	NotifyBackoff notifyworker.Backoff
+	// NotifyFailingAfter is OIKOS_NOTIFY_FAILING_AFTER, the consecutive failed attempts that
+	// make a channel failing (default 5).
+	NotifyFailingAfter int
+	// NotifyTimeout is OIKOS_NOTIFY_TIMEOUT, the bound of one attempt (default 10s).
+	NotifyTimeout time.Duration
 	// TrustedProxies is OIKOS_TRUSTED_PROXIES: the reverse proxies in front of the api whose
 	// X-Forwarded-For and X-Forwarded-Host it believes (request.Site). None by default: the
 	// client is the connection's peer.
@@ -77,7 +86,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		SessionTTL:    r.Duration("OIKOS_SESSION_TTL", websession.DefaultTTL),
 		PublicURL:     strings.TrimRight(r.String("OIKOS_PUBLIC_URL", DefaultPublicURL), "/"),
 		NotifyEnabled: r.Bool("OIKOS_NOTIFY_ENABLED", true),
-		NotifyRetry:   notifyworker.DefaultRetry,
+		NotifyBackoff: notifyworker.Backoff{
+			Initial:     r.Duration("OIKOS_NOTIFY_BACKOFF_INITIAL", notifyworker.DefaultBackoff.Initial),
+			Max:         r.Duration("OIKOS_NOTIFY_BACKOFF_MAX", notifyworker.DefaultBackoff.Max),
+			Jitter:      notifyworker.DefaultBackoff.Jitter,
+			GiveUpAfter: r.Duration("OIKOS_NOTIFY_GIVE_UP_AFTER", notifyworker.DefaultBackoff.GiveUpAfter),
+		},
+		NotifyFailingAfter: r.Int("OIKOS_NOTIFY_FAILING_AFTER", notifyworker.DefaultFailingAfter),
+		NotifyTimeout:      r.Duration("OIKOS_NOTIFY_TIMEOUT", notifytarget.SendTimeout),
 		// The default said in the README's table, so a Config read from the environment
 		// shows the limit in force.
 		SignInAttempts: websession.DefaultSignInRate.N,
@@ -93,6 +109,16 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			}
 			c.NotifyRetry = append(c.NotifyRetry, d)
 		}
+	}
+	if b := c.NotifyBackoff; b.Initial <= 0 || b.Max < b.Initial || b.GiveUpAfter <= 0 {
+		r.Fail("OIKOS_NOTIFY_BACKOFF_INITIAL, OIKOS_NOTIFY_BACKOFF_MAX, OIKOS_NOTIFY_GIVE_UP_AFTER: want 0 < initial <= max and a positive give-up age, got %s, %s, %s",
+			b.Initial, b.Max, b.GiveUpAfter)
+	}
+	if c.NotifyFailingAfter < 1 {
+		r.Fail("OIKOS_NOTIFY_FAILING_AFTER: %d is not a positive count of attempts", c.NotifyFailingAfter)
+	}
+	if c.NotifyTimeout <= 0 {
+		r.Fail("OIKOS_NOTIFY_TIMEOUT: %s is not a positive duration", c.NotifyTimeout)
 	}
 	if v := r.String("OIKOS_TRUSTED_PROXIES", ""); v != "" {
 		p, err := request.ParseProxies(v)

@@ -27,8 +27,9 @@ func TestLoadConfigNotifications(t *testing.T) {
 	t.Parallel()
 	base := map[string]string{"OIKOS_DATABASE_URL": "postgres://x"}
 	c, err := app.LoadConfig(envOf(base))
-	if err != nil || c.PublicURL != "http://127.0.0.1:8080" || !c.NotifyEnabled || len(c.NotifyRetry) != 5 ||
-		c.NotifyRetry[0] != 10*time.Second || c.NotifyRetry[4] != time.Hour {
+	if err != nil || c.PublicURL != "http://127.0.0.1:8080" || !c.NotifyEnabled || c.NotifyRetry != nil ||
+		c.NotifyBackoff.Initial != 5*time.Second || c.NotifyBackoff.Max != 5*time.Minute || c.NotifyFailingAfter != 5 ||
+		c.NotifyTimeout != 10*time.Second {
 		t.Fatalf("defaults: %+v, %v", c, err)
 	}
 	c, err = app.LoadConfig(envOf(map[string]string{"OIKOS_DATABASE_URL": "postgres://x", "OIKOS_PUBLIC_URL": "https://oikos.lan/",
@@ -38,7 +39,7 @@ func TestLoadConfigNotifications(t *testing.T) {
 		t.Fatalf("set: %+v, %v", c, err)
 	}
 	for name, bad := range map[string]string{"OIKOS_PUBLIC_URL": "oikos.lan", "OIKOS_NOTIFY_RETRY": "10s,soon",
-		"OIKOS_NOTIFY_ENABLED": "maybe"} {
+		"OIKOS_NOTIFY_ENABLED": "maybe", "OIKOS_NOTIFY_FAILING_AFTER": "0", "OIKOS_NOTIFY_BACKOFF_MAX": "1ms"} {
 		env := map[string]string{"OIKOS_DATABASE_URL": "postgres://x", name: bad}
 		if _, err := app.LoadConfig(envOf(env)); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: want an error naming it, got %v", name, bad, err)

@@ -1,6 +1,8 @@
 package notify
 
 import (
+	"time"
+
 	"github.com/oikos-hq/oikos/api/internal/storage/notifystore"
 	"github.com/oikos-hq/oikos/shared/signals"
 )
@@ -61,6 +63,9 @@ type Notification struct {
 	Tags []string
 	// IncidentID is the incident's signal id, looked up at send time for a mute.
 	IncidentID string
+	// Subject is the channel a target-health notification is about: it goes to every other
+	// enabled channel that is not failing, whatever the rules, and never to the subject.
+	Subject string
 }
 
 // Delivery statuses.
@@ -85,3 +90,32 @@ type (
 	// event record.
 	Meta = notifystore.Meta
 )
+
+// A channel's health reported as events (audited with them, in the transaction of the
+// attempt that changed it): failing when its consecutive failed attempts reach the worker's
+// threshold, recovered at its next success. Each is also a notification, sent to every other
+// enabled channel that is not failing itself, whatever their rules, once per episode: the
+// people who would miss the failing channel's messages hear about it where they still can.
+const (
+	EventTargetFailing   = "notification_target.failing"
+	EventTargetRecovered = "notification_target.recovered"
+	KindTargetFailing    = EventTargetFailing
+	KindTargetRecovered  = EventTargetRecovered
+)
+
+// TargetHealth is the payload of EventTargetFailing and EventTargetRecovered.
+type TargetHealth struct {
+	ChannelID string `json:"channel_id"`
+	Channel   string `json:"channel"`
+	// ChannelKind is shoutrrr or webhook.
+	ChannelKind string `json:"channel_kind"`
+	State       string `json:"state"`
+	// ConsecutiveFailures is the count that made the channel failing (0 once recovered).
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	// LastError is the failing attempt's error, redacted ("" on recovery).
+	LastError    string     `json:"last_error,omitempty"`
+	FailingSince *time.Time `json:"failing_since,omitempty"`
+	RecoveredAt  *time.Time `json:"recovered_at,omitempty"`
+	// DeliveryID is the delivery whose attempt changed the health.
+	DeliveryID string `json:"delivery_id"`
+}

@@ -2,6 +2,7 @@ package notifyrender
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/oikos-hq/oikos/api/internal/execution"
@@ -23,7 +24,7 @@ const (
 
 // SourceEvents lists them: the dispatcher reads these and no others.
 var SourceEvents = []string{eventIncidentOpened, eventIncidentUpdated, eventIncidentResolved, eventApprovalRequested,
-	eventDriftReported, EventSignalRaised}
+	eventDriftReported, EventSignalRaised, notify.EventTargetFailing, notify.EventTargetRecovered}
 
 // hostKeySignal is the signal kind the scheduler raises for a changed SSH host key
 // (scheduler/internal/hostkeys).
@@ -94,6 +95,23 @@ func FromEvent(e eventbus.Event, publicURL, entityType string) (notify.Notificat
 		}
 		n := renderDrift(p, base)
 		n.Kind, n.Severity = notify.KindDriftFound, notify.SeverityWarning
+		return n, true
+	case notify.EventTargetFailing, notify.EventTargetRecovered:
+		var p notify.TargetHealth
+		if json.Unmarshal(e.Payload, &p) != nil || p.ChannelID == "" {
+			return notify.Notification{}, false
+		}
+		n := notify.Notification{Kind: e.Type, Severity: notify.SeverityWarning, Link: base + "/notifications",
+			Subject: p.ChannelID}
+		if e.Type == notify.EventTargetFailing {
+			n.Title = "Notification channel " + p.Channel + " is failing"
+			n.Body = fmt.Sprintf("%d deliveries in a row failed; the last: %s. Its messages wait and are sent once it answers again.",
+				p.ConsecutiveFailures, p.LastError)
+		} else {
+			n.Severity = notify.SeverityInfo
+			n.Title = "Notification channel " + p.Channel + " works again"
+			n.Body = "A delivery succeeded; what it missed is being sent."
+		}
 		return n, true
 	case EventSignalRaised:
 		var p raised

@@ -20,6 +20,10 @@ const (
 	HeaderDelivery  = "X-Oikos-Delivery"
 	HeaderTimestamp = "X-Oikos-Timestamp"
 	HeaderSignature = "X-Oikos-Signature"
+	// HeaderIdempotencyKey carries the delivery's key too, under the name receivers and
+	// proxies commonly dedupe by: an attempt that timed out after the receiver got it is
+	// retried with the same key, so the receiver can drop the repeat.
+	HeaderIdempotencyKey = "Idempotency-Key"
 )
 
 // WebhookBody is the JSON a webhook channel receives.
@@ -74,6 +78,7 @@ func (t *Transport) sendWebhook(ctx context.Context, target Target, m Message) (
 	req.Header.Set("User-Agent", "oikos-notify")
 	req.Header.Set(HeaderEvent, m.Kind)
 	req.Header.Set(HeaderDelivery, m.ID)
+	req.Header.Set(HeaderIdempotencyKey, m.ID)
 	req.Header.Set(HeaderTimestamp, ts)
 	req.Header.Set(HeaderSignature, Sign([]byte(target.Secret), ts, body))
 	resp, err := t.client().Do(req)

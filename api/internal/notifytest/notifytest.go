@@ -90,8 +90,13 @@ type Env struct {
 	Logger   zerolog.Logger
 	outcomes chan notifyworker.Outcome
 	backlog  []notifyworker.Outcome
-	// Retry is the back-off Start's worker uses.
-	Retry []time.Duration
+	// Retry is the back-off Start's worker uses (nil: Backoff).
+	Retry   []time.Duration
+	Backoff notifyworker.Backoff
+	// FailingAfter is the worker's threshold (0: its default); Timeout bounds an attempt
+	// (default 5 s).
+	FailingAfter int
+	Timeout      time.Duration
 }
 
 // NewEnv gives the test its own migrated database, a service on it and a running event bus.
@@ -125,9 +130,14 @@ func (e *Env) Secrets() notify.Secrets { return notify.Secrets{Getenv: e.Vars.Ge
 // test). The polls are long: the tests pass only by the bus's and the worker's wake-ups.
 func (e *Env) Start() *notifyworker.Notifier {
 	e.t.Helper()
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
 	n, err := notifyworker.New(notifyworker.Options{Pool: e.Pool, Bus: e.Bus, Logger: e.Logger, PublicURL: "https://oikos.example",
-		Secrets: e.Secrets(), Retry: e.Retry, Now: e.Clock.Now, Poll: time.Minute,
-		Sender:  &notifytarget.Transport{Logger: e.Logger, Now: e.Clock.Now, Timeout: 5 * time.Second},
+		Secrets: e.Secrets(), Retry: e.Retry, Backoff: e.Backoff, FailingAfter: e.FailingAfter, Now: e.Clock.Now,
+		Poll: time.Minute, Rand: func() float64 { return 0.5 },
+		Sender:  &notifytarget.Transport{Logger: e.Logger, Now: e.Clock.Now, Timeout: timeout},
 		Observe: func(o notifyworker.Outcome) { e.outcomes <- o }})
 	if err != nil {
 		e.t.Fatal(err)

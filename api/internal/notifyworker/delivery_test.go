@@ -131,6 +131,7 @@ func TestFailingChannelIsRetriedReportedAndBlocksNoOther(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Retry = []time.Duration{30 * time.Millisecond, 60 * time.Millisecond}
+	e.FailingAfter = 3
 	good, bad := newReceiver(t), newReceiver(t)
 	bad.Status.Store(http.StatusInternalServerError)
 	bad.Body.Store(`{"error":"down"}`)

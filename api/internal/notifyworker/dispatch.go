@@ -179,8 +179,25 @@ func (d *Dispatcher) Drain(ctx context.Context) (int, error) {
 		var batch []notifystore.NewDelivery
 		now := d.o.Now()
 		for _, e := range events {
+			if e.Type == notify.EventTargetFailing || e.Type == notify.EventTargetRecovered {
+				note, ok := notifyrender.FromEvent(e, d.o.PublicURL, "")
+				if !ok {
+					continue
+				}
+				others, err := tx.HealthyChannels(ctx, note.Subject)
+				if err != nil {
+					return err
+				}
+				for _, ch := range others {
+					batch = append(batch, notifystore.NewDelivery{Key: fmt.Sprintf("%d:%s", e.ID, ch), ChannelID: ch,
+						Event: e, Kind: note.Kind, Severity: note.Severity, Title: note.Title, Body: note.Body,
+						Link: note.Link, Due: now})
+					queued++
+				}
+				continue
+			}
 			if len(rules) == 0 {
-				break
+				continue
 			}
 			entityType, err := d.entityType(ctx, tx, e)
 			if err != nil {

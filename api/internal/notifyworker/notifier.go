@@ -23,7 +23,11 @@ type Options struct {
 	Secrets   notify.Secrets
 	Sender    notifytarget.Sender
 	Retry     []time.Duration
-	Now       func() time.Time
+	Backoff   Backoff
+	Rand      func() float64
+	// FailingAfter is the worker's (default DefaultFailingAfter).
+	FailingAfter int
+	Now          func() time.Time
 	// Poll is both parts' safety-net interval (default 5 s).
 	Poll    time.Duration
 	Metrics prometheus.Registerer
@@ -42,7 +46,7 @@ type Notifier struct {
 func New(o Options) (*Notifier, error) {
 	log := o.Logger.With().Str("component", "notify").Logger()
 	w, err := NewWorker(WorkerOptions{Pool: o.Pool, Logger: log, Sender: o.Sender, Secrets: o.Secrets, Retry: o.Retry,
-		Now: o.Now, Poll: o.Poll, Metrics: o.Metrics, Observe: o.Observe})
+		Backoff: o.Backoff, Rand: o.Rand, FailingAfter: o.FailingAfter, Now: o.Now, Poll: o.Poll, Metrics: o.Metrics, Observe: o.Observe})
 	if err != nil {
 		return nil, err
 	}

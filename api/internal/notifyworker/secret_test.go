@@ -24,6 +24,7 @@ func TestChannelSecretsAreNeverShown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.Retry = []time.Duration{}
+	e.FailingAfter = 1
 	ctx := context.Background()
 	r := newReceiver(t)
 	const token, topic = "tk_SuperSecret0123", "secret-topic-xyz"

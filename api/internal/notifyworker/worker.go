@@ -22,10 +22,6 @@ import (
 	"github.com/oikos-hq/oikos/shared/startstop"
 )
 
-// DefaultRetry is the back-off between a delivery's attempts: after the first failure it is
-// tried again in 10 s, then 1 min, 5 min, 15 min and 1 h; a sixth failure fails it.
-var DefaultRetry = []time.Duration{10 * time.Second, time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour}
-
 // Actor is who the worker's signals are raised and resolved as.
 const Actor = "api"
 
@@ -35,9 +31,17 @@ type WorkerOptions struct {
 	Logger  zerolog.Logger
 	Sender  notifytarget.Sender // default: a Transport
 	Secrets notify.Secrets
-	// Retry is the back-off after each failed attempt; a delivery gets len(Retry)+1 attempts
-	// (default DefaultRetry).
+	// Retry, when set, is an explicit schedule: the wait after each failed attempt, and a
+	// delivery gets len(Retry)+1 attempts. Unset, Backoff decides.
 	Retry []time.Duration
+	// Backoff is the capped exponential back-off with jitter used without Retry (zero
+	// members: DefaultBackoff's).
+	Backoff Backoff
+	// Rand draws the back-off's jitter in [0, 1) (default math/rand).
+	Rand func() float64
+	// FailingAfter is how many consecutive failed attempts make a channel failing (default
+	// DefaultFailingAfter).
+	FailingAfter int
 	// Now is the clock due times, quiet hours and mutes are read against (time.Now).
 	Now func() time.Time
 	// Poll is the longest the worker sleeps without a wake-up (default 5 s).
@@ -115,8 +119,12 @@ func NewWorker(o WorkerOptions) (*Worker, error) {
 	if o.Sender == nil {
 		o.Sender = &notifytarget.Transport{Logger: o.Logger}
 	}
-	if o.Retry == nil {
-		o.Retry = DefaultRetry
+	o.Backoff = o.Backoff.withDefaults()
+	if o.Rand == nil {
+		o.Rand = randFloat
+	}
+	if o.FailingAfter <= 0 {
+		o.FailingAfter = DefaultFailingAfter
 	}
 	if o.Poll <= 0 {
 		o.Poll = 5 * time.Second
@@ -307,7 +315,7 @@ func (w *Worker) deliver(ctx context.Context, c notifystore.Claimed) {
 	}
 	w.attempts.WithLabelValues(c.ChannelKind, outcome).Observe(elapsed.Seconds())
 	msg := clip(notifytarget.RedactError(err, target.URL, target.Secret))
-	result, err := w.record(wctx, c, code, msg, elapsed)
+	result, msg, err := w.record(wctx, c, code, msg, elapsed)
 	if errors.Is(err, errLost) {
 		// Deleted with its channel, or taken over after the lease ran out.
 		log.Info().Msg("notifications: a delivery changed while it was sent; the attempt is not recorded")
@@ -379,19 +387,44 @@ func (w *Worker) silenced(ctx context.Context, c notifystore.Claimed, now time.T
 	return "", nil
 }
 
+// next decides what follows a failed attempt: the time it is due again, or zero when it
+// fails (the schedule is spent, it is older than the give-up age, or the answer was a
+// permanent refusal), with the reason added to its error.
+func (w *Worker) next(c notifystore.Claimed, attempts, code int, now time.Time) (time.Time, string) {
+	switch {
+	case permanent(code):
+		return time.Time{}, "; not retried: a 4xx other than 408 or 429 will be refused again"
+	case w.o.Retry != nil:
+		if attempts <= len(w.o.Retry) {
+			return now.Add(w.o.Retry[attempts-1]), ""
+		}
+		return time.Time{}, ""
+	case now.Sub(c.CreatedAt) >= w.o.Backoff.GiveUpAfter:
+		return time.Time{}, "; given up " + w.o.Backoff.GiveUpAfter.String() + " after it was queued"
+	}
+	return now.Add(w.o.Backoff.Delay(attempts, w.o.Rand())), ""
+}
+
 // record writes an attempt and its consequences in one transaction: the delivery sent, due
-// again after the next back-off, or failed; the channel's last success or error; its failing
-// signal raised (after the last attempt) or resolved (on a success).
-func (w *Worker) record(ctx context.Context, c notifystore.Claimed, code int, errMsg string, elapsed time.Duration) (string, error) {
+// again after the next back-off, or failed; the channel's health (its last success or error
+// and its consecutive failures); and, when the attempt began or ended a failing episode, the
+// channel's failing signal raised or resolved with its notification_target.failing or
+// .recovered event and audit row. The channel's row lock makes that happen once per episode
+// even with two apis.
+func (w *Worker) record(ctx context.Context, c notifystore.Claimed, code int, errMsg string, elapsed time.Duration) (string, string, error) {
 	now := w.o.Now()
 	attempts := c.Attempts + 1
 	ok := errMsg == ""
-	result := ResultFailed
-	switch {
-	case ok:
-		result = ResultSent
-	case attempts <= len(w.o.Retry):
+	result := ResultSent
+	var due time.Time
+	if !ok {
+		var why string
+		due, why = w.next(c, attempts, code, now)
 		result = ResultRetry
+		if due.IsZero() {
+			result = ResultFailed
+			errMsg = clip(errMsg + why)
+		}
 	}
 	err := w.db.InTx(ctx, func(tx *notifystore.Store) error {
 		var err error
@@ -399,7 +432,7 @@ func (w *Worker) record(ctx context.Context, c notifystore.Claimed, code int, er
 		case ResultSent:
 			err = tx.MarkSent(ctx, c, attempts, now)
 		case ResultRetry:
-			err = tx.MarkRetry(ctx, c, attempts, now.Add(w.o.Retry[attempts-1]), errMsg)
+			err = tx.MarkRetry(ctx, c, attempts, due, errMsg)
 		default:
 			err = tx.MarkFailed(ctx, c, attempts, errMsg)
 		}
@@ -417,25 +450,37 @@ func (w *Worker) record(ctx context.Context, c notifystore.Claimed, code int, er
 			return err
 		}
 		if ok {
-			if err := tx.ChannelOK(ctx, c.ChannelID, now); err != nil {
+			h, err := tx.ChannelOK(ctx, c.ChannelID, now)
+			if err != nil || !h.Recovered {
 				return err
 			}
-			_, err := tx.ResolveSignal(ctx, w.signals, notify.FailingKey(c.ChannelID), "a delivery to the channel succeeded")
+			if _, err := tx.ResolveSignal(ctx, w.signals, notify.FailingKey(c.ChannelID), "a delivery to the channel succeeded"); err != nil {
+				return err
+			}
+			return w.report(ctx, tx, notify.EventTargetRecovered, notify.TargetHealth{ChannelID: c.ChannelID,
+				Channel: h.Channel, ChannelKind: c.ChannelKind, State: notifystore.StateOK, FailingSince: h.FailingSince,
+				RecoveredAt: &now, DeliveryID: c.ID})
+		}
+		h, err := tx.ChannelFailed(ctx, c.ChannelID, errMsg, now, w.o.FailingAfter)
+		if err != nil || !h.Failing {
 			return err
 		}
-		if err := tx.ChannelFailed(ctx, c.ChannelID, errMsg); err != nil {
-			return err
-		}
-		if attempts <= len(w.o.Retry) {
-			return nil
-		}
-		_, err = tx.RaiseSignal(ctx, w.signals, signals.Signal{
+		if _, err = tx.RaiseSignal(ctx, w.signals, signals.Signal{
 			Kind: notify.SignalFailing, DedupKey: notify.FailingKey(c.ChannelID), Severity: signals.SeverityWarning,
-			Summary: fmt.Sprintf("notification channel %s is failing: %s", c.Channel, errMsg),
-			Details: map[string]any{"channel_id": c.ChannelID, "channel": c.Channel, "delivery_id": c.ID,
-				"kind": c.Kind, "attempts": attempts, "error": errMsg},
-		})
-		return err
+			Summary: fmt.Sprintf("notification channel %s is failing: %s", h.Channel, errMsg),
+			Details: map[string]any{"channel_id": c.ChannelID, "channel": h.Channel, "delivery_id": c.ID,
+				"kind": c.Kind, "consecutive_failures": h.Failures, "error": errMsg},
+		}); err != nil {
+			return err
+		}
+		return w.report(ctx, tx, notify.EventTargetFailing, notify.TargetHealth{ChannelID: c.ChannelID, Channel: h.Channel,
+			ChannelKind: c.ChannelKind, State: notifystore.StateFailing, ConsecutiveFailures: h.Failures,
+			LastError: errMsg, FailingSince: &now, DeliveryID: c.ID})
 	})
-	return result, err
+	return result, errMsg, err
+}
+
+// report writes a health change's audit row and event (the action is the event's type).
+func (w *Worker) report(ctx context.Context, tx *notifystore.Store, typ string, h notify.TargetHealth) error {
+	return tx.Record(ctx, notify.Meta{Actor: Actor, CorrelationID: "delivery:" + h.DeliveryID}, typ, typ, nil, h)
 }

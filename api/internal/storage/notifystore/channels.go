@@ -30,8 +30,20 @@ type Channel struct {
 	UpdatedAt  time.Time  `json:"updated_at"`
 	LastOKAt   *time.Time `json:"last_ok_at"`
 	LastError  *string    `json:"last_error"`
-	Rules      []Rule     `json:"rules"`
+	// Health: State is "failing" from the attempt that made ConsecutiveFailures reach the
+	// api's threshold (OIKOS_NOTIFY_FAILING_AFTER) until the next success, else "ok".
+	State               string     `json:"state"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	LastFailureAt       *time.Time `json:"last_failure_at"`
+	FailingSince        *time.Time `json:"failing_since"`
+	Rules               []Rule     `json:"rules"`
 }
+
+// Channel states.
+const (
+	StateOK      = "ok"
+	StateFailing = "failing"
+)
 
 // Rule says which notifications go to its channel: any of its kinds, at least min_severity,
 // and, when they are not empty, an entity type among entity_types and a tag among tags
@@ -68,13 +80,18 @@ type RuleRow struct {
 
 const channelColumns = `c.id::text, c.name, c.kind, c.url_redacted, c.url_ref, c.secret_ref,
 	to_char(c.quiet_start, 'HH24:MI'), to_char(c.quiet_end, 'HH24:MI'), c.timezone, c.enabled,
-	c.created_at, c.updated_at, c.last_ok_at, c.last_error`
+	c.created_at, c.updated_at, c.last_ok_at, c.last_error, c.consecutive_failures, c.last_failure_at, c.failing_since`
 
 func scanChannel(row pgx.Row) (Channel, error) {
 	var c Channel
 	err := row.Scan(&c.ID, &c.Name, &c.Kind, &c.URL, &c.URLRef, &c.SecretRef, &c.QuietStart, &c.QuietEnd, &c.Timezone,
-		&c.Enabled, &c.CreatedAt, &c.UpdatedAt, &c.LastOKAt, &c.LastError)
+		&c.Enabled, &c.CreatedAt, &c.UpdatedAt, &c.LastOKAt, &c.LastError, &c.ConsecutiveFailures, &c.LastFailureAt,
+		&c.FailingSince)
 	c.Rules = []Rule{}
+	c.State = StateOK
+	if c.FailingSince != nil {
+		c.State = StateFailing
+	}
 	return c, err
 }
 

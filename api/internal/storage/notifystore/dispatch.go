@@ -25,6 +25,9 @@ const (
 	qEntityType      = `SELECT type FROM entities WHERE id = $1`
 	qEnabledRules    = `SELECT ` + ruleColumns + ` FROM notification_rules r JOIN notification_channels c ON c.id = r.channel_id
 		WHERE r.enabled AND c.enabled ORDER BY c.name, r.created_at, r.id`
+	// The channels a target-health notification goes to: enabled, not failing, not its subject.
+	qHealthyChannels = `SELECT id::text FROM notification_channels
+		WHERE enabled AND failing_since IS NULL AND id <> $1::uuid ORDER BY name`
 	qInsertDelivery = `INSERT INTO notification_deliveries (id, idempotency_key, channel_id, rule_id, event_id, event_type, event_at,
 		entity_id, kind, severity, title, body, link, payload, next_attempt_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
@@ -83,6 +86,16 @@ func (s *Store) EntityType(ctx context.Context, id string) (string, error) {
 	return typ, err
 }
 
+// HealthyChannels lists the ids of the enabled channels that are not failing, except the
+// channel except.
+func (s *Store) HealthyChannels(ctx context.Context, except string) ([]string, error) {
+	rows, err := s.db.Query(ctx, qHealthyChannels, except)
+	if err != nil {
+		return nil, fmt.Errorf("list healthy channels: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // NewDelivery is a delivery to queue: the event it is about, the channel and rule it goes
 // to, its message, and when it is due.
 type NewDelivery struct {
@@ -112,7 +125,11 @@ func (s *Store) QueueDeliveries(ctx context.Context, ds []NewDelivery, cursor st
 		if len(payload) == 0 {
 			payload = []byte(`{}`)
 		}
-		b.Queue(qInsertDelivery, id, d.Key, d.ChannelID, d.RuleID, d.Event.ID, d.Event.Type, d.Event.At, entity, d.Kind,
+		var rule *string // a target-health notification follows no rule
+		if d.RuleID != "" {
+			rule = &d.RuleID
+		}
+		b.Queue(qInsertDelivery, id, d.Key, d.ChannelID, rule, d.Event.ID, d.Event.Type, d.Event.At, entity, d.Kind,
 			d.Severity, d.Title, d.Body, d.Link, []byte(payload), d.Due)
 	}
 	b.Queue(qAdvanceCursor, cursor, last)

@@ -24,6 +24,8 @@ var Queries = map[string]string{
 	"qEntityType":       qEntityType,
 	"qEnabledRules":     qEnabledRules,
 	"qInsertDelivery":   qInsertDelivery,
+	"qHealthyChannels":  qHealthyChannels,
+	"qHeads":            qHeads,
 	"qNextDue":          qNextDue,
 	"qDue":              qDue,
 	"qLease":            qLease,

@@ -22,15 +22,21 @@ var ErrLost = errors.New("the delivery's lease ran out and another claimer has i
 const leased = `id = $1 AND status = 'pending' AND next_attempt_at = $2`
 
 const (
-	qNextDue = `SELECT min(next_attempt_at) FROM notification_deliveries
-		WHERE status = 'pending' AND NOT (channel_id = ANY($1::uuid[]))`
-	qDue = `SELECT id::text, channel_id::text FROM notification_deliveries
-			WHERE status = 'pending' AND next_attempt_at <= $1 AND NOT (channel_id = ANY($2::uuid[]))
-			ORDER BY next_attempt_at, id LIMIT 100 FOR UPDATE SKIP LOCKED`
+	// A channel's pending deliveries go out in the order of their events: only its head (the
+	// oldest pending) may be claimed, so a later one never overtakes one that is backing off,
+	// and a target that was down gets its backlog in order once it answers again.
+	qHeads = `SELECT DISTINCT ON (channel_id) id, channel_id, next_attempt_at FROM notification_deliveries
+		WHERE status = 'pending' AND NOT (channel_id = ANY($1::uuid[])) ORDER BY channel_id, event_id, id`
+	qNextDue = `SELECT min(next_attempt_at) FROM (` + qHeads + `) h`
+	// A head another claimer holds locked is skipped, and nothing behind it is taken instead.
+	qDue = `SELECT d.id::text, d.channel_id::text FROM notification_deliveries d
+			JOIN (` + qHeads + `) h ON h.id = d.id
+			WHERE d.status = 'pending' AND d.next_attempt_at <= $2
+			ORDER BY d.next_attempt_at, d.id LIMIT 100 FOR UPDATE OF d SKIP LOCKED`
 	qLease = `UPDATE notification_deliveries d SET next_attempt_at = $2
 			FROM notification_channels c WHERE d.id = ANY($1::uuid[]) AND c.id = d.channel_id
 			RETURNING d.id::text, d.idempotency_key, d.channel_id::text, c.name, d.kind, d.severity, d.title, d.body, d.link,
-				d.payload, d.event_id, d.event_type, d.event_at, coalesce(d.entity_id::text, ''), d.attempts,
+				d.payload, d.event_id, d.event_type, d.event_at, coalesce(d.entity_id::text, ''), d.attempts, d.created_at,
 				c.kind, c.url_ref, c.secret_ref, to_char(c.quiet_start, 'HH24:MI'), to_char(c.quiet_end, 'HH24:MI'),
 				c.timezone, c.enabled`
 	qDefer      = `UPDATE notification_deliveries SET next_attempt_at = $3 WHERE ` + leased
@@ -40,9 +46,21 @@ const (
 	qMarkFailed = `UPDATE notification_deliveries SET status = 'failed', attempts = $3, last_error = $4 WHERE ` + leased
 	qAttempt    = `INSERT INTO notification_attempts (delivery_id, at, ok, status_code, error, duration_ms)
 			VALUES ($1, $2, $3, $4, $5, $6)`
-	qChannelOK     = `UPDATE notification_channels SET last_ok_at = $2, last_error = NULL WHERE id = $1`
-	qChannelFailed = `UPDATE notification_channels SET last_error = $2 WHERE id = $1`
-	qIncident      = `SELECT status, muted_until FROM signals WHERE id = $1::uuid`
+	// The channel's row is locked first, so two apis recording attempts of one channel count
+	// its failures one after the other, and the old failing_since says whether this attempt
+	// ended a failing episode (or began one).
+	qChannelOK = `WITH old AS (SELECT id, failing_since FROM notification_channels WHERE id = $1 FOR UPDATE)
+		UPDATE notification_channels c SET last_ok_at = $2, last_error = NULL, consecutive_failures = 0, failing_since = NULL
+		FROM old WHERE c.id = old.id
+		RETURNING c.name, old.failing_since`
+	qChannelFailed = `WITH old AS (SELECT id, failing_since FROM notification_channels WHERE id = $1 FOR UPDATE)
+		UPDATE notification_channels c SET last_error = $2, last_failure_at = $3,
+			consecutive_failures = c.consecutive_failures + 1,
+			failing_since = CASE WHEN old.failing_since IS NULL AND c.consecutive_failures + 1 >= $4 THEN $3
+				ELSE old.failing_since END
+		FROM old WHERE c.id = old.id
+		RETURNING c.name, c.consecutive_failures, old.failing_since IS NULL AND c.failing_since IS NOT NULL`
+	qIncident = `SELECT status, muted_until FROM signals WHERE id = $1::uuid`
 )
 
 // NextDue is when the next pending delivery of a channel not in busy is due; nil when none
@@ -61,7 +79,7 @@ type Due struct {
 // DueDeliveries locks up to 100 pending deliveries due at now of channels not in busy,
 // oldest due first, skipping those another claimer holds (inside InTx).
 func (s *Store) DueDeliveries(ctx context.Context, now time.Time, busy []string) ([]Due, error) {
-	rows, err := s.db.Query(ctx, qDue, now, busy)
+	rows, err := s.db.Query(ctx, qDue, busy, now)
 	if err != nil {
 		return nil, err
 	}
@@ -83,10 +101,13 @@ type Claimed struct {
 	EventAt                                                        time.Time
 	EntityID                                                       string
 	Attempts                                                       int
-	ChannelKind, URLRef                                            string
-	SecretRef, QuietStart, QuietEnd                                *string
-	Timezone                                                       string
-	Enabled                                                        bool
+	// CreatedAt is when the delivery was queued: one older than the give-up age fails at its
+	// next failed attempt.
+	CreatedAt                       time.Time
+	ChannelKind, URLRef             string
+	SecretRef, QuietStart, QuietEnd *string
+	Timezone                        string
+	Enabled                         bool
 	// Lease is the claim's token: every later write names it (ErrLost when it changed).
 	Lease time.Time
 }
@@ -102,7 +123,7 @@ func (s *Store) Lease(ctx context.Context, ids []string, lease time.Time) ([]Cla
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claimed, error) {
 		c := Claimed{Lease: lease}
 		err := r.Scan(&c.ID, &c.Key, &c.ChannelID, &c.Channel, &c.Kind, &c.Severity, &c.Title, &c.Body, &c.Link,
-			&c.Payload, &c.EventID, &c.EventType, &c.EventAt, &c.EntityID, &c.Attempts,
+			&c.Payload, &c.EventID, &c.EventType, &c.EventAt, &c.EntityID, &c.Attempts, &c.CreatedAt,
 			&c.ChannelKind, &c.URLRef, &c.SecretRef, &c.QuietStart, &c.QuietEnd, &c.Timezone, &c.Enabled)
 		return c, err
 	})
@@ -160,16 +181,40 @@ func (s *Store) InsertAttempt(ctx context.Context, a AttemptRow) error {
 	return err
 }
 
-// ChannelOK records the channel id's success at at (and clears its last error).
-func (s *Store) ChannelOK(ctx context.Context, id string, at time.Time) error {
-	_, err := s.db.Exec(ctx, qChannelOK, id, at)
-	return err
+// Health is what an attempt's record did to its channel's health.
+type Health struct {
+	// Channel is the channel's name; Failures its consecutive failed attempts now.
+	Channel  string
+	Failures int
+	// Failing: this failure made the channel failing (the threshold was reached, and it was
+	// not failing already): the start of a failing episode, reported once.
+	Failing bool
+	// Recovered: this success ended a failing episode that began at FailingSince.
+	Recovered    bool
+	FailingSince *time.Time
 }
 
-// ChannelFailed records the channel id's last error.
-func (s *Store) ChannelFailed(ctx context.Context, id, errMsg string) error {
-	_, err := s.db.Exec(ctx, qChannelFailed, id, errMsg)
-	return err
+// ChannelOK records the channel id's success at at: its last error and failure count
+// cleared, and whether that ended a failing episode.
+func (s *Store) ChannelOK(ctx context.Context, id string, at time.Time) (Health, error) {
+	var h Health
+	err := s.db.QueryRow(ctx, qChannelOK, id, at).Scan(&h.Channel, &h.FailingSince)
+	if storage.IsNoRows(err) {
+		return Health{}, ErrLost
+	}
+	h.Recovered = h.FailingSince != nil
+	return h, err
+}
+
+// ChannelFailed records the channel id's failed attempt at at with its error, and whether
+// its consecutive failures reached threshold for the first time in this episode.
+func (s *Store) ChannelFailed(ctx context.Context, id, errMsg string, at time.Time, threshold int) (Health, error) {
+	var h Health
+	err := s.db.QueryRow(ctx, qChannelFailed, id, errMsg, at, threshold).Scan(&h.Channel, &h.Failures, &h.Failing)
+	if storage.IsNoRows(err) {
+		return Health{}, ErrLost
+	}
+	return h, err
 }
 
 // Incident returns the status and the mute of the incident (signal) id; found is false when
