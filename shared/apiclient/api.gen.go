@@ -721,22 +721,22 @@ func (e LLMCheckFindingProbe) Valid() bool {
 
 // Defines values for LLMCheckFindingStatus.
 const (
-	Fail LLMCheckFindingStatus = "fail"
-	Ok   LLMCheckFindingStatus = "ok"
-	Skip LLMCheckFindingStatus = "skip"
-	Warn LLMCheckFindingStatus = "warn"
+	LLMCheckFindingStatusFail LLMCheckFindingStatus = "fail"
+	LLMCheckFindingStatusOk   LLMCheckFindingStatus = "ok"
+	LLMCheckFindingStatusSkip LLMCheckFindingStatus = "skip"
+	LLMCheckFindingStatusWarn LLMCheckFindingStatus = "warn"
 )
 
 // Valid indicates whether the value is a known member of the LLMCheckFindingStatus enum.
 func (e LLMCheckFindingStatus) Valid() bool {
 	switch e {
-	case Fail:
+	case LLMCheckFindingStatusFail:
 		return true
-	case Ok:
+	case LLMCheckFindingStatusOk:
 		return true
-	case Skip:
+	case LLMCheckFindingStatusSkip:
 		return true
-	case Warn:
+	case LLMCheckFindingStatusWarn:
 		return true
 	default:
 		return false
@@ -812,6 +812,24 @@ func (e NotificationChannelKind) Valid() bool {
 	}
 }
 
+// Defines values for NotificationChannelState.
+const (
+	NotificationChannelStateFailing NotificationChannelState = "failing"
+	NotificationChannelStateOk      NotificationChannelState = "ok"
+)
+
+// Valid indicates whether the value is a known member of the NotificationChannelState enum.
+func (e NotificationChannelState) Valid() bool {
+	switch e {
+	case NotificationChannelStateFailing:
+		return true
+	case NotificationChannelStateOk:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NotificationDeliveryStatus.
 const (
 	NotificationDeliveryStatusFailed     NotificationDeliveryStatus = "failed"
@@ -836,30 +854,66 @@ func (e NotificationDeliveryStatus) Valid() bool {
 	}
 }
 
+// Defines values for NotificationDeliveryKind.
+const (
+	NotificationDeliveryKindApprovalRequested           NotificationDeliveryKind = "approval.requested"
+	NotificationDeliveryKindDriftFound                  NotificationDeliveryKind = "drift.found"
+	NotificationDeliveryKindHostKeyChanged              NotificationDeliveryKind = "host_key.changed"
+	NotificationDeliveryKindIncidentOpened              NotificationDeliveryKind = "incident.opened"
+	NotificationDeliveryKindIncidentResolved            NotificationDeliveryKind = "incident.resolved"
+	NotificationDeliveryKindIncidentUpdated             NotificationDeliveryKind = "incident.updated"
+	NotificationDeliveryKindNotificationTargetFailing   NotificationDeliveryKind = "notification_target.failing"
+	NotificationDeliveryKindNotificationTargetRecovered NotificationDeliveryKind = "notification_target.recovered"
+)
+
+// Valid indicates whether the value is a known member of the NotificationDeliveryKind enum.
+func (e NotificationDeliveryKind) Valid() bool {
+	switch e {
+	case NotificationDeliveryKindApprovalRequested:
+		return true
+	case NotificationDeliveryKindDriftFound:
+		return true
+	case NotificationDeliveryKindHostKeyChanged:
+		return true
+	case NotificationDeliveryKindIncidentOpened:
+		return true
+	case NotificationDeliveryKindIncidentResolved:
+		return true
+	case NotificationDeliveryKindIncidentUpdated:
+		return true
+	case NotificationDeliveryKindNotificationTargetFailing:
+		return true
+	case NotificationDeliveryKindNotificationTargetRecovered:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for NotificationKind.
 const (
-	ApprovalRequested NotificationKind = "approval.requested"
-	DriftFound        NotificationKind = "drift.found"
-	HostKeyChanged    NotificationKind = "host_key.changed"
-	IncidentOpened    NotificationKind = "incident.opened"
-	IncidentResolved  NotificationKind = "incident.resolved"
-	IncidentUpdated   NotificationKind = "incident.updated"
+	NotificationKindApprovalRequested NotificationKind = "approval.requested"
+	NotificationKindDriftFound        NotificationKind = "drift.found"
+	NotificationKindHostKeyChanged    NotificationKind = "host_key.changed"
+	NotificationKindIncidentOpened    NotificationKind = "incident.opened"
+	NotificationKindIncidentResolved  NotificationKind = "incident.resolved"
+	NotificationKindIncidentUpdated   NotificationKind = "incident.updated"
 )
 
 // Valid indicates whether the value is a known member of the NotificationKind enum.
 func (e NotificationKind) Valid() bool {
 	switch e {
-	case ApprovalRequested:
+	case NotificationKindApprovalRequested:
 		return true
-	case DriftFound:
+	case NotificationKindDriftFound:
 		return true
-	case HostKeyChanged:
+	case NotificationKindHostKeyChanged:
 		return true
-	case IncidentOpened:
+	case NotificationKindIncidentOpened:
 		return true
-	case IncidentResolved:
+	case NotificationKindIncidentResolved:
 		return true
-	case IncidentUpdated:
+	case NotificationKindIncidentUpdated:
 		return true
 	default:
 		return false
@@ -2428,25 +2482,41 @@ type NotificationAttempt struct {
 
 // NotificationChannel defines model for NotificationChannel.
 type NotificationChannel struct {
-	CreatedAt time.Time               `json:"created_at"`
-	Enabled   bool                    `json:"enabled"`
-	Id        string                  `json:"id"`
-	Kind      NotificationChannelKind `json:"kind"`
+	// ConsecutiveFailures Attempts in a row that failed since the last success.
+	ConsecutiveFailures int       `json:"consecutive_failures"`
+	CreatedAt           time.Time `json:"created_at"`
+	Enabled             bool      `json:"enabled"`
+
+	// FailingSince When the failing episode began; null when ok.
+	FailingSince *time.Time              `json:"failing_since"`
+	Id           string                  `json:"id"`
+	Kind         NotificationChannelKind `json:"kind"`
 
 	// LastError The last failed attempt's error, redacted.
-	LastError *string    `json:"last_error"`
-	LastOkAt  *time.Time `json:"last_ok_at"`
-	Name      string     `json:"name"`
-	QuietEnd  *string    `json:"quiet_end"`
+	LastError *string `json:"last_error"`
+
+	// LastFailureAt The last failed attempt.
+	LastFailureAt *time.Time `json:"last_failure_at"`
+
+	// LastOkAt The last successful attempt.
+	LastOkAt *time.Time `json:"last_ok_at"`
+	Name     string     `json:"name"`
+	QuietEnd *string    `json:"quiet_end"`
 
 	// QuietStart HH:MM, local to timezone.
 	QuietStart *string            `json:"quiet_start"`
 	Rules      []NotificationRule `json:"rules"`
 
 	// SecretRef A webhook's signing secret's reference.
-	SecretRef *string   `json:"secret_ref"`
-	Timezone  string    `json:"timezone"`
-	UpdatedAt time.Time `json:"updated_at"`
+	SecretRef *string `json:"secret_ref"`
+
+	// State `failing` from the attempt that made `consecutive_failures` reach the api's
+	// threshold (OIKOS_NOTIFY_FAILING_AFTER, default 5) until the next successful one:
+	// the `notification_channel_failing` signal is open and a
+	// `notification_target.failing` event was emitted (`.recovered` ends it).
+	State     NotificationChannelState `json:"state"`
+	Timezone  string                   `json:"timezone"`
+	UpdatedAt time.Time                `json:"updated_at"`
 
 	// Url The URL's scheme and host only (ntfy://ntfy.sh/…).
 	Url string `json:"url"`
@@ -2457,6 +2527,12 @@ type NotificationChannel struct {
 
 // NotificationChannelKind defines model for NotificationChannel.Kind.
 type NotificationChannelKind string
+
+// NotificationChannelState `failing` from the attempt that made `consecutive_failures` reach the api's
+// threshold (OIKOS_NOTIFY_FAILING_AFTER, default 5) until the next successful one:
+// the `notification_channel_failing` signal is open and a
+// `notification_target.failing` event was emitted (`.recovered` ends it).
+type NotificationChannelState string
 
 // NotificationChannelList defines model for NotificationChannelList.
 type NotificationChannelList struct {
@@ -2479,8 +2555,12 @@ type NotificationDelivery struct {
 	Id           string                `json:"id"`
 
 	// IdempotencyKey <event id>:<channel id>
-	IdempotencyKey string           `json:"idempotency_key"`
-	Kind           NotificationKind `json:"kind"`
+	IdempotencyKey string `json:"idempotency_key"`
+
+	// Kind A delivery's kind: a rule's kind, or a target-health notification
+	// (`notification_target.failing`, `notification_target.recovered`), sent to every other
+	// enabled channel that is not failing, whatever its rules.
+	Kind NotificationDeliveryKind `json:"kind"`
 
 	// LastError The last attempt's error (redacted), or why it was suppressed.
 	LastError *string `json:"last_error"`
@@ -2497,6 +2577,11 @@ type NotificationDelivery struct {
 
 // NotificationDeliveryStatus defines model for NotificationDelivery.Status.
 type NotificationDeliveryStatus string
+
+// NotificationDeliveryKind A delivery's kind: a rule's kind, or a target-health notification
+// (`notification_target.failing`, `notification_target.recovered`), sent to every other
+// enabled channel that is not failing, whatever its rules.
+type NotificationDeliveryKind string
 
 // NotificationDeliveryList defines model for NotificationDeliveryList.
 type NotificationDeliveryList struct {
@@ -4347,12 +4432,16 @@ type ClientInterface interface {
 	// ListNotificationDeliveries Deliveries, newest first, each with its attempts.
 	//
 	// A delivery is one notification of one event to one channel, made from the outbox at
-	// least once: `pending` (due at `next_attempt_at`; retried with back-off,
-	// OIKOS_NOTIFY_RETRY, and deferred past the channel's quiet hours), `sent`, `failed`
-	// (every attempt failed; the channel's `notification_channel_failing` signal is raised
-	// and resolves with its next success) or `suppressed` (recorded, not sent: a muted
-	// incident, a disabled channel; `last_error` says why). `idempotency_key` is
-	// `<event id>:<channel id>`, the webhook's `X-Oikos-Delivery`.
+	// least once: `pending` (due at `next_attempt_at`; retried with capped exponential
+	// back-off and jitter, OIKOS_NOTIFY_BACKOFF_INITIAL/MAX, in event order per channel, and
+	// deferred past the channel's quiet hours), `sent`, `failed` (a 4xx other than 408/429,
+	// or still failing OIKOS_NOTIFY_GIVE_UP_AFTER after it was queued) or `suppressed`
+	// (recorded, not sent: a muted incident, a disabled channel; `last_error` says why).
+	// After OIKOS_NOTIFY_FAILING_AFTER failed attempts in a row the channel is `failing`
+	// (its `notification_channel_failing` signal, a `notification_target.failing` event)
+	// until its next success (`notification_target.recovered`). `idempotency_key` is
+	// `<event id>:<channel id>`, the webhook's `X-Oikos-Delivery` and `Idempotency-Key`,
+	// the same on every attempt.
 	//
 	// Corresponds with GET /api/v1/notifications/deliveries (the `ListNotificationDeliveries` operationId).
 	ListNotificationDeliveries(ctx context.Context, params *ListNotificationDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -6160,12 +6249,16 @@ func (c *Client) TestNotificationChannel(ctx context.Context, id string, reqEdit
 // ListNotificationDeliveries Deliveries, newest first, each with its attempts.
 //
 // A delivery is one notification of one event to one channel, made from the outbox at
-// least once: `pending` (due at `next_attempt_at`; retried with back-off,
-// OIKOS_NOTIFY_RETRY, and deferred past the channel's quiet hours), `sent`, `failed`
-// (every attempt failed; the channel's `notification_channel_failing` signal is raised
-// and resolves with its next success) or `suppressed` (recorded, not sent: a muted
-// incident, a disabled channel; `last_error` says why). `idempotency_key` is
-// `<event id>:<channel id>`, the webhook's `X-Oikos-Delivery`.
+// least once: `pending` (due at `next_attempt_at`; retried with capped exponential
+// back-off and jitter, OIKOS_NOTIFY_BACKOFF_INITIAL/MAX, in event order per channel, and
+// deferred past the channel's quiet hours), `sent`, `failed` (a 4xx other than 408/429,
+// or still failing OIKOS_NOTIFY_GIVE_UP_AFTER after it was queued) or `suppressed`
+// (recorded, not sent: a muted incident, a disabled channel; `last_error` says why).
+// After OIKOS_NOTIFY_FAILING_AFTER failed attempts in a row the channel is `failing`
+// (its `notification_channel_failing` signal, a `notification_target.failing` event)
+// until its next success (`notification_target.recovered`). `idempotency_key` is
+// `<event id>:<channel id>`, the webhook's `X-Oikos-Delivery` and `Idempotency-Key`,
+// the same on every attempt.
 //
 // Corresponds with GET /api/v1/notifications/deliveries (the `ListNotificationDeliveries` operationId).
 func (c *Client) ListNotificationDeliveries(ctx context.Context, params *ListNotificationDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -12263,12 +12356,16 @@ type ClientWithResponsesInterface interface {
 	// ListNotificationDeliveriesWithResponse Deliveries, newest first, each with its attempts.
 	//
 	// A delivery is one notification of one event to one channel, made from the outbox at
-	// least once: `pending` (due at `next_attempt_at`; retried with back-off,
-	// OIKOS_NOTIFY_RETRY, and deferred past the channel's quiet hours), `sent`, `failed`
-	// (every attempt failed; the channel's `notification_channel_failing` signal is raised
-	// and resolves with its next success) or `suppressed` (recorded, not sent: a muted
-	// incident, a disabled channel; `last_error` says why). `idempotency_key` is
-	// `<event id>:<channel id>`, the webhook's `X-Oikos-Delivery`.
+	// least once: `pending` (due at `next_attempt_at`; retried with capped exponential
+	// back-off and jitter, OIKOS_NOTIFY_BACKOFF_INITIAL/MAX, in event order per channel, and
+	// deferred past the channel's quiet hours), `sent`, `failed` (a 4xx other than 408/429,
+	// or still failing OIKOS_NOTIFY_GIVE_UP_AFTER after it was queued) or `suppressed`
+	// (recorded, not sent: a muted incident, a disabled channel; `last_error` says why).
+	// After OIKOS_NOTIFY_FAILING_AFTER failed attempts in a row the channel is `failing`
+	// (its `notification_channel_failing` signal, a `notification_target.failing` event)
+	// until its next success (`notification_target.recovered`). `idempotency_key` is
+	// `<event id>:<channel id>`, the webhook's `X-Oikos-Delivery` and `Idempotency-Key`,
+	// the same on every attempt.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -20799,12 +20896,16 @@ func (c *ClientWithResponses) TestNotificationChannelWithResponse(ctx context.Co
 // ListNotificationDeliveriesWithResponse Deliveries, newest first, each with its attempts.
 //
 // A delivery is one notification of one event to one channel, made from the outbox at
-// least once: `pending` (due at `next_attempt_at`; retried with back-off,
-// OIKOS_NOTIFY_RETRY, and deferred past the channel's quiet hours), `sent`, `failed`
-// (every attempt failed; the channel's `notification_channel_failing` signal is raised
-// and resolves with its next success) or `suppressed` (recorded, not sent: a muted
-// incident, a disabled channel; `last_error` says why). `idempotency_key` is
-// `<event id>:<channel id>`, the webhook's `X-Oikos-Delivery`.
+// least once: `pending` (due at `next_attempt_at`; retried with capped exponential
+// back-off and jitter, OIKOS_NOTIFY_BACKOFF_INITIAL/MAX, in event order per channel, and
+// deferred past the channel's quiet hours), `sent`, `failed` (a 4xx other than 408/429,
+// or still failing OIKOS_NOTIFY_GIVE_UP_AFTER after it was queued) or `suppressed`
+// (recorded, not sent: a muted incident, a disabled channel; `last_error` says why).
+// After OIKOS_NOTIFY_FAILING_AFTER failed attempts in a row the channel is `failing`
+// (its `notification_channel_failing` signal, a `notification_target.failing` event)
+// until its next success (`notification_target.recovered`). `idempotency_key` is
+// `<event id>:<channel id>`, the webhook's `X-Oikos-Delivery` and `Idempotency-Key`,
+// the same on every attempt.
 //
 // Returns a wrapper object for the known response body format(s).
 //
