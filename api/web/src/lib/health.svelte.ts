@@ -1,6 +1,6 @@
 // Whether the api can do its work. While Postgres is away the api stays up but answers
 // every call 503 (problem type database-unavailable) and its /healthz says since when; the
-// event stream may stay open with nothing on it. Any 503 marks the dashboard degraded: the
+// event stream may stay open with nothing on it. Such a 503 marks the dashboard degraded: the
 // banner says it is reconnecting, and /healthz is asked again with a growing back-off
 // (1 s doubling to 15 s) until it answers 200, when the banner goes and pages reload.
 
@@ -19,6 +19,17 @@ export function reasonOf(body: unknown): string {
       : 'The database is unreachable';
   }
   return b.detail ? String(b.detail) : 'The api cannot do its work right now';
+}
+
+/**
+ * isDatabaseOutage says whether a 503's problem document is the database being away. Other
+ * 503s (the agent down behind chat or the model check) are that call's own error: taking
+ * them for an outage would show the banner, find /healthz healthy and reload the page, over
+ * and over.
+ */
+export function isDatabaseOutage(body: unknown): boolean {
+  const t = (body ?? {}) as { type?: unknown };
+  return typeof t.type === 'string' && t.type.endsWith('database-unavailable');
 }
 
 type Fetch = (input: string) => Promise<Response>;

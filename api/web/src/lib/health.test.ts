@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Health, nextDelay, reasonOf } from './health.svelte';
+import { Health, isDatabaseOutage, nextDelay, reasonOf } from './health.svelte';
 
 afterEach(() => vi.useRealTimers());
 
@@ -14,6 +14,13 @@ describe('Health', () => {
     expect(reasonOf({ database: { reachable: false } })).toBe('The database is unreachable');
     expect(reasonOf({ database: { reachable: false, unreachable_since: '2026-01-01T10:00:00Z' } })).toMatch(/unreachable since/);
     expect(reasonOf({ detail: 'x' })).toBe('x');
+  });
+
+  it('takes only the database-unavailable problem for an outage', () => {
+    expect(isDatabaseOutage({ type: 'urn:oikos:problem:database-unavailable', status: 503 })).toBe(true);
+    expect(isDatabaseOutage({ type: 'about:blank', title: 'Agent unavailable', status: 503 })).toBe(false);
+    expect(isDatabaseOutage({})).toBe(false);
+    expect(isDatabaseOutage(null)).toBe(false);
   });
 
   it('is degraded from the first 503 until /healthz answers 200, retrying with back-off', async () => {

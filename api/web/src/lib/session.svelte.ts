@@ -4,7 +4,7 @@
 // operator's session decides approvals (canDecide).
 import type { components } from './api/schema.gen';
 
-import { health } from './health.svelte';
+import { health, isDatabaseOutage } from './health.svelte';
 
 type Session = components['schemas']['WebSession'];
 
@@ -28,7 +28,7 @@ class SessionStore {
         this.status = 'signed-in';
         return;
       }
-      if (r.status === 503 && this.status === 'signed-in') {
+      if (r.status === 503 && this.status === 'signed-in' && isDatabaseOutage(await r.clone().json().catch(() => ({})))) {
         // The api is up but its database is not: the cookie cannot be checked now, which
         // says nothing about it. Stay signed in; the banner says the api is reconnecting.
         health.report('The api answered 503');

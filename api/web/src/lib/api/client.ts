@@ -8,7 +8,7 @@
 import createClient, { type Middleware } from 'openapi-fetch';
 import type { components, paths } from './schema.gen';
 import { session } from '../session.svelte';
-import { health } from '../health.svelte';
+import { health, isDatabaseOutage } from '../health.svelte';
 
 export type Schemas = components['schemas'];
 export type Entity = Schemas['Entity'];
@@ -30,14 +30,14 @@ export class ApiError extends Error {
 }
 
 const expiry: Middleware = {
-  onResponse({ request, response }) {
+  async onResponse({ request, response }) {
     if (response.status === 401 && !request.url.endsWith('/api/v1/session')) {
       session.expired('Your session has ended; sign in again.');
     }
-    if (response.status === 503) {
-      // The database is away (or another part the api needs): the banner says so and
-      // /healthz is asked with back-off until the api recovers.
-      health.report('The api answered 503');
+    if (response.status === 503 && isDatabaseOutage(await response.clone().json().catch(() => ({})))) {
+      // The database is away: the banner says so and /healthz is asked with back-off until
+      // the api recovers.
+      health.report('The database is unreachable');
     }
     return undefined;
   },
