@@ -12,6 +12,7 @@ const (
 	droppedLeaseLost    = "lease_lost"    // results of units whose lease passed to another scheduler
 	droppedBufferFull   = "buffer_full"   // results that found the buffer full while writes failed (reported: EventResultsUnrecorded)
 	droppedShutdown     = "shutdown"      // results the database did not take before the scheduler stopped
+	droppedWriteFailed  = "write_failed"  // a batch the database refused (not unreachable) writeTries times (reported: EventResultsUnrecorded)
 )
 
 // writerMetrics are the writer's collectors (README, Metrics).

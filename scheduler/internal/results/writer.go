@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/oikos-hq/oikos/shared/pg"
 	"slices"
 	"sort"
 	"sync"
@@ -323,19 +324,30 @@ func (w *Writer) Submit(ctx context.Context, rec Record) {
 	}
 }
 
-// loseLocked counts rec as lost (bufMu held).
+// loseLocked counts rec as lost to a full buffer (bufMu held).
 func (w *Writer) loseLocked(rec *Record) {
-	w.m.dropped.WithLabelValues(droppedBufferFull).Inc()
+	why := fmt.Sprintf("the buffer of %d was full while the database was unreachable", w.opts.Buffer)
+	if e := w.failErr.Load(); e != nil {
+		why += " (" + *e + ")"
+	}
+	w.loseWhyLocked(rec, droppedBufferFull, why)
+}
+
+// writeTries is how often a batch the database refuses (an error that is not the database
+// being away: a bad value, a bug) is tried before its results are given up and reported, so
+// one bad batch cannot hold back every later result.
+const writeTries = 5
+
+// loseWhyLocked counts rec as lost for reason (bufMu held); why is what the check's
+// check.results_unrecorded event says.
+func (w *Writer) loseWhyLocked(rec *Record, reason, why string) {
+	w.m.dropped.WithLabelValues(reason).Inc()
 	l := w.lost[rec.CheckID]
 	if l == nil {
-		why := "the database was unreachable"
-		if e := w.failErr.Load(); e != nil {
-			why += " (" + *e + ")"
-		}
 		l = &lostRun{CheckID: rec.CheckID, CheckSlug: rec.CheckSlug, TargetSlug: rec.TargetSlug, targetID: rec.TargetID,
 			From: rec.At, To: rec.At, Reason: why}
 		w.lost[rec.CheckID] = l
-		if len(w.lost) == 1 {
+		if len(w.lost) == 1 && reason == droppedBufferFull {
 			w.log.Error().Int("buffered", len(w.buf)).Msg("the results buffer is full while the database is unreachable: further results are counted, not kept, and reported once it is back")
 		}
 	}
@@ -505,6 +517,27 @@ func (w *Writer) loop(ctx context.Context) {
 			failures++
 			w.m.flushErrors.Inc()
 			msg := err.Error()
+			if !pg.IsUnavailable(err) && ctx.Err() == nil {
+				// The database answered and refused: retried a few times (it may pass), then
+				// given up and reported; the runner is not told the database is away.
+				if failures >= writeTries {
+					w.log.Error().Err(err).Int("results", len(cur.recs)).Int("tries", failures).
+						Msg("the database refused a batch of check results; given up and reported as unrecorded")
+					w.bufMu.Lock()
+					for i := range cur.recs {
+						w.loseWhyLocked(&cur.recs[i], droppedWriteFailed, "the database refused them: "+msg)
+					}
+					w.bufMu.Unlock()
+					w.settled(cur.recs)
+					cur, failures = nil, 0
+					return err
+				}
+				delay := min(w.opts.FlushEvery<<min(failures-1, 16), w.opts.MaxRetryDelay)
+				retryAt = time.Now().Add(delay)
+				w.log.Warn().Err(err).Int("results", len(cur.recs)).Int("failures", failures).Dur("retry_in", delay).
+					Msg("writing check results failed; retrying")
+				return err
+			}
 			w.failErr.Store(&msg)
 			if failures == 1 {
 				failSince = time.Now()
@@ -700,8 +733,8 @@ func (w *Writer) flushBatch(ctx context.Context, b *batch) error {
 		tx.QueueClaimBatch(b.id, prune)
 		for i := range b.lost {
 			l := b.lost[i]
-			l.Reason = fmt.Sprintf("unknown: %d results not recorded from %s to %s: the buffer of %d was full while %s",
-				l.Count, l.From.UTC().Format(time.RFC3339), l.To.UTC().Format(time.RFC3339), w.opts.Buffer, l.Reason)
+			l.Reason = fmt.Sprintf("unknown: %d results not recorded from %s to %s: %s",
+				l.Count, l.From.UTC().Format(time.RFC3339), l.To.UTC().Format(time.RFC3339), l.Reason)
 			if err := tx.QueueEvent(eventbus.Event{Type: EventResultsUnrecorded, EntityID: l.targetID, Actor: Actor}, l); err != nil {
 				return err
 			}
