@@ -159,6 +159,29 @@ func TestComposeAgentToken(t *testing.T) {
 	}
 }
 
+// OIKOS_SECRETS_KEY from .env reaches the three daemons, the same key for each (a value
+// sealed by the api opens in the scheduler and the agent), and not Postgres.
+func TestComposeSecretsKey(t *testing.T) {
+	const key = "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80="
+	p, err := loadCompose(t, []string{"OIKOS_OPERATOR_TOKEN=oik_test", "OIKOS_SECRETS_KEY=" + key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range p.Services {
+		got := s.Environment["OIKOS_SECRETS_KEY"]
+		switch name {
+		case "api", "scheduler", "agent":
+			if got == nil || *got != key {
+				t.Errorf("%s OIKOS_SECRETS_KEY = %v, want the environment's", name, got)
+			}
+		default:
+			if got != nil {
+				t.Errorf("%s must not receive OIKOS_SECRETS_KEY", name)
+			}
+		}
+	}
+}
+
 // Without an operator token compose refuses to start, saying which variable is missing.
 func TestComposeRequiresOperatorToken(t *testing.T) {
 	_, err := loadCompose(t, nil)

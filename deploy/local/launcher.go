@@ -7,6 +7,7 @@ package local
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/safego"
+	"github.com/oikos-hq/oikos/shared/secretbox"
 	"github.com/oikos-hq/oikos/testkit/pgcluster"
 )
 
@@ -62,6 +64,10 @@ type Stack struct {
 	AgentToken string
 	// AgentTokenFile keeps AgentToken across runs; empty when OIKOS_AGENT_TOKEN gave it.
 	AgentTokenFile string
+	// SecretsKeyFile holds the key `oikos secret set` seals values under, given to the api,
+	// the scheduler and the agent alike; empty when the caller's OIKOS_SECRETS_KEY or
+	// OIKOS_SECRETS_KEY_FILE gave the key (which the daemons then inherit).
+	SecretsKeyFile string
 	// LLM says which model Nomos talks to.
 	LLM string
 }
@@ -172,6 +178,13 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	bin := filepath.Join(opts.Root, "bin")
 	base := []string{"OIKOS_DATABASE_URL=" + url}
+	if opts.Getenv(secretbox.KeyVar) == "" && opts.Getenv(secretbox.KeyFileVar) == "" {
+		s.SecretsKeyFile = filepath.Join(state, "secrets-key")
+		if err := ensureSecretsKey(s.SecretsKeyFile); err != nil {
+			return fail(err)
+		}
+		base = append(base, secretbox.KeyFileVar+"="+s.SecretsKeyFile)
+	}
 	if !opts.NoLabsim {
 		if err := s.spawn("labsim", filepath.Join(bin, "labsim"), []string{
 			"--inventory", filepath.Join(opts.Root, "seeds", "inventory.yaml"),
@@ -507,6 +520,23 @@ func ensureToken(file, given string) (string, string, error) {
 	}
 	tok := "oik_" + hex.EncodeToString(b[:])
 	return tok, file, os.WriteFile(file, []byte(tok+"\n"), 0o600)
+}
+
+// ensureSecretsKey creates (once) the file of the secrets key: 32 random bytes in base64,
+// readable by this user only (the daemons refuse a key file others may read). The key is
+// kept across runs, as the database is: a new key would leave every stored secret sealed
+// under the old one, unopenable.
+func ensureSecretsKey(file string) error {
+	if _, err := os.Stat(file); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte(base64.StdEncoding.EncodeToString(b[:])+"\n"), 0o600)
 }
 
 // prefixWriter prefixes each line of a child's output with its name.

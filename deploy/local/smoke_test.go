@@ -143,6 +143,7 @@ func TestMakeUpSmoke(t *testing.T) {
 		}
 	}
 	checkAgentToken(t, root, apiAddr, agtAddr, pids, &log)
+	checkSecretsKey(t, root, apiAddr, pids)
 	if out := log.String(); !strings.Contains(out, "dashboard        http://"+apiAddr+"/") {
 		t.Errorf("the banner does not name the dashboard at http://%s/:\n%s", apiAddr, out)
 	}
@@ -229,21 +230,7 @@ func checkAgentToken(t *testing.T, root, apiAddr, agtAddr string, pids map[strin
 
 	// The children's environments (Linux: /proc): the api and the agent hold the same token;
 	// the agent probes the demo fleet through the simulator, as the scheduler's checks do.
-	env := func(name string) map[string]string {
-		t.Helper()
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pids[name]))
-		if err != nil {
-			t.Fatalf("%s environment: %v", name, err)
-		}
-		m := map[string]string{}
-		for _, kv := range strings.Split(string(b), "\x00") {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				m[k] = v // the last of a repeated name wins, as for the child's getenv
-			}
-		}
-		return m
-	}
-	apiEnv, agentEnv, schedEnv := env("oikos-api"), env("oikos-agent"), env("oikos-scheduler")
+	apiEnv, agentEnv, schedEnv := procEnv(t, pids["oikos-api"]), procEnv(t, pids["oikos-agent"]), procEnv(t, pids["oikos-scheduler"])
 	if apiEnv["OIKOS_AGENT_TOKEN"] != agentTok || agentEnv["OIKOS_AGENT_TOKEN"] != agentTok {
 		t.Errorf("OIKOS_AGENT_TOKEN: api %q, agent %q; want both %q", apiEnv["OIKOS_AGENT_TOKEN"], agentEnv["OIKOS_AGENT_TOKEN"], agentTok)
 	}
@@ -301,6 +288,68 @@ func checkAgentToken(t *testing.T, root, apiAddr, agtAddr string, pids map[strin
 			t.Errorf("initialize with the %s token: %s, session %q:\n%s", name, resp.Status, resp.Header.Get("Mcp-Session-Id"), b)
 		}
 	}
+}
+
+// checkSecretsKey: `up` made a secrets key only this user may read and gave the three
+// daemons the same one, so `oikos secret set` works on the local stack: a secret set through
+// the api is listed, without its value.
+func checkSecretsKey(t *testing.T, root, apiAddr string, pids map[string]int) {
+	t.Helper()
+	file := filepath.Join(root, ".local", "secrets-key")
+	info, err := os.Stat(file)
+	if err != nil {
+		t.Fatalf("secrets key: %v", err)
+	}
+	if info.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %04o, want 0600", file, info.Mode().Perm())
+	}
+	for _, name := range []string{"oikos-api", "oikos-scheduler", "oikos-agent"} {
+		if got := procEnv(t, pids[name])["OIKOS_SECRETS_KEY_FILE"]; got != file {
+			t.Errorf("%s OIKOS_SECRETS_KEY_FILE = %q, want %q", name, got, file)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(root, ".local", "operator-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+apiAddr+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		return resp.StatusCode, string(out)
+	}
+	const value = "smoke-secret-value-4f1c"
+	if code, out := call(http.MethodPut, "/api/v1/secrets/smoke_token", `{"value":"`+value+`"}`); code != http.StatusCreated {
+		t.Fatalf("PUT /api/v1/secrets/smoke_token: %d %s; want 201", code, out)
+	}
+	code, out := call(http.MethodGet, "/api/v1/secrets", "")
+	if code != http.StatusOK || !strings.Contains(out, `"smoke_token"`) || strings.Contains(out, value) {
+		t.Errorf("GET /api/v1/secrets: %d %s; want smoke_token listed without its value", code, out)
+	}
+}
+
+// procEnv reads a child's environment (Linux: /proc); the last of a repeated name wins, as
+// for the child's getenv.
+func procEnv(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatalf("environment of pid %d: %v", pid, err)
+	}
+	m := map[string]string{}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 func readPIDs(t *testing.T, file string) map[string]int {

@@ -73,10 +73,7 @@ func banner(stack *local.Stack, root string) string {
 		if file == "" {
 			return "from " + env
 		}
-		if rel, err := filepath.Rel(root, file); err == nil && !strings.HasPrefix(rel, "..") {
-			file = rel
-		}
-		return "kept in " + file
+		return "kept in " + rel(root, file)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nOikos is up.\n")
@@ -89,11 +86,22 @@ func banner(stack *local.Stack, root string) string {
 	fmt.Fprintf(&b, "  database         %s\n", stack.DBURL)
 	fmt.Fprintf(&b, "  operator token   %s   (%s)\n", stack.Token, kept(stack.TokenFile, "OIKOS_OPERATOR_TOKEN"))
 	fmt.Fprintf(&b, "  agent token      %s; role agent, name nomos: the agent's own\n", kept(stack.AgentTokenFile, "OIKOS_AGENT_TOKEN"))
+	if stack.SecretsKeyFile != "" {
+		fmt.Fprintf(&b, "  secrets key      %s; the three daemons' OIKOS_SECRETS_KEY_FILE: `oikos secret set` seals under it\n", kept(stack.SecretsKeyFile, ""))
+	}
 	fmt.Fprintf(&b, "\nConnect an MCP client with a token of its own (see README, \"Connect an MCP client\"):\n")
 	fmt.Fprintf(&b, "  OIKOS_DATABASE_URL='%s' bin/oikos token create --role agent --name claude-code\n", stack.DBURL)
 	fmt.Fprintf(&b, "  claude mcp add --transport http oikos %s --header \"Authorization: Bearer oik_...\"\n", stack.MCPURL())
 	fmt.Fprintf(&b, "\nA daemon that exits is restarted (with back-off). Ctrl-C stops everything.\n\n")
 	return b.String()
+}
+
+// rel shows file relative to root when it is under it.
+func rel(root, file string) string {
+	if r, err := filepath.Rel(root, file); err == nil && !strings.HasPrefix(r, "..") {
+		return r
+	}
+	return file
 }
 
 func test(ctx context.Context, args []string) int {
