@@ -25,6 +25,12 @@ const DefaultConnectTimeout = 3 * time.Second
 // (refused or reset connections, a server shutting down or starting up, a connection lost
 // mid-statement), as opposed to an error of the statement itself. Callers answer such an
 // error as "try again later" (the api's 503) and never as a failure of what was asked.
+//
+// Only the driver's errors count: a network failure is the database's when pgx raised it
+// (a connect error, a server's connection-class SQLSTATE, or one of pgconn's I/O errors,
+// which all carry SafeToRetry). The same refused or reset connection to another peer (the
+// agent behind the api, a webhook, an SSH host) says nothing about the database, and the
+// api must not answer it as "database unavailable".
 func IsUnavailable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		// A caller that gave up (a client that went away) says nothing about the database.
@@ -43,8 +49,17 @@ func IsUnavailable(err error) bool {
 		// Class 08: connection exception; 57P01-03: admin/crash shutdown, cannot connect now.
 		return len(pe.Code) == 5 && (pe.Code[:2] == "08" || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03")
 	}
-	if errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+	if errors.Is(err, pgconn.ErrConnClosed) {
+		return true
+	}
+	// pgconn wraps a failed read or write of its connection in an error that says whether
+	// a retry is safe; nothing else in Oikos has that method.
+	var driver interface{ SafeToRetry() bool }
+	if !errors.As(err, &driver) {
+		return false
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
 		return true
 	}
 	var ne *net.OpError

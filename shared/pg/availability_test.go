@@ -3,6 +3,11 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,11 +31,50 @@ func TestIsUnavailable(t *testing.T) {
 		{&pgconn.PgError{Code: "08006"}, true},
 		{context.Canceled, false},
 		{pgconn.ErrConnClosed, true},
+		// Another peer's network failure is not the database's (the agent behind the api,
+		// a webhook): the api must not answer it as database-unavailable.
+		{io.EOF, false},
+		{io.ErrUnexpectedEOF, false},
+		{syscall.ECONNREFUSED, false},
+		{fmt.Errorf("agent: %w", refused(t)), false},
+		{httpRefused(t), false},
 	} {
 		if got := pg.IsUnavailable(c.err); got != c.want {
 			t.Errorf("IsUnavailable(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
+}
+
+// refused is the error of a TCP dial to a loopback port nothing listens on.
+func refused(t *testing.T) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, err = net.Dial("tcp", addr)
+	var ne *net.OpError
+	if !errors.As(err, &ne) {
+		t.Fatalf("dial %s: %v, want a *net.OpError", addr, err)
+	}
+	return err
+}
+
+// httpRefused is an HTTP client's error for a peer that refuses the connection.
+func httpRefused(t *testing.T) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	resp, err := http.Get("http://" + addr + "/")
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a closed port answered")
+	}
+	return err
 }
 
 // A pool watched by an Availability follows a real server going away and coming back: a
@@ -54,8 +98,18 @@ func TestAvailabilityFollowsAnOutage(t *testing.T) {
 	if _, err := pool.Exec(ctx, `SELECT 1`); err != nil || !avail.Reachable() {
 		t.Fatalf("before: %v, reachable %v", err, avail.Reachable())
 	}
+	held, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
 	if err := c.Halt(); err != nil {
 		t.Fatal(err)
+	}
+	// A connection open when the server went away fails its next statement with one of
+	// pgconn's I/O errors.
+	if _, err := held.Exec(ctx, `SELECT 1`); !pg.IsUnavailable(err) {
+		t.Fatalf("a statement on a connection the server dropped: %v (%T), want an unavailable error", err, err)
 	}
 	began := time.Now()
 	_, err = pool.Exec(ctx, `SELECT 1`)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -259,5 +261,20 @@ func TestRenderDatabaseUnavailable(t *testing.T) {
 	}
 	if !strings.Contains(rec.Body.String(), ProblemType(KindDatabaseUnavailable)) {
 		t.Fatalf("body %s", rec.Body.String())
+	}
+}
+
+// Another peer refusing a connection (the agent behind chat, a webhook) is not the
+// database being away: no database-unavailable 503 and no Retry-After for it.
+func TestRenderPeerNetworkErrorIsNotTheDatabase(t *testing.T) {
+	t.Parallel()
+	e := echo.New()
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/chat", nil)
+	rec := httptest.NewRecorder()
+	c := e.NewContext(req, rec)
+	err := fmt.Errorf("forward to the agent: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	Render(c, err)
+	if rec.Code == http.StatusServiceUnavailable || strings.Contains(rec.Body.String(), ProblemType(KindDatabaseUnavailable)) {
+		t.Fatalf("a peer's refused connection rendered as %d %s", rec.Code, rec.Body.String())
 	}
 }
