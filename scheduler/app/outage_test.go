@@ -21,6 +21,18 @@ import (
 	"github.com/oikos-hq/oikos/testkit/pgcluster"
 )
 
+// writeKey writes a new SSH key for a scheduler under test and returns its file.
+func writeKey(t *testing.T) string {
+	t.Helper()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, _ := ssh.MarshalPrivateKey(priv, "")
+	key := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(key, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
 // The scheduler outlives its database (issue #32): with Postgres halted under it, run keeps
 // running, /healthz answers 503 saying since when and why; once Postgres is back /healthz
 // answers 200 and the scheduler holds its units again, by itself.
@@ -41,12 +53,7 @@ func TestSurvivesADatabaseOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool.Close()
-	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	block, _ := ssh.MarshalPrivateKey(priv, "")
-	key := filepath.Join(t.TempDir(), "id_ed25519")
-	if err := os.WriteFile(key, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	key := writeKey(t)
 	cfg, err := LoadConfig(func(k string) string {
 		return map[string]string{"OIKOS_DATABASE_URL": url, "OIKOS_SSH_KEY_FILE": key,
 			"OIKOS_SCHEDULER_ADDR": "127.0.0.1:0", "OIKOS_SCHEMA_WAIT": "10s"}[k]

@@ -129,6 +129,19 @@ type Manager struct {
 	lossSeq    uint64
 	sessCancel context.CancelFunc
 	sessDone   chan struct{}
+	// After an outage of this scheduler's own (no tick reached the database for longer than
+	// the leases can outlive a missed renewal), every other member's row and lease may have
+	// lapsed too, though they are only as cut off as this one was. Until graceUntil, the
+	// members of the last tick before the outage (graceMembers) still count for the hashing
+	// while their rows exist, so the first scheduler back does not take every unit: each
+	// renews its own lease, generation unchanged, and the results it held write under it.
+	// lastOK is when the last successful tick was sent, okMembers its member list; failing
+	// says a tick failed since (a gap of ticks not tried is no outage: a test's, or a pause).
+	lastOK       time.Time
+	failing      bool
+	okMembers    []string
+	graceUntil   time.Time
+	graceMembers []string
 	// lostHook, when set (tests, before Start), runs as the session watcher has fenced this
 	// scheduler after losing its connection and before it wakes the tick that unfences it:
 	// the one moment the fence can be seen without racing that tick.
@@ -317,11 +330,22 @@ UNION ALL SELECT 'net'`
 // Tick renews membership and leases, releases what this scheduler no longer owns, takes what
 // it now owns and can, and reports units nobody holds.
 func (m *Manager) Tick(ctx context.Context) error {
+	err := m.tick(ctx)
+	if err != nil && ctx.Err() == nil {
+		m.mu.Lock()
+		m.failing = true
+		m.mu.Unlock()
+	}
+	return err
+}
+
+func (m *Manager) tick(ctx context.Context) error {
 	m.mu.Lock()
 	m.takeAt = time.Time{} // set again below when a unit waits; a failed tick must not spin
 	losses := m.lossSeq
 	m.mu.Unlock()
 	sent := time.Now()
+	grace := m.rejoinGrace(sent)
 	expiry := m.opts.Expiry.String()
 	if _, err := m.opts.Pool.Exec(ctx, `INSERT INTO scheduler_members (id, expires_at, session_lock) VALUES ($1, now() + $2::interval, $3)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expires_at, session_lock = EXCLUDED.session_lock`,
@@ -331,7 +355,7 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), expires_at = EXCLUDED.expir
 	if _, err := m.reap(ctx); err != nil {
 		return err
 	}
-	rows, err := m.opts.Pool.Query(ctx, `SELECT id FROM scheduler_members WHERE expires_at > now() ORDER BY id`)
+	rows, err := m.opts.Pool.Query(ctx, `SELECT id FROM scheduler_members WHERE expires_at > now() OR id = ANY($1) ORDER BY id`, grace)
 	if err != nil {
 		return err
 	}
@@ -467,6 +491,7 @@ WHERE resource = ANY($1) AND holder <> $2`, waiting, m.opts.ID).Scan(&secs); err
 	if m.lossSeq == losses && !m.twin {
 		m.fenced = false // renewed since the session connection was lost: what is held is ours
 	}
+	m.lastOK, m.okMembers, m.failing = sent, members, false
 	for _, u := range renew {
 		if _, ok := got[u]; !ok {
 			delete(m.held, u) // taken from us (we were paused past the expiry)
@@ -517,6 +542,33 @@ WHERE expires_at < now() - interval '1 minute' AND NOT (resource = ANY($1))`, un
 		return fmt.Errorf("leases: drop leases of units that are gone: %w", err)
 	}
 	return m.reportUnheld(ctx, units)
+}
+
+// rejoinGrace returns the members that count for the hashing although their rows lapsed: the
+// ones of the last tick before this scheduler's own outage (ticks failed for longer than a
+// lease outlives a missed renewal), for one expiry after the first tick that succeeds. Without
+// it, the first scheduler back from an outage longer than the expiry finds itself the only
+// live member, takes every unit under a new generation, and the others' results, held
+// through the same outage, are fenced out when they write them. A member that really died
+// meanwhile loses its units one expiry later than it would otherwise; one that stopped
+// deleted its row and is not waited for.
+func (m *Manager) rejoinGrace(sent time.Time) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if gap := sent.Sub(m.lastOK); m.failing && !m.lastOK.IsZero() && gap > m.opts.Expiry-m.opts.Renew {
+		if !sent.Before(m.graceUntil) {
+			m.graceMembers = slices.DeleteFunc(slices.Clone(m.okMembers), func(id string) bool { return id == m.opts.ID })
+			if len(m.graceMembers) > 0 {
+				m.log.Warn().Dur("gap", gap).Strs("members", m.graceMembers).
+					Msg("no lease tick reached the database for longer than a lease lasts: the units of the schedulers that were members before are left to them for one expiry")
+			}
+		}
+		m.graceUntil = sent.Add(m.opts.Expiry)
+	}
+	if !sent.Before(m.graceUntil) {
+		m.graceMembers = nil
+	}
+	return m.graceMembers
 }
 
 // reportUnheld raises a unit_unheld signal for each unit no live lease has covered for two
