@@ -17,8 +17,7 @@ import (
 
 	"github.com/oikos-hq/oikos/scheduler/internal/labtest"
 	"github.com/oikos-hq/oikos/shared/checks"
-	"github.com/oikos-hq/oikos/shared/pg"
-	"github.com/oikos-hq/oikos/testkit/pgcluster"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 // Two schedulers share a fleet and lose their database for longer than a lease lasts (issue
@@ -32,20 +31,8 @@ func TestTwoSchedulersThroughAnOutageLongerThanTheLeases(t *testing.T) {
 		t.Skip("stops a private Postgres for longer than a lease")
 	}
 	ctx := context.Background()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: t.TempDir(), Fast: true})
-	if err != nil {
-		t.Skipf("no private PostgreSQL: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
+	c, pool := pgtest.Private(t, 4)
 	url := c.URL("postgres")
-	pool, err := pg.Connect(ctx, url, 4, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := pg.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
 	// Hosts on loopback addresses nothing listens on: their checks fail at once (unreachable),
 	// and a failed check's result is a result to keep like any other.
 	var inv strings.Builder

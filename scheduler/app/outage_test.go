@@ -18,7 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/oikos-hq/oikos/shared/pg"
-	"github.com/oikos-hq/oikos/testkit/pgcluster"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 // writeKey writes a new SSH key for a scheduler under test and returns its file.
@@ -39,20 +39,8 @@ func writeKey(t *testing.T) string {
 func TestSurvivesADatabaseOutage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: t.TempDir(), Fast: true})
-	if err != nil {
-		t.Skipf("no private PostgreSQL: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
+	c, _ := pgtest.Private(t, 2)
 	url := c.URL("postgres")
-	pool, err := pg.Connect(ctx, url, 2, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pg.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	pool.Close()
 	key := writeKey(t)
 	cfg, err := LoadConfig(func(k string) string {
 		return map[string]string{"OIKOS_DATABASE_URL": url, "OIKOS_SSH_KEY_FILE": key,

@@ -221,3 +221,27 @@ func create(tb testing.TB, tpl string) *DB {
 	})
 	return &DB{Name: name, URL: u, Pool: pool}
 }
+
+// Private starts a PostgreSQL server of the test's own, with the migrations applied and a
+// pool of conns connections on it, for a test that stops and starts the server under what
+// it tests (an outage: Cluster.Halt and Resume); the shared server is never stopped. Both
+// end with the test.
+func Private(tb testing.TB, conns int32) (*pgcluster.Cluster, *pgxpool.Pool) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: tb.TempDir(), Fast: true})
+	if err != nil {
+		tb.Fatalf("private PostgreSQL: %v", err)
+	}
+	tb.Cleanup(func() { _ = c.Stop() })
+	pool, err := pg.Connect(ctx, c.URL("postgres"), conns, zerolog.Nop())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	if _, err := pg.Migrate(ctx, pool); err != nil {
+		tb.Fatal(err)
+	}
+	return c, pool
+}

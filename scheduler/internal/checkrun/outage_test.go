@@ -14,9 +14,8 @@ import (
 
 	"github.com/oikos-hq/oikos/scheduler/internal/labtest"
 	"github.com/oikos-hq/oikos/shared/checks"
-	"github.com/oikos-hq/oikos/shared/pg"
 	"github.com/oikos-hq/oikos/shared/remote"
-	"github.com/oikos-hq/oikos/testkit/pgcluster"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 // Postgres stopped for 5 s under a running runner whose lease cannot be renewed meanwhile
@@ -29,19 +28,7 @@ func TestRunnerChecksThroughOutage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: t.TempDir(), Fast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Stop()
-	db, err := pg.Connect(ctx, cluster.URL("postgres"), 8, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := pg.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	cluster, db := pgtest.Private(t, 8)
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		hits.Add(1)

@@ -9,8 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/oikos-hq/oikos/scheduler/internal/labtest"
-	"github.com/oikos-hq/oikos/shared/pg"
-	"github.com/oikos-hq/oikos/testkit/pgcluster"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 // Three schedulers lose the database for longer than a lease lasts, and one of them (c)
@@ -25,19 +24,7 @@ func TestOutageLongerThanExpiryKeepsEachSchedulersUnits(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: t.TempDir(), Fast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Stop()
-	db, err := pg.Connect(ctx, cluster.URL("postgres"), 8, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := pg.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	cluster, db := pgtest.Private(t, 8)
 	lab := labtest.New(t, labtest.Options{Inventory: fleet(12), NoSim: true, DB: db})
 	const renew, expiry = 100 * time.Millisecond, time.Second
 	mk := func(id string) *Manager {

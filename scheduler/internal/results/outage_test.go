@@ -13,8 +13,7 @@ import (
 	"github.com/oikos-hq/oikos/scheduler/internal/storage"
 	"github.com/oikos-hq/oikos/shared/checks"
 	"github.com/oikos-hq/oikos/shared/metrics"
-	"github.com/oikos-hq/oikos/shared/pg"
-	"github.com/oikos-hq/oikos/testkit/pgcluster"
+	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
 
 // sampleRec is the n-th result of d at at, with one metric sample whose value is n: the
@@ -94,19 +93,7 @@ func TestWriterKeepsResultsThroughOutage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: t.TempDir(), Fast: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cluster.Stop()
-	db, err := pg.Connect(ctx, cluster.URL("postgres"), 8, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := pg.Migrate(ctx, db); err != nil {
-		t.Fatal(err)
-	}
+	cluster, db := pgtest.Private(t, 8)
 	inv := "entities:\n"
 	for _, n := range []string{"kept", "small"} {
 		inv += fmt.Sprintf("  - {type: ingress-route, name: %s.lab.example, attributes: {url: \"http://%s.lab.example/\"}}\n", n, n)
