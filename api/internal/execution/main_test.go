@@ -1,0 +1,10 @@
+package execution_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/oikos-hq/oikos/testkit/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
