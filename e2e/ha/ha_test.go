@@ -24,10 +24,7 @@ import (
 
 	apiapp "github.com/oikos-hq/oikos/api/app"
 	e2estack "github.com/oikos-hq/oikos/e2e/internal/stack"
-	schedapp "github.com/oikos-hq/oikos/scheduler/app"
 	"github.com/oikos-hq/oikos/shared/apiclient"
-	"github.com/oikos-hq/oikos/shared/metrics"
-	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/testkit/labsim"
 	"github.com/oikos-hq/oikos/testkit/pgtest"
 )
@@ -133,39 +130,8 @@ func TestNodeDownWithHAGuests(t *testing.T) {
 	if err := sim.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer sim.Stop()
-	for _, h := range sim.Snapshot().Hosts {
-		for _, g := range h.Guests {
-			if err := sim.SetGuestStatus(h.Name, g.VMID, true); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if _, err := db.Pool.Exec(ctx, `UPDATE check_defs SET interval_seconds = 1, timeout_seconds = 1`); err != nil {
-		t.Fatal(err)
-	}
-	pool := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: remote.NewMemoryHostKeys(), DialTimeout: 5 * time.Second,
-		Logger: log, Dial: sim.DialContext})
-	defer pool.Close()
-	engine, err := schedapp.NewIncidentEngine(schedapp.IncidentEngineOptions{Pool: db.Pool, Logger: log, Metrics: metrics.NewRegistry(),
-		Every: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runner, err := schedapp.NewCheckRunner(schedapp.CheckRunnerOptions{Pool: db.Pool, SSH: pool,
-		Fleet: schedapp.NewFleet(db.Pool, schedapp.FleetOptions{Logger: log}), Logger: log, Metrics: metrics.NewRegistry(),
-		InitialSpread: 500 * time.Millisecond, OnFlush: engine.Flushed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := engine.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer engine.Stop()
-	if err := runner.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer runner.Stop()
+	t.Cleanup(sim.Stop) // after the runner's stop (e2estack.RunChecks)
+	e2estack.RunChecks(ctx, t, db, sim, signer, log)
 
 	health := func(slug string) string {
 		var e struct {

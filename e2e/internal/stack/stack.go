@@ -18,6 +18,7 @@ import (
 	schedapp "github.com/oikos-hq/oikos/scheduler/app"
 	"github.com/oikos-hq/oikos/seeds"
 	"github.com/oikos-hq/oikos/shared/eventbus"
+	"github.com/oikos-hq/oikos/shared/metrics"
 	"github.com/oikos-hq/oikos/shared/remote"
 	"github.com/oikos-hq/oikos/shared/secretbox"
 	"github.com/oikos-hq/oikos/testkit/labsim"
@@ -173,4 +174,44 @@ func (a *Agent) Stop(grace time.Duration) {
 	case <-a.Done:
 	case <-time.After(grace):
 	}
+}
+
+// RunChecks runs the scheduler's check runner and incident engine, wired as the daemon wires
+// them, over db's fleet as sim serves it (signer is a key sim authorizes), with every guest
+// running and every check every second, until the test ends. Register sim.Stop with
+// t.Cleanup before calling it, so the simulator outlives the runner.
+func RunChecks(ctx context.Context, t testing.TB, db *pgtest.DB, sim *labsim.Sim, signer ssh.Signer, log zerolog.Logger) {
+	t.Helper()
+	for _, h := range sim.Snapshot().Hosts {
+		for _, g := range h.Guests {
+			if err := sim.SetGuestStatus(h.Name, g.VMID, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, `UPDATE check_defs SET interval_seconds = 1, timeout_seconds = 1`); err != nil {
+		t.Fatal(err)
+	}
+	pool := remote.NewPool(remote.PoolOptions{Signer: signer, HostKeys: remote.NewMemoryHostKeys(), DialTimeout: 5 * time.Second,
+		Logger: log, Dial: sim.DialContext})
+	t.Cleanup(pool.Close)
+	engine, err := schedapp.NewIncidentEngine(schedapp.IncidentEngineOptions{Pool: db.Pool, Logger: log, Metrics: metrics.NewRegistry(),
+		Every: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := schedapp.NewCheckRunner(schedapp.CheckRunnerOptions{Pool: db.Pool, SSH: pool,
+		Fleet: schedapp.NewFleet(db.Pool, schedapp.FleetOptions{Logger: log}), Logger: log, Metrics: metrics.NewRegistry(),
+		InitialSpread: 500 * time.Millisecond, OnFlush: engine.Flushed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := engine.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(engine.Stop)
+	if err := runner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(runner.Stop)
 }
