@@ -85,3 +85,43 @@ export class CursorTrail {
     this.#load(this.cursor);
   };
 }
+
+/**
+ * Polled is a read done again every `every` ms while the page is visible, for what the
+ * stream does not carry one change at a time (leases renewing, a channel's health): value
+ * is the last answer (null until the first), error the last failure's message (a failed
+ * refresh keeps the value shown), now when the last read ended, for "… ago".
+ */
+export class Polled<T> {
+  value = $state<T | null>(null);
+  error = $state('');
+  now = $state(Date.now());
+  #read: () => Promise<T>;
+  #every: number;
+
+  constructor(read: () => Promise<T>, every: number) {
+    this.#read = read;
+    this.#every = every;
+  }
+
+  /** refresh reads once; it never throws. */
+  refresh = async (): Promise<void> => {
+    try {
+      this.value = await this.#read();
+      this.error = '';
+    } catch (e) {
+      this.error = message(e);
+    } finally {
+      this.now = Date.now();
+    }
+  };
+
+  /** start reads now and then every interval while the page is visible; it returns the stop, for an $effect. */
+  start = (): (() => void) => {
+    void this.refresh();
+    const id = setInterval(() => {
+      if (document.visibilityState === 'visible') void this.refresh();
+    }, this.#every);
+    return () => clearInterval(id);
+  };
+}

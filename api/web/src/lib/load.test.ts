@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { CursorTrail, Load } from './load.svelte';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { CursorTrail, Load, Polled } from './load.svelte';
 
 describe('Load', () => {
   it('is loading until the first answer, and keeps a failure until the next try', async () => {
@@ -52,5 +52,49 @@ describe('CursorTrail', () => {
     t.restart();
     expect(t.page).toBe(1);
     expect(reads).toEqual(['c2', 'c3', 'c2', 'c2', undefined, 'c2', undefined]);
+  });
+});
+
+describe('Polled', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.unstubAllGlobals();
+  });
+
+  it('reads at start and every interval while visible, keeps the value through a failure, and stops', async () => {
+    vi.useFakeTimers();
+    const doc = { visibilityState: 'visible' };
+    vi.stubGlobal('document', doc);
+    let n = 0;
+    let fail = false;
+    const p = new Polled(async () => {
+      n++;
+      if (fail) throw new Error('api down');
+      return n;
+    }, 1000);
+    expect(p.value).toBeNull();
+    const stop = p.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(p.value).toBe(1);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(p.value).toBe(2);
+
+    fail = true;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(p.value).toBe(2); // what was shown stays
+    expect(p.error).toBe('api down');
+
+    fail = false;
+    doc.visibilityState = 'hidden';
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(n).toBe(3); // no read while the page is hidden
+    doc.visibilityState = 'visible';
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(p.value).toBe(4);
+    expect(p.error).toBe('');
+
+    stop();
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(n).toBe(4);
   });
 });
