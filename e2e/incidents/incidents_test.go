@@ -185,19 +185,25 @@ func TestHostDownIsOneIncidentAndOneNotification(t *testing.T) {
 	rc.mu.Lock()
 	opened := rc.got[0].Payload
 	rc.mu.Unlock()
-	if opened["root"] != "proxmox-host:atlas" || opened["affected_count"] != float64(4) {
-		t.Errorf("the notification names %v with %v affected, want proxmox-host:atlas with 4", opened["root"], opened["affected_count"])
+	// The notification goes out when the root's failure opens the incident; an entity whose
+	// own check had not run again by then (a busy machine) joins at its next run, so the
+	// count it gives is at most the four.
+	if n, _ := opened["affected_count"].(float64); opened["root"] != "proxmox-host:atlas" || n < 1 || n > 4 {
+		t.Errorf("the notification names %v with %v affected, want proxmox-host:atlas with 1 to 4", opened["root"], opened["affected_count"])
 	}
-	var list struct {
-		Items []struct {
-			ID, Root      string
-			AffectedCount int `json:"affected_count"`
-		} `json:"items"`
-	}
-	e2estack.OK(t, &list)(op.ListIncidents(ctx, &apiclient.ListIncidentsParams{Status: apiclient.Ptr(apiclient.ListIncidentsParamsStatus("open"))}))
-	if len(list.Items) != 1 || list.Items[0].Root != "proxmox-host:atlas" || list.Items[0].AffectedCount != 4 {
-		t.Fatalf("open incidents: %+v", list.Items)
-	}
+	e2estack.Eventually(t, db.URL, 30*time.Second, 100*time.Millisecond, "one open incident, atlas's, with its four affected", func() (bool, string) {
+		var list struct {
+			Items []struct {
+				ID, Root      string
+				AffectedCount int `json:"affected_count"`
+			} `json:"items"`
+		}
+		e2estack.OK(t, &list)(op.ListIncidents(ctx, &apiclient.ListIncidentsParams{Status: apiclient.Ptr(apiclient.ListIncidentsParamsStatus("open"))}))
+		if len(list.Items) > 1 || (len(list.Items) == 1 && list.Items[0].Root != "proxmox-host:atlas") {
+			t.Fatalf("open incidents: %+v, want atlas's alone", list.Items)
+		}
+		return len(list.Items) == 1 && list.Items[0].AffectedCount == 4, fmt.Sprintf("%+v", list.Items)
+	})
 	time.Sleep(3 * time.Second) // more failed runs: still one incident, one notification
 	if k := rc.kinds(); len(k) != 1 {
 		t.Fatalf("while atlas stays down: %v", k)
