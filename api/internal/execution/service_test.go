@@ -180,7 +180,7 @@ func TestOutputRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	e := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdRead, ""))
 	chunks := [][]byte{[]byte("say \"hi\" \\ back\n"), {0x00, 0x01, 'a', 0xff, 0xfe, '\n'}, []byte("caf\xc3\xa9 \xe2\x82")}
-	f.Simulate(t, e.ID, chunks, execution.StatusCompleted, 0, `{"ok": true}`)
+	simulate(t, f, e.ID, chunks, execution.StatusCompleted, 0, `{"ok": true}`)
 	got, err := f.Svc.Get(ctx, e.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@ func TestRegistrar(t *testing.T) {
 	if s := state("execution:" + e.ID); s != "runnable" {
 		t.Fatalf("approved execution entity is %s", s)
 	}
-	f.Simulate(t, e.ID, [][]byte{[]byte("created\n")}, execution.StatusCompleted, 0,
+	simulate(t, f, e.ID, [][]byte{[]byte("created\n")}, execution.StatusCompleted, 0,
 		`{"vmid": 150, "hostname": "app", "template": "debian-12-standard_12.7-1_amd64.tar.zst", "ip": "dhcp"}`)
 	if err := reg.WaitProcessed(ctx, execEvents()); err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestRegistrar(t *testing.T) {
 	d := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", exectest.CmdMutation, ""))
 	exectest.MustDecide(t, f, exectest.Operator, *d.ApprovalID, execution.DecisionDeny, execution.ViaButton)
 	x := exectest.MustRequest(t, f, exectest.Agent, exectest.Run("lxc:web", "cat /nonexistent", ""))
-	f.Simulate(t, x.ID, nil, execution.StatusFailed, 1, "")
+	simulate(t, f, x.ID, nil, execution.StatusFailed, 1, "")
 	if err := reg.WaitProcessed(ctx, execEvents()); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestRegistrarCatchUp(t *testing.T) {
 	defer cancel()
 	e := exectest.MustRequest(t, f, exectest.Agent, exectest.PctCreate(`{"vmid": 155, "hostname": "late"}`, ""))
 	exectest.MustDecide(t, f, exectest.Operator, *e.ApprovalID, execution.DecisionApprove, execution.ViaButton)
-	f.Simulate(t, e.ID, nil, execution.StatusCompleted, 0, `{"vmid": 155, "hostname": "late", "template": "debian-12-standard_12.7-1_amd64.tar.zst", "ip": "dhcp"}`)
+	simulate(t, f, e.ID, nil, execution.StatusCompleted, 0, `{"vmid": 155, "hostname": "late", "template": "debian-12-standard_12.7-1_amd64.tar.zst", "ip": "dhcp"}`)
 	bus := eventbus.NewBus(eventbus.BusOptions{Pool: f.Pool, Logger: zerolog.Nop(), Poll: 20 * time.Millisecond})
 	if err := bus.Start(ctx); err != nil {
 		t.Fatal(err)
